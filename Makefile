@@ -1,0 +1,86 @@
+# ftrain - build, test, demo, bench.  See README.md.
+#
+#   make            build build/ftrain and build/ckptctl
+#   make check      install missing packages, build, run every test under prove
+#   make demo       install missing packages, build, run the main job
+#   make bench      print speed figures beside the peers
+#   make SANITIZE=1 check   the suite under ASan + UBSan
+
+CC       ?= cc
+BUILD    ?= build
+CSTD     := -std=c11 -D_GNU_SOURCE
+WARN     := -Wall -Wextra -Wshadow -Wno-unused-parameter
+OPT      ?= -O2 -g
+CFLAGS   += $(CSTD) $(WARN) $(OPT) -Iinclude -MMD -MP
+LDLIBS_CKPT := -lzstd -lxxhash -ljansson -larchive -lpthread
+MPI_CFLAGS  := $(shell mpicc --showme:compile 2>/dev/null)
+MPI_LIBS    := $(shell mpicc --showme:link 2>/dev/null)
+BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
+BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
+LDLIBS_FTRAIN := $(MPI_LIBS) $(BLAS_LIBS) -lz -lm
+
+ifeq ($(SANITIZE),1)
+  CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  LDFLAGS += -fsanitize=address,undefined
+  BUILD   := build-san
+endif
+
+CKPT_SRC   := $(filter-out ckpt/ckptctl.c,$(wildcard ckpt/*.c))
+FTRAIN_SRC := $(filter-out src/main.c,$(wildcard src/*.c))
+TEST_SRC   := $(wildcard tests/*.c)
+CKPT_OBJ   := $(CKPT_SRC:%.c=$(BUILD)/%.o)
+FTRAIN_OBJ := $(FTRAIN_SRC:%.c=$(BUILD)/%.o)
+TESTS      := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%.t)
+
+all: $(BUILD)/ftrain $(BUILD)/ckptctl $(TESTS)
+
+$(BUILD)/src/%.o: src/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) -c $< -o $@
+
+$(BUILD)/ckpt/%.o: ckpt/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/tests/%.o: tests/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) -Itests -c $< -o $@
+
+$(BUILD)/libckpt.a: $(CKPT_OBJ)
+	ar rcs $@ $^
+
+$(BUILD)/libftrain.a: $(FTRAIN_OBJ)
+	ar rcs $@ $^
+
+$(BUILD)/ftrain: $(BUILD)/src/main.o $(BUILD)/libftrain.a $(BUILD)/libckpt.a
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_FTRAIN) $(LDLIBS_CKPT)
+
+$(BUILD)/ckptctl: $(BUILD)/ckpt/ckptctl.o $(BUILD)/libckpt.a
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_CKPT) -lm
+
+$(BUILD)/tests/%.t: $(BUILD)/tests/%.o $(BUILD)/libftrain.a $(BUILD)/libckpt.a
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_FTRAIN) $(LDLIBS_CKPT)
+
+deps:
+	@sh scripts/deps.sh
+
+check: deps
+	$(MAKE) all
+	BUILD=$(BUILD) prove -f --exec '' $(TESTS) $(wildcard tests/*.sh)
+
+demo: deps
+	$(MAKE) all
+	BUILD=$(BUILD) sh scripts/demo.sh
+
+bench: deps
+	$(MAKE) all $(BUILD)/bench-train $(BUILD)/bench-ckpt
+	BUILD=$(BUILD) sh bench/run.sh
+
+$(BUILD)/bench-%: bench/%.c $(BUILD)/libftrain.a $(BUILD)/libckpt.a
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) $^ -o $@ $(LDLIBS_FTRAIN) $(LDLIBS_CKPT)
+
+clean:
+	rm -rf build build-san
+
+.PHONY: all deps check demo bench clean
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

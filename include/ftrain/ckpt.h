@@ -1,0 +1,295 @@
+/*
+ * ckpt.h - sharded, zstd-compressed, checksummed checkpoints with one atomic
+ * commit point and resharding on load.
+ *
+ * HowTo (save).  A checkpoint is a set of named tensors laid out one after the
+ * other in one flat logical byte space, plus a JSON "record" chosen by the
+ * caller (the trainer's epoch, data cursor, configuration, ...).  Every one of
+ * the W saving ranks holds the whole state (data parallel) and writes one
+ * contiguous slice of the flat space into its own shard file:
+ *
+ *     ckpt_layout(tensors, n, &total);             offsets, same on every rank
+ *     ckpt_shard_write(root, step, rank, W, ...)   local I/O only: this rank's
+ *                                                  slice -> .tmp-step-<N>/shard
+ *     ckpt_commit(root, step, ..., &coll)          collective: gather shard
+ *                                                  infos; rank 0 writes the
+ *                                                  manifest and commits
+ *
+ * ckpt_save() does both phases.  The split lets a caller run phase one in a
+ * background thread (it touches no communicator) and phase two on the main
+ * thread at a step boundary.  ckpt knows nothing of MPI: the caller passes a
+ * ckpt_coll_t with allgather/bcast callbacks.
+ *
+ * HowTo (load).  ckpt_open() a committed step directory (it validates the
+ * manifest as untrusted input), look tensors up with ckpt_find(), and read any
+ * byte range of the flat space with ckpt_read_range(): only the zstd frames
+ * that overlap the range are read and decompressed, and each frame's checksum
+ * is verified.  A reader of any world size M can therefore load a checkpoint
+ * written by any N ranks.
+ *
+ * HowTo (manage).  ckpt_list() reports every checkpoint under a root with its
+ * status; ckpt_latest_good() finds the newest one that verifies; ckpt_prune()
+ * keeps the last K; ckpt_verify() re-reads every byte.
+ *
+ * Errors.  Every function returns CKPT_OK (0) or a negative ckpt_err_t code;
+ * ckpt_strerror() names it, and ckpt_last_error() gives a message naming the
+ * file and what is wrong for the calling thread's last failure.  Nothing here
+ * exits or prints.  The on-disk format is specified in docs/checkpoint-format.md.
+ */
+#ifndef FTRAIN_CKPT_H
+#define FTRAIN_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CKPT_FORMAT_VERSION 1
+#define CKPT_MAX_DIMS 4
+#define CKPT_NAME_MAX 128 /* tensor name, including the terminating NUL */
+#define CKPT_PATH_MAX 4096
+
+typedef enum {
+    CKPT_OK = 0,
+    CKPT_EIO = -1,        /* open/read/write/fsync/rename failed (errno kept) */
+    CKPT_ENOMEM = -2,     /* allocation failed */
+    CKPT_EINVAL = -3,     /* bad argument from the caller */
+    CKPT_ECORRUPT = -4,   /* checksum mismatch, bad magic, bad frame */
+    CKPT_EFORMAT = -5,    /* manifest malformed: wrong types, out-of-range */
+    CKPT_ENOTFOUND = -6,  /* no such checkpoint, tensor or file */
+    CKPT_EINCOMPLETE = -7,/* not committed (no manifest) or shard missing */
+    CKPT_EVERSION = -8,   /* format version this build cannot read */
+    CKPT_EEXIST = -9,     /* a committed checkpoint of this step exists */
+    CKPT_EPEER = -10,     /* another rank failed during a collective phase */
+    CKPT_EZSTD = -11,     /* compression library error */
+    CKPT_EARCHIVE = -12   /* archive error or unsafe archive entry */
+} ckpt_err_t;
+
+/** @return a static, lowercase name for an error code ("checksum mismatch"). */
+const char *ckpt_strerror(int err);
+
+/** @return the calling thread's last detailed error message ("" if none). */
+const char *ckpt_last_error(void);
+
+typedef enum {
+    CKPT_F32 = 0,
+    CKPT_F64 = 1,
+    CKPT_I64 = 2,
+    CKPT_U8 = 3,
+    CKPT_I32 = 4
+} ckpt_dtype_t;
+
+/** @return bytes per element of a dtype, 0 for an unknown value. */
+size_t ckpt_dtype_size(ckpt_dtype_t d);
+/** @return the dtype's manifest name ("f32"), NULL for an unknown value. */
+const char *ckpt_dtype_name(ckpt_dtype_t d);
+
+/* One named tensor.  On save, data points at the whole tensor (every rank has
+ * it); offset and nbytes are filled by ckpt_layout().  On load (ckpt_tensor_at,
+ * ckpt_find) data is NULL. */
+typedef struct {
+    char name[CKPT_NAME_MAX];
+    ckpt_dtype_t dtype;
+    int ndim;
+    int64_t shape[CKPT_MAX_DIMS]; /* global shape */
+    uint64_t offset;              /* byte offset in the flat space */
+    uint64_t nbytes;              /* product(shape) * dtype size */
+    const void *data;
+} ckpt_tensor_t;
+
+/* Collective callbacks supplied by the caller (for example over MPI).  Each
+ * returns 0 on success, non-zero on failure.  All ranks call them in the same
+ * order.  allgather: every rank contributes `bytes` bytes at send and receives
+ * size*bytes at recv, rank-ordered.  bcast: root's buffer to every rank. */
+typedef struct {
+    void *ctx;
+    int rank;
+    int size;
+    int (*allgather)(void *ctx, const void *send, void *recv, size_t bytes);
+    int (*bcast)(void *ctx, void *buf, size_t bytes, int root);
+} ckpt_coll_t;
+
+typedef struct {
+    int level;            /* zstd level, default 3; 1..19 accepted */
+    int threads;          /* zstd worker threads per rank, 0 = none */
+    int shuffle;          /* byte-shuffle 4-byte elements before zstd (default 1) */
+    size_t frame_bytes;   /* raw bytes per zstd frame, default 4 MiB */
+    int fsync;            /* fsync files and directories (default 1) */
+} ckpt_opts_t;
+
+/** Fill opts with the defaults above. */
+void ckpt_opts_default(ckpt_opts_t *opts);
+
+/* What one rank wrote; gathered to rank 0 by ckpt_commit. */
+typedef struct {
+    uint64_t raw_offset;   /* start of this rank's slice in the flat space */
+    uint64_t raw_bytes;    /* length of the slice */
+    uint64_t file_bytes;   /* shard file size */
+    uint64_t xxh64;        /* checksum of the whole shard file */
+    uint32_t nframes;
+    uint32_t reserved;
+} ckpt_shard_info_t;
+
+/**
+ * Assign each tensor an offset in the flat space (in array order, each
+ * aligned to 8 bytes) and its nbytes.
+ * @return CKPT_OK and *total_bytes, or CKPT_EINVAL (bad name, dtype, shape,
+ *         duplicate name, overflow).
+ */
+int ckpt_layout(ckpt_tensor_t *tensors, size_t n, uint64_t *total_bytes);
+
+/**
+ * Phase one, local: write rank `rank` of `world`'s slice of the flat space
+ * into <root>/.tmp-step-<step>/shard-<rank>.ftsh and fsync it.  Touches no
+ * collective; safe in a background thread.  Tensors must have been laid out.
+ * @return CKPT_OK and *info, or CKPT_EIO / CKPT_ENOMEM / CKPT_EZSTD /
+ *         CKPT_EEXIST (step already committed).
+ */
+int ckpt_shard_write(const char *root, uint64_t step, int rank, int world,
+                     const ckpt_tensor_t *tensors, size_t n,
+                     const ckpt_opts_t *opts, ckpt_shard_info_t *info);
+
+/**
+ * Phase two, collective: gather every rank's info (or failure) to rank 0,
+ * which writes manifest.json (temp, fsync, rename), renames .tmp-step-<N> to
+ * step-<N>, fsyncs the root and atomically replaces LATEST.  record_json must
+ * be a JSON object (text); it is stored as the manifest's "record".
+ * local_rc is this rank's phase-one result: if any rank failed, nothing is
+ * committed and every rank returns CKPT_EPEER (or its own error).
+ * @return the same result on every rank.
+ */
+int ckpt_commit(const char *root, uint64_t step, const ckpt_tensor_t *tensors,
+                size_t n, const char *record_json, const ckpt_opts_t *opts,
+                int local_rc, const ckpt_shard_info_t *info,
+                const ckpt_coll_t *coll);
+
+/** Both phases.  @return as ckpt_commit. */
+int ckpt_save(const char *root, uint64_t step, ckpt_tensor_t *tensors,
+              size_t n, const char *record_json, const ckpt_opts_t *opts,
+              const ckpt_coll_t *coll);
+
+/* ---- reading ---------------------------------------------------------- */
+
+typedef struct ckpt ckpt_t;
+
+/**
+ * Open a committed checkpoint directory (.../step-<N>) and validate its
+ * manifest: types, sizes, offsets, shard names (no '/' or ".."), coverage of
+ * the flat space without gaps or overlaps.  Shard files are opened lazily.
+ * @return CKPT_OK and *out, or CKPT_ENOTFOUND / CKPT_EINCOMPLETE (no
+ *         manifest) / CKPT_EFORMAT / CKPT_EVERSION / CKPT_ENOMEM.
+ */
+int ckpt_open(const char *dir, ckpt_t **out);
+/** Close; accepts NULL. */
+void ckpt_close(ckpt_t *c);
+
+uint64_t ckpt_step(const ckpt_t *c);
+uint64_t ckpt_total_bytes(const ckpt_t *c);
+int ckpt_world_size(const ckpt_t *c);   /* number of shards */
+size_t ckpt_num_tensors(const ckpt_t *c);
+/** @return the i-th tensor (data NULL), or NULL when i is out of range. */
+const ckpt_tensor_t *ckpt_tensor_at(const ckpt_t *c, size_t i);
+/** @return the tensor named name, or NULL. */
+const ckpt_tensor_t *ckpt_find(const ckpt_t *c, const char *name);
+/** @return the record as compact JSON text owned by c. */
+const char *ckpt_record_json(const ckpt_t *c);
+/** @return the i-th shard's info as written in the manifest, or NULL. */
+const ckpt_shard_info_t *ckpt_shard_at(const ckpt_t *c, int i);
+/** @return the manifest's creation time (seconds since the epoch). */
+int64_t ckpt_created(const ckpt_t *c);
+
+/**
+ * Read bytes [offset, offset+len) of the flat space into dst.  Reads and
+ * verifies only the frames that overlap; a frame that decompresses to other
+ * than its declared size is corrupt.
+ * @return CKPT_OK, or CKPT_EINVAL (range) / CKPT_EIO / CKPT_ECORRUPT /
+ *         CKPT_EINCOMPLETE (shard missing).
+ */
+int ckpt_read_range(ckpt_t *c, uint64_t offset, uint64_t len, void *dst);
+
+/** Read a whole tensor (dst must hold t->nbytes).  @return as read_range. */
+int ckpt_read_tensor(ckpt_t *c, const char *name, void *dst, uint64_t cap);
+
+/**
+ * Re-read every shard, check each frame and each shard checksum and size
+ * against the manifest.  @return CKPT_OK or the first error.
+ */
+int ckpt_verify(ckpt_t *c);
+
+/* ---- managing a root -------------------------------------------------- */
+
+typedef enum {
+    CKPT_ST_COMMITTED = 0,  /* manifest present and valid (not re-verified) */
+    CKPT_ST_INCOMPLETE = 1, /* temp dir or step dir without manifest */
+    CKPT_ST_CORRUPT = 2     /* manifest invalid, or verify failed */
+} ckpt_status_t;
+
+typedef struct {
+    char name[64];          /* "step-00000042" or ".tmp-step-..." */
+    uint64_t step;
+    ckpt_status_t status;
+    int is_latest;
+    int world_size;
+    uint64_t raw_bytes;
+    uint64_t file_bytes;
+    int64_t created;
+    char why[256];          /* reason when not committed */
+} ckpt_entry_t;
+
+/**
+ * List checkpoints under root, sorted by step (incomplete temp dirs too).
+ * With verify != 0 every committed one is fully verified.
+ * *out is malloc'd; free() it.
+ * @return CKPT_OK, or CKPT_ENOTFOUND (no such root) / CKPT_EIO / CKPT_ENOMEM.
+ */
+int ckpt_list(const char *root, int verify, ckpt_entry_t **out, size_t *n);
+
+/**
+ * Find the newest checkpoint that fully verifies, writing its directory to
+ * path.  Each skipped one is reported through skipped(ctx, name, why) when
+ * skipped is not NULL.
+ * @return CKPT_OK, CKPT_ENOTFOUND (no checkpoint at all), or
+ *         CKPT_ECORRUPT (checkpoints exist but none is good).
+ */
+int ckpt_latest_good(const char *root, char *path, size_t cap,
+                     void (*skipped)(void *ctx, const char *name,
+                                     const char *why),
+                     void *ctx);
+
+/**
+ * Remove all but the newest `keep` committed checkpoints, never the one named
+ * in_use (may be NULL), and temp dirs of crashed saves older than the newest
+ * committed step.  *removed gets the count when not NULL.
+ * @return CKPT_OK or CKPT_EIO.
+ */
+int ckpt_prune(const char *root, int keep, const char *in_use, int *removed);
+
+/** Step directory name for a step: "step-%08llu". */
+void ckpt_step_dirname(uint64_t step, char *buf, size_t cap);
+
+/* ---- archives (libarchive) -------------------------------------------- */
+
+/**
+ * Write a committed checkpoint directory into a tar file (.tar, or .tar.zst
+ * when the name ends so).  Verifies before exporting.
+ * @return CKPT_OK or an error code.
+ */
+int ckpt_export(const char *ckpt_dir, const char *archive_path);
+
+/**
+ * Extract an exported checkpoint into root (created if missing).  Refuses
+ * absolute paths, "..", links, devices and anything outside one step-<N>/
+ * directory; never overwrites an existing checkpoint; extracts into a temp
+ * dir, verifies, then renames into place.  The new dir's path goes to out.
+ * @return CKPT_OK, CKPT_EARCHIVE (unsafe or malformed entry), CKPT_EEXIST,
+ *         CKPT_ECORRUPT, or CKPT_EIO.
+ */
+int ckpt_import(const char *archive_path, const char *root, char *out,
+                size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,72 @@
+/*
+ * data.h - the data sets ftrain trains on.
+ *
+ * HowTo: data_load("fashion-mnist", dir_or_NULL, &train, &test, err, sizeof err)
+ * fills two in-memory data sets; data_free() releases each.  Every rank loads
+ * the whole set (it is small); which samples a rank uses is the sampler's job.
+ *
+ *   fashion-mnist  the IDX .gz files of Debian's dataset-fashion-mnist
+ *                  (train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz,
+ *                  t10k-...), 60000 train / 10000 test, 784 features scaled
+ *                  to [0,1], 10 classes.  dir defaults to DATA_FMNIST_DIR.
+ *   line           y = 0.7x + 0.3, x = 0, 0.001, ..., 0.999 (1000 points);
+ *                  test: 100 points at x = 0.0005 + 0.01 k.
+ *   sine           y = sin(2 pi x), 100 points x = k/99 in [0,1];
+ *                  test: 99 points at the midpoints.
+ *
+ * Files are untrusted: a truncated or malformed file is an error whose
+ * message names the file and what is wrong.
+ */
+#ifndef FTRAIN_DATA_H
+#define FTRAIN_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DATA_FMNIST_DIR "/usr/share/datasets/fashion-mnist"
+
+typedef enum {
+    DATA_OK = 0,
+    DATA_EIO = -1,      /* a file could not be opened or read */
+    DATA_EFORMAT = -2,  /* bad magic, dimensions, truncated, trailing bytes */
+    DATA_ENOMEM = -3,
+    DATA_EINVAL = -4    /* unknown data set name */
+} data_err_t;
+
+typedef struct {
+    int n;                 /* number of samples */
+    int in_dim;            /* features per sample */
+    int out_dim;           /* classes (classification) or targets */
+    int classification;    /* 1: labels used, loss softmax cross-entropy */
+    float *x;              /* n * in_dim, row-major */
+    int32_t *labels;       /* n, in [0, out_dim) when classification */
+    float *y;              /* n * out_dim when !classification */
+} dataset_t;
+
+/**
+ * Load a named data set (see above).  dir may be NULL for the default.
+ * @return DATA_OK, or a negative data_err_t with a message in err naming the
+ *         file and the problem; train and test are then left empty.
+ */
+int data_load(const char *name, const char *dir, dataset_t *train,
+              dataset_t *test, char *err, size_t errcap);
+
+/**
+ * Parse one IDX file (optionally gzip-compressed; zlib detects it).
+ * expect_dims is 1 (labels) or 3 (images).  On success *dims holds the
+ * dimension sizes and *data a malloc'd buffer of the unsigned bytes.
+ * @return DATA_OK or DATA_EIO / DATA_EFORMAT / DATA_ENOMEM with err set.
+ */
+int data_read_idx(const char *path, int expect_dims, uint32_t dims[3],
+                  uint8_t **data, char *err, size_t errcap);
+
+/** @return 1 if name is a known data set, else 0. */
+int data_known(const char *name);
+
+/** Release a data set's buffers; accepts NULL and empty sets. */
+void data_free(dataset_t *d);
+
+/** @return a static name for an error code. */
+const char *data_strerror(int err);
+
+#endif

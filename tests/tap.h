@@ -1,0 +1,107 @@
+/*
+ * tap.h - a tiny Test Anything Protocol helper for ftrain's C tests.
+ *
+ * HowTo: plan(n) (or no plan and done_testing() at the end), then ok(),
+ * is_int(), is_double(), is_str(); diag() writes a "# " comment; skip_all()
+ * ends the test with a reason.  The process exit code is non-zero when a test
+ * failed, so prove sees it twice.
+ */
+#ifndef FTRAIN_TAP_H
+#define FTRAIN_TAP_H
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int tap_n_ = 0, tap_failed_ = 0, tap_planned_ = 0;
+
+static inline void plan(int n)
+{
+    tap_planned_ = n;
+    printf("1..%d\n", n);
+    fflush(stdout);
+}
+
+static inline void diag(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("# ", stdout);
+    vprintf(fmt, ap);
+    fputc('\n', stdout);
+    va_end(ap);
+    fflush(stdout);
+}
+
+static inline int ok_(int cond, const char *file, int line, const char *fmt, va_list ap)
+{
+    tap_n_++;
+    printf("%sok %d - ", cond ? "" : "not ", tap_n_);
+    vprintf(fmt, ap);
+    putchar('\n');
+    if (!cond) {
+        tap_failed_++;
+        printf("#   failed at %s:%d\n", file, line);
+    }
+    fflush(stdout);
+    return cond;
+}
+
+static inline int ok_at(int cond, const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = ok_(cond, file, line, fmt, ap);
+    va_end(ap);
+    return r;
+}
+#define ok(cond, ...) ok_at(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
+
+#define is_int(got, want, ...)                                                \
+    do {                                                                      \
+        long long g_ = (long long)(got), w_ = (long long)(want);              \
+        if (!ok(g_ == w_, __VA_ARGS__))                                       \
+            diag("     got: %lld\n#   expected: %lld", g_, w_);              \
+    } while (0)
+
+#define is_double(got, want, tol, ...)                                        \
+    do {                                                                      \
+        double g_ = (double)(got), w_ = (double)(want);                       \
+        if (!ok(fabs(g_ - w_) <= (tol), __VA_ARGS__))                         \
+            diag("     got: %.9g\n#   expected: %.9g (tol %g)", g_, w_,       \
+                 (double)(tol));                                              \
+    } while (0)
+
+#define is_str(got, want, ...)                                                \
+    do {                                                                      \
+        const char *g_ = (got), *w_ = (want);                                 \
+        if (!ok(g_ && w_ && strcmp(g_, w_) == 0, __VA_ARGS__))                \
+            diag("     got: '%s'\n#   expected: '%s'", g_ ? g_ : "(null)",    \
+                 w_ ? w_ : "(null)");                                         \
+    } while (0)
+
+static inline void skip_all(const char *why)
+{
+    printf("1..0 # SKIP %s\n", why);
+    exit(0);
+}
+
+static inline void skip(const char *why)
+{
+    tap_n_++;
+    printf("ok %d # skip %s\n", tap_n_, why);
+}
+
+static inline int done_testing(void)
+{
+    if (!tap_planned_)
+        printf("1..%d\n", tap_n_);
+    else if (tap_planned_ != tap_n_)
+        printf("# planned %d tests but ran %d\n", tap_planned_, tap_n_);
+    fflush(stdout);
+    return tap_failed_ || (tap_planned_ && tap_planned_ != tap_n_) ? 1 : 0;
+}
+
+#endif
