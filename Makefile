@@ -31,8 +31,9 @@ TEST_SRC   := $(wildcard tests/*.c)
 CKPT_OBJ   := $(CKPT_SRC:%.c=$(BUILD)/%.o)
 FTRAIN_OBJ := $(FTRAIN_SRC:%.c=$(BUILD)/%.o)
 TESTS      := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%.t)
+TOOLS      := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(wildcard tests/tools/*.c))
 
-all: $(BUILD)/ftrain $(BUILD)/ckptctl $(TESTS)
+all: $(BUILD)/ftrain $(BUILD)/ckptctl $(TESTS) $(TOOLS)
 
 $(BUILD)/src/%.o: src/%.c
 	@mkdir -p $(@D)
@@ -58,8 +59,17 @@ $(BUILD)/ftrain: $(BUILD)/src/main.o $(BUILD)/libftrain.a $(BUILD)/libckpt.a
 $(BUILD)/ckptctl: $(BUILD)/ckpt/ckptctl.o $(BUILD)/libckpt.a
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_CKPT) -lm
 
+# Tests named ckpt_*.c use only the checkpoint library (no MPI, no BLAS).
+$(BUILD)/tests/ckpt_%.t: $(BUILD)/tests/ckpt_%.o $(BUILD)/libckpt.a
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_CKPT) -lm
+
 $(BUILD)/tests/%.t: $(BUILD)/tests/%.o $(BUILD)/libftrain.a $(BUILD)/libckpt.a
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_FTRAIN) $(LDLIBS_CKPT)
+
+# Helper programs the tests run (fixture makers), not tests themselves.
+$(BUILD)/tests/tools/%: tests/tools/%.c $(BUILD)/libckpt.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Itests $^ -o $@ $(LDLIBS_CKPT) -lm
 
 deps:
 	@sh scripts/deps.sh
