@@ -1,0 +1,804 @@
+/*
+ * archive.c - export a committed checkpoint into a tar file and import one
+ * back, through libarchive.
+ *
+ * An exported archive holds exactly one top-level directory named after the
+ * step (ckpt_step_dirname) with regular files only:
+ *
+ *     step-00000042/manifest.json
+ *     step-00000042/shard-*.ftsh
+ *
+ * written as a plain tar, or a zstd-compressed tar when the file name ends in
+ * ".tar.zst" (or ".tzst").
+ *
+ * Export protocol (one commit point, the rename):
+ *
+ *     ckpt_open + ckpt_verify   the source is good before anything is written
+ *     FILE.tmp                  open (O_NOFOLLOW), tar entries, close archive
+ *     fsync(FILE.tmp)           data durable before it gets its name
+ *     rename(FILE.tmp, FILE)    COMMIT
+ *     fsync(dir of FILE)        the name is durable
+ *
+ * A failure before the rename unlinks FILE.tmp, so no partial FILE is left.
+ *
+ * Import protocol.  An archive is untrusted input.  Invariants:
+ *   - nothing is written outside <root>/.import-XXXXXX/ until the final
+ *     rename, and the rename never replaces an existing entry (renameat2
+ *     with RENAME_NOREPLACE);
+ *   - every entry is checked before a byte of it is written: a relative path
+ *     of exactly "step-<N>/<name>" (an optional leading "./" is accepted),
+ *     the same step-<N> for every entry, no "." / ".." / empty component, a
+ *     regular file (a directory entry only for step-<N> itself), a name that
+ *     is "manifest.json" or "shard-<id>.ftsh", a declared size within limits;
+ *   - files are created by this code with O_CREAT|O_EXCL|O_NOFOLLOW relative
+ *     to a directory descriptor (never archive_write_disk), so a duplicate or
+ *     a planted link fails instead of being followed;
+ *   - the extracted checkpoint passes ckpt_open + ckpt_verify before it gets
+ *     its name.
+ *
+ *     mkdtemp <root>/.import-XXXXXX/            temp dir, mode 0700
+ *       -> mkdirat step-<N>/                    canonical name from the step
+ *       -> extract + fsync each file, fsync dirs
+ *       -> ckpt_open + ckpt_verify              EARCHIVE/ECORRUPT on failure
+ *       -> renameat2(NOREPLACE) to <root>/step-<N>   COMMIT (EEXIST if taken)
+ *       -> fsync(root), rmdir temp dir, fsync(root)
+ *
+ * Any failure before the commit removes the temp dir, leaving root as it was
+ * (apart from creating root itself when it was missing).
+ */
+#include "ckpt_internal.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ftrain/ckpt.h"
+
+/* Limits on what an archive may declare.  A shard of a data-parallel
+ * checkpoint is one slice of the state; 1 TiB is far beyond anything this
+ * trainer writes and stops a forged size from filling the disk. */
+#define ARC_MAX_FILE_BYTES (UINT64_C(1) << 40)
+#define ARC_MAX_MANIFEST_BYTES (UINT64_C(64) << 20)
+#define ARC_MAX_ENTRIES 65536
+#define ARC_MAX_ID_LEN 64
+#define ARC_IO_CHUNK (1u << 20)
+
+/* As arc_fail for a failed system call: appends strerror(errno). */
+static int arc_fail_errno(const char *what, const char *path)
+{
+    int e = errno;
+    int rc = ckpt_seterr(CKPT_EIO, "%s '%s': %s", what, path, strerror(e));
+    errno = e;
+    return rc;
+}
+
+/* ---- names ------------------------------------------------------------- */
+
+/* Is s a shard file name "shard-<id>.ftsh", id of [A-Za-z0-9_-]? */
+static int arc_is_shard_name(const char *s)
+{
+    size_t len = strlen(s);
+    if (len <= 11 || strncmp(s, "shard-", 6) != 0 ||
+        strcmp(s + len - 5, ".ftsh") != 0)
+        return 0;
+    size_t idlen = len - 11;
+    if (idlen > ARC_MAX_ID_LEN)
+        return 0;
+    for (size_t i = 6; i < len - 5; i++) {
+        char ch = s[i];
+        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') ||
+              (ch >= 'A' && ch <= 'Z') || ch == '_' || ch == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+/* Is s one of the file names a checkpoint directory holds? */
+static int arc_is_member_name(const char *s)
+{
+    return strcmp(s, "manifest.json") == 0 || arc_is_shard_name(s);
+}
+
+/* Parse "step-<digits>" (1 to 20 digits, no overflow) into *step. */
+static int arc_parse_step_dir(const char *s, size_t len, uint64_t *step)
+{
+    if (len < 6 || len > 25 || strncmp(s, "step-", 5) != 0)
+        return 0;
+    uint64_t v = 0;
+    for (size_t i = 5; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+        uint64_t d = (uint64_t)(s[i] - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return 0;
+        v = v * 10 + d;
+    }
+    *step = v;
+    return 1;
+}
+
+/* Does the archive name ask for zstd compression? */
+static int arc_wants_zstd(const char *path)
+{
+    size_t len = strlen(path);
+    return (len >= 8 && strcmp(path + len - 8, ".tar.zst") == 0) ||
+           (len >= 5 && strcmp(path + len - 5, ".tzst") == 0);
+}
+
+static int arc_is_plain_tar(const char *path)
+{
+    size_t len = strlen(path);
+    return len >= 4 && strcmp(path + len - 4, ".tar") == 0;
+}
+
+/* Copy the directory part of path ("." when none) into buf. */
+static void arc_dirname(const char *path, char *buf, size_t cap)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        snprintf(buf, cap, ".");
+    } else if (slash == path) {
+        snprintf(buf, cap, "/");
+    } else {
+        size_t n = (size_t)(slash - path);
+        if (n >= cap)
+            n = cap - 1;
+        memcpy(buf, path, n);
+        buf[n] = '\0';
+    }
+}
+
+/* ---- export ------------------------------------------------------------ */
+
+/* Append one regular file to the archive as <top>/<name>. */
+static int arc_add_file(struct archive *a, const char *dir, const char *top,
+                        const char *name, void *buf)
+{
+    int rc = CKPT_OK;
+    int fd = -1;
+    struct archive_entry *e = NULL;
+    char path[CKPT_PATH_MAX], ename[128];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(ename, sizeof ename, "%s/%s", top, name);
+
+    fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        rc = arc_fail_errno("export: cannot open", path);
+        goto fail;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        rc = arc_fail_errno("export: cannot stat", path);
+        goto fail;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = ckpt_seterr(CKPT_EINVAL, "export: '%s': not a regular file", path);
+        goto fail;
+    }
+    e = archive_entry_new();
+    if (!e) {
+        rc = ckpt_seterr(CKPT_ENOMEM, "export: out of memory");
+        goto fail;
+    }
+    archive_entry_set_pathname(e, ename);
+    archive_entry_set_filetype(e, AE_IFREG);
+    archive_entry_set_perm(e, 0644);
+    archive_entry_set_size(e, (la_int64_t)st.st_size);
+    archive_entry_set_mtime(e, st.st_mtime, 0);
+    archive_entry_set_uid(e, 0);
+    archive_entry_set_gid(e, 0);
+    if (archive_write_header(a, e) != ARCHIVE_OK) {
+        rc = ckpt_seterr(CKPT_EARCHIVE, "export: '%s': cannot write header: %s",
+                      ename, archive_error_string(a));
+        goto fail;
+    }
+    uint64_t left = (uint64_t)st.st_size;
+    while (left > 0) {
+        size_t want = left < ARC_IO_CHUNK ? (size_t)left : ARC_IO_CHUNK;
+        ssize_t got = read(fd, buf, want);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            rc = arc_fail_errno("export: cannot read", path);
+            goto fail;
+        }
+        if (got == 0) {
+            rc = ckpt_seterr(CKPT_EIO, "export: '%s': file shrank while exporting",
+                          path);
+            goto fail;
+        }
+        la_ssize_t w = archive_write_data(a, buf, (size_t)got);
+        if (w != got) {
+            rc = ckpt_seterr(CKPT_EIO, "export: '%s': cannot write data: %s", ename,
+                          archive_error_string(a));
+            goto fail;
+        }
+        left -= (uint64_t)got;
+    }
+fail:
+    archive_entry_free(e);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+int ckpt_export(const char *ckpt_dir, const char *archive_path)
+{
+    int rc = CKPT_OK;
+    ckpt_t *c = NULL;
+    struct archive *a = NULL;
+    int fd = -1, tmp_made = 0;
+    void *buf = NULL;
+    char tmp[CKPT_PATH_MAX], top[64], parent[CKPT_PATH_MAX];
+
+    if (!ckpt_dir || !archive_path || !*ckpt_dir || !*archive_path) {
+        rc = ckpt_seterr(CKPT_EINVAL, "export: missing checkpoint or archive path");
+        goto fail;
+    }
+    if (!arc_wants_zstd(archive_path) && !arc_is_plain_tar(archive_path)) {
+        rc = ckpt_seterr(CKPT_EINVAL,
+                      "export: '%s': archive name must end in .tar or .tar.zst",
+                      archive_path);
+        goto fail;
+    }
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", archive_path) >= (int)sizeof tmp) {
+        rc = ckpt_seterr(CKPT_EINVAL, "export: '%s': path too long", archive_path);
+        goto fail;
+    }
+
+    /* Verify first: never export a checkpoint that does not read back. */
+    rc = ckpt_open(ckpt_dir, &c);
+    if (rc != CKPT_OK)
+        goto fail; /* ckpt_open set the message */
+    rc = ckpt_verify(c);
+    if (rc != CKPT_OK)
+        goto fail;
+    ckpt_step_dirname(ckpt_step(c), top, sizeof top);
+
+
+    buf = malloc(ARC_IO_CHUNK);
+    if (!buf) {
+        rc = ckpt_seterr(CKPT_ENOMEM, "export: out of memory");
+        goto fail;
+    }
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = arc_fail_errno("export: cannot create", tmp);
+        goto fail;
+    }
+    tmp_made = 1;
+
+    a = archive_write_new();
+    if (!a) {
+        rc = ckpt_seterr(CKPT_ENOMEM, "export: out of memory");
+        goto fail;
+    }
+    if (archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
+        (arc_wants_zstd(archive_path) &&
+         archive_write_add_filter_zstd(a) != ARCHIVE_OK) ||
+        archive_write_set_bytes_in_last_block(a, 1) != ARCHIVE_OK ||
+        archive_write_open_fd(a, fd) != ARCHIVE_OK) {
+        rc = ckpt_seterr(CKPT_EARCHIVE, "export: '%s': cannot start archive: %s",
+                      archive_path, archive_error_string(a));
+        goto fail;
+    }
+    /* The manifest first, then the shards in rank order: exactly the files
+     * the manifest names, nothing else that may lie in the directory. */
+    rc = arc_add_file(a, ckpt_dir, top, CKPT_MANIFEST_NAME, buf);
+    for (int i = 0; rc == CKPT_OK && i < ckpt_world_size(c); i++) {
+        char shard[64];
+        ckpt_shard_name(i, shard, sizeof shard);
+        rc = arc_add_file(a, ckpt_dir, top, shard, buf);
+    }
+    if (rc != CKPT_OK)
+        goto fail;
+    if (archive_write_close(a) != ARCHIVE_OK) {
+        rc = ckpt_seterr(CKPT_EIO, "export: '%s': cannot finish archive: %s",
+                      tmp, archive_error_string(a));
+        goto fail;
+    }
+    if (fsync(fd) != 0) {
+        rc = arc_fail_errno("export: cannot fsync", tmp);
+        goto fail;
+    }
+    if (close(fd) != 0) {
+        fd = -1;
+        rc = arc_fail_errno("export: cannot close", tmp);
+        goto fail;
+    }
+    fd = -1;
+    if (rename(tmp, archive_path) != 0) {
+        rc = arc_fail_errno("export: cannot rename into place", archive_path);
+        goto fail;
+    }
+    tmp_made = 0;
+    arc_dirname(archive_path, parent, sizeof parent);
+    if (ckpt_fsync_dir(parent) != 0) {
+        rc = arc_fail_errno("export: cannot fsync directory", parent);
+        goto fail;
+    }
+
+fail:
+    if (a)
+        archive_write_free(a); /* closes if still open; fd is ours */
+    if (fd >= 0)
+        close(fd);
+    if (tmp_made)
+        unlink(tmp);
+    free(buf);
+    ckpt_close(c);
+    return rc;
+}
+
+/* ---- import ------------------------------------------------------------ */
+
+/* Remove what an import created under dirfd/name: files, and one level of
+ * subdirectories.  Best effort; used on the failure path only. */
+static void arc_remove_tree(int dirfd, const char *name, int depth)
+{
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) {
+        DIR *d = fdopendir(fd);
+        if (!d) {
+            close(fd);
+        } else {
+            struct dirent *de;
+            while ((de = readdir(d)) != NULL) {
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                    continue;
+                if (unlinkat(fd, de->d_name, 0) != 0 && errno == EISDIR && depth > 0)
+                    arc_remove_tree(fd, de->d_name, depth - 1);
+            }
+            closedir(d);
+        }
+    }
+    unlinkat(dirfd, name, AT_REMOVEDIR);
+}
+
+/* Create dir and any missing parents (mode 0755).  @return 0 or -1. */
+static int arc_mkdir_p(const char *dir)
+{
+    char buf[CKPT_PATH_MAX];
+    size_t len = strlen(dir);
+    if (len == 0 || len >= sizeof buf) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(buf, dir, len + 1);
+    for (size_t i = 1; i <= len; i++) {
+        if (buf[i] != '/' && buf[i] != '\0')
+            continue;
+        char saved = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return -1;
+        buf[i] = saved;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}
+
+/* State of one import. */
+typedef struct {
+    const char *archive;   /* archive path, for messages */
+    int have_top;
+    uint64_t step;         /* from the top directory name */
+    char top[32];          /* top directory name as in the archive */
+    char canon[64];        /* canonical step directory name */
+    int stepfd;            /* <tmp>/<canon>, -1 until the first entry */
+    int have_manifest;
+    size_t nshards;
+    size_t nentries;
+} arc_import_t;
+
+/* Check one entry's path and split off its file name.  Sets the top
+ * directory on the first entry.  *is_top_dir is set for "step-<N>/" itself.
+ * @return CKPT_OK or CKPT_EARCHIVE with the message set. */
+static int arc_check_path(arc_import_t *im, const char *raw, const char **leaf,
+                          int *is_top_dir)
+{
+    const char *p = raw;
+    *is_top_dir = 0;
+    if (!p || !*p)
+        return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': entry with an empty name",
+                        im->archive);
+    if (p[0] == '/')
+        return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': entry '%s': absolute path",
+                        im->archive, raw);
+    /* Any ".." component anywhere, checked before anything else. */
+    for (const char *s = p; *s;) {
+        const char *end = strchr(s, '/');
+        size_t n = end ? (size_t)(end - s) : strlen(s);
+        if (n == 2 && s[0] == '.' && s[1] == '.')
+            return ckpt_seterr(CKPT_EARCHIVE,
+                            "import: '%s': entry '%s': '..' path component",
+                            im->archive, raw);
+        s += n;
+        if (*s == '/')
+            s++;
+    }
+    while (p[0] == '.' && p[1] == '/')
+        p += 2;
+    const char *slash = strchr(p, '/');
+    size_t toplen = slash ? (size_t)(slash - p) : strlen(p);
+    uint64_t step = 0;
+    if (!arc_parse_step_dir(p, toplen, &step))
+        return ckpt_seterr(CKPT_EARCHIVE,
+                        "import: '%s': entry '%s': not inside a step-<N>/ directory",
+                        im->archive, raw);
+    if (!im->have_top) {
+        memcpy(im->top, p, toplen);
+        im->top[toplen] = '\0';
+        im->step = step;
+        im->have_top = 1;
+    } else if (strlen(im->top) != toplen || strncmp(im->top, p, toplen) != 0) {
+        return ckpt_seterr(CKPT_EARCHIVE,
+                        "import: '%s': entry '%s': second top-level directory "
+                        "(first was '%s')",
+                        im->archive, raw, im->top);
+    }
+    if (!slash || slash[1] == '\0') {
+        *is_top_dir = 1;
+        *leaf = NULL;
+        return CKPT_OK;
+    }
+    const char *name = slash + 1;
+    if (strchr(name, '/'))
+        return ckpt_seterr(CKPT_EARCHIVE,
+                        "import: '%s': entry '%s': nested path inside '%s'",
+                        im->archive, raw, im->top);
+    if (!arc_is_member_name(name))
+        return ckpt_seterr(CKPT_EARCHIVE,
+                        "import: '%s': entry '%s': not a checkpoint file name "
+                        "(manifest.json or shard-<id>.ftsh)",
+                        im->archive, raw);
+    *leaf = name;
+    return CKPT_OK;
+}
+
+/* Copy the current entry's data into a new file leaf under im->stepfd. */
+static int arc_extract_file(arc_import_t *im, struct archive *a,
+                            const char *ename, const char *leaf, uint64_t size,
+                            void *buf)
+{
+    int rc = CKPT_OK;
+    int fd = openat(im->stepfd, leaf,
+                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        if (errno == EEXIST)
+            return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': entry '%s': duplicate",
+                            im->archive, ename);
+        return ckpt_seterr(CKPT_EIO, "import: cannot create '%s' from '%s': %s",
+                        leaf, im->archive, strerror(errno));
+    }
+    uint64_t done = 0;
+    for (;;) {
+        la_ssize_t got = archive_read_data(a, buf, ARC_IO_CHUNK);
+        if (got == 0)
+            break;
+        if (got < 0) {
+            rc = ckpt_seterr(CKPT_EARCHIVE, "import: '%s': entry '%s': %s",
+                          im->archive, ename, archive_error_string(a));
+            goto fail;
+        }
+        if ((uint64_t)got > size - done) {
+            rc = ckpt_seterr(CKPT_EARCHIVE,
+                          "import: '%s': entry '%s': more data than its size",
+                          im->archive, ename);
+            goto fail;
+        }
+        const char *q = buf;
+        size_t left = (size_t)got;
+        while (left > 0) {
+            ssize_t w = write(fd, q, left);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0) {
+                rc = ckpt_seterr(CKPT_EIO, "import: cannot write '%s' from '%s': %s",
+                              leaf, im->archive, strerror(errno));
+                goto fail;
+            }
+            q += w;
+            left -= (size_t)w;
+        }
+        done += (uint64_t)got;
+    }
+    if (done != size) {
+        rc = ckpt_seterr(CKPT_EARCHIVE,
+                      "import: '%s': entry '%s': truncated (%" PRIu64
+                      " of %" PRIu64 " bytes)",
+                      im->archive, ename, done, size);
+        goto fail;
+    }
+    if (fsync(fd) != 0) {
+        rc = ckpt_seterr(CKPT_EIO, "import: cannot fsync '%s' from '%s': %s", leaf,
+                      im->archive, strerror(errno));
+        goto fail;
+    }
+fail:
+    if (close(fd) != 0 && rc == CKPT_OK)
+        rc = ckpt_seterr(CKPT_EIO, "import: cannot close '%s' from '%s': %s", leaf,
+                      im->archive, strerror(errno));
+    return rc;
+}
+
+/* Read every entry of the archive into tmpfd/<canonical step dir>. */
+static int arc_extract_all(arc_import_t *im, struct archive *a, int rootfd,
+                           int tmpfd, void *buf)
+{
+    int rc = CKPT_OK;
+    struct archive_entry *e;
+    for (;;) {
+        int r = archive_read_next_header(a, &e);
+        if (r == ARCHIVE_EOF)
+            break;
+        if (r < ARCHIVE_WARN)
+            return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': %s%s", im->archive,
+                            im->nentries ? "after entry " : "not a readable tar "
+                                                            "archive: ",
+                            archive_error_string(a) ? archive_error_string(a)
+                                                    : "unknown error");
+        if (++im->nentries > ARC_MAX_ENTRIES)
+            return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': more than %d entries",
+                            im->archive, ARC_MAX_ENTRIES);
+        const char *ename = archive_entry_pathname(e);
+        const char *leaf = NULL;
+        int is_top_dir = 0;
+        rc = arc_check_path(im, ename, &leaf, &is_top_dir);
+        if (rc != CKPT_OK)
+            return rc;
+        mode_t type = archive_entry_filetype(e);
+        if (archive_entry_hardlink(e))
+            return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': entry '%s': hard link",
+                            im->archive, ename);
+        if (archive_entry_symlink(e) || type == AE_IFLNK)
+            return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': entry '%s': symbolic link",
+                            im->archive, ename);
+        if (type == AE_IFCHR || type == AE_IFBLK || type == AE_IFIFO ||
+            type == AE_IFSOCK)
+            return ckpt_seterr(CKPT_EARCHIVE,
+                            "import: '%s': entry '%s': device, fifo or socket",
+                            im->archive, ename);
+        if (is_top_dir) {
+            if (type != AE_IFDIR)
+                return ckpt_seterr(CKPT_EARCHIVE,
+                                "import: '%s': entry '%s': not a directory",
+                                im->archive, ename);
+        } else if (type != AE_IFREG) {
+            return ckpt_seterr(CKPT_EARCHIVE,
+                            "import: '%s': entry '%s': not a regular file",
+                            im->archive, ename);
+        }
+
+        if (im->stepfd < 0) {
+            /* First entry: fix the destination name and fail fast when it is
+             * taken (the final rename checks again, atomically). */
+            struct stat st;
+            ckpt_step_dirname(im->step, im->canon, sizeof im->canon);
+            if (fstatat(rootfd, im->canon, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                return ckpt_seterr(CKPT_EEXIST,
+                                "import: '%s': checkpoint '%s' already exists",
+                                im->archive, im->canon);
+            if (mkdirat(tmpfd, im->canon, 0755) != 0)
+                return ckpt_seterr(CKPT_EIO, "import: cannot create '%s': %s",
+                                im->canon, strerror(errno));
+            im->stepfd = openat(tmpfd, im->canon,
+                                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (im->stepfd < 0)
+                return ckpt_seterr(CKPT_EIO, "import: cannot open '%s': %s",
+                                im->canon, strerror(errno));
+        }
+        if (is_top_dir) {
+            if (archive_read_data_skip(a) != ARCHIVE_OK)
+                return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': entry '%s': %s",
+                                im->archive, ename, archive_error_string(a));
+            continue;
+        }
+
+        if (!archive_entry_size_is_set(e) || archive_entry_size(e) < 0)
+            return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': entry '%s': no size",
+                            im->archive, ename);
+        uint64_t size = (uint64_t)archive_entry_size(e);
+        int is_manifest = strcmp(leaf, "manifest.json") == 0;
+        uint64_t limit = is_manifest ? ARC_MAX_MANIFEST_BYTES : ARC_MAX_FILE_BYTES;
+        if (size > limit)
+            return ckpt_seterr(CKPT_EARCHIVE,
+                            "import: '%s': entry '%s': size %" PRIu64
+                            " bytes exceeds the limit of %" PRIu64,
+                            im->archive, ename, size, limit);
+        rc = arc_extract_file(im, a, ename, leaf, size, buf);
+        if (rc != CKPT_OK)
+            return rc;
+        if (is_manifest)
+            im->have_manifest = 1;
+        else
+            im->nshards++;
+    }
+    if (im->nentries == 0)
+        return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': archive is empty",
+                        im->archive);
+    if (!im->have_manifest)
+        return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': no %s/manifest.json",
+                        im->archive, im->top);
+    return CKPT_OK;
+}
+
+int ckpt_import(const char *archive_path, const char *root, char *out,
+                size_t cap)
+{
+    int rc = CKPT_OK;
+    struct archive *a = NULL;
+    ckpt_t *c = NULL;
+    void *buf = NULL;
+    int rootfd = -1, tmpfd = -1;
+    const char *tmpname = NULL; /* leaf of the temp dir once it exists */
+    char tmp[CKPT_PATH_MAX], path[CKPT_PATH_MAX];
+    arc_import_t im;
+    memset(&im, 0, sizeof im);
+    im.archive = archive_path;
+    im.stepfd = -1;
+
+    if (!archive_path || !root || !*archive_path || !*root) {
+        rc = ckpt_seterr(CKPT_EINVAL, "import: missing archive or root path");
+        goto fail;
+    }
+    /* Room for "<root>/.import-XXXXXX/step-<20 digits>/<shard name>". */
+    if (strlen(root) + 128 >= CKPT_PATH_MAX) {
+        rc = ckpt_seterr(CKPT_EINVAL, "import: '%s': path too long", root);
+        goto fail;
+    }
+    if (out && cap < strlen(root) + 32) {
+        rc = ckpt_seterr(CKPT_EINVAL, "import: output buffer too small");
+        goto fail;
+    }
+    buf = malloc(ARC_IO_CHUNK);
+    a = archive_read_new();
+    if (!buf || !a) {
+        rc = ckpt_seterr(CKPT_ENOMEM, "import: out of memory");
+        goto fail;
+    }
+    archive_read_support_filter_all(a);
+    archive_read_support_format_tar(a);
+    if (archive_read_open_filename(a, archive_path, 64 * 1024) != ARCHIVE_OK) {
+        /* Missing file, unreadable file, or no recognisable tar header. */
+        struct stat st;
+        if (stat(archive_path, &st) != 0)
+            rc = arc_fail_errno("import: cannot open archive", archive_path);
+        else
+            rc = ckpt_seterr(CKPT_EARCHIVE, "import: '%s': not a readable tar "
+                          "archive: %s", archive_path, archive_error_string(a));
+        goto fail;
+    }
+
+    if (arc_mkdir_p(root) != 0) {
+        rc = arc_fail_errno("import: cannot create root", root);
+        goto fail;
+    }
+    rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (rootfd < 0) {
+        rc = arc_fail_errno("import: cannot open root", root);
+        goto fail;
+    }
+    snprintf(tmp, sizeof tmp, "%s/.import-XXXXXX", root);
+    if (!mkdtemp(tmp)) {
+        rc = arc_fail_errno("import: cannot create temp dir in", root);
+        goto fail;
+    }
+    tmpname = strrchr(tmp, '/') + 1;
+    tmpfd = openat(rootfd, tmpname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (tmpfd < 0) {
+        rc = arc_fail_errno("import: cannot open temp dir", tmp);
+        goto fail;
+    }
+
+    rc = arc_extract_all(&im, a, rootfd, tmpfd, buf);
+    if (rc != CKPT_OK)
+        goto fail;
+    if (fsync(im.stepfd) != 0 || fsync(tmpfd) != 0) {
+        rc = arc_fail_errno("import: cannot fsync", tmp);
+        goto fail;
+    }
+
+    /* The extracted files must form a good checkpoint of the named step. */
+    rc = ckpt_path_join(path, sizeof path, tmp, im.canon);
+    if (rc != CKPT_OK) {
+        rc = ckpt_seterr(rc, "import: '%s': path too long", tmp);
+        goto fail;
+    }
+    rc = ckpt_open(path, &c);
+    if (rc == CKPT_OK)
+        rc = ckpt_verify(c);
+    if (rc != CKPT_OK) {
+        char why[768];
+        snprintf(why, sizeof why, "%s", ckpt_last_error());
+        rc = ckpt_seterr(rc, "import: '%s': checkpoint does not verify: %s",
+                      archive_path, why[0] ? why : ckpt_strerror(rc));
+        goto fail;
+    }
+    if (ckpt_step(c) != im.step) {
+        rc = ckpt_seterr(CKPT_EARCHIVE,
+                      "import: '%s': directory '%s' holds the manifest of step "
+                      "%" PRIu64,
+                      archive_path, im.top, ckpt_step(c));
+        goto fail;
+    }
+    if (im.nshards != (size_t)ckpt_world_size(c)) {
+        rc = ckpt_seterr(CKPT_EARCHIVE,
+                      "import: '%s': %zu shard files but the manifest names %d",
+                      archive_path, im.nshards, ckpt_world_size(c));
+        goto fail;
+    }
+    ckpt_close(c);
+    c = NULL;
+
+    /* COMMIT: give the checkpoint its name, never replacing one. */
+    if (renameat2(tmpfd, im.canon, rootfd, im.canon, RENAME_NOREPLACE) != 0) {
+        int e = errno;
+        if (e == EEXIST || e == ENOTEMPTY) {
+            rc = ckpt_seterr(CKPT_EEXIST,
+                          "import: '%s': checkpoint '%s' already exists in '%s'",
+                          archive_path, im.canon, root);
+            goto fail;
+        }
+        if (e != EINVAL && e != ENOSYS) {
+            rc = ckpt_seterr(CKPT_EIO, "import: cannot rename '%s' into '%s': %s",
+                          im.canon, root, strerror(e));
+            goto fail;
+        }
+        /* A file system without RENAME_NOREPLACE: check, then rename (a
+         * non-empty target still makes rename fail with ENOTEMPTY). */
+        struct stat st;
+        if (fstatat(rootfd, im.canon, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+            rc = ckpt_seterr(CKPT_EEXIST,
+                          "import: '%s': checkpoint '%s' already exists in '%s'",
+                          archive_path, im.canon, root);
+            goto fail;
+        }
+        if (renameat(tmpfd, im.canon, rootfd, im.canon) != 0) {
+            rc = ckpt_seterr(CKPT_EIO, "import: cannot rename '%s' into '%s': %s",
+                          im.canon, root, strerror(errno));
+            goto fail;
+        }
+    }
+    if (fsync(rootfd) != 0) {
+        rc = arc_fail_errno("import: cannot fsync", root);
+        /* The checkpoint is in place; still report that it may not be durable. */
+    }
+    close(tmpfd);
+    tmpfd = -1;
+    unlinkat(rootfd, tmpname, AT_REMOVEDIR);
+    tmpname = NULL;
+    if (fsync(rootfd) != 0 && rc == CKPT_OK)
+        rc = arc_fail_errno("import: cannot fsync", root);
+    if (out && cap)
+        snprintf(out, cap, "%s/%s", root, im.canon);
+
+fail:
+    ckpt_close(c);
+    if (im.stepfd >= 0)
+        close(im.stepfd);
+    if (tmpfd >= 0)
+        close(tmpfd);
+    if (tmpname && rootfd >= 0)
+        arc_remove_tree(rootfd, tmpname, 1);
+    if (rootfd >= 0)
+        close(rootfd);
+    if (a)
+        archive_read_free(a);
+    free(buf);
+    return rc;
+}
