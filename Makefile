@@ -9,7 +9,8 @@
 CC       ?= cc
 BUILD    ?= build
 CSTD     := -std=c11 -D_GNU_SOURCE
-WARN     := -Wall -Wextra -Wshadow -Wno-unused-parameter
+# snprintf truncation of messages is intended, so -Wformat-truncation is off.
+WARN     := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-format-truncation
 OPT      ?= -O2 -g
 CFLAGS   += $(CSTD) $(WARN) $(OPT) -Iinclude -MMD -MP
 LDLIBS_CKPT := -lzstd -lxxhash -ljansson -larchive -lpthread

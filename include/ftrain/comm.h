@@ -1,0 +1,57 @@
+/*
+ * comm.h - the collectives ftrain uses, behind one small interface.
+ *
+ * HowTo: comm_open_mpi(&c, world) gives a communicator over the world's MPI
+ * ranks; every collective is called by all ranks in the same order.  The
+ * interface is a table of backend functions so a device backend (NCCL on
+ * GPUs) can sit behind the same calls.  Buffers larger than INT_MAX elements
+ * are split transparently.
+ *
+ * Errors: every call returns COMM_OK or COMM_EFAIL; comm_strerror() names it
+ * and comm_last_error() gives the backend's message.
+ */
+#ifndef FTRAIN_COMM_H
+#define FTRAIN_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ftrain/world.h"
+
+typedef enum { COMM_F32 = 0, COMM_F64 = 1, COMM_I64 = 2, COMM_U8 = 3 } comm_dtype_t;
+typedef enum { COMM_SUM = 0, COMM_MAX = 1 } comm_op_t;
+typedef enum { COMM_OK = 0, COMM_EFAIL = -1, COMM_EINVAL = -2 } comm_err_t;
+
+typedef struct comm comm_t;
+
+/** A communicator over all ranks of the world.  @return COMM_OK/COMM_EFAIL. */
+int comm_open_mpi(comm_t **out, const world_t *w);
+/** Release; accepts NULL. */
+void comm_close(comm_t *c);
+
+int comm_rank(const comm_t *c);
+int comm_size(const comm_t *c);
+
+/** In-place allreduce of n elements.  @return COMM_OK or an error. */
+int comm_allreduce(comm_t *c, void *buf, size_t n, comm_dtype_t t, comm_op_t op);
+/** Broadcast bytes from root.  @return COMM_OK or an error. */
+int comm_bcast(comm_t *c, void *buf, size_t bytes, int root);
+/** Every rank sends `bytes` and receives size*bytes, rank-ordered. */
+int comm_allgather(comm_t *c, const void *send, void *recv, size_t bytes);
+/** Gather variable-sized pieces: rank r contributes counts[r] bytes at
+ *  recv+displs[r] (already in place in recv); afterwards every rank has all. */
+int comm_allgatherv_inplace(comm_t *c, void *recv, const uint64_t *counts,
+                            const uint64_t *displs);
+/** Agreement on success: every rank passes its local rc (0 = fine).
+ *  @return 0 on every rank when all passed 0, else 1 on every rank (or the
+ *  collective's own error). */
+int comm_any_failed(comm_t *c, int local_rc);
+/** Barrier.  @return COMM_OK or an error. */
+int comm_barrier(comm_t *c);
+
+/** @return a static name for an error code. */
+const char *comm_strerror(int err);
+/** @return the backend's message for the last failure on this thread. */
+const char *comm_last_error(void);
+
+#endif

@@ -1,0 +1,64 @@
+/*
+ * state.h - what an ftrain checkpoint holds, and resume with reshard.
+ *
+ * HowTo: fill a state_t with pointers to the live model and optimizer and
+ * the position (step, epoch, cursor); state_save() turns it into named
+ * tensors plus a JSON record and saves it collectively through ckpt/;
+ * state_resolve() picks the checkpoint to resume from (rank 0 looks, all
+ * ranks learn); state_load() restores a state_t from a checkpoint written by
+ * any number of ranks.  See docs/checkpoint-format.md for the record.
+ */
+#ifndef FTRAIN_STATE_H
+#define FTRAIN_STATE_H
+
+#include <stdint.h>
+
+#include "ftrain/comm.h"
+#include "ftrain/config.h"
+#include "ftrain/model.h"
+#include "ftrain/optim.h"
+
+#define STATE_PATH_MAX 1024
+
+typedef struct {
+    model_t *model;
+    optim_t *optim;
+    const config_t *cfg;
+    int64_t step;            /* updates done */
+    int64_t epoch;           /* epoch of the next step */
+    int64_t cursor;          /* samples of that epoch already consumed */
+    int64_t steps_per_epoch;
+    int64_t n_train;         /* samples in the training set */
+    int threads;             /* BLAS threads per rank */
+    char resumed_from[STATE_PATH_MAX]; /* lineage: "" for a fresh start */
+    double run_seconds;      /* training time before this process */
+} state_t;
+
+typedef enum {
+    STATE_OK = 0,
+    STATE_EFAIL = -1,     /* I/O, checkpoint or collective failure */
+    STATE_EMISMATCH = -2, /* architecture or trajectory options differ */
+    STATE_ENONE = -3      /* nothing to resume from */
+} state_err_t;
+
+/** Collective save of st into root (DIR/ckpt); out gets the step dir.
+ *  @return STATE_OK or STATE_EFAIL with err set (same on every rank). */
+int state_save(const state_t *st, comm_t *c, const char *root, int level,
+               char *out, size_t outcap, char *err, size_t cap);
+
+/** Collective: decide what to resume from for cfg->resume ("auto", "none" or
+ *  a directory).  Rank 0 looks and reports skipped (corrupt) checkpoints on
+ *  stderr; the answer is broadcast.
+ *  @return STATE_OK with path set, STATE_ENONE for a fresh start, or
+ *  STATE_EFAIL (checkpoints exist but none is good, or a named one is bad). */
+int state_resolve(const config_t *cfg, comm_t *c, const char *root,
+                  char *path, size_t cap, char *err, size_t errcap);
+
+/** Collective load from dir into st (model/optim already created for the
+ *  configured architecture).  *saved_world gets the checkpoint's world size.
+ *  @return STATE_OK, STATE_EMISMATCH (message names the difference) or
+ *  STATE_EFAIL; the same on every rank. */
+int state_load(state_t *st, comm_t *c, const char *dir, int *saved_world,
+               char *err, size_t cap);
+
+#endif

@@ -1,0 +1,40 @@
+/*
+ * world.h - who we are: ranks, local ranks, hosts; MPI start and end.
+ *
+ * HowTo: world_init(&w, &argc, &argv) once at start (a plain run with no
+ * launcher is a world of one), world_print() on every rank to have rank 0
+ * print each rank's host and pid, world_free() at the end.  The world also
+ * picks the BLAS threads per rank: the node's cores divided by the ranks on
+ * the node unless the caller overrides it.
+ */
+#ifndef FTRAIN_WORLD_H
+#define FTRAIN_WORLD_H
+
+#include <stdio.h>
+
+typedef struct {
+    int rank, size;             /* in MPI_COMM_WORLD */
+    int local_rank, local_size; /* on this node (shared-memory split) */
+    int node_cores;             /* online CPUs of this node */
+    char host[64];              /* SLURMD_NODENAME when set, else hostname */
+    void *mpi_world;            /* MPI_Comm of the world (opaque here) */
+    void *mpi_local;            /* MPI_Comm of the node */
+} world_t;
+
+/** Start MPI (thread level FUNNELED) and fill w.  @return 0 or -1. */
+int world_init(world_t *w, int *argc, char ***argv);
+
+/** Collective: rank 0 prints one line per rank (rank, local rank, host, pid)
+ *  to out. */
+void world_print(const world_t *w, FILE *out);
+
+/** @return default BLAS threads per rank: max(1, cores / local_size). */
+int world_default_threads(const world_t *w);
+
+/** Abort every rank (used only by main on fatal errors). */
+void world_abort(const world_t *w, int code);
+
+/** End MPI.  Accepts a world that failed to start. */
+void world_free(world_t *w);
+
+#endif

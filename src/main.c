@@ -1,0 +1,98 @@
+/*
+ * main.c - ftrain: parse options, start the world, train, map the outcome to
+ * an exit code.
+ *
+ * Exit codes (docs/exit-codes in README.md):
+ *   0   training finished
+ *   75  stopped by a signal after a committed checkpoint: requeue me
+ *   2   bad options
+ *   1   any other failure (data, checkpoint, collective)
+ *   128+signal  stopped by a signal with no run directory (nothing saved)
+ */
+#include <cblas.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ftrain/comm.h"
+#include "ftrain/config.h"
+#include "ftrain/stop.h"
+#include "ftrain/train.h"
+#include "ftrain/world.h"
+
+#define EXIT_REQUEUE 75
+
+int main(int argc, char **argv)
+{
+    config_t cfg;
+    config_defaults(&cfg);
+    /* Handlers first, so a signal during start-up is not lost. */
+    if (stop_install(cfg.stop_signal) != 0) {
+        perror("ftrain: sigaction");
+        return 1;
+    }
+    char err[2048] = "";
+    int prc = config_parse(&cfg, argc, argv, err, sizeof err);
+    if (prc == CONFIG_HELP) {
+        config_usage(stdout);
+        return 0;
+    }
+    if (prc == CONFIG_VERSION) {
+        printf("ftrain %s (C11; MPI; OpenBLAS %s; CUDA: not built in; NCCL: not built in)\n",
+               FTRAIN_VERSION, openblas_get_config());
+        return 0;
+    }
+    if (prc != CONFIG_RUN) {
+        fprintf(stderr, "ftrain: %s\nTry 'ftrain --help'.\n", err);
+        return 2;
+    }
+    if (cfg.stop_signal != SIGUSR1 && stop_install(cfg.stop_signal) != 0) {
+        perror("ftrain: sigaction");
+        return 1;
+    }
+
+    world_t w;
+    if (world_init(&w, &argc, &argv) != 0) {
+        fprintf(stderr, "ftrain: MPI start failed (launch with mpirun or srun --mpi=pmix)\n");
+        return 1;
+    }
+    comm_t *comm = NULL;
+    if (comm_open_mpi(&comm, &w) != COMM_OK) {
+        fprintf(stderr, "ftrain: cannot create communicator: %s\n", comm_last_error());
+        world_free(&w);
+        return 1;
+    }
+    if (!cfg.quiet)
+        world_print(&w, stdout);
+
+    train_result_t res;
+    int rc = train_run(&cfg, &w, comm, &res, err, sizeof err);
+    int code = 1;
+    if (rc == TRAIN_DONE || rc == TRAIN_STOPPED) {
+        if (w.rank == 0) {
+            printf("done: step=%lld epoch=%lld loss=%.6f test_acc=%.4f param_hash=%016llx\n",
+                   (long long)res.step, (long long)res.epoch, res.loss, res.test_acc,
+                   (unsigned long long)res.param_hash);
+            if (!cfg.quiet)
+                printf("timing: %.0f samples/s, gradient reduction %.3f ms/step, stop/control "
+                       "reduction %.3f ms/step\n",
+                       res.samples_per_s, res.reduce_ms_per_step, res.control_ms_per_step);
+        }
+        if (rc == TRAIN_DONE)
+            code = 0;
+        else if (res.saved)
+            code = EXIT_REQUEUE;
+        else
+            code = 128 + res.stop_signal;
+    } else {
+        /* Every rank returns the same failure; rank 0 reports it, and other
+         * ranks only when their message differs (a local cause). */
+        fprintf(stderr, "ftrain: rank %d: %s\n", w.rank, err);
+        code = 1;
+    }
+    fflush(stdout);
+    comm_close(comm);
+    world_free(&w);
+    return code;
+}

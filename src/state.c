@@ -1,0 +1,375 @@
+/*
+ * state.c - ftrain's checkpoint contents: tensors and record; resume.
+ *
+ * INVARIANTS (resume with reshard)
+ *   R1  Nothing in a checkpoint depends on the world size that wrote it:
+ *       tensors have global shapes, the data position is (epoch, cursor) in
+ *       samples, the RNG is (seed, stream) and the schedule position is the
+ *       update count.  The saving world size is recorded only as a fact.
+ *   R2  A reader of world size M reads the byte range [r*T/M, (r+1)*T/M) of
+ *       the flat space (only the zstd frames it overlaps, each verified),
+ *       then the ranks exchange their ranges, so every rank holds the whole
+ *       replicated state after one read of the checkpoint in total.
+ *   R3  Every rank reaches the same verdict: local failures are combined
+ *       with comm_any_failed() before anything is used, so no rank trains
+ *       on while another gave up.
+ *   R4  A checkpoint whose architecture or trajectory options differ from
+ *       the run's is refused, naming the difference; only --epochs/--steps
+ *       may change (to extend or shorten a run).
+ *
+ *   resolve:  rank 0 ckpt_latest_good() -> bcast path -> all ckpt_open()
+ *   load:     read own range -> allgatherv -> check record -> copy tensors
+ */
+#include "ftrain/state.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ftrain/ckpt.h"
+
+#define STATE_MAX_TENSORS (4 * MODEL_MAX_LAYERS)
+
+static int coll_allgather(void *ctx, const void *send, void *recv, size_t bytes)
+{
+    return comm_allgather((comm_t *)ctx, send, recv, bytes) != COMM_OK;
+}
+
+static int coll_bcast(void *ctx, void *buf, size_t bytes, int root)
+{
+    return comm_bcast((comm_t *)ctx, buf, bytes, root) != COMM_OK;
+}
+
+/* Describe the model parameters and the optimizer moments as tensors. */
+static size_t state_tensors(const state_t *st, ckpt_tensor_t *t)
+{
+    const model_arch_t *a = model_arch(st->model);
+    float *p = model_params(st->model);
+    float *bufs[3] = {p, optim_state_m(st->optim), optim_state_v(st->optim)};
+    const char *prefix[3] = {"model", "optim.m", "optim.v"};
+    size_t n = 0;
+    for (int b = 0; b < 3; b++) {
+        if (!bufs[b])
+            continue;
+        for (int l = 0; l < a->nlayers; l++) {
+            size_t w_off, b_off;
+            model_layer_offsets(a, l, &w_off, &b_off);
+            for (int k = 0; k < 2; k++) {
+                ckpt_tensor_t *x = &t[n++];
+                memset(x, 0, sizeof *x);
+                snprintf(x->name, sizeof x->name, "%s/l%d.%s", prefix[b], l,
+                         k ? "bias" : "weight");
+                x->dtype = CKPT_F32;
+                x->ndim = k ? 1 : 2;
+                x->shape[0] = a->dims[l + 1];
+                x->shape[1] = k ? 0 : a->dims[l];
+                x->data = bufs[b] + (k ? b_off : w_off);
+            }
+        }
+    }
+    return n;
+}
+
+static json_t *state_arch_json(const model_arch_t *a)
+{
+    json_t *dims = json_array();
+    for (int i = 0; i <= a->nlayers; i++)
+        json_array_append_new(dims, json_integer(a->dims[i]));
+    char fp[17], str[256];
+    snprintf(fp, sizeof fp, "%016llx", (unsigned long long)model_arch_fingerprint(a));
+    model_arch_string(a, str, sizeof str);
+    return json_pack("{s:o, s:s, s:s, s:s, s:s}", "dims", dims, "activation",
+                     model_act_name(a->act), "loss",
+                     a->loss == LOSS_XENT ? "xent" : "mse", "fingerprint", fp,
+                     "string", str);
+}
+
+static char *state_record(const state_t *st, int world)
+{
+    char cfgbuf[4096];
+    if (config_to_json(st->cfg, cfgbuf, sizeof cfgbuf) < 0)
+        return NULL;
+    json_t *cfg = json_loads(cfgbuf, 0, NULL);
+    json_t *slurm = json_object();
+    const char *job = getenv("SLURM_JOB_ID"), *rc = getenv("SLURM_RESTART_COUNT");
+    const char *arr = getenv("SLURM_ARRAY_JOB_ID"), *task = getenv("SLURM_ARRAY_TASK_ID");
+    if (job)
+        json_object_set_new(slurm, "job_id", json_string(job));
+    if (arr && task) {
+        json_object_set_new(slurm, "array_job_id", json_string(arr));
+        json_object_set_new(slurm, "array_task_id", json_string(task));
+    }
+    json_object_set_new(slurm, "restart_count", json_integer(rc ? atoll(rc) : 0));
+    json_t *rec = json_pack(
+        "{s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:o, s:{s:s, s:I, s:I}, "
+        "s:{s:I, s:f}, s:{s:s, s:I}, s:o, s:i, s:i, s:b, s:o, s:{s:o}, s:f, "
+        "s:I, s:s}",
+        "format", "ftrain-state", "version", 1,
+        "step", (json_int_t)st->step,
+        "epoch", (json_int_t)st->epoch,
+        "cursor", (json_int_t)st->cursor,
+        "steps_per_epoch", (json_int_t)st->steps_per_epoch,
+        "samples_seen", (json_int_t)(st->epoch * st->n_train + st->cursor),
+        "config", cfg ? cfg : json_object(),
+        "rng", "generator", "splitmix64-counter", "seed", (json_int_t)st->cfg->seed,
+        "stream", (json_int_t)st->epoch,
+        "schedule", "update", (json_int_t)st->step, "lr",
+        optim_lr(&st->cfg->opt, st->step),
+        "optimizer", "kind", optim_kind_name(st->cfg->opt.kind), "updates",
+        (json_int_t)optim_updates(st->optim),
+        "arch", state_arch_json(model_arch(st->model)),
+        "world_size", world,
+        "threads", st->threads,
+        "deterministic", st->cfg->deterministic,
+        "slurm", slurm,
+        "lineage", "resumed_from",
+        st->resumed_from[0] ? json_string(st->resumed_from) : json_null(),
+        "run_seconds", st->run_seconds,
+        "saved_at", (json_int_t)time(NULL),
+        "ftrain_version", FTRAIN_VERSION);
+    if (!rec)
+        return NULL;
+    char *s = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(rec);
+    return s;
+}
+
+int state_save(const state_t *st, comm_t *c, const char *root, int level,
+               char *out, size_t outcap, char *err, size_t cap)
+{
+    ckpt_tensor_t t[STATE_MAX_TENSORS];
+    size_t n = state_tensors(st, t);
+    uint64_t total = 0;
+    int rc = ckpt_layout(t, n, &total);
+    char *rec = rc == CKPT_OK ? state_record(st, comm_size(c)) : NULL;
+    if (comm_any_failed(c, rc != CKPT_OK || !rec)) {
+        snprintf(err, cap, "cannot describe the state: %s",
+                 rc != CKPT_OK ? ckpt_last_error() : "record");
+        free(rec);
+        return STATE_EFAIL;
+    }
+    ckpt_opts_t o;
+    ckpt_opts_default(&o);
+    o.level = level;
+    ckpt_coll_t coll = {c, comm_rank(c), comm_size(c), coll_allgather, coll_bcast};
+    rc = ckpt_save(root, (uint64_t)st->step, t, n, rec, &o, &coll);
+    free(rec);
+    char name[64];
+    ckpt_step_dirname((uint64_t)st->step, name, sizeof name);
+    snprintf(out, outcap, "%s/%s", root, name);
+    if (rc != CKPT_OK) {
+        snprintf(err, cap, "checkpoint '%s' not saved: %s: %s", out,
+                 ckpt_strerror(rc), ckpt_last_error());
+        return STATE_EFAIL;
+    }
+    return STATE_OK;
+}
+
+static void state_report_skip(void *ctx, const char *name, const char *why)
+{
+    (void)ctx;
+    fprintf(stderr, "ftrain: resume: skipping checkpoint '%s': %s\n", name, why);
+}
+
+int state_resolve(const config_t *cfg, comm_t *c, const char *root, char *path,
+                  size_t cap, char *err, size_t errcap)
+{
+    /* msg[0] carries the verdict so one broadcast tells every rank. */
+    char msg[STATE_PATH_MAX + 512];
+    memset(msg, 0, sizeof msg);
+    if (comm_rank(c) == 0) {
+        int verdict = STATE_ENONE;
+        char found[STATE_PATH_MAX] = "";
+        if (strcmp(cfg->resume, "none") == 0) {
+            verdict = STATE_ENONE;
+        } else if (strcmp(cfg->resume, "auto") == 0) {
+            int rc = ckpt_latest_good(root, found, sizeof found, state_report_skip, NULL);
+            if (rc == CKPT_OK)
+                verdict = STATE_OK;
+            else if (rc == CKPT_ENOTFOUND)
+                verdict = STATE_ENONE;
+            else {
+                verdict = STATE_EFAIL;
+                snprintf(found, sizeof found,
+                         "checkpoints exist under '%s' but none is good (%s); refusing to start over: "
+                         "move them away or pass --resume none to start fresh", root,
+                         ckpt_strerror(rc));
+            }
+        } else {
+            ckpt_t *k = NULL;
+            int rc = ckpt_open(cfg->resume, &k);
+            if (rc == CKPT_OK)
+                rc = ckpt_verify(k);
+            if (rc == CKPT_OK) {
+                verdict = STATE_OK;
+                snprintf(found, sizeof found, "%s", cfg->resume);
+            } else {
+                verdict = STATE_EFAIL;
+                snprintf(found, sizeof found, "--resume '%s': %s: %s", cfg->resume,
+                         ckpt_strerror(rc), ckpt_last_error());
+            }
+            ckpt_close(k);
+        }
+        msg[0] = (char)(verdict == STATE_OK ? 'o' : verdict == STATE_ENONE ? 'n' : 'f');
+        snprintf(msg + 1, sizeof msg - 1, "%s", found);
+    }
+    if (comm_bcast(c, msg, sizeof msg, 0) != COMM_OK) {
+        snprintf(err, errcap, "resume: broadcast failed: %s", comm_last_error());
+        return STATE_EFAIL;
+    }
+    msg[sizeof msg - 1] = '\0';
+    if (msg[0] == 'o') {
+        snprintf(path, cap, "%s", msg + 1);
+        return STATE_OK;
+    }
+    if (msg[0] == 'n')
+        return STATE_ENONE;
+    snprintf(err, errcap, "%s", msg + 1);
+    return STATE_EFAIL;
+}
+
+/* Compare the checkpoint's record with this run; R4. */
+static int state_check_record(const state_t *st, json_t *rec, char *err, size_t cap)
+{
+    json_t *arch = json_object_get(rec, "arch");
+    const char *fp = json_string_value(json_object_get(arch, "fingerprint"));
+    const char *astr = json_string_value(json_object_get(arch, "string"));
+    const model_arch_t *a = model_arch(st->model);
+    char mine[17], mystr[256];
+    snprintf(mine, sizeof mine, "%016llx", (unsigned long long)model_arch_fingerprint(a));
+    model_arch_string(a, mystr, sizeof mystr);
+    if (!fp || strcmp(fp, mine) != 0) {
+        snprintf(err, cap, "architecture differs: the checkpoint has %s, this run asks for %s",
+                 astr ? astr : "(unknown)", mystr);
+        return STATE_EMISMATCH;
+    }
+    char cfgbuf[4096];
+    json_t *theirs = json_object_get(rec, "config");
+    if (config_to_json(st->cfg, cfgbuf, sizeof cfgbuf) < 0 || !json_is_object(theirs)) {
+        snprintf(err, cap, "checkpoint record has no config object");
+        return STATE_EMISMATCH;
+    }
+    json_t *ours = json_loads(cfgbuf, 0, NULL);
+    const char *key;
+    json_t *val;
+    int rc = STATE_OK;
+    json_object_foreach(ours, key, val) {
+        if (!strcmp(key, "epochs") || !strcmp(key, "steps"))
+            continue;
+        json_t *tv = json_object_get(theirs, key);
+        if (!tv || !json_equal(tv, val)) {
+            char *a1 = tv ? json_dumps(tv, JSON_ENCODE_ANY) : NULL;
+            char *a2 = json_dumps(val, JSON_ENCODE_ANY);
+            snprintf(err, cap,
+                     "option '%s' differs: the checkpoint has %s, this run has %s "
+                     "(use the same options, or a new --run-dir)",
+                     key, a1 ? a1 : "nothing", a2 ? a2 : "?");
+            free(a1);
+            free(a2);
+            rc = STATE_EMISMATCH;
+            break;
+        }
+    }
+    json_decref(ours);
+    return rc;
+}
+
+int state_load(state_t *st, comm_t *c, const char *dir, int *saved_world,
+               char *err, size_t cap)
+{
+    int rank = comm_rank(c), size = comm_size(c);
+    ckpt_t *k = NULL;
+    char *flat = NULL;
+    json_t *rec = NULL;
+    uint64_t *counts = NULL, *displs = NULL;
+    int rc = ckpt_open(dir, &k), ret = STATE_EFAIL;
+    if (rc != CKPT_OK)
+        snprintf(err, cap, "cannot open checkpoint '%s': %s: %s", dir,
+                 ckpt_strerror(rc), ckpt_last_error());
+    if (comm_any_failed(c, rc))
+        goto fail;
+
+    uint64_t total = ckpt_total_bytes(k);
+    flat = malloc(total ? total : 1);
+    counts = calloc((size_t)size, sizeof *counts);
+    displs = calloc((size_t)size, sizeof *displs);
+    rc = flat && counts && displs ? CKPT_OK : CKPT_ENOMEM;
+    if (rc == CKPT_OK) {
+        for (int r = 0; r < size; r++) {
+            displs[r] = total * (uint64_t)r / (uint64_t)size;
+            counts[r] = total * (uint64_t)(r + 1) / (uint64_t)size - displs[r];
+        }
+        rc = ckpt_read_range(k, displs[rank], counts[rank], flat + displs[rank]);
+        if (rc != CKPT_OK)
+            snprintf(err, cap, "reading checkpoint '%s': %s: %s", dir,
+                     ckpt_strerror(rc), ckpt_last_error());
+    }
+    if (comm_any_failed(c, rc))
+        goto fail;
+    if (comm_allgatherv_inplace(c, flat, counts, displs) != COMM_OK) {
+        snprintf(err, cap, "exchanging checkpoint ranges: %s", comm_last_error());
+        goto fail;
+    }
+
+    json_error_t jerr;
+    rec = json_loads(ckpt_record_json(k), 0, &jerr);
+    rc = rec ? state_check_record(st, rec, err, cap) : STATE_EFAIL;
+    if (!rec)
+        snprintf(err, cap, "checkpoint '%s': record is not JSON: %s", dir, jerr.text);
+    json_int_t step = 0, epoch = 0, cursor = 0, updates = 0;
+    if (rc == STATE_OK &&
+        json_unpack(rec, "{s:I, s:I, s:I, s:{s:I}}", "step", &step, "epoch", &epoch,
+                    "cursor", &cursor, "optimizer", "updates", &updates) != 0) {
+        snprintf(err, cap, "checkpoint '%s': record lacks step/epoch/cursor/optimizer.updates", dir);
+        rc = STATE_EFAIL;
+    }
+    if (rc == STATE_OK && (step < 0 || epoch < 0 || cursor < 0 || updates != step ||
+                           cursor % st->cfg->global_batch != 0)) {
+        snprintf(err, cap, "checkpoint '%s': inconsistent position (step %lld, epoch %lld, cursor %lld, updates %lld)",
+                 dir, (long long)step, (long long)epoch, (long long)cursor, (long long)updates);
+        rc = STATE_EFAIL;
+    }
+    /* Copy each of our tensors out of the flat space, by name and shape. */
+    ckpt_tensor_t t[STATE_MAX_TENSORS];
+    size_t n = rc == STATE_OK ? state_tensors(st, t) : 0;
+    for (size_t i = 0; i < n && rc == STATE_OK; i++) {
+        const ckpt_tensor_t *s = ckpt_find(k, t[i].name);
+        uint64_t want = (uint64_t)t[i].shape[0] * (uint64_t)(t[i].ndim == 2 ? t[i].shape[1] : 1) * 4;
+        if (!s || s->dtype != CKPT_F32 || s->ndim != t[i].ndim || s->nbytes != want ||
+            s->shape[0] != t[i].shape[0] || (t[i].ndim == 2 && s->shape[1] != t[i].shape[1])) {
+            snprintf(err, cap, "checkpoint '%s': tensor '%s' missing or of another shape", dir, t[i].name);
+            rc = STATE_EMISMATCH;
+            break;
+        }
+        memcpy((void *)t[i].data, flat + s->offset, want);
+    }
+    if (rc == STATE_OK) {
+        st->step = step;
+        st->epoch = epoch;
+        st->cursor = cursor;
+        optim_set_updates(st->optim, updates);
+        json_t *rs = json_object_get(rec, "run_seconds");
+        st->run_seconds = json_is_number(rs) ? json_number_value(rs) : 0;
+        snprintf(st->resumed_from, sizeof st->resumed_from, "%s", dir);
+        *saved_world = ckpt_world_size(k);
+        ret = STATE_OK;
+    } else {
+        ret = rc;
+    }
+    /* The record is the same file on every rank, so every rank agrees; the
+     * vote below guards against a rank whose copy differed anyway. */
+    if (comm_any_failed(c, ret != STATE_OK) && ret == STATE_OK) {
+        snprintf(err, cap, "another rank could not load '%s'", dir);
+        ret = STATE_EFAIL;
+    }
+fail:
+    json_decref(rec);
+    free(flat);
+    free(counts);
+    free(displs);
+    ckpt_close(k);
+    return ret;
+}

@@ -1,0 +1,81 @@
+/*
+ * stop.c - signal handlers that only set flags, and the stop agreement.
+ *
+ * INVARIANTS
+ *   S1  A handler writes only volatile sig_atomic_t flags (and reads the
+ *       clock with clock_gettime, which is async-signal-safe).  No I/O, no
+ *       locks, no MPI inside a handler.
+ *   S2  Every rank makes the same sequence of collectives.  The stop flag is
+ *       never acted on locally: it is a vote that rides in a collective all
+ *       ranks make anyway (the per-step control reduction in train.c, or
+ *       stop_agree() during evaluation and start-up), and every rank acts
+ *       on the reduced result, so all ranks stop after the same step.
+ *   S3  After the agreement the ranks save (ckpt_save, itself collective and
+ *       committed once by rank 0) and exit 75.  Further signals only bump a
+ *       counter: a save in progress is never interrupted by us; SIGKILL is
+ *       covered by the checkpoint commit protocol instead.
+ *
+ * STATES (per process)
+ *
+ *   RUNNING --signal--> FLAGGED --control reduction sees a vote--> AGREED
+ *   RUNNING --control reduction sees another rank's vote--------> AGREED
+ *   AGREED --train_run: state_save() commits--> SAVED --main--> exit 75
+ *   AGREED --save fails--> FAILED --main--> exit 1 (previous checkpoint good)
+ */
+#include "ftrain/stop.h"
+
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+
+static volatile sig_atomic_t stop_sig = 0;
+static volatile sig_atomic_t stop_count = 0;
+static volatile sig_atomic_t stop_sec = 0;
+static volatile sig_atomic_t stop_nsec = 0;
+
+static void stop_handler(int sig)
+{
+    if (!stop_sig) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        stop_sec = (sig_atomic_t)ts.tv_sec;
+        stop_nsec = (sig_atomic_t)ts.tv_nsec;
+        stop_sig = sig;
+    }
+    if (stop_count < 1000000)
+        stop_count = stop_count + 1;
+}
+
+int stop_install(int stop_signal)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = stop_handler;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0; /* no SA_RESTART: a sleep or wait returns early */
+    int sigs[3] = {stop_signal, SIGTERM, SIGINT};
+    for (int i = 0; i < 3; i++)
+        if (sigaction(sigs[i], &sa, NULL) != 0)
+            return -1;
+    return 0;
+}
+
+int stop_local_signal(void) { return stop_sig; }
+int stop_local_count(void) { return stop_count; }
+
+double stop_local_time(void)
+{
+    if (!stop_sig)
+        return 0;
+    return (double)stop_sec + (double)stop_nsec * 1e-9;
+}
+
+int stop_agree(comm_t *c)
+{
+    int64_t v = stop_sig != 0;
+    if (comm_allreduce(c, &v, 1, COMM_I64, COMM_MAX) != COMM_OK)
+        return -1;
+    return v != 0;
+}
+
+void stop_inject(int sig) { stop_handler(sig); }

@@ -1,0 +1,666 @@
+/*
+ * train.c - the training loop, read top to bottom.
+ *
+ *   setup:  data -> sampler -> model -> optimizer -> resume (state.c)
+ *   step:   this rank's micro-batches -> forward/backward -> control
+ *           reduction (stop votes, save-now vote, gradient max) -> gradient
+ *           reduction -> optimizer update -> log -> maybe evaluate -> maybe
+ *           save -> maybe stop
+ *
+ * Gradient reduction, two modes (docs/determinism.md):
+ *   fast           each rank runs its micro-batches as one batch, and the
+ *                  float gradients are summed with one allreduce.
+ *   deterministic  each micro-batch's gradient is computed alone (same
+ *                  shapes, one BLAS thread), scaled by a power of two chosen
+ *                  from the global max |g| (from the control reduction) and
+ *                  rounded to int64; int64 sums are exact and associative, so
+ *                  the reduced gradient has the same bits for any world size.
+ *
+ * Every rank makes the same collectives in the same order; the decision to
+ * stop or save comes out of a reduction, never from a local flag (stop.c).
+ */
+#include "ftrain/train.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <xxhash.h>
+
+#include "ftrain/ckpt.h"
+#include "ftrain/data.h"
+#include "ftrain/metrics.h"
+#include "ftrain/model.h"
+#include "ftrain/optim.h"
+#include "ftrain/sampler.h"
+#include "ftrain/state.h"
+#include "ftrain/stop.h"
+
+/* The control vector reduced with MAX each step. */
+enum { CTL_GMAX, CTL_STOP_RANK, CTL_SAVE, CTL_SIG_TIME, CTL_SIGNO, CTL_N };
+
+typedef struct {
+    const config_t *cfg;
+    const world_t *w;
+    comm_t *c;
+    int rank, size;
+    dataset_t train, test;
+    sampler_t smp;
+    model_t *model;
+    optim_t *opt;
+    size_t P;
+    int64_t spe, total_steps, max_micro_local;
+    float *grad;       /* P + 2 floats: gradient, loss sum, correct */
+    float *mgrad;      /* deterministic: max_micro_local * P */
+    double *mloss;     /* deterministic: per micro-batch loss sums */
+    int64_t *acc;      /* deterministic: P + 2 */
+    float *xb, *yb;
+    int32_t *lb;
+    metrics_t met;
+    state_t st;
+    char root[1200];
+    int64_t last_saved;
+    double last_save_time;
+    double reduce_s, control_s;
+    int64_t reduce_n;
+} trainer_t;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+uint64_t train_param_hash(const float *p, size_t n)
+{
+    return (uint64_t)XXH64(p, n * sizeof *p, 0);
+}
+
+static int mkdir_p(const char *path)
+{
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* Copy the samples idx[0..n) into the batch buffers. */
+static void gather(trainer_t *t, const dataset_t *d, const int64_t *idx, int64_t n)
+{
+    size_t in = (size_t)d->in_dim, out = (size_t)d->out_dim;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t s = idx ? idx[i] : i;
+        memcpy(t->xb + (size_t)i * in, d->x + (size_t)s * in, in * sizeof(float));
+        if (d->classification)
+            t->lb[i] = d->labels[s];
+        else
+            memcpy(t->yb + (size_t)i * out, d->y + (size_t)s * out, out * sizeof(float));
+    }
+}
+
+/* ---- setup ------------------------------------------------------------- */
+
+static int trainer_setup(trainer_t *t, char *err, size_t cap)
+{
+    const config_t *cfg = t->cfg;
+    char derr[512] = "";
+    int rc = data_load(cfg->data, cfg->data_dir[0] ? cfg->data_dir : NULL, &t->train,
+                       &t->test, derr, sizeof derr);
+    if (comm_any_failed(t->c, rc)) {
+        snprintf(err, cap, "%s", derr[0] ? derr : "data loading failed on another rank");
+        return TRAIN_EFAIL;
+    }
+    if (sampler_init(&t->smp, t->train.n, cfg->global_batch, cfg->micro_batch, cfg->seed) != 0) {
+        snprintf(err, cap, "sampler: bad sizes or no memory");
+        return TRAIN_EFAIL;
+    }
+    t->spe = sampler_steps_per_epoch(&t->smp);
+    t->total_steps = cfg->steps ? cfg->steps : cfg->epochs * t->spe;
+    int64_t m_max = (cfg->global_batch + cfg->micro_batch - 1) / cfg->micro_batch;
+    t->max_micro_local = (m_max + t->size - 1) / t->size;
+
+    model_arch_t a;
+    memset(&a, 0, sizeof a);
+    a.nlayers = cfg->nhidden + 1;
+    a.dims[0] = t->train.in_dim;
+    for (int i = 0; i < cfg->nhidden; i++)
+        a.dims[i + 1] = cfg->hidden[i];
+    a.dims[a.nlayers] = t->train.out_dim;
+    a.act = cfg->act;
+    a.loss = t->train.classification ? LOSS_XENT : LOSS_MSE;
+    int max_batch = (int)(cfg->deterministic ? cfg->micro_batch
+                                             : t->max_micro_local * cfg->micro_batch);
+    if (model_init(&t->model, &a, cfg->seed, max_batch) != MODEL_OK) {
+        snprintf(err, cap, "model: cannot create %d-layer MLP", a.nlayers);
+        return TRAIN_EFAIL;
+    }
+    t->P = model_num_params(t->model);
+    optim_cfg_t oc = cfg->opt;
+    oc.total_steps = t->total_steps;
+    if (optim_init(&t->opt, &oc, t->P) != 0) {
+        snprintf(err, cap, "optimizer: bad configuration");
+        return TRAIN_EFAIL;
+    }
+    size_t in = (size_t)t->train.in_dim, out = (size_t)t->train.out_dim;
+    t->grad = calloc(t->P + 2, sizeof *t->grad);
+    t->xb = malloc((size_t)max_batch * in * sizeof *t->xb);
+    t->yb = malloc((size_t)max_batch * out * sizeof *t->yb);
+    t->lb = malloc((size_t)max_batch * sizeof *t->lb);
+    if (cfg->deterministic) {
+        t->mgrad = malloc((size_t)t->max_micro_local * t->P * sizeof *t->mgrad);
+        t->mloss = calloc((size_t)t->max_micro_local, sizeof *t->mloss);
+        t->acc = malloc((t->P + 2) * sizeof *t->acc);
+    }
+    if (!t->grad || !t->xb || !t->yb || !t->lb ||
+        (cfg->deterministic && (!t->mgrad || !t->mloss || !t->acc))) {
+        snprintf(err, cap, "out of memory for %zu parameters", t->P);
+        return TRAIN_EFAIL;
+    }
+    return TRAIN_DONE;
+}
+
+/* ---- one step ------------------------------------------------------------ */
+
+/* Forward/backward of this rank's share of step j; fills t->grad (fast mode)
+ * or t->mgrad (deterministic).  Returns the local max |g| for the control
+ * reduction and the local loss and hit counts. */
+static void step_compute(trainer_t *t, int64_t j, int64_t nmicro_first, int64_t nmicro,
+                         double *gmax, double *loss, int64_t *correct)
+{
+    const config_t *cfg = t->cfg;
+    *gmax = 0;
+    *loss = 0;
+    *correct = 0;
+    if (cfg->deterministic) {
+        for (int64_t i = 0; i < nmicro; i++) {
+            int64_t len = 0;
+            const int64_t *idx = sampler_micro(&t->smp, j, nmicro_first + i, &len);
+            float *g = t->mgrad + (size_t)i * t->P;
+            memset(g, 0, t->P * sizeof *g);
+            gather(t, &t->train, idx, len);
+            double ls = 0;
+            int64_t hit = 0;
+            model_forward_backward(t->model, t->xb, t->lb, t->yb, (int)len, g, &ls, &hit);
+            t->mloss[i] = ls;
+            *loss += ls;
+            *correct += hit;
+            float m = 0;
+            for (size_t k = 0; k < t->P; k++) {
+                float a = fabsf(g[k]);
+                m = a > m || a != a ? a : m; /* NaN propagates */
+            }
+            if (m > *gmax || m != m)
+                *gmax = m;
+        }
+        return;
+    }
+    memset(t->grad, 0, (t->P + 2) * sizeof *t->grad);
+    if (nmicro == 0)
+        return;
+    /* This rank's micro-batches are consecutive in the permutation. */
+    int64_t len0 = 0, len = 0;
+    const int64_t *idx = sampler_micro(&t->smp, j, nmicro_first, &len0);
+    for (int64_t i = 0; i < nmicro; i++) {
+        int64_t l = 0;
+        sampler_micro(&t->smp, j, nmicro_first + i, &l);
+        len += l;
+    }
+    gather(t, &t->train, idx, len);
+    model_forward_backward(t->model, t->xb, t->lb, t->yb, (int)len, t->grad, loss, correct);
+}
+
+/* Sum the gradient over all ranks and average it over the step's samples.
+ * On return t->grad holds the averaged gradient. */
+static int step_reduce(trainer_t *t, int64_t nmicro, double gmax, int64_t nstep,
+                       double *loss, int64_t *correct)
+{
+    double t0 = now_s();
+    if (t->cfg->deterministic) {
+        /* Pick e so that the sum of all micro-batches fits in 62 bits:
+         * |g| < 2^k, micro-batches < 2^m  =>  |sum * 2^e| < 2^(k+m+e) <= 2^62. */
+        int k = 0, m = 0;
+        if (gmax > 0)
+            frexp(gmax, &k);
+        int64_t micros = (t->cfg->global_batch + t->cfg->micro_batch - 1) / t->cfg->micro_batch;
+        while ((INT64_C(1) << m) < micros)
+            m++;
+        int e = gmax > 0 ? 62 - k - m : 0;
+        if (e > 1000)
+            e = 1000;
+        double scale = ldexp(1.0, e);
+        memset(t->acc, 0, (t->P + 2) * sizeof *t->acc);
+        int64_t lsum = 0;
+        for (int64_t i = 0; i < nmicro; i++) {
+            const float *g = t->mgrad + (size_t)i * t->P;
+            for (size_t q = 0; q < t->P; q++)
+                t->acc[q] += llrint((double)g[q] * scale);
+            lsum += llrint(ldexp(t->mloss[i], 24));
+        }
+        t->acc[t->P] = lsum;
+        t->acc[t->P + 1] = *correct;
+        if (comm_allreduce(t->c, t->acc, t->P + 2, COMM_I64, COMM_SUM) != COMM_OK)
+            return -1;
+        double inv = ldexp(1.0, -e) / (double)nstep;
+        for (size_t q = 0; q < t->P; q++)
+            t->grad[q] = (float)((double)t->acc[q] * inv);
+        *loss = ldexp((double)t->acc[t->P], -24);
+        *correct = t->acc[t->P + 1];
+    } else {
+        t->grad[t->P] = (float)*loss;
+        t->grad[t->P + 1] = (float)*correct;
+        if (comm_allreduce(t->c, t->grad, t->P + 2, COMM_F32, COMM_SUM) != COMM_OK)
+            return -1;
+        *loss = t->grad[t->P];
+        *correct = (int64_t)llrintf(t->grad[t->P + 1]);
+        float inv = 1.0f / (float)nstep;
+        for (size_t q = 0; q < t->P; q++)
+            t->grad[q] *= inv;
+    }
+    t->reduce_s += now_s() - t0;
+    t->reduce_n++;
+    return 0;
+}
+
+/* ---- evaluation ---------------------------------------------------------- */
+
+/* Evaluate on the test set, chunks dealt to ranks.  Returns 1 if a stop
+ * signal cut it short (on every rank), 0 when done, -1 on failure. */
+static int evaluate(trainer_t *t, double *loss, double *acc)
+{
+    int64_t C = t->cfg->deterministic ? t->cfg->micro_batch
+                                      : t->max_micro_local * t->cfg->micro_batch;
+    int64_t N = t->test.n, K = (N + C - 1) / C;
+    int64_t a = K * t->rank / t->size, b = K * (t->rank + 1) / t->size;
+    int64_t v[4] = {0, 0, 0, 0}; /* loss (fixed point), hits, samples, aborted */
+    for (int64_t k = a; k < b; k++) {
+        if (stop_local_signal()) {
+            v[3] = 1;
+            break;
+        }
+        int64_t s = k * C, n = N - s < C ? N - s : C;
+        /* The test set is used in order: point the batch at the slice. */
+        const float *x = t->test.x + (size_t)s * (size_t)t->test.in_dim;
+        const int32_t *lb = t->test.classification ? t->test.labels + s : NULL;
+        const float *y = t->test.classification ? NULL : t->test.y + (size_t)s * (size_t)t->test.out_dim;
+        double ls = 0;
+        int64_t hit = 0;
+        model_evaluate(t->model, x, lb, y, (int)n, &ls, &hit);
+        v[0] += llrint(ldexp(ls, 24));
+        v[1] += hit;
+        v[2] += n;
+    }
+    if (comm_allreduce(t->c, v, 4, COMM_I64, COMM_SUM) != COMM_OK)
+        return -1;
+    if (v[3])
+        return 1;
+    *loss = v[2] ? ldexp((double)v[0], -24) / (double)v[2] : 0;
+    *acc = v[2] ? (double)v[1] / (double)v[2] : 0;
+    return 0;
+}
+
+/* ---- saving -------------------------------------------------------------- */
+
+static int save(trainer_t *t, int64_t step, train_result_t *res, char *err, size_t cap)
+{
+    double t0 = now_s();
+    t->st.step = step;
+    t->st.epoch = step / t->spe;
+    t->st.cursor = (step % t->spe) * t->cfg->global_batch;
+    char dir[1024];
+    int rc = state_save(&t->st, t->c, t->root, t->cfg->ckpt_level, dir, sizeof dir, err, cap);
+    if (rc != STATE_OK)
+        return -1;
+    t->last_saved = step;
+    t->last_save_time = now_s();
+    snprintf(res->ckpt, sizeof res->ckpt, "%s", dir);
+    if (t->rank == 0) {
+        int removed = 0;
+        ckpt_prune(t->root, t->cfg->ckpt_keep,
+                   t->st.resumed_from[0] ? t->st.resumed_from : NULL, &removed);
+        if (!t->cfg->quiet)
+            printf("checkpoint: %s committed in %.3f s%s\n", dir, t->last_save_time - t0,
+                   removed ? " (older ones pruned)" : "");
+        char extra[1200];
+        snprintf(extra, sizeof extra, "\"seconds\":%.4f", t->last_save_time - t0);
+        metrics_event(&t->met, "checkpoint", step, t->size, extra);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+/* ---- the loop ------------------------------------------------------------ */
+
+static void fmt_eta(double s, char *buf, size_t cap)
+{
+    if (s < 0 || !isfinite(s))
+        s = 0;
+    long v = (long)s;
+    if (v >= 3600)
+        snprintf(buf, cap, "%ldh%02ldm", v / 3600, v / 60 % 60);
+    else
+        snprintf(buf, cap, "%ldm%02lds", v / 60, v % 60);
+}
+
+static void trainer_free(trainer_t *t)
+{
+    data_free(&t->train);
+    data_free(&t->test);
+    sampler_free(&t->smp);
+    model_free(t->model);
+    optim_free(t->opt);
+    free(t->grad);
+    free(t->mgrad);
+    free(t->mloss);
+    free(t->acc);
+    free(t->xb);
+    free(t->yb);
+    free(t->lb);
+    metrics_close(&t->met);
+}
+
+int train_run(const config_t *cfg, const world_t *w, comm_t *c, train_result_t *res,
+              char *err, size_t cap)
+{
+    trainer_t T, *t = &T;
+    memset(t, 0, sizeof *t);
+    memset(res, 0, sizeof *res);
+    t->met.fd = -1;
+    t->cfg = cfg;
+    t->w = w;
+    t->c = c;
+    t->rank = comm_rank(c);
+    t->size = comm_size(c);
+    t->last_saved = -1;
+    int ret = TRAIN_EFAIL;
+    double t_start = now_s();
+
+    int threads = cfg->threads ? cfg->threads : cfg->deterministic ? 1 : world_default_threads(w);
+    openblas_set_num_threads(threads);
+
+    /* Run directory: rank 0 creates it; everyone learns whether that worked. */
+    int rc = 0;
+    if (cfg->run_dir[0]) {
+        snprintf(t->root, sizeof t->root, "%s/ckpt", cfg->run_dir);
+        if (t->rank == 0 && (mkdir_p(t->root) != 0 || metrics_open(&t->met, cfg->run_dir) != 0)) {
+            snprintf(err, cap, "cannot create run directory '%s': %s", cfg->run_dir, strerror(errno));
+            rc = -1;
+        }
+        if (comm_any_failed(c, rc)) {
+            if (!rc)
+                snprintf(err, cap, "rank 0 could not create run directory '%s'", cfg->run_dir);
+            goto out;
+        }
+    }
+    if ((ret = trainer_setup(t, err, cap)) != TRAIN_DONE)
+        goto out;
+    ret = TRAIN_EFAIL;
+
+    t->st.model = t->model;
+    t->st.optim = t->opt;
+    t->st.cfg = cfg;
+    t->st.steps_per_epoch = t->spe;
+    t->st.n_train = t->train.n;
+    t->st.threads = threads;
+
+    /* Resume. */
+    int64_t step = 0;
+    char from[STATE_PATH_MAX] = "";
+    if (cfg->run_dir[0] || strcmp(cfg->resume, "none") != 0) {
+        rc = state_resolve(cfg, c, t->root, from, sizeof from, err, cap);
+        if (rc == STATE_EFAIL)
+            goto out;
+        if (rc == STATE_OK) {
+            double t0 = now_s();
+            int saved_world = 0;
+            rc = state_load(&t->st, c, from, &saved_world, err, cap);
+            if (rc != STATE_OK) {
+                ret = rc == STATE_EMISMATCH ? TRAIN_EMISMATCH : TRAIN_EFAIL;
+                goto out;
+            }
+            step = t->st.step;
+            t->last_saved = step;
+            if (step / t->spe != t->st.epoch || (step % t->spe) * cfg->global_batch != t->st.cursor) {
+                snprintf(err, cap, "checkpoint '%s': position (epoch %lld, cursor %lld) does not match step %lld",
+                         from, (long long)t->st.epoch, (long long)t->st.cursor, (long long)step);
+                goto out;
+            }
+            if (t->rank == 0) {
+                printf("resume: from %s step %lld (epoch %lld, cursor %lld), world %d -> %d, loaded in %.3f s\n",
+                       from, (long long)step, (long long)t->st.epoch, (long long)t->st.cursor,
+                       saved_world, t->size, now_s() - t0);
+                char extra[1400];
+                snprintf(extra, sizeof extra, "\"from_world\":%d,\"from\":\"%s\"", saved_world,
+                         strrchr(from, '/') ? strrchr(from, '/') + 1 : from);
+                metrics_event(&t->met, "resume", step, t->size, extra);
+            }
+        }
+    }
+    if (t->rank == 0) {
+        char arch[256];
+        model_arch_string(model_arch(t->model), arch, sizeof arch);
+        if (!cfg->quiet)
+            printf("train: %s, %zu parameters, data %s (%d train / %d test), global batch %lld "
+                   "(%lld x %lld), %lld steps (%lld per epoch), %s, %d BLAS thread%s per rank\n",
+                   arch, t->P, cfg->data, t->train.n, t->test.n, (long long)cfg->global_batch,
+                   (long long)(cfg->global_batch / cfg->micro_batch), (long long)cfg->micro_batch,
+                   (long long)t->total_steps, (long long)t->spe,
+                   cfg->deterministic ? "deterministic" : "fast reduction", threads,
+                   threads == 1 ? "" : "s");
+        metrics_event(&t->met, "start", step, t->size, "");
+        fflush(stdout);
+    }
+
+    int64_t log_every = cfg->log_every ? cfg->log_every : (t->spe >= 10 ? t->spe / 10 : 1);
+    int64_t epochs_total = (t->total_steps + t->spe - 1) / t->spe;
+    double win_loss = 0, win_t0 = now_s();
+    int64_t win_hits = 0, win_n = 0, run_samples = 0;
+    double run_t0 = now_s(), loop_t0 = now_s();
+    t->last_save_time = now_s();
+    double last_loss = NAN;
+    int evaluated_at_end = 0;
+    double ctl[CTL_N];
+
+    while (step < t->total_steps) {
+        int64_t epoch = step / t->spe, j = step % t->spe;
+        sampler_set_epoch(&t->smp, epoch);
+        int64_t first = 0, nm = 0;
+        sampler_rank_micros(&t->smp, j, t->rank, t->size, &first, &nm);
+        int64_t nstep = sampler_step_size(&t->smp, j);
+
+        double gmax = 0, loss = 0;
+        int64_t hits = 0;
+        step_compute(t, j, first, nm, &gmax, &loss, &hits);
+
+        /* Control reduction: stop votes, save-now vote, global max |g|. */
+        double c0 = now_s();
+        int sig = stop_local_signal();
+        ctl[CTL_GMAX] = gmax;
+        ctl[CTL_STOP_RANK] = sig ? t->rank + 1 : 0;
+        ctl[CTL_SAVE] = t->rank == 0 && cfg->ckpt_interval > 0 &&
+                        now_s() - t->last_save_time >= cfg->ckpt_interval;
+        ctl[CTL_SIG_TIME] = sig ? -stop_local_time() : -1e300;
+        ctl[CTL_SIGNO] = sig;
+        if (comm_allreduce(c, ctl, CTL_N, COMM_F64, COMM_MAX) != COMM_OK) {
+            snprintf(err, cap, "control reduction failed: %s", comm_last_error());
+            goto out;
+        }
+        double t_agreed = wall_s();
+        t->control_s += now_s() - c0;
+        if (!isfinite(ctl[CTL_GMAX])) {
+            snprintf(err, cap, "non-finite gradient at step %lld: training diverged (lower --lr?)",
+                     (long long)step);
+            goto out;
+        }
+        if (step_reduce(t, nm, ctl[CTL_GMAX], nstep, &loss, &hits) != 0) {
+            snprintf(err, cap, "gradient reduction failed: %s", comm_last_error());
+            goto out;
+        }
+        if (!isfinite(loss)) {
+            snprintf(err, cap, "non-finite loss at step %lld: training diverged (lower --lr?)",
+                     (long long)step);
+            goto out;
+        }
+        optim_step(t->opt, model_params(t->model), t->grad, step);
+        step++;
+        run_samples += nstep;
+        win_loss += loss;
+        win_hits += hits;
+        win_n += nstep;
+        last_loss = loss / (double)nstep;
+
+        if (t->rank == 0 && (step % log_every == 0 || step == t->total_steps)) {
+            double dt = now_s() - win_t0;
+            double sps = dt > 0 ? (double)win_n / dt : 0;
+            double eta = (double)(t->total_steps - step) * (now_s() - loop_t0) /
+                         (double)(run_samples ? (double)run_samples / (double)cfg->global_batch : 1);
+            char etab[32];
+            fmt_eta(eta, etab, sizeof etab);
+            double lr = optim_lr(&cfg->opt, step - 1);
+            if (!cfg->quiet)
+                printf("epoch %lld/%lld step %lld/%lld loss %.4f acc %.4f lr %.2e %.0f samples/s eta %s\n",
+                       (long long)((step - 1) / t->spe + 1), (long long)epochs_total, (long long)step,
+                       (long long)t->total_steps, win_loss / (double)win_n,
+                       (double)win_hits / (double)win_n, lr, sps, etab);
+            metrics_row_t row = {step, (step - 1) / t->spe, win_loss / (double)win_n,
+                                 (double)win_hits / (double)win_n, lr, sps, t->size};
+            metrics_step(&t->met, &row);
+            fflush(stdout);
+            win_loss = 0;
+            win_hits = 0;
+            win_n = 0;
+            win_t0 = now_s();
+        }
+
+        int stop = ctl[CTL_STOP_RANK] > 0;
+        if (!stop && step % t->spe == 0) {
+            double tl = 0, ta = 0;
+            int e = evaluate(t, &tl, &ta);
+            if (e < 0) {
+                snprintf(err, cap, "evaluation reduction failed: %s", comm_last_error());
+                goto out;
+            }
+            if (e == 1) {
+                /* A stop signal cut the evaluation short on some rank; the
+                 * next step's control reduction makes the stop decision. */
+                if (t->rank == 0 && !cfg->quiet)
+                    printf("eval: epoch %lld cut short by a stop signal\n", (long long)(step / t->spe));
+            } else {
+                res->test_loss = tl;
+                res->test_acc = ta;
+                evaluated_at_end = step == t->total_steps;
+                if (t->rank == 0) {
+                    if (!cfg->quiet)
+                        printf("eval: epoch %lld test_loss %.4f test_acc %.4f\n",
+                               (long long)(step / t->spe), tl, ta);
+                    char extra[128];
+                    snprintf(extra, sizeof extra, "\"test_loss\":%.6g,\"test_acc\":%.6g", tl, ta);
+                    metrics_event(&t->met, "eval", step, t->size, extra);
+                    fflush(stdout);
+                }
+            }
+        }
+
+        if (stop) {
+            res->stop_signal = (int)ctl[CTL_SIGNO];
+            double t_sig = -ctl[CTL_SIG_TIME];
+            if (t_sig < 0 || t_sig > t_agreed)
+                t_sig = t_agreed;
+            double c1 = wall_s();
+            if (cfg->run_dir[0] && t->last_saved != step) {
+                if (save(t, step, res, err, cap) != 0)
+                    goto out;
+            } else if (t->last_saved == step) {
+                char dn[64];
+                ckpt_step_dirname((uint64_t)step, dn, sizeof dn);
+                snprintf(res->ckpt, sizeof res->ckpt, "%s/%s", t->root, dn);
+            }
+            res->saved = t->last_saved == step;
+            double t_end = wall_s();
+            if (t->rank == 0) {
+                double total = t_end - t_sig;
+                printf("stop: signal %s (first seen by rank %d) at step %lld: agreed %.3f s after "
+                       "the signal, checkpoint %.3f s, total %.3f s%s\n",
+                       config_signal_name(res->stop_signal), (int)ctl[CTL_STOP_RANK] - 1,
+                       (long long)step, t_agreed - t_sig, t_end - c1, total,
+                       res->saved ? "" : " (no run directory: nothing saved)");
+                if (total > cfg->grace)
+                    fprintf(stderr, "ftrain: warning: the stop took %.1f s, more than --grace %.1f s: "
+                            "raise the signal lead time (see docs/slurm.md)\n", total, cfg->grace);
+                char extra[160];
+                snprintf(extra, sizeof extra, "\"signal\":\"%s\",\"seconds\":%.4f",
+                         config_signal_name(res->stop_signal), total);
+                metrics_event(&t->met, "stop", step, t->size, extra);
+                fflush(stdout);
+            }
+            ret = TRAIN_STOPPED;
+            goto finish;
+        }
+
+        if (cfg->run_dir[0] && step < t->total_steps &&
+            ((cfg->ckpt_every && step % cfg->ckpt_every == 0) || ctl[CTL_SAVE] > 0)) {
+            if (save(t, step, res, err, cap) != 0)
+                goto out;
+        }
+        if (cfg->step_delay_ms) {
+            struct timespec d = {cfg->step_delay_ms / 1000, (long)(cfg->step_delay_ms % 1000) * 1000000L};
+            nanosleep(&d, NULL); /* a signal cuts it short, as it should */
+        }
+    }
+
+    /* The end: a last evaluation when the run did not end on an epoch. */
+    if (!evaluated_at_end) {
+        double tl = 0, ta = 0;
+        int e = evaluate(t, &tl, &ta);
+        if (e < 0) {
+            snprintf(err, cap, "evaluation reduction failed: %s", comm_last_error());
+            goto out;
+        }
+        if (e == 0) {
+            res->test_loss = tl;
+            res->test_acc = ta;
+        }
+    }
+    if (cfg->run_dir[0] && t->last_saved != step) {
+        if (save(t, step, res, err, cap) != 0)
+            goto out;
+    }
+    res->saved = t->last_saved == step;
+    ret = TRAIN_DONE;
+
+finish:
+    res->step = step;
+    res->epoch = step / t->spe;
+    res->loss = last_loss;
+    res->param_hash = train_param_hash(model_params(t->model), t->P);
+    res->reduce_ms_per_step = t->reduce_n ? 1e3 * t->reduce_s / (double)t->reduce_n : 0;
+    res->control_ms_per_step = t->reduce_n ? 1e3 * t->control_s / (double)t->reduce_n : 0;
+    res->samples_per_s = now_s() > run_t0 ? (double)run_samples / (now_s() - run_t0) : 0;
+    if (t->rank == 0) {
+        char extra[128];
+        snprintf(extra, sizeof extra, "\"param_hash\":\"%016llx\",\"seconds\":%.3f",
+                 (unsigned long long)res->param_hash, now_s() - t_start);
+        metrics_event(&t->met, ret == TRAIN_DONE ? "done" : "exit", step, t->size, extra);
+    }
+out:
+    trainer_free(t);
+    return ret;
+}
