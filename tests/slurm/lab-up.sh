@@ -1,0 +1,209 @@
+#!/bin/bash
+# lab-up.sh: start a one-machine SLURM test cluster for the ftrain tests.
+#
+# One munged, one slurmctld and N slurmd daemons that play the nodes n1..nN,
+# all on this host (Debian's slurmd accepts -N <nodename>, so several can
+# share one hostname, told apart by port).  Everything but munge lives under
+# one directory, $FTRAIN_SLURM_LAB (default /tmp/ftrain-slurm-lab):
+#
+#   etc/slurm.conf etc/taskprolog.sh   configuration (clients: SLURM_CONF)
+#   state/                              slurmctld state
+#   spool/<node>/ tmp/<node>/           per-node spool and TmpFS
+#   run/*.pid log/*.log                 pid files and daemon logs
+#   env                                 `. env` sets SLURM_CONF and friends
+#
+# Run as root.  Idempotent: packages are installed only when missing, the
+# config is rewritten only when it changed, and only daemons that are not
+# running are started.  It refuses to start when the ports it needs are taken
+# by something that is not ours.  It returns once every node is idle.
+#
+# Environment:
+#   FTRAIN_SLURM_LAB        state directory (absolute; keep it short, the
+#                           slurmd sockets live under it)
+#   FTRAIN_SLURM_NODES      number of fake nodes (4)
+#   FTRAIN_SLURM_CPUS       CPUs per fake node (2)
+#   FTRAIN_SLURM_PORT       slurmctld port (6817); slurmd ports are
+#                           FTRAIN_SLURM_NODE_PORT (17001) and up
+#   FTRAIN_SLURM_CLEAN=1    start slurmctld with -c (forget old jobs); only
+#                           takes effect when slurmctld is not running
+#
+# Settings the cluster needs, and why:
+#   TmpFS=<lab>/tmp/%n      mpi/pmix creates spmix_appdir_* in TmpFS; fake
+#                           nodes sharing one /tmp collide and every step fails.
+#   TaskProlog              gives each fake node its own TMPDIR and Open MPI
+#                           shared-memory (vader) directory; with a shared one,
+#                           2+ ranks per fake node crash in the vader BTL.
+#   AuthInfo=cred_expire=5  a requeued job may start cred_expire+1 s after the
+#                           requeue (default 120 s); 5 is the minimum.  Only a
+#                           slurmctld restart applies a change to it.
+#   SchedulerParameters     bf_interval=1,sched_interval=2: jobs start in ~1 s.
+#   MailProg=/bin/true      without it slurmctld logs an invalid MailProg.
+#   KillWait=5              SIGKILL 5 s after the TERM at the time limit.
+set -euo pipefail
+
+LAB=${FTRAIN_SLURM_LAB:-/tmp/ftrain-slurm-lab}
+NODES=${FTRAIN_SLURM_NODES:-4}
+CPUS=${FTRAIN_SLURM_CPUS:-2}
+PORT=${FTRAIN_SLURM_PORT:-6817}
+NODE_PORT=${FTRAIN_SLURM_NODE_PORT:-17001}
+PKGS="slurmd slurmctld slurm-client munge openmpi-bin libopenmpi-dev"
+
+say() { printf 'lab-up: %s\n' "$*"; }
+die() { printf 'lab-up: error: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "must run as root (slurmd and slurmctld run as root here)"
+case $LAB in /*) ;; *) die "FTRAIN_SLURM_LAB must be an absolute path, got '$LAB'" ;; esac
+case $NODES in [1-9]|[1-9][0-9]) ;; *) die "FTRAIN_SLURM_NODES must be 1..99, got '$NODES'" ;; esac
+
+# Packages: install only what is missing.
+missing=""
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+	say "installing:$missing"
+	# shellcheck disable=SC2086
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing ||
+		die "apt-get install failed for:$missing"
+fi
+
+# alive PIDFILE NAME: true if the pid in PIDFILE is a live (not zombie)
+# process called NAME.  Killed daemons may stay zombies for a while when the
+# init process reaps late, so kill -0 alone is not enough.
+alive() {
+	local pid
+	pid=$(cat "$1" 2>/dev/null) || return 1
+	case $pid in '' | *[!0-9]*) return 1 ;; esac
+	[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$2" ] || return 1
+	! grep -q '^State:[[:space:]]*Z' "/proc/$pid/status" 2>/dev/null
+}
+
+# listening PORT: true if some socket listens on TCP PORT (IPv4 or IPv6).
+listening() {
+	local hex
+	hex=$(printf '%04X' "$1")
+	awk -v p=":$hex" 'NR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { f = 1 } END { exit !f }' \
+		/proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+mkdir -p "$LAB"/etc "$LAB"/state "$LAB"/run "$LAB"/log "$LAB"/spool "$LAB"/tmp
+chmod 755 "$LAB" "$LAB"/tmp
+
+# Ports: free, or held by our own running daemons.
+if listening "$PORT" && ! alive "$LAB/run/slurmctld.pid" slurmctld; then
+	die "port $PORT is in use by a process that is not this lab's slurmctld (set FTRAIN_SLURM_PORT)"
+fi
+for i in $(seq 1 "$NODES"); do
+	p=$((NODE_PORT + i - 1))
+	if listening "$p" && ! alive "$LAB/run/slurmd-n$i.pid" slurmd; then
+		die "port $p is in use by a process that is not this lab's slurmd n$i (set FTRAIN_SLURM_NODE_PORT)"
+	fi
+done
+
+# munge: use a running munged if there is one, else start the system one and
+# remember that we did, so lab-down.sh stops only what we started.
+if ! munge -n </dev/null >/dev/null 2>&1; then
+	if [ ! -s /etc/munge/munge.key ]; then
+		dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none
+		chown munge:munge /etc/munge/munge.key
+		chmod 400 /etc/munge/munge.key
+	fi
+	mkdir -p /run/munge /var/log/munge /var/lib/munge
+	chown munge:munge /run/munge /var/log/munge /var/lib/munge
+	runuser -u munge -- /usr/sbin/munged || die "munged did not start (see /var/log/munge/munged.log)"
+	cp /run/munge/munged.pid "$LAB/run/munged.ours" 2>/dev/null || : >"$LAB/run/munged.ours"
+	for _ in $(seq 1 50); do munge -n </dev/null >/dev/null 2>&1 && break; sleep 0.1; done
+	munge -n </dev/null >/dev/null 2>&1 || die "munged is not answering"
+fi
+
+# Configuration: rewritten only when its text changes.
+last=$((NODE_PORT + NODES - 1))
+if [ "$NODES" = 1 ]; then nodelist=n1; ports=$NODE_PORT; else nodelist="n[1-$NODES]"; ports="$NODE_PORT-$last"; fi
+conf=$(cat <<EOF
+# Generated by tests/slurm/lab-up.sh: a one-machine test cluster.
+ClusterName=ftrainlab
+SlurmctldHost=localhost
+SlurmctldPort=$PORT
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=cred_expire=5
+MailProg=/bin/true
+StateSaveLocation=$LAB/state
+SlurmdSpoolDir=$LAB/spool/%n
+SlurmctldPidFile=$LAB/run/slurmctld.pid
+SlurmdPidFile=$LAB/run/slurmd-%n.pid
+SlurmctldLogFile=$LAB/log/slurmctld.log
+SlurmdLogFile=$LAB/log/slurmd-%n.log
+TmpFS=$LAB/tmp/%n
+TaskProlog=$LAB/etc/taskprolog.sh
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SlurmdParameters=config_overrides
+MpiDefault=none
+ReturnToService=2
+SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=1,sched_interval=2
+MinJobAge=60
+KillWait=5
+OverTimeLimit=0
+InactiveLimit=0
+SlurmctldTimeout=10
+SlurmdTimeout=30
+MessageTimeout=10
+NodeName=$nodelist NodeHostname=localhost NodeAddr=127.0.0.1 Port=$ports CPUs=$CPUS RealMemory=1000 State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+EOF
+)
+[ "$(cat "$LAB/etc/slurm.conf" 2>/dev/null)" = "$conf" ] || printf '%s\n' "$conf" >"$LAB/etc/slurm.conf"
+
+# The TaskProlog's "export" lines go into each task's environment.  Loopback
+# only for Open MPI, so no rank tries an interface the host cannot route.
+cat >"$LAB/etc/taskprolog.sh.new" <<EOF
+#!/bin/sh
+echo "export TMPDIR=$LAB/tmp/\$SLURMD_NODENAME"
+echo "export OMPI_MCA_btl_vader_backing_directory=$LAB/tmp/\$SLURMD_NODENAME"
+echo "export OMPI_MCA_btl_tcp_if_include=lo"
+echo "export OMPI_MCA_oob_tcp_if_include=lo"
+EOF
+chmod 755 "$LAB/etc/taskprolog.sh.new"
+mv "$LAB/etc/taskprolog.sh.new" "$LAB/etc/taskprolog.sh"
+
+cat >"$LAB/env" <<EOF
+# Source this file to use the ftrain SLURM lab: . $LAB/env
+export SLURM_CONF=$LAB/etc/slurm.conf
+export OMPI_MCA_btl_tcp_if_include=lo
+export OMPI_MCA_oob_tcp_if_include=lo
+EOF
+export SLURM_CONF="$LAB/etc/slurm.conf"
+
+# Daemons: start only those not running.
+if ! alive "$LAB/run/slurmctld.pid" slurmctld; then
+	if [ "${FTRAIN_SLURM_CLEAN:-0}" = 1 ]; then slurmctld -f "$SLURM_CONF" -c; else slurmctld -f "$SLURM_CONF"; fi ||
+		die "slurmctld did not start (see $LAB/log/slurmctld.log)"
+fi
+for i in $(seq 1 "$NODES"); do
+	mkdir -p "$LAB/spool/n$i" "$LAB/tmp/n$i"
+	chmod 1777 "$LAB/tmp/n$i"
+	alive "$LAB/run/slurmd-n$i.pid" slurmd || slurmd -f "$SLURM_CONF" -N "n$i" ||
+		die "slurmd n$i did not start (see $LAB/log/slurmd-n$i.log)"
+done
+
+# Wait until every node is idle (about 0.3 s from cold; longer after a
+# slurmctld restart while the slurmds re-register).
+want="$NODES idle"
+for _ in $(seq 1 300); do
+	[ "$(sinfo -h -o '%D %T' 2>/dev/null)" = "$want" ] && break
+	sleep 0.1
+done
+if [ "$(sinfo -h -o '%D %T' 2>/dev/null)" != "$want" ]; then
+	sinfo >&2 || :
+	die "nodes are not all idle after 30 s (logs in $LAB/log)"
+fi
+say "ready: $NODES nodes idle; use: . $LAB/env"
