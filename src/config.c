@@ -80,6 +80,8 @@ static const char config_help[] =
     "  --grace SEC            warn when a stop takes longer (default 30)\n"
     "  --log-every N          steps between progress lines (default: 10 a epoch)\n"
     "  --step-delay-ms MS     sleep per step (for tests and demos)\n"
+    "  --trace-samples PFX    append each rank's trained sample indices to\n"
+    "                         PFX.<rank> as 'epoch step index...' lines (tests)\n"
     "  --quiet                only the summary line\n"
     "  --help, --version\n"
     "\n"
@@ -95,6 +97,7 @@ enum {
     OPT_STEPS, OPT_GBATCH, OPT_MBATCH, OPT_SEED, OPT_DET, OPT_THREADS,
     OPT_RUNDIR, OPT_RESUME, OPT_CKEVERY, OPT_CKINT, OPT_CKKEEP, OPT_CKASYNC,
     OPT_CKLEVEL, OPT_STOPSIG, OPT_GRACE, OPT_LOGEVERY, OPT_DELAY, OPT_QUIET,
+    OPT_TRACE,
     OPT_HELP, OPT_VERSION
 };
 
@@ -129,6 +132,7 @@ static const struct option config_opts[] = {
     {"log-every", required_argument, 0, OPT_LOGEVERY},
     {"step-delay-ms", required_argument, 0, OPT_DELAY},
     {"quiet", no_argument, 0, OPT_QUIET},
+    {"trace-samples", required_argument, 0, OPT_TRACE},
     {"help", no_argument, 0, OPT_HELP},
     {"version", no_argument, 0, OPT_VERSION},
     {0, 0, 0, 0},
@@ -380,6 +384,11 @@ int config_parse(config_t *c, int argc, char **argv, char *err, size_t cap)
             c->step_delay_ms = (int)iv;
             break;
         case OPT_QUIET: c->quiet = 1; break;
+        case OPT_TRACE:
+            if (!*a || strlen(a) >= sizeof c->trace_samples - 16)
+                return config_fail(err, cap, "--trace-samples: empty or too long");
+            snprintf(c->trace_samples, sizeof c->trace_samples, "%s", a);
+            break;
         case OPT_HELP: return CONFIG_HELP;
         case OPT_VERSION: return CONFIG_VERSION;
         case '?':

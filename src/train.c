@@ -23,12 +23,14 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "ftrain/ckpt.h"
@@ -61,6 +63,7 @@ typedef struct {
     float *xb, *yb;
     int32_t *lb;
     metrics_t met;
+    int trace_fd;      /* --trace-samples, -1 when off */
     state_t st;
     char root[1200];
     int64_t last_saved;
@@ -115,6 +118,24 @@ static void gather(trainer_t *t, const dataset_t *d, const int64_t *idx, int64_t
         else
             memcpy(t->yb + (size_t)i * out, d->y + (size_t)s * out, out * sizeof(float));
     }
+}
+
+/* Test aid: log the samples this rank trains on at (epoch, step j). */
+static void trace(trainer_t *t, int64_t epoch, int64_t j, const int64_t *idx, int64_t n)
+{
+    if (t->trace_fd < 0 || n <= 0)
+        return;
+    size_t cap = 64 + (size_t)n * 21, len = 0;
+    char *buf = malloc(cap);
+    if (!buf)
+        return;
+    len += (size_t)snprintf(buf, cap, "%lld %lld", (long long)epoch, (long long)j);
+    for (int64_t i = 0; i < n; i++)
+        len += (size_t)snprintf(buf + len, cap - len, " %lld", (long long)idx[i]);
+    buf[len++] = '\n';
+    ssize_t wr = write(t->trace_fd, buf, len);
+    (void)wr;
+    free(buf);
 }
 
 /* ---- setup ------------------------------------------------------------- */
@@ -197,6 +218,7 @@ static void step_compute(trainer_t *t, int64_t j, int64_t nmicro_first, int64_t 
             float *g = t->mgrad + (size_t)i * t->P;
             memset(g, 0, t->P * sizeof *g);
             gather(t, &t->train, idx, len);
+            trace(t, t->smp.epoch, j, idx, len);
             double ls = 0;
             int64_t hit = 0;
             model_forward_backward(t->model, t->xb, t->lb, t->yb, (int)len, g, &ls, &hit);
@@ -225,6 +247,7 @@ static void step_compute(trainer_t *t, int64_t j, int64_t nmicro_first, int64_t 
         len += l;
     }
     gather(t, &t->train, idx, len);
+    trace(t, t->smp.epoch, j, idx, len);
     model_forward_backward(t->model, t->xb, t->lb, t->yb, (int)len, t->grad, loss, correct);
 }
 
@@ -375,6 +398,8 @@ static void trainer_free(trainer_t *t)
     free(t->yb);
     free(t->lb);
     metrics_close(&t->met);
+    if (t->trace_fd >= 0)
+        close(t->trace_fd);
 }
 
 int train_run(const config_t *cfg, const world_t *w, comm_t *c, train_result_t *res,
@@ -384,6 +409,7 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, train_result_t *
     memset(t, 0, sizeof *t);
     memset(res, 0, sizeof *res);
     t->met.fd = -1;
+    t->trace_fd = -1;
     t->cfg = cfg;
     t->w = w;
     t->c = c;
@@ -409,6 +435,11 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, train_result_t *
                 snprintf(err, cap, "rank 0 could not create run directory '%s'", cfg->run_dir);
             goto out;
         }
+    }
+    if (cfg->trace_samples[0]) {
+        char tp[CONFIG_PATH_MAX + 16];
+        snprintf(tp, sizeof tp, "%s.%d", cfg->trace_samples, t->rank);
+        t->trace_fd = open(tp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     }
     if ((ret = trainer_setup(t, err, cap)) != TRAIN_DONE)
         goto out;

@@ -54,6 +54,7 @@ typedef struct {
     double grace;          /* seconds a stop may take before we warn */
     int64_t log_every;     /* steps between progress lines, 0 auto */
     int step_delay_ms;     /* test aid: sleep per step */
+    char trace_samples[CONFIG_PATH_MAX]; /* test aid: per-rank sample log */
     int quiet;
 } config_t;
 

@@ -1,0 +1,32 @@
+#!/bin/sh
+# Install the Debian packages ftrain needs, when they are missing.
+# As root it runs apt-get; otherwise it prints the exact command and fails.
+set -u
+PKGS="build-essential pkg-config openmpi-bin libopenmpi-dev libzstd-dev zstd
+libarchive-dev libjansson-dev libxxhash-dev libopenblas-dev zlib1g-dev
+dataset-fashion-mnist python3 slurmd slurmctld slurm-client munge"
+# The benchmark's peer (PyTorch) is large; only `make bench` asks for it.
+[ "${FTRAIN_DEPS_BENCH:-0}" = 1 ] && PKGS="$PKGS python3-torch"
+
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+        missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+cmd="apt-get install -y --no-install-recommends$missing"
+if [ "$(id -u)" != 0 ]; then
+    echo "deps: missing packages:$missing" >&2
+    echo "deps: run as root: apt-get update && $cmd" >&2
+    exit 1
+fi
+echo "deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq || { echo "deps: apt-get update failed" >&2; exit 1; }
+# Package scripts must not start daemons here; the tests start their own.
+$cmd -qq >/tmp/ftrain-deps.log 2>&1 || {
+    tail -20 /tmp/ftrain-deps.log >&2
+    echo "deps: '$cmd' failed (log above)" >&2
+    exit 1
+}
+echo "deps: done"
