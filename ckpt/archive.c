@@ -395,6 +395,7 @@ static int arc_mkdir_p(const char *dir)
 /* State of one import. */
 typedef struct {
     const char *archive;   /* archive path, for messages */
+    const char *root;      /* destination root, for messages */
     int have_top;
     uint64_t step;         /* from the top directory name */
     char top[32];          /* top directory name as in the archive */
@@ -591,8 +592,9 @@ static int arc_extract_all(arc_import_t *im, struct archive *a, int rootfd,
             ckpt_step_dirname(im->step, im->canon, sizeof im->canon);
             if (fstatat(rootfd, im->canon, &st, AT_SYMLINK_NOFOLLOW) == 0)
                 return ckpt_seterr(CKPT_EEXIST,
-                                "import: '%s': checkpoint '%s' already exists",
-                                im->archive, im->canon);
+                                   "import: '%s': checkpoint '%s' already exists "
+                                   "in '%s'",
+                                   im->archive, im->canon, im->root);
             if (mkdirat(tmpfd, im->canon, 0755) != 0)
                 return ckpt_seterr(CKPT_EIO, "import: cannot create '%s': %s",
                                 im->canon, strerror(errno));
@@ -650,6 +652,7 @@ int ckpt_import(const char *archive_path, const char *root, char *out,
     arc_import_t im;
     memset(&im, 0, sizeof im);
     im.archive = archive_path;
+    im.root = root;
     im.stepfd = -1;
 
     if (!archive_path || !root || !*archive_path || !*root) {
@@ -723,8 +726,16 @@ int ckpt_import(const char *archive_path, const char *root, char *out,
     if (rc == CKPT_OK)
         rc = ckpt_verify(c);
     if (rc != CKPT_OK) {
+        /* The message names files in the temp dir, which is about to go:
+         * name them as the archive does ("step-<N>/shard-0.ftsh"). */
         char why[768];
-        snprintf(why, sizeof why, "%s", ckpt_last_error());
+        const char *m = ckpt_last_error();
+        const char *hit = strstr(m, tmp);
+        size_t tl = strlen(tmp);
+        if (hit && hit[tl] == '/')
+            snprintf(why, sizeof why, "%.*s%s", (int)(hit - m), m, hit + tl + 1);
+        else
+            snprintf(why, sizeof why, "%s", m);
         rc = ckpt_seterr(rc, "import: '%s': checkpoint does not verify: %s",
                       archive_path, why[0] ? why : ckpt_strerror(rc));
         goto fail;
