@@ -7,13 +7,15 @@
  * docs/checkpoint-format.md.
  *
  * The writer makes one pass: gather a frame's bytes from the tensors, shuffle,
- * compress with one reused ZSTD_CCtx, write the whole compressed frame with
- * one write(2), and start its writeback early (sync_file_range) so the final
- * fsync has little left to do.  The reader trusts nothing in the file: every
+ * compress with one reused ZSTD_CCtx, and hand the whole compressed frame to
+ * a writer thread that issues one write(2) per frame and starts writeback
+ * early (sync_file_range), so compression, copying and disk I/O overlap and
+ * the final fsync has little left to do.  The reader trusts nothing in the file: every
  * size and offset is checked against the file size and the manifest.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -120,20 +122,112 @@ static void gather(unsigned char *dst, uint64_t off, size_t len,
     }
 }
 
+/* A small ring of compressed-frame buffers between the compressing thread
+ * and the writing thread. */
+#define WQ_NBUF 3
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int fd;
+    int do_sync;
+    unsigned char *buf[WQ_NBUF];
+    size_t len[WQ_NBUF];
+    int head, count; /* filled slots are head .. head+count-1 (mod NBUF) */
+    int done;        /* no more frames will be queued */
+    int err;         /* errno of the first failed write, 0 if none */
+    uint64_t pos, synced;
+} wq_t;
+
+static void *wq_writer(void *arg)
+{
+    wq_t *q = arg;
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        int slot;
+        size_t len;
+        while (q->count == 0 && !q->done)
+            pthread_cond_wait(&q->cv, &q->mu);
+        if (q->count == 0)
+            break;
+        slot = q->head;
+        len = q->len[slot];
+        pthread_mutex_unlock(&q->mu);
+        if (!q->err) {
+            if (ckpt_write_all(q->fd, q->buf[slot], len) != 0) {
+                q->err = errno ? errno : EIO;
+            } else {
+                q->pos += len;
+                if (q->do_sync && q->pos - q->synced >= (8u << 20)) {
+                    (void)sync_file_range(q->fd, (off_t)q->synced,
+                                          (off_t)(q->pos - q->synced),
+                                          SYNC_FILE_RANGE_WRITE);
+                    q->synced = q->pos;
+                }
+            }
+        }
+        pthread_mutex_lock(&q->mu);
+        q->head = (q->head + 1) % WQ_NBUF;
+        q->count--;
+        pthread_cond_broadcast(&q->cv);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+/* Wait for a free slot.  @return its index. */
+static int wq_acquire(wq_t *q)
+{
+    int slot;
+    pthread_mutex_lock(&q->mu);
+    while (q->count == WQ_NBUF)
+        pthread_cond_wait(&q->cv, &q->mu);
+    slot = (q->head + q->count) % WQ_NBUF;
+    pthread_mutex_unlock(&q->mu);
+    return slot;
+}
+
+/* Queue the filled slot for writing.  @return the writer's errno so far. */
+static int wq_push(wq_t *q, int slot, size_t len)
+{
+    int err;
+    pthread_mutex_lock(&q->mu);
+    q->len[slot] = len;
+    q->count++;
+    err = q->err;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    return err;
+}
+
+/* Tell the writer to finish and wait for it.  @return its errno (0 = ok). */
+static int wq_finish(wq_t *q, pthread_t th)
+{
+    pthread_mutex_lock(&q->mu);
+    q->done = 1;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    pthread_join(th, NULL);
+    return q->err;
+}
+
 int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
                       const ckpt_tensor_t *tensors, size_t n,
                       const ckpt_opts_t *opts, ckpt_shard_info_t *info)
 {
-    int rc = CKPT_OK, fd = -1, saved;
+    int rc = CKPT_OK, fd = -1, saved, started = 0, werr = 0, qinit = 0;
     ZSTD_CCtx *cctx = NULL;
-    unsigned char *raw = NULL, *shuf = NULL, *out = NULL, *table = NULL;
+    unsigned char *raw = NULL, *shuf = NULL, *table = NULL;
     XXH64_state_t *fh = NULL;
     size_t fb = opts->frame_bytes, cap_out, cursor = 0;
     uint64_t nframes = hi > lo ? (hi - lo + fb - 1) / fb : 0;
-    uint64_t pos = CKPT_SHARD_HEADER_BYTES, synced = 0;
+    uint64_t pos = CKPT_SHARD_HEADER_BYTES;
     unsigned char hdr[CKPT_SHARD_HEADER_BYTES], foot[CKPT_SHARD_FOOTER_BYTES];
     size_t zr;
+    wq_t q;
+    pthread_t th;
 
+    memset(&q, 0, sizeof q);
     if (nframes > UINT32_MAX)
         return ckpt_seterr(CKPT_EINVAL, "%s: too many frames (%llu)", path,
                            (unsigned long long)nframes);
@@ -142,9 +236,11 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
     fh = XXH64_createState();
     raw = malloc(fb);
     shuf = malloc(fb);
-    out = malloc(cap_out);
     table = calloc(nframes ? nframes : 1, CKPT_SHARD_ENTRY_BYTES);
-    if (!cctx || !fh || !raw || !shuf || !out || !table) {
+    for (int i = 0; i < WQ_NBUF; i++)
+        q.buf[i] = malloc(cap_out);
+    if (!cctx || !fh || !raw || !shuf || !table || !q.buf[0] || !q.buf[1] ||
+        !q.buf[2]) {
         rc = ckpt_seterr(CKPT_ENOMEM, "%s: out of memory for a shard writer",
                          path);
         goto fail;
@@ -172,8 +268,28 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
     put_u32(hdr + 8, CKPT_SHARD_VERSION);
     put_u32(hdr + 12, 0);
     XXH64_update(fh, hdr, sizeof hdr);
-    if (ckpt_write_all(fd, hdr, sizeof hdr) != 0)
+    if (ckpt_write_all(fd, hdr, sizeof hdr) != 0) {
+        werr = errno;
         goto werr;
+    }
+
+    q.fd = fd;
+    q.do_sync = opts->fsync;
+    q.pos = q.synced = CKPT_SHARD_HEADER_BYTES;
+    if (pthread_mutex_init(&q.mu, NULL) != 0)
+        goto nothread;
+    if (pthread_cond_init(&q.cv, NULL) != 0) {
+        pthread_mutex_destroy(&q.mu);
+        goto nothread;
+    }
+    qinit = 1;
+    if (pthread_create(&th, NULL, wq_writer, &q) != 0) {
+nothread:
+        rc = ckpt_seterr(CKPT_ENOMEM, "%s: cannot start the writer thread",
+                         path);
+        goto fail;
+    }
+    started = 1;
 
     for (uint64_t f = 0; f < nframes; f++) {
         uint64_t roff = lo + f * fb;
@@ -181,6 +297,7 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
         const unsigned char *src = raw;
         uint32_t flags = 0;
         unsigned char *e = table + f * CKPT_SHARD_ENTRY_BYTES;
+        int slot;
 
         gather(raw, roff, len, tensors, n, &cursor, &b4);
         if (opts->shuffle && len >= 8 && b4 * 2 >= len) {
@@ -188,7 +305,8 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
             src = shuf;
             flags |= CKPT_FRAME_SHUFFLE4;
         }
-        zr = ZSTD_compress2(cctx, out, cap_out, src, len);
+        slot = wq_acquire(&q);
+        zr = ZSTD_compress2(cctx, q.buf[slot], cap_out, src, len);
         if (ZSTD_isError(zr)) {
             rc = ckpt_seterr(CKPT_EZSTD, "%s: compressing frame %llu: %s",
                              path, (unsigned long long)f,
@@ -202,22 +320,21 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
         put_u64(e + 32, XXH64(raw, len, 0));
         put_u32(e + 40, flags);
         put_u32(e + 44, 0);
-        XXH64_update(fh, out, zr);
-        if (ckpt_write_all(fd, out, zr) != 0)
-            goto werr;
+        XXH64_update(fh, q.buf[slot], zr);
         pos += zr;
-        /* Start writeback of what is written so far so that the disk works
-         * while the next frames compress; the fsync below waits for it. */
-        if (opts->fsync && pos - synced >= (8u << 20)) {
-            (void)sync_file_range(fd, (off_t)synced, (off_t)(pos - synced),
-                                  SYNC_FILE_RANGE_WRITE);
-            synced = pos;
-        }
+        if ((werr = wq_push(&q, slot, zr)) != 0)
+            goto werr;
     }
+    started = 0;
+    if ((werr = wq_finish(&q, th)) != 0)
+        goto werr;
 
     XXH64_update(fh, table, nframes * CKPT_SHARD_ENTRY_BYTES);
-    if (nframes && ckpt_write_all(fd, table, nframes * CKPT_SHARD_ENTRY_BYTES))
+    if (nframes &&
+        ckpt_write_all(fd, table, nframes * CKPT_SHARD_ENTRY_BYTES) != 0) {
+        werr = errno;
         goto werr;
+    }
     put_u64(foot, pos);
     put_u64(foot + 8, nframes);
     put_u64(foot + 16, hi - lo);
@@ -226,11 +343,13 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
     put_u32(foot + 36, 0);
     memcpy(foot + 40, CKPT_FOOTER_MAGIC, 8);
     XXH64_update(fh, foot, sizeof foot);
-    if (ckpt_write_all(fd, foot, sizeof foot) != 0)
+    if (ckpt_write_all(fd, foot, sizeof foot) != 0 ||
+        (opts->fsync && fsync(fd) != 0)) {
+        werr = errno;
         goto werr;
-    if (opts->fsync && fsync(fd) != 0)
-        goto werr;
+    }
     if (close(fd) != 0) {
+        werr = errno;
         fd = -1;
         goto werr;
     }
@@ -245,21 +364,28 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
     goto done;
 
 werr:
-    rc = ckpt_seterr(CKPT_EIO, "%s: write failed: %s", path, strerror(errno));
+    errno = werr;
+    rc = ckpt_seterr(CKPT_EIO, "%s: write failed: %s", path, strerror(werr));
 fail:
     saved = errno;
+    if (started)
+        (void)wq_finish(&q, th);
     if (fd >= 0)
         close(fd);
-    if (rc != CKPT_OK)
-        unlink(path);
+    unlink(path);
     errno = saved;
 done:
+    if (qinit) {
+        pthread_mutex_destroy(&q.mu);
+        pthread_cond_destroy(&q.cv);
+    }
     ZSTD_freeCCtx(cctx);
     XXH64_freeState(fh);
     free(raw);
     free(shuf);
-    free(out);
     free(table);
+    for (int i = 0; i < WQ_NBUF; i++)
+        free(q.buf[i]);
     return rc;
 }
 
