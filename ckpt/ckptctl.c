@@ -1309,6 +1309,7 @@ static int parse_args(const cmd_def_t *c, int argc, char **argv, args_t *a)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
+        fprintf(stderr, "ckptctl: no command given\n\n");
         print_usage(stderr);
         return EXIT_USAGE;
     }

@@ -1,0 +1,296 @@
+#!/bin/sh
+# ckptctl.sh - TAP tests of the ckptctl command-line tool: list, inspect,
+# verify (text and --json, with the JSON parsed and checked for real values),
+# corruption detection by exit code, diff, export/import round trips, import
+# never overwriting, prune, usage errors, and a golden check that the help,
+# the command table and docs/ckptctl.md name the same subcommands.
+#
+# Reads $BUILD (default build) for build/ckptctl and the fixture maker
+# build/tests/tools/ckpt_mkfixture.
+
+BUILD=${BUILD:-build}
+C=$BUILD/ckptctl
+MK=$BUILD/tests/tools/ckpt_mkfixture
+DOCS=$(dirname "$0")/../docs/ckptctl.md
+COMMANDS="list inspect verify diff export import prune help"
+
+if [ ! -x "$C" ] || [ ! -x "$MK" ]; then
+    echo "1..0 # SKIP $C or $MK not built"
+    exit 0
+fi
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "1..0 # SKIP python3 not found (needed to parse --json output)"
+    exit 0
+fi
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/ckptctl.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT INT TERM
+n=0
+failed=0
+
+ok() { # ok STATUS DESCRIPTION
+    n=$((n + 1))
+    if [ "$1" -eq 0 ]; then
+        echo "ok $n - $2"
+    else
+        echo "not ok $n - $2"
+        failed=$((failed + 1))
+    fi
+}
+is() { # is GOT WANT DESCRIPTION
+    [ "$1" = "$2" ]
+    s=$?
+    ok $s "$3"
+    [ $s -eq 0 ] || printf '#   got:      %s\n#   expected: %s\n' "$1" "$2"
+}
+run() { # run ARGS...: stdout in $T/out, stderr in $T/err, status in $rc
+    "$@" >"$T/out" 2>"$T/err"
+    rc=$?
+}
+show_err() { sed 's/^/#   stderr: /' "$T/err"; }
+# py EXPR: evaluate a python expression over the JSON document in $T/out (d).
+py() {
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' \
+        "$T/out" "$1" 2>&1
+}
+flip_byte() { # flip_byte FILE OFFSET
+    python3 -c 'import sys
+p, o = sys.argv[1], int(sys.argv[2])
+with open(p, "r+b") as f:
+    f.seek(o); b = f.read(1); f.seek(o); f.write(bytes([b[0] ^ 0x20]))' "$1" "$2"
+}
+
+R=$T/root
+"$MK" "$R" 10 --world 3 --mb 0.25 --seed 1 &&
+    "$MK" "$R" 20 --world 2 --mb 0.25 --seed 1 &&
+    "$MK" "$R" 30 --world 4 --mb 0.25 --seed 1
+ok $? "fixtures written (steps 10, 20, 30)"
+
+# ---- list --------------------------------------------------------------------
+run "$C" list "$R"
+is "$rc" 0 "list exits 0"
+is "$(grep -c ' committed' "$T/out")" 3 "list shows three committed checkpoints"
+grep -q '^step-00000030 .* committed LATEST' "$T/out"
+ok $? "list marks step 30 LATEST"
+is "$(grep -c LATEST "$T/out")" 1 "exactly one LATEST mark"
+awk '$1 == "step-00000020" { exit !($2 == 20 && $3 == 1 && $4 == 2) }' "$T/out"
+ok $? "list line of step 20 shows step 20, epoch 1, world 2"
+
+run "$C" list --json "$R"
+is "$rc" 0 "list --json exits 0"
+is "$(py '[c["step"] for c in d["checkpoints"]]')" "[10, 20, 30]" "list --json steps"
+is "$(py '[c["world_size"] for c in d["checkpoints"]]')" "[3, 2, 4]" "list --json world sizes"
+is "$(py '[c["epoch"] for c in d["checkpoints"]]')" "[1, 1, 1]" "list --json epochs from the record"
+is "$(py '[c["name"] for c in d["checkpoints"] if c["latest"]]')" "['step-00000030']" \
+    "list --json: only step 30 is latest"
+is "$(py 'set(c["status"] for c in d["checkpoints"])')" "{'committed'}" "list --json statuses"
+is "$(py 'all(c["raw_bytes"] == 256*256*4 + 256*4 + 8 + 32 for c in d["checkpoints"])')" \
+    True "list --json raw_bytes equals the tensors' bytes"
+is "$(py 'all(0 < c["file_bytes"] and c["created"] > 0 for c in d["checkpoints"])')" True \
+    "list --json file_bytes and created are set"
+
+run "$C" list "$T/does-not-exist"
+is "$rc" 3 "list of a missing dir exits 3"
+grep -q "^ckptctl: .*'$T/does-not-exist': " "$T/err"
+ok $? "  and says which path"
+
+# ---- inspect -----------------------------------------------------------------
+run "$C" inspect "$R/step-00000010"
+is "$rc" 0 "inspect a step dir exits 0"
+grep -q '^  model.fc1.weight  *f32  *\[256, 256\]  *0  *262144$' "$T/out"
+ok $? "inspect lists model.fc1.weight f32 [256, 256] at 0, 262144 bytes"
+grep -q '^  shard-2.ftsh ' "$T/out"
+ok $? "inspect lists the third shard"
+grep -q '^  cursor  *640$' "$T/out"
+ok $? "inspect shows the data cursor from the record"
+
+run "$C" inspect --json "$R/step-00000010"
+is "$rc" 0 "inspect --json exits 0"
+is "$(py '[t["name"] for t in d["tensors"]]')" \
+    "['model.fc1.weight', 'model.fc1.bias', 'optim.step', 'sampler.state']" "inspect --json tensor names"
+is "$(py '[(t["dtype"], t["shape"], t["nbytes"]) for t in d["tensors"]][0]')" \
+    "('f32', [256, 256], 262144)" "inspect --json dtype, shape, nbytes"
+is "$(py 'd["step"], d["world_size"], len(d["shards"])')" "(10, 3, 3)" "inspect --json step and shards"
+is "$(py 'all(d["shards"][i]["raw_offset"] + d["shards"][i]["raw_bytes"] == d["shards"][i+1]["raw_offset"] for i in range(2)) and d["shards"][0]["raw_offset"] == 0 and d["shards"][-1]["raw_offset"] + d["shards"][-1]["raw_bytes"] == d["total_bytes"]')" \
+    True "inspect --json shard ranges tile the flat space"
+is "$(py 'all(len(s["xxh64"]) == 16 and int(s["xxh64"], 16) >= 0 and s["nframes"] >= 1 for s in d["shards"])')" \
+    True "inspect --json shard checksums and frames"
+is "$(py 'd["record"]["epoch"], d["record"]["cursor"], d["record"]["world_size"]')" "(1, 640, 3)" \
+    "inspect --json record"
+
+run "$C" inspect --json "$R" 20
+is "$(py 'd["step"]')" 20 "inspect ROOT STEP"
+run "$C" inspect --json "$R/20"
+is "$(py 'd["step"]')" 20 "inspect ROOT/STEP"
+run "$C" inspect --json "$R"
+is "$(py 'd["step"]')" 30 "inspect ROOT picks the latest"
+grep -q "note: using '$R/step-00000030'" "$T/err"
+ok $? "  and says which one on stderr"
+run "$C" inspect "$R" 99
+is "$rc" 3 "inspect of a missing step exits 3"
+run "$C" inspect "$R" notanumber
+is "$rc" 2 "inspect ROOT with a bad step number is a usage error"
+
+# ---- verify ------------------------------------------------------------------
+run "$C" verify "$R"
+is "$rc" 0 "verify ROOT exits 0 when all are good"
+is "$(grep -c ': ok ' "$T/out")" 3 "verify ROOT reports three good checkpoints"
+run "$C" verify --json "$R"
+is "$(py 'd["ok"], d["good"], d["bad"], [c["status"] for c in d["checkpoints"]]')" \
+    "(True, 3, 0, ['ok', 'ok', 'ok'])" "verify --json ROOT"
+run "$C" verify "$R/step-00000020"
+is "$rc" 0 "verify one checkpoint exits 0"
+
+B=$T/bad
+cp -r "$R" "$B"
+flip_byte "$B/step-00000020/shard-1.ftsh" 100
+run "$C" verify "$B/step-00000020"
+is "$rc" 1 "verify detects a flipped byte (exit 1)"
+grep -q 'step-00000020: corrupt' "$T/out"
+ok $? "  and reports it corrupt"
+grep -q "^ckptctl: verify: " "$T/err"
+ok $? "  with a message on stderr"
+truncate -s -64 "$B/step-00000030/shard-0.ftsh"
+run "$C" verify "$B" 30
+is "$rc" 1 "verify detects a truncated shard (exit 1)"
+run "$C" verify --json "$B"
+is "$rc" 1 "verify --json of a root with bad checkpoints exits 1"
+is "$(py 'd["ok"], d["good"], d["bad"], [c["step"] for c in d["checkpoints"] if not c["ok"]]')" \
+    "(False, 1, 2, [20, 30])" "verify --json names the bad ones"
+run "$C" list --verify --json "$B"
+is "$rc" 1 "list --verify exits 1 with corrupt checkpoints"
+is "$(py '[c["status"] for c in d["checkpoints"]]')" "['committed', 'corrupt', 'corrupt']" \
+    "list --verify marks them corrupt"
+run "$C" verify "$T/does-not-exist"
+is "$rc" 3 "verify of a missing path exits 3"
+
+# ---- diff --------------------------------------------------------------------
+"$MK" "$T/same" 20 --world 2 --mb 0.25 --seed 1 &&
+    "$MK" "$T/reshard" 20 --world 4 --mb 0.25 --seed 1 &&
+    "$MK" "$T/other" 20 --world 2 --mb 0.25 --seed 2
+ok $? "diff fixtures written"
+run "$C" diff "$R/step-00000020" "$T/same/step-00000020"
+is "$rc" 0 "diff of identical checkpoints exits 0"
+is "$(grep -c '^identical ' "$T/out")" 4 "diff: four tensors identical"
+run "$C" diff "$R/step-00000020" "$T/other/step-00000020"
+is "$rc" 1 "diff of different checkpoints exits 1"
+grep -q '^different  model.fc1.weight ' "$T/out"
+ok $? "diff names the different tensor"
+run "$C" diff --json "$R/step-00000020" "$T/reshard/step-00000020"
+is "$rc" 1 "diff --json of a resharded save exits 1"
+is "$(py '[(t["name"], t["status"]) for t in d["tensors"]]')" \
+    "[('model.fc1.weight', 'identical'), ('model.fc1.bias', 'identical'), ('optim.step', 'identical'), ('sampler.state', 'different')]" \
+    "diff --json: only sampler.state (which holds the world size) differs"
+is "$(py '[(t["max_abs"], t["ndiff"]) for t in d["tensors"] if t["status"] == "different"]')" \
+    "[(2.0, 1)]" "diff --json: max abs difference 2 in one element"
+
+# ---- export / import ---------------------------------------------------------
+for ext in tar tar.zst; do
+    run "$C" export "$R/step-00000020" "$T/e.$ext"
+    is "$rc" 0 "export .$ext exits 0"
+    [ -s "$T/e.$ext" ] && [ ! -e "$T/e.$ext.tmp" ]
+    ok $? "  archive written, no temp file left"
+    if [ "$ext" = tar ] && command -v tar >/dev/null 2>&1; then
+        is "$(tar tf "$T/e.tar" | tr '\n' ' ')" \
+            "step-00000020/manifest.json step-00000020/shard-0.ftsh step-00000020/shard-1.ftsh " \
+            "  tar lists exactly the manifest and the shards"
+    fi
+    run "$C" import "$T/e.$ext" "$T/imp-$ext"
+    is "$rc" 0 "import .$ext exits 0"
+    grep -q "'$T/imp-$ext/step-00000020'" "$T/out"
+    ok $? "  and prints the new checkpoint's path"
+    run "$C" verify "$T/imp-$ext/step-00000020"
+    is "$rc" 0 "  the imported checkpoint verifies"
+    run "$C" diff "$R/step-00000020" "$T/imp-$ext/step-00000020"
+    is "$rc" 0 "  and is identical to the original"
+done
+before=$(cksum <"$T/imp-tar/step-00000020/manifest.json")
+run "$C" import "$T/e.tar.zst" "$T/imp-tar"
+is "$rc" 3 "import refuses to overwrite an existing checkpoint (exit 3)"
+grep -q "already exists" "$T/err"
+ok $? "  and says it already exists"
+is "$(cksum <"$T/imp-tar/step-00000020/manifest.json")" "$before" "  the existing checkpoint is unchanged"
+is "$(ls -A "$T/imp-tar")" "step-00000020" "  no temp dir left in the root"
+run "$C" export "$R/step-00000010" "$T/e.tar"
+is "$rc" 3 "export refuses to replace an existing file"
+run "$C" export --force "$R" 10 "$T/e.tar"
+is "$rc" 0 "export --force ROOT STEP FILE replaces it"
+is "$(tar tf "$T/e.tar" | head -1)" "step-00000010/manifest.json" "  with the step asked for"
+run "$C" export "$B/step-00000020" "$T/bad.tar"
+is "$rc" 1 "export of a corrupt checkpoint exits 1"
+[ ! -e "$T/bad.tar" ] && [ ! -e "$T/bad.tar.tmp" ]
+ok $? "  and writes nothing"
+printf 'this is not a tar file\n' >"$T/junk.tar"
+run "$C" import "$T/junk.tar" "$T/imp-junk"
+is "$rc" 1 "import of a non-tar file exits 1"
+is "$(ls -A "$T/imp-junk" 2>/dev/null)" "" "  and leaves nothing behind"
+
+# ---- prune -------------------------------------------------------------------
+P=$T/prune
+for s in 1 2 3 4 5; do "$MK" "$P" $s --mb 0 || break; done
+run "$C" prune "$P" --keep 2
+is "$rc" 0 "prune --keep 2 exits 0"
+is "$(grep -c '^removed step-' "$T/out")" 3 "prune reports three removed"
+run "$C" list --json "$P"
+is "$(py '[c["step"] for c in d["checkpoints"]]')" "[4, 5]" "prune kept the newest two"
+P2=$T/prune2
+for s in 1 2 3 4 5; do "$MK" "$P2" $s --mb 0 || break; done
+run "$C" prune "$P2"
+run "$C" list --json "$P2"
+is "$(py '[c["step"] for c in d["checkpoints"]]')" "[3, 4, 5]" "prune keeps three by default"
+
+# ---- usage errors ------------------------------------------------------------
+usage_case() { # usage_case DESCRIPTION ARGS...
+    d=$1
+    shift
+    run "$C" "$@"
+    is "$rc" 2 "usage error exits 2: $d"
+    [ ! -s "$T/out" ] && grep -q '^ckptctl: ' "$T/err"
+    ok $? "  nothing on stdout, message on stderr"
+}
+usage_case "no arguments"
+usage_case "unknown subcommand" frobnicate
+grep -q "unknown command 'frobnicate'" "$T/err"
+ok $? "  names the unknown subcommand"
+usage_case "unknown option" list --bogus "$R"
+usage_case "option of another command" diff --verify "$R" "$R"
+usage_case "missing argument" inspect
+usage_case "too many arguments" diff a b c
+usage_case "--keep 0" prune "$P" --keep 0
+usage_case "--keep without a value" prune "$P" --keep
+usage_case "--keep not a number" prune "$P" --keep=x
+usage_case "export to a .zip" export "$R/step-00000010" "$T/x.zip"
+usage_case "help for an unknown command" help nosuch
+
+# ---- help --------------------------------------------------------------------
+run "$C" --help
+is "$rc" 0 "--help exits 0"
+[ ! -s "$T/err" ] && grep -q '^usage: ckptctl ' "$T/out"
+ok $? "--help prints usage on stdout only"
+listed=$(awk '/^commands:/ { on = 1; next } on && /^$/ { exit } on { print $1 }' "$T/out" | tr '\n' ' ')
+is "$listed" "$COMMANDS " "help lists every subcommand, in table order"
+grep -q '^exit codes:' "$T/out"
+ok $? "help documents the exit codes"
+run "$C" help
+is "$rc" 0 "help exits 0"
+for c in $COMMANDS; do
+    run "$C" help "$c"
+    h=$(cat "$T/out")
+    [ "$rc" -eq 0 ] && head -1 "$T/out" | grep -q "^usage: ckptctl $c"
+    ok $? "help $c prints its usage"
+    if [ "$c" != help ]; then
+        run "$C" "$c" --help
+        [ "$rc" -eq 0 ] && [ "$(cat "$T/out")" = "$h" ]
+        ok $? "$c --help equals help $c"
+    fi
+    if [ -f "$DOCS" ]; then
+        grep -q "^## ckptctl $c\b" "$DOCS"
+        ok $? "docs/ckptctl.md documents $c"
+    else
+        n=$((n + 1))
+        echo "ok $n # skip docs/ckptctl.md not found"
+    fi
+done
+
+echo "1..$n"
+[ "$failed" -eq 0 ]
