@@ -10,6 +10,7 @@
  *   128+signal  stopped by a signal with no run directory (nothing saved)
  */
 #include <cblas.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,9 +72,11 @@ int main(int argc, char **argv)
     int code = 1;
     if (rc == TRAIN_DONE || rc == TRAIN_STOPPED) {
         if (w.rank == 0) {
+            /* test_acc is nan when this process stopped before any
+             * evaluation. */
             printf("done: step=%lld epoch=%lld loss=%.6f test_acc=%.4f param_hash=%016llx\n",
-                   (long long)res.step, (long long)res.epoch, res.loss, res.test_acc,
-                   (unsigned long long)res.param_hash);
+                   (long long)res.step, (long long)res.epoch, res.loss,
+                   res.evaluated ? res.test_acc : NAN, (unsigned long long)res.param_hash);
             if (!cfg.quiet)
                 printf("timing: %.0f samples/s, gradient reduction %.3f ms/step, stop/control "
                        "reduction %.3f ms/step\n",

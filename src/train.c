@@ -597,6 +597,7 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, train_result_t *
             } else {
                 res->test_loss = tl;
                 res->test_acc = ta;
+                res->evaluated = 1;
                 evaluated_at_end = step == t->total_steps;
                 if (t->rank == 0) {
                     if (!cfg->quiet)
@@ -668,6 +669,7 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, train_result_t *
         if (e == 0) {
             res->test_loss = tl;
             res->test_acc = ta;
+            res->evaluated = 1;
         }
     }
     if (cfg->run_dir[0] && t->last_saved != step) {

@@ -25,6 +25,7 @@ typedef enum {
 typedef struct {
     int64_t step, epoch;
     double loss, test_loss, test_acc;
+    int evaluated;            /* test_* are from an evaluation */
     uint64_t param_hash;
     int stop_signal;          /* signal that stopped the run (0 none) */
     int saved;                /* a checkpoint exists for the final step */
