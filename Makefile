@@ -83,11 +83,16 @@ demo: deps
 	$(MAKE) all
 	BUILD=$(BUILD) sh scripts/demo.sh
 
+BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
+
 bench: deps
-	$(MAKE) all $(BUILD)/bench-train $(BUILD)/bench-ckpt
+	FTRAIN_DEPS_BENCH=1 sh scripts/deps.sh
+	$(MAKE) all $(BENCHES)
 	BUILD=$(BUILD) sh bench/run.sh
 
-$(BUILD)/bench-%: bench/%.c $(BUILD)/libftrain.a $(BUILD)/libckpt.a
+# Benchmark programs: bench/NAME.c -> build/bench/NAME (MPI, BLAS, ckpt).
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libftrain.a $(BUILD)/libckpt.a
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) $^ -o $@ $(LDLIBS_FTRAIN) $(LDLIBS_CKPT)
 
 clean:

@@ -258,10 +258,13 @@ int ckpt_read_small_file(const char *path, size_t max, char **out,
     char *buf = NULL;
 
     *out = NULL;
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
-        return ckpt_seterr(errno == ENOENT ? CKPT_ENOTFOUND : CKPT_EIO,
-                           "%s: cannot open: %s", path, strerror(errno));
+        return ckpt_seterr(errno == ENOENT ? CKPT_ENOTFOUND
+                           : errno == ELOOP ? CKPT_EFORMAT : CKPT_EIO,
+                           "%s: cannot open: %s", path,
+                           errno == ELOOP ? "it is a symbolic link"
+                                          : strerror(errno));
     if (fstat(fd, &st) != 0) {
         rc = ckpt_seterr(CKPT_EIO, "%s: stat: %s", path, strerror(errno));
         goto fail;

@@ -452,10 +452,15 @@ int ckpt_shard_reader_open(ckpt_shard_reader_t *r, const char *path,
     if (strlen(path) >= sizeof r->path)
         return ckpt_seterr(CKPT_EINVAL, "shard path too long");
     strcpy(r->path, path);
-    r->fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NOFOLLOW: a shard that is a symbolic link could lead outside the
+     * checkpoint directory. */
+    r->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (r->fd < 0) {
-        rc = ckpt_seterr(errno == ENOENT ? CKPT_EINCOMPLETE : CKPT_EIO,
-                         "%s: cannot open shard: %s", path, strerror(errno));
+        rc = ckpt_seterr(errno == ENOENT ? CKPT_EINCOMPLETE
+                         : errno == ELOOP ? CKPT_ECORRUPT : CKPT_EIO,
+                         "%s: cannot open shard: %s", path,
+                         errno == ELOOP ? "it is a symbolic link"
+                                        : strerror(errno));
         goto fail;
     }
     if (fstat(r->fd, &st) != 0) {

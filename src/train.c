@@ -504,7 +504,7 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, train_result_t *
     int64_t epochs_total = (t->total_steps + t->spe - 1) / t->spe;
     double win_loss = 0, win_t0 = now_s();
     int64_t win_hits = 0, win_n = 0, run_samples = 0;
-    double run_t0 = now_s(), loop_t0 = now_s();
+    double run_t0 = now_s(), loop_t0 = now_s(), t_loop_end = 0;
     t->last_save_time = now_s();
     double last_loss = NAN;
     int evaluated_at_end = 0;
@@ -658,6 +658,7 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, train_result_t *
         }
     }
 
+    t_loop_end = now_s();
     /* The end: a last evaluation when the run did not end on an epoch. */
     if (!evaluated_at_end) {
         double tl = 0, ta = 0;
@@ -686,7 +687,10 @@ finish:
     res->param_hash = train_param_hash(model_params(t->model), t->P);
     res->reduce_ms_per_step = t->reduce_n ? 1e3 * t->reduce_s / (double)t->reduce_n : 0;
     res->control_ms_per_step = t->reduce_n ? 1e3 * t->control_s / (double)t->reduce_n : 0;
-    res->samples_per_s = now_s() > run_t0 ? (double)run_samples / (now_s() - run_t0) : 0;
+    /* Training throughput: the loop only, without the final evaluation. */
+    if (t_loop_end == 0)
+        t_loop_end = now_s();
+    res->samples_per_s = t_loop_end > run_t0 ? (double)run_samples / (t_loop_end - run_t0) : 0;
     if (t->rank == 0) {
         char extra[128];
         snprintf(extra, sizeof extra, "\"param_hash\":\"%016llx\",\"seconds\":%.3f",

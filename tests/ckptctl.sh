@@ -18,7 +18,10 @@ if [ ! -x "$C" ] || [ ! -x "$MK" ]; then
     echo "1..0 # SKIP $C or $MK not built"
     exit 0
 fi
-if ! command -v python3 >/dev/null 2>&1; then
+# The system interpreter starts faster than a version-manager shim.
+PY=${PYTHON:-python3}
+[ -z "$PYTHON" ] && [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+if ! command -v "$PY" >/dev/null 2>&1; then
     echo "1..0 # SKIP python3 not found (needed to parse --json output)"
     exit 0
 fi
@@ -50,11 +53,11 @@ run() { # run ARGS...: stdout in $T/out, stderr in $T/err, status in $rc
 show_err() { sed 's/^/#   stderr: /' "$T/err"; }
 # py EXPR: evaluate a python expression over the JSON document in $T/out (d).
 py() {
-    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' \
+    "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' \
         "$T/out" "$1" 2>&1
 }
 flip_byte() { # flip_byte FILE OFFSET
-    python3 -c 'import sys
+    "$PY" -c 'import sys
 p, o = sys.argv[1], int(sys.argv[2])
 with open(p, "r+b") as f:
     f.seek(o); b = f.read(1); f.seek(o); f.write(bytes([b[0] ^ 0x20]))' "$1" "$2"
