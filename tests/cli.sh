@@ -1,0 +1,162 @@
+#!/bin/sh
+# cli.sh - ftrain's command line: usage errors exit 2 and name the option on
+# stderr; --help lists every option the parser accepts (checked against the
+# option table in src/config.c, both ways); --version; data files that are
+# missing or truncated exit 1 naming the file.
+#
+# Option errors are found before MPI starts, so these runs need no launcher.
+. "$(dirname "$0")/lib.sh"
+[ -x "$FTRAIN" ] || skip_all "$FTRAIN not built (make $FTRAIN)"
+SRC_CONFIG="$(dirname "$0")/../src/config.c"
+SRC_VERSION="$(dirname "$0")/../include/ftrain/config.h"
+
+# bad NAME WORD ARGS...: ftrain ARGS exits 2, says nothing on stdout, and its
+# stderr contains WORD (the option at fault).
+bad() {
+    _name=$1 _word=$2
+    shift 2
+    # Bounded: should a bad option be accepted, the run must not go on long.
+    timeout -k 2 20 "$FTRAIN" "$@" >"$T/out" 2>"$T/err"
+    _rc=$?
+    _err=$(cat "$T/err")
+    if [ "$_rc" -eq 2 ] && [ ! -s "$T/out" ] && printf '%s' "$_err" | grep -qF -- "$_word"; then
+        ok 0 "$_name: exit 2, stderr names $_word"
+    else
+        ok 1 "$_name: exit 2, stderr names $_word"
+        diag "args: $*" "exit $_rc" "stderr: $_err" "stdout: $(head -c 300 "$T/out")"
+    fi
+}
+
+L="--data line"
+bad "unknown option" --bogus --bogus
+bad "unknown option after good ones" --frobnicate $L --steps 3 --frobnicate
+bad "missing value at the end" --lr $L --lr
+bad "missing value: --layers" --layers --layers
+bad "value given to a flag" --deterministic --deterministic=yes
+bad "stray argument" extra $L extra
+bad "--epochs with --steps" --epochs --epochs 2 --steps 5
+bad "--steps with --epochs" --steps --steps 5 --epochs 2
+bad "micro-batch does not divide global batch" --micro-batch --global-batch 32 --micro-batch 5
+bad "micro-batch larger than global batch" --micro-batch --global-batch 8 --micro-batch 16
+for v in abc 0 -1 1e9999 nan ""; do
+    bad "--lr '$v'" --lr --lr "$v"
+done
+for v in 0 -3 x 2.5 ""; do
+    bad "--epochs '$v'" --epochs --epochs "$v"
+done
+bad "--steps 0" --steps --steps 0
+bad "--global-batch 0" --global-batch --global-batch 0
+bad "--global-batch -32" --global-batch --global-batch -32
+bad "--micro-batch 0" --micro-batch --micro-batch 0
+bad "--micro-batch abc" --micro-batch --micro-batch abc
+bad "--seed -1" --seed --seed -1
+bad "--seed 12x" --seed --seed 12x
+bad "--threads 0" --threads --threads 0
+bad "--momentum 1.5 (sgd)" --momentum --optimizer sgd --momentum 1.5
+bad "--weight-decay -1" --weight-decay --weight-decay -1
+bad "--ckpt-keep 0" --ckpt-keep --run-dir "$T/r" --ckpt-keep 0
+bad "--ckpt-level 20" --ckpt-level --run-dir "$T/r" --ckpt-level 20
+bad "--ckpt-every 0" --ckpt-every --run-dir "$T/r" --ckpt-every 0
+bad "--ckpt-interval 0" --ckpt-interval --run-dir "$T/r" --ckpt-interval 0
+bad "--grace -1" --grace --grace -1
+bad "--log-every 0" --log-every --log-every 0
+bad "--step-delay-ms -5" --step-delay-ms --step-delay-ms -5
+bad "unknown --data" --data --data cifar
+bad "unknown --optimizer" --optimizer --optimizer lion
+bad "unknown --activation" --activation --activation gelu
+bad "unknown --schedule" --schedule --schedule linear
+bad "unknown --stop-signal" --stop-signal --stop-signal KILL
+bad "--ckpt-every without --run-dir" --ckpt-every --ckpt-every 5
+bad "--ckpt-interval without --run-dir" --ckpt-interval --ckpt-interval 60
+bad "--ckpt-async without --run-dir" --ckpt-async --ckpt-async
+bad "--resume auto without --run-dir" --resume --resume auto
+for v in "256,,128" "0" "abc" "" "256,-1" "128,x" ",128" "256,"; do
+    bad "--layers '$v'" --layers $L --steps 1 --quiet --layers "$v"
+done
+bad "--momentum with adam" --momentum --optimizer adam --momentum 0.9
+bad "--momentum with the default optimizer" --momentum --momentum 0.5
+bad "--warmup without cosine" --warmup --warmup 10
+bad "--min-lr without cosine" --min-lr --min-lr 0.0001
+bad "--min-lr above --lr" --min-lr --schedule cosine --lr 0.001 --min-lr 0.01
+bad "--data-dir with --data line" --data-dir $L --data-dir /nonexistent
+
+# A usage error points at --help.
+"$FTRAIN" --bogus 2>"$T/err" >/dev/null
+like "$(cat "$T/err")" "--help" "a usage error points the user at --help"
+
+# --help: exit 0, on stdout only.
+"$FTRAIN" --help >"$T/help" 2>"$T/err"
+is "$?" 0 "--help exits 0"
+ok "$([ -s "$T/help" ] && [ ! -s "$T/err" ]; echo $?)" "--help writes to stdout, nothing to stderr"
+like "$(head -n 1 "$T/help")" "^usage: ftrain" "--help starts with a usage line"
+like "$(tr '\n' ' ' <"$T/help")" "exit codes:.*0.*75.*2.*1" "--help documents the exit codes"
+
+# Golden consistency: the long options of the parser's table (src/config.c,
+# between 'config_opts[] = {' and '};') and the options --help names.
+if [ -r "$SRC_CONFIG" ]; then
+    sed -n '/config_opts\[\] *= *{/,/^};/p' "$SRC_CONFIG" |
+        sed -n 's/^[[:space:]]*{"\([a-z0-9-]*\)",.*/\1/p' | sort -u >"$T/table"
+    n=$(wc -l <"$T/table")
+    ok "$([ "$n" -ge 20 ]; echo $?)" "found the option table in src/config.c ($n options)"
+    missing=""
+    while read -r o; do
+        grep -Eq -- "--$o([^a-z0-9-]|\$)" "$T/help" || missing="$missing --$o"
+    done <"$T/table"
+    is "$missing" "" "--help lists every option the parser accepts"
+    # Options are the --words on the help's option lines (indented, starting
+    # with --), not the launcher examples at the top.
+    grep -E '^ +--' "$T/help" | grep -Eo -- '--[a-z][a-z0-9-]+' | sed 's/^--//' | sort -u >"$T/helped"
+    extra=$(comm -13 "$T/table" "$T/helped" | tr '\n' ' ')
+    is "$extra" "" "every option --help names is in the parser's table"
+    # Each option of the table really parses: given with a value "x" and
+    # followed by an unknown sentinel option, the parser must stop at the
+    # sentinel (or at a bad value), never call the option itself unknown.
+    unknown=""
+    while read -r o; do
+        "$FTRAIN" "--$o" x --no-such-sentinel >/dev/null 2>"$T/err"
+        grep -qF -- "unknown option '--$o" "$T/err" && unknown="$unknown --$o"
+    done <"$T/table"
+    is "$unknown" "" "no option of the table is called unknown by the parser"
+else
+    skip "help vs option table" "src/config.c not found"
+    skip "help lists parser options" "src/config.c not found"
+    skip "help options are parsed" "src/config.c not found"
+    skip "table options parse" "src/config.c not found"
+fi
+
+# --version: exit 0 on stdout, and names the version from the header.
+"$FTRAIN" --version >"$T/ver" 2>"$T/err"
+is "$?" 0 "--version exits 0"
+want=$(sed -n 's/^#define FTRAIN_VERSION "\(.*\)"/\1/p' "$SRC_VERSION" 2>/dev/null)
+[ -n "$want" ] || want="[0-9]+\\.[0-9]+\\.[0-9]+"
+like "$(cat "$T/ver")" "^ftrain $want" "--version names ftrain $want"
+ok "$([ ! -s "$T/err" ]; echo $?)" "--version writes nothing to stderr"
+# --help among otherwise valid options still only prints the help.
+"$FTRAIN" $L --steps 3 --help >/dev/null 2>&1
+is "$?" 0 "--help after valid options exits 0"
+
+# Data files: missing and truncated.  These start MPI as a singleton.
+mkdir -p "$T/empty" "$T/trunc"
+"$FTRAIN" --data-dir "$T/empty" --steps 1 --quiet >"$T/out" 2>"$T/err"
+rc=$?
+is "$rc" 1 "a missing data directory exits 1"
+like "$(cat "$T/err")" "$T/empty/[a-z0-9-]+\\.gz" "the message names the missing file"
+FM=/usr/share/datasets/fashion-mnist
+if [ -r "$FM/train-images-idx3-ubyte.gz" ]; then
+    head -c 100000 "$FM/train-images-idx3-ubyte.gz" >"$T/trunc/train-images-idx3-ubyte.gz"
+    for f in train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
+        ln -s "$FM/$f" "$T/trunc/$f"
+    done
+    "$FTRAIN" --data-dir "$T/trunc" --steps 1 --quiet >"$T/out" 2>"$T/err"
+    rc=$?
+    is "$rc" 1 "a truncated train-images .gz exits 1"
+    like "$(cat "$T/err")" "$T/trunc/train-images-idx3-ubyte.gz: .*trunc" \
+        "the message names the truncated file and says truncated"
+    ok "$(grep -q '^done:' "$T/out"; [ $? -ne 0 ]; echo $?)" "no training happened"
+else
+    skip "truncated data" "fashion-mnist is not installed in $FM"
+    skip "truncated data message" "fashion-mnist is not installed in $FM"
+    skip "truncated data no training" "fashion-mnist is not installed in $FM"
+fi
+
+done_testing
