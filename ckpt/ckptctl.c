@@ -1204,7 +1204,13 @@ static int cmd_prune(const args_t *a)
     int rc = ckpt_list(root, 0, &before, &nb);
     if (rc != CKPT_OK)
         return lib_fail("cannot list", root, rc);
-    rc = ckpt_prune(root, keep, NULL, &removed);
+    /* Never remove the checkpoint LATEST names, even when it is not among
+     * the newest K (after a fallback, or an import of a newer step). */
+    const char *in_use = NULL;
+    for (size_t i = 0; i < nb; i++)
+        if (before[i].is_latest)
+            in_use = before[i].name;
+    rc = ckpt_prune(root, keep, in_use, &removed);
     if (rc != CKPT_OK) {
         free(before);
         return lib_fail("cannot prune", root, rc);

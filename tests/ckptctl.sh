@@ -242,6 +242,14 @@ run "$C" prune "$P2"
 run "$C" list --json "$P2"
 is "$(py '[c["step"] for c in d["checkpoints"]]')" "[3, 4, 5]" "prune keeps three by default"
 
+P3=$T/prune3
+for s in 1 2 3 4; do "$MK" "$P3" $s --mb 0 || break; done
+echo step-00000002 >"$P3/LATEST"
+run "$C" prune --keep 1 "$P3"
+run "$C" list --json "$P3"
+is "$(py '[c["step"] for c in d["checkpoints"]]')" "[2, 4]" \
+    "prune never removes the checkpoint LATEST names"
+
 # ---- usage errors ------------------------------------------------------------
 usage_case() { # usage_case DESCRIPTION ARGS...
     d=$1
