@@ -59,6 +59,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "ftrain/ckpt.h"
 
@@ -86,8 +87,7 @@ static int arc_fail_errno(const char *what, const char *path)
 static int arc_is_shard_name(const char *s)
 {
     size_t len = strlen(s);
-    if (len <= 11 || strncmp(s, "shard-", 6) != 0 ||
-        strcmp(s + len - 5, ".ftsh") != 0)
+    if (len <= 11 || strncmp(s, "shard-", 6) != 0 || strcmp(s + len - 5, ".ftsh") != 0)
         return 0;
     size_t idlen = len - 11;
     if (idlen > ARC_MAX_ID_LEN)
@@ -158,13 +158,17 @@ static void arc_dirname(const char *path, char *buf, size_t cap)
 
 /* ---- export ------------------------------------------------------------ */
 
-/* Append one regular file to the archive as <top>/<name>. */
+/* Append one regular file to the archive as <top>/<name>.  When expect is
+ * not NULL (a shard), the bytes copied must have the size and xxh64 the
+ * manifest records, so the archive holds exactly what was verified even if
+ * the file changed in between. */
 static int arc_add_file(struct archive *a, const char *dir, const char *top,
-                        const char *name, void *buf)
+                        const char *name, const ckpt_shard_info_t *expect, void *buf)
 {
     int rc = CKPT_OK;
     int fd = -1;
     struct archive_entry *e = NULL;
+    XXH64_state_t *h = NULL;
     char path[CKPT_PATH_MAX], ename[128];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     snprintf(ename, sizeof ename, "%s/%s", top, name);
@@ -183,8 +187,14 @@ static int arc_add_file(struct archive *a, const char *dir, const char *top,
         rc = ckpt_seterr(CKPT_EINVAL, "export: '%s': not a regular file", path);
         goto fail;
     }
+    if (expect && (uint64_t)st.st_size != expect->file_bytes) {
+        rc = ckpt_seterr(CKPT_ECORRUPT,
+                         "export: '%s': size changed since it was verified", path);
+        goto fail;
+    }
     e = archive_entry_new();
-    if (!e) {
+    h = XXH64_createState();
+    if (!e || !h || XXH64_reset(h, 0) != XXH_OK) {
         rc = ckpt_seterr(CKPT_ENOMEM, "export: out of memory");
         goto fail;
     }
@@ -196,8 +206,8 @@ static int arc_add_file(struct archive *a, const char *dir, const char *top,
     archive_entry_set_uid(e, 0);
     archive_entry_set_gid(e, 0);
     if (archive_write_header(a, e) != ARCHIVE_OK) {
-        rc = ckpt_seterr(CKPT_EARCHIVE, "export: '%s': cannot write header: %s",
-                      ename, archive_error_string(a));
+        rc = ckpt_seterr(CKPT_EARCHIVE, "export: '%s': cannot write header: %s", ename,
+                         archive_error_string(a));
         goto fail;
     }
     uint64_t left = (uint64_t)st.st_size;
@@ -212,18 +222,23 @@ static int arc_add_file(struct archive *a, const char *dir, const char *top,
         }
         if (got == 0) {
             rc = ckpt_seterr(CKPT_EIO, "export: '%s': file shrank while exporting",
-                          path);
+                             path);
             goto fail;
         }
+        XXH64_update(h, buf, (size_t)got);
         la_ssize_t w = archive_write_data(a, buf, (size_t)got);
         if (w != got) {
             rc = ckpt_seterr(CKPT_EIO, "export: '%s': cannot write data: %s", ename,
-                          archive_error_string(a));
+                             archive_error_string(a));
             goto fail;
         }
         left -= (uint64_t)got;
     }
+    if (expect && XXH64_digest(h) != expect->xxh64)
+        rc = ckpt_seterr(CKPT_ECORRUPT,
+                         "export: '%s': contents changed since it was verified", path);
 fail:
+    XXH64_freeState(h);
     archive_entry_free(e);
     if (fd >= 0)
         close(fd);
@@ -245,8 +260,8 @@ int ckpt_export(const char *ckpt_dir, const char *archive_path)
     }
     if (!arc_wants_zstd(archive_path) && !arc_is_plain_tar(archive_path)) {
         rc = ckpt_seterr(CKPT_EINVAL,
-                      "export: '%s': archive name must end in .tar or .tar.zst",
-                      archive_path);
+                         "export: '%s': archive name must end in .tar or .tar.zst",
+                         archive_path);
         goto fail;
     }
     if (snprintf(tmp, sizeof tmp, "%s.tmp", archive_path) >= (int)sizeof tmp) {
@@ -262,7 +277,6 @@ int ckpt_export(const char *ckpt_dir, const char *archive_path)
     if (rc != CKPT_OK)
         goto fail;
     ckpt_step_dirname(ckpt_step(c), top, sizeof top);
-
 
     buf = malloc(ARC_IO_CHUNK);
     if (!buf) {
@@ -287,22 +301,22 @@ int ckpt_export(const char *ckpt_dir, const char *archive_path)
         archive_write_set_bytes_in_last_block(a, 1) != ARCHIVE_OK ||
         archive_write_open_fd(a, fd) != ARCHIVE_OK) {
         rc = ckpt_seterr(CKPT_EARCHIVE, "export: '%s': cannot start archive: %s",
-                      archive_path, archive_error_string(a));
+                         archive_path, archive_error_string(a));
         goto fail;
     }
     /* The manifest first, then the shards in rank order: exactly the files
      * the manifest names, nothing else that may lie in the directory. */
-    rc = arc_add_file(a, ckpt_dir, top, CKPT_MANIFEST_NAME, buf);
+    rc = arc_add_file(a, ckpt_dir, top, CKPT_MANIFEST_NAME, NULL, buf);
     for (int i = 0; rc == CKPT_OK && i < ckpt_world_size(c); i++) {
         char shard[64];
         ckpt_shard_name(i, shard, sizeof shard);
-        rc = arc_add_file(a, ckpt_dir, top, shard, buf);
+        rc = arc_add_file(a, ckpt_dir, top, shard, ckpt_shard_at(c, i), buf);
     }
     if (rc != CKPT_OK)
         goto fail;
     if (archive_write_close(a) != ARCHIVE_OK) {
-        rc = ckpt_seterr(CKPT_EIO, "export: '%s': cannot finish archive: %s",
-                      tmp, archive_error_string(a));
+        rc = ckpt_seterr(CKPT_EIO, "export: '%s': cannot finish archive: %s", tmp,
+                         archive_error_string(a));
         goto fail;
     }
     if (fsync(fd) != 0) {
@@ -394,13 +408,13 @@ static int arc_mkdir_p(const char *dir)
 
 /* State of one import. */
 typedef struct {
-    const char *archive;   /* archive path, for messages */
-    const char *root;      /* destination root, for messages */
+    const char *archive; /* archive path, for messages */
+    const char *root;    /* destination root, for messages */
     int have_top;
-    uint64_t step;         /* from the top directory name */
-    char top[32];          /* top directory name as in the archive */
-    char canon[64];        /* canonical step directory name */
-    int stepfd;            /* <tmp>/<canon>, -1 until the first entry */
+    uint64_t step;  /* from the top directory name */
+    char top[32];   /* top directory name as in the archive */
+    char canon[64]; /* canonical step directory name */
+    int stepfd;     /* <tmp>/<canon>, -1 until the first entry */
     int have_manifest;
     size_t nshards;
     size_t nentries;
@@ -416,18 +430,18 @@ static int arc_check_path(arc_import_t *im, const char *raw, const char **leaf,
     *is_top_dir = 0;
     if (!p || !*p)
         return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': entry with an empty name",
-                        im->archive);
+                           im->archive);
     if (p[0] == '/')
         return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': entry '%s': absolute path",
-                        im->archive, raw);
+                           im->archive, raw);
     /* Any ".." component anywhere, checked before anything else. */
     for (const char *s = p; *s;) {
         const char *end = strchr(s, '/');
         size_t n = end ? (size_t)(end - s) : strlen(s);
         if (n == 2 && s[0] == '.' && s[1] == '.')
             return ckpt_seterr(CKPT_EARCHIVE,
-                            "import: '%s': entry '%s': '..' path component",
-                            im->archive, raw);
+                               "import: '%s': entry '%s': '..' path component",
+                               im->archive, raw);
         s += n;
         if (*s == '/')
             s++;
@@ -439,8 +453,8 @@ static int arc_check_path(arc_import_t *im, const char *raw, const char **leaf,
     uint64_t step = 0;
     if (!arc_parse_step_dir(p, toplen, &step))
         return ckpt_seterr(CKPT_EARCHIVE,
-                        "import: '%s': entry '%s': not inside a step-<N>/ directory",
-                        im->archive, raw);
+                           "import: '%s': entry '%s': not inside a step-<N>/ directory",
+                           im->archive, raw);
     if (!im->have_top) {
         memcpy(im->top, p, toplen);
         im->top[toplen] = '\0';
@@ -448,9 +462,9 @@ static int arc_check_path(arc_import_t *im, const char *raw, const char **leaf,
         im->have_top = 1;
     } else if (strlen(im->top) != toplen || strncmp(im->top, p, toplen) != 0) {
         return ckpt_seterr(CKPT_EARCHIVE,
-                        "import: '%s': entry '%s': second top-level directory "
-                        "(first was '%s')",
-                        im->archive, raw, im->top);
+                           "import: '%s': entry '%s': second top-level directory "
+                           "(first was '%s')",
+                           im->archive, raw, im->top);
     }
     if (!slash || slash[1] == '\0') {
         *is_top_dir = 1;
@@ -460,21 +474,20 @@ static int arc_check_path(arc_import_t *im, const char *raw, const char **leaf,
     const char *name = slash + 1;
     if (strchr(name, '/'))
         return ckpt_seterr(CKPT_EARCHIVE,
-                        "import: '%s': entry '%s': nested path inside '%s'",
-                        im->archive, raw, im->top);
+                           "import: '%s': entry '%s': nested path inside '%s'",
+                           im->archive, raw, im->top);
     if (!arc_is_member_name(name))
         return ckpt_seterr(CKPT_EARCHIVE,
-                        "import: '%s': entry '%s': not a checkpoint file name "
-                        "(manifest.json or shard-<id>.ftsh)",
-                        im->archive, raw);
+                           "import: '%s': entry '%s': not a checkpoint file name "
+                           "(manifest.json or shard-<id>.ftsh)",
+                           im->archive, raw);
     *leaf = name;
     return CKPT_OK;
 }
 
 /* Copy the current entry's data into a new file leaf under im->stepfd. */
-static int arc_extract_file(arc_import_t *im, struct archive *a,
-                            const char *ename, const char *leaf, uint64_t size,
-                            void *buf)
+static int arc_extract_file(arc_import_t *im, struct archive *a, const char *ename,
+                            const char *leaf, uint64_t size, void *buf)
 {
     int rc = CKPT_OK;
     int fd = openat(im->stepfd, leaf,
@@ -482,9 +495,9 @@ static int arc_extract_file(arc_import_t *im, struct archive *a,
     if (fd < 0) {
         if (errno == EEXIST)
             return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': entry '%s': duplicate",
-                            im->archive, ename);
-        return ckpt_seterr(CKPT_EIO, "import: cannot create '%s' from '%s': %s",
-                        leaf, im->archive, strerror(errno));
+                               im->archive, ename);
+        return ckpt_seterr(CKPT_EIO, "import: cannot create '%s' from '%s': %s", leaf,
+                           im->archive, strerror(errno));
     }
     uint64_t done = 0;
     for (;;) {
@@ -492,14 +505,14 @@ static int arc_extract_file(arc_import_t *im, struct archive *a,
         if (got == 0)
             break;
         if (got < 0) {
-            rc = ckpt_seterr(CKPT_EARCHIVE, "import: '%s': entry '%s': %s",
-                          im->archive, ename, archive_error_string(a));
+            rc = ckpt_seterr(CKPT_EARCHIVE, "import: '%s': entry '%s': %s", im->archive,
+                             ename, archive_error_string(a));
             goto fail;
         }
         if ((uint64_t)got > size - done) {
             rc = ckpt_seterr(CKPT_EARCHIVE,
-                          "import: '%s': entry '%s': more data than its size",
-                          im->archive, ename);
+                             "import: '%s': entry '%s': more data than its size",
+                             im->archive, ename);
             goto fail;
         }
         const char *q = buf;
@@ -510,7 +523,7 @@ static int arc_extract_file(arc_import_t *im, struct archive *a,
                 continue;
             if (w < 0) {
                 rc = ckpt_seterr(CKPT_EIO, "import: cannot write '%s' from '%s': %s",
-                              leaf, im->archive, strerror(errno));
+                                 leaf, im->archive, strerror(errno));
                 goto fail;
             }
             q += w;
@@ -520,26 +533,26 @@ static int arc_extract_file(arc_import_t *im, struct archive *a,
     }
     if (done != size) {
         rc = ckpt_seterr(CKPT_EARCHIVE,
-                      "import: '%s': entry '%s': truncated (%" PRIu64
-                      " of %" PRIu64 " bytes)",
-                      im->archive, ename, done, size);
+                         "import: '%s': entry '%s': truncated (%" PRIu64 " of %" PRIu64
+                         " bytes)",
+                         im->archive, ename, done, size);
         goto fail;
     }
     if (fsync(fd) != 0) {
         rc = ckpt_seterr(CKPT_EIO, "import: cannot fsync '%s' from '%s': %s", leaf,
-                      im->archive, strerror(errno));
+                         im->archive, strerror(errno));
         goto fail;
     }
 fail:
     if (close(fd) != 0 && rc == CKPT_OK)
         rc = ckpt_seterr(CKPT_EIO, "import: cannot close '%s' from '%s': %s", leaf,
-                      im->archive, strerror(errno));
+                         im->archive, strerror(errno));
     return rc;
 }
 
 /* Read every entry of the archive into tmpfd/<canonical step dir>. */
-static int arc_extract_all(arc_import_t *im, struct archive *a, int rootfd,
-                           int tmpfd, void *buf)
+static int arc_extract_all(arc_import_t *im, struct archive *a, int rootfd, int tmpfd,
+                           void *buf)
 {
     int rc = CKPT_OK;
     struct archive_entry *e;
@@ -549,13 +562,14 @@ static int arc_extract_all(arc_import_t *im, struct archive *a, int rootfd,
             break;
         if (r < ARCHIVE_WARN)
             return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': %s%s", im->archive,
-                            im->nentries ? "after entry " : "not a readable tar "
-                                                            "archive: ",
-                            archive_error_string(a) ? archive_error_string(a)
-                                                    : "unknown error");
+                               im->nentries ? "after entry "
+                                            : "not a readable tar "
+                                              "archive: ",
+                               archive_error_string(a) ? archive_error_string(a)
+                                                       : "unknown error");
         if (++im->nentries > ARC_MAX_ENTRIES)
             return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': more than %d entries",
-                            im->archive, ARC_MAX_ENTRIES);
+                               im->archive, ARC_MAX_ENTRIES);
         const char *ename = archive_entry_pathname(e);
         const char *leaf = NULL;
         int is_top_dir = 0;
@@ -565,24 +579,24 @@ static int arc_extract_all(arc_import_t *im, struct archive *a, int rootfd,
         mode_t type = archive_entry_filetype(e);
         if (archive_entry_hardlink(e))
             return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': entry '%s': hard link",
-                            im->archive, ename);
+                               im->archive, ename);
         if (archive_entry_symlink(e) || type == AE_IFLNK)
             return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': entry '%s': symbolic link",
-                            im->archive, ename);
+                               im->archive, ename);
         if (type == AE_IFCHR || type == AE_IFBLK || type == AE_IFIFO ||
             type == AE_IFSOCK)
             return ckpt_seterr(CKPT_EARCHIVE,
-                            "import: '%s': entry '%s': device, fifo or socket",
-                            im->archive, ename);
+                               "import: '%s': entry '%s': device, fifo or socket",
+                               im->archive, ename);
         if (is_top_dir) {
             if (type != AE_IFDIR)
                 return ckpt_seterr(CKPT_EARCHIVE,
-                                "import: '%s': entry '%s': not a directory",
-                                im->archive, ename);
+                                   "import: '%s': entry '%s': not a directory",
+                                   im->archive, ename);
         } else if (type != AE_IFREG) {
             return ckpt_seterr(CKPT_EARCHIVE,
-                            "import: '%s': entry '%s': not a regular file",
-                            im->archive, ename);
+                               "import: '%s': entry '%s': not a regular file",
+                               im->archive, ename);
         }
 
         if (im->stepfd < 0) {
@@ -597,31 +611,31 @@ static int arc_extract_all(arc_import_t *im, struct archive *a, int rootfd,
                                    im->archive, im->canon, im->root);
             if (mkdirat(tmpfd, im->canon, 0755) != 0)
                 return ckpt_seterr(CKPT_EIO, "import: cannot create '%s': %s",
-                                im->canon, strerror(errno));
+                                   im->canon, strerror(errno));
             im->stepfd = openat(tmpfd, im->canon,
                                 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (im->stepfd < 0)
-                return ckpt_seterr(CKPT_EIO, "import: cannot open '%s': %s",
-                                im->canon, strerror(errno));
+                return ckpt_seterr(CKPT_EIO, "import: cannot open '%s': %s", im->canon,
+                                   strerror(errno));
         }
         if (is_top_dir) {
             if (archive_read_data_skip(a) != ARCHIVE_OK)
                 return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': entry '%s': %s",
-                                im->archive, ename, archive_error_string(a));
+                                   im->archive, ename, archive_error_string(a));
             continue;
         }
 
         if (!archive_entry_size_is_set(e) || archive_entry_size(e) < 0)
             return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': entry '%s': no size",
-                            im->archive, ename);
+                               im->archive, ename);
         uint64_t size = (uint64_t)archive_entry_size(e);
         int is_manifest = strcmp(leaf, "manifest.json") == 0;
         uint64_t limit = is_manifest ? ARC_MAX_MANIFEST_BYTES : ARC_MAX_FILE_BYTES;
         if (size > limit)
             return ckpt_seterr(CKPT_EARCHIVE,
-                            "import: '%s': entry '%s': size %" PRIu64
-                            " bytes exceeds the limit of %" PRIu64,
-                            im->archive, ename, size, limit);
+                               "import: '%s': entry '%s': size %" PRIu64
+                               " bytes exceeds the limit of %" PRIu64,
+                               im->archive, ename, size, limit);
         rc = arc_extract_file(im, a, ename, leaf, size, buf);
         if (rc != CKPT_OK)
             return rc;
@@ -632,15 +646,14 @@ static int arc_extract_all(arc_import_t *im, struct archive *a, int rootfd,
     }
     if (im->nentries == 0)
         return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': archive is empty",
-                        im->archive);
+                           im->archive);
     if (!im->have_manifest)
         return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': no %s/manifest.json",
-                        im->archive, im->top);
+                           im->archive, im->top);
     return CKPT_OK;
 }
 
-int ckpt_import(const char *archive_path, const char *root, char *out,
-                size_t cap)
+int ckpt_import(const char *archive_path, const char *root, char *out, size_t cap)
 {
     int rc = CKPT_OK;
     struct archive *a = NULL;
@@ -682,8 +695,10 @@ int ckpt_import(const char *archive_path, const char *root, char *out,
         if (stat(archive_path, &st) != 0)
             rc = arc_fail_errno("import: cannot open archive", archive_path);
         else
-            rc = ckpt_seterr(CKPT_EARCHIVE, "import: '%s': not a readable tar "
-                          "archive: %s", archive_path, archive_error_string(a));
+            rc = ckpt_seterr(CKPT_EARCHIVE,
+                             "import: '%s': not a readable tar "
+                             "archive: %s",
+                             archive_path, archive_error_string(a));
         goto fail;
     }
 
@@ -737,20 +752,20 @@ int ckpt_import(const char *archive_path, const char *root, char *out,
         else
             snprintf(why, sizeof why, "%s", m);
         rc = ckpt_seterr(rc, "import: '%s': checkpoint does not verify: %s",
-                      archive_path, why[0] ? why : ckpt_strerror(rc));
+                         archive_path, why[0] ? why : ckpt_strerror(rc));
         goto fail;
     }
     if (ckpt_step(c) != im.step) {
         rc = ckpt_seterr(CKPT_EARCHIVE,
-                      "import: '%s': directory '%s' holds the manifest of step "
-                      "%" PRIu64,
-                      archive_path, im.top, ckpt_step(c));
+                         "import: '%s': directory '%s' holds the manifest of step "
+                         "%" PRIu64,
+                         archive_path, im.top, ckpt_step(c));
         goto fail;
     }
     if (im.nshards != (size_t)ckpt_world_size(c)) {
         rc = ckpt_seterr(CKPT_EARCHIVE,
-                      "import: '%s': %zu shard files but the manifest names %d",
-                      archive_path, im.nshards, ckpt_world_size(c));
+                         "import: '%s': %zu shard files but the manifest names %d",
+                         archive_path, im.nshards, ckpt_world_size(c));
         goto fail;
     }
     ckpt_close(c);
@@ -761,13 +776,13 @@ int ckpt_import(const char *archive_path, const char *root, char *out,
         int e = errno;
         if (e == EEXIST || e == ENOTEMPTY) {
             rc = ckpt_seterr(CKPT_EEXIST,
-                          "import: '%s': checkpoint '%s' already exists in '%s'",
-                          archive_path, im.canon, root);
+                             "import: '%s': checkpoint '%s' already exists in '%s'",
+                             archive_path, im.canon, root);
             goto fail;
         }
         if (e != EINVAL && e != ENOSYS) {
             rc = ckpt_seterr(CKPT_EIO, "import: cannot rename '%s' into '%s': %s",
-                          im.canon, root, strerror(e));
+                             im.canon, root, strerror(e));
             goto fail;
         }
         /* A file system without RENAME_NOREPLACE: check, then rename (a
@@ -775,13 +790,13 @@ int ckpt_import(const char *archive_path, const char *root, char *out,
         struct stat st;
         if (fstatat(rootfd, im.canon, &st, AT_SYMLINK_NOFOLLOW) == 0) {
             rc = ckpt_seterr(CKPT_EEXIST,
-                          "import: '%s': checkpoint '%s' already exists in '%s'",
-                          archive_path, im.canon, root);
+                             "import: '%s': checkpoint '%s' already exists in '%s'",
+                             archive_path, im.canon, root);
             goto fail;
         }
         if (renameat(tmpfd, im.canon, rootfd, im.canon) != 0) {
             rc = ckpt_seterr(CKPT_EIO, "import: cannot rename '%s' into '%s': %s",
-                          im.canon, root, strerror(errno));
+                             im.canon, root, strerror(errno));
             goto fail;
         }
     }

@@ -51,8 +51,8 @@ enum {
 
 typedef struct {
     unsigned bit;
-    const char *name;  /* "--json" */
-    const char *arg;   /* value name, NULL for a flag */
+    const char *name; /* "--json" */
+    const char *arg;  /* value name, NULL for a flag */
     const char *help;
 } opt_def_t;
 
@@ -66,11 +66,11 @@ static const opt_def_t options[] = {
 #define NOPTIONS (sizeof options / sizeof options[0])
 
 typedef struct {
-    const char *cmd;   /* the subcommand, for messages */
-    unsigned set;      /* OPT_* given */
+    const char *cmd; /* the subcommand, for messages */
+    unsigned set;    /* OPT_* given */
     int keep;
     int npos;
-    char **pos;        /* positional arguments */
+    char **pos; /* positional arguments */
 } args_t;
 
 typedef struct {
@@ -93,15 +93,13 @@ static int cmd_prune(const args_t *a);
 static int cmd_help(const args_t *a);
 
 static const cmd_def_t commands[] = {
-    {"list", "[--json] [--verify] [DIR]",
-     "list the checkpoints under DIR (default .)",
+    {"list", "[--json] [--verify] [DIR]", "list the checkpoints under DIR (default .)",
      "Print one line per checkpoint under DIR: name, step, epoch (from the\n"
      "record), world size, raw and stored size, creation time and status\n"
      "(committed, incomplete or corrupt); LATEST marks the one LATEST names.\n"
      "Exits 1 when a checkpoint is corrupt.",
      OPT_JSON | OPT_VERIFY, 0, 1, cmd_list},
-    {"inspect", "[--json] CKPT",
-     "show a checkpoint's tensors, shards and record",
+    {"inspect", "[--json] CKPT", "show a checkpoint's tensors, shards and record",
      "Print the tensors (dtype, shape, offset, bytes), the shards (byte range\n"
      "of the flat space, file size, frames, checksum) and the record: data\n"
      "cursor, lineage and configuration.  Reads only the manifest.",
@@ -113,8 +111,7 @@ static const cmd_def_t commands[] = {
      "checkpoint in it (temp dirs of unfinished saves are reported, not\n"
      "counted).  Exits 0 when all are good, 1 when one is bad.",
      OPT_JSON, 1, 2, cmd_verify},
-    {"diff", "[--json] A B",
-     "compare two checkpoints tensor by tensor",
+    {"diff", "[--json] A B", "compare two checkpoints tensor by tensor",
      "For each tensor: identical, or the largest absolute and relative\n"
      "difference and how many elements differ; tensors missing from B, extra\n"
      "in B, and dtype or shape mismatches are listed.  The record is not\n"
@@ -127,8 +124,7 @@ static const cmd_def_t commands[] = {
      "FILE appears complete or not at all.  An existing FILE is kept unless\n"
      "--force is given.",
      OPT_FORCE, 2, 3, cmd_export},
-    {"import", "FILE DIR",
-     "extract an exported checkpoint into the root DIR",
+    {"import", "FILE DIR", "extract an exported checkpoint into the root DIR",
      "Check every archive entry (no absolute paths, '..', links, devices, or\n"
      "anything outside one step-<N>/ directory), extract into a temp dir\n"
      "under DIR, verify, and rename into DIR/step-<N>.  An existing\n"
@@ -141,8 +137,8 @@ static const cmd_def_t commands[] = {
      "checkpoint LATEST names is never removed.  K must be at least 1.",
      OPT_KEEP, 1, 1, cmd_prune},
     {"help", "[COMMAND]", "show help for ckptctl or a command",
-     "Print the list of commands, or one command's usage and options.",
-     0, 0, 1, cmd_help},
+     "Print the list of commands, or one command's usage and options.", 0, 0, 1,
+     cmd_help},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -501,8 +497,7 @@ static int record_int(json_t *obj, const char *key, long long *out)
     }
     const char *k;
     json_t *sub;
-    json_object_foreach(obj, k, sub)
-    {
+    json_object_foreach (obj, k, sub) {
         v = json_is_object(sub) ? json_object_get(sub, key) : NULL;
         if (json_is_integer(v)) {
             *out = json_integer_value(v);
@@ -565,15 +560,16 @@ static int cmd_list(const args_t *a)
             json_object_set_new(o, "step", jint(e[i].step));
             json_object_set_new(o, "status", json_string(status_name(e[i].status)));
             json_object_set_new(o, "latest", json_boolean(e[i].is_latest));
-            json_object_set_new(o, "epoch", have_epoch ? json_integer(epoch) : json_null());
+            json_object_set_new(o, "epoch",
+                                have_epoch ? json_integer(epoch) : json_null());
             json_object_set_new(o, "world_size", json_integer(e[i].world_size));
             json_object_set_new(o, "raw_bytes", jint(e[i].raw_bytes));
             json_object_set_new(o, "file_bytes", jint(e[i].file_bytes));
             json_object_set_new(o, "created", json_integer(e[i].created));
             json_object_set_new(o, "created_utc", json_string(utc));
-            json_object_set_new(o, "why", e[i].status == CKPT_ST_COMMITTED
-                                              ? json_null()
-                                              : json_string(e[i].why));
+            json_object_set_new(
+                o, "why",
+                e[i].status == CKPT_ST_COMMITTED ? json_null() : json_string(e[i].why));
             json_array_append_new(arr, o);
             continue;
         }
@@ -626,8 +622,7 @@ static void print_record_value(const char *prefix, json_t *v)
     if (json_is_object(v) && json_object_size(v) > 0) {
         const char *k;
         json_t *sub;
-        json_object_foreach(v, k, sub)
-        {
+        json_object_foreach (v, k, sub) {
             char key[256];
             snprintf(key, sizeof key, "%s.%s", prefix, k);
             print_record_value(key, sub);
@@ -648,10 +643,12 @@ static const struct {
     const char *title;
     const char *keys[8];
 } record_sections[] = {
-    {"data cursor", {"epoch", "cursor", "steps_per_epoch", "samples_seen", "step",
-                     "rng", "schedule", NULL}},
-    {"lineage", {"lineage", "slurm", "saved_at", "run_seconds", "ftrain_version",
-                 "world_size", NULL}},
+    {"data cursor",
+     {"epoch", "cursor", "steps_per_epoch", "samples_seen", "step", "rng", "schedule",
+      NULL}},
+    {"lineage",
+     {"lineage", "slurm", "saved_at", "run_seconds", "ftrain_version", "world_size",
+      NULL}},
     {"config", {"config", NULL}},
 };
 #define NSECTIONS (sizeof record_sections / sizeof record_sections[0])
@@ -683,8 +680,7 @@ static void print_record(json_t *rec)
     int printed = 0;
     const char *k;
     json_t *v;
-    json_object_foreach(rec, k, v)
-    {
+    json_object_foreach (rec, k, v) {
         if (in_section(k))
             continue;
         if (!printed)
@@ -770,7 +766,8 @@ static int cmd_inspect(const args_t *a)
            ckpt_total_bytes(c), raw, stored, st);
 
     printf("\ntensors (%zu):\n", ckpt_num_tensors(c));
-    printf("  %-32s %-5s %-20s %14s %14s\n", "NAME", "DTYPE", "SHAPE", "OFFSET", "BYTES");
+    printf("  %-32s %-5s %-20s %14s %14s\n", "NAME", "DTYPE", "SHAPE", "OFFSET",
+           "BYTES");
     for (size_t i = 0; i < ckpt_num_tensors(c); i++) {
         const ckpt_tensor_t *t = ckpt_tensor_at(c, i);
         char shape[128];
@@ -818,8 +815,8 @@ static int verify_one(const char *dir, const char *name, json_t *arr)
         json_object_set_new(o, "step", c ? jint(ckpt_step(c)) : json_null());
         json_object_set_new(o, "status", json_string(status));
         json_object_set_new(o, "ok", json_boolean(rc == CKPT_OK));
-        json_object_set_new(o, "error", rc == CKPT_OK ? json_null()
-                                                      : json_string(ckpt_strerror(rc)));
+        json_object_set_new(
+            o, "error", rc == CKPT_OK ? json_null() : json_string(ckpt_strerror(rc)));
         json_object_set_new(o, "why", rc == CKPT_OK ? json_null() : json_string(why));
         if (c) {
             json_object_set_new(o, "world_size", json_integer(ckpt_world_size(c)));
@@ -920,8 +917,8 @@ static int cmd_verify(const args_t *a)
 
 typedef struct {
     double max_abs, max_rel;
-    uint64_t ndiff;    /* elements whose bytes differ */
-    uint64_t at;       /* element index of max_abs */
+    uint64_t ndiff; /* elements whose bytes differ */
+    uint64_t at;    /* element index of max_abs */
 } diff_stat_t;
 
 static double elem_value(ckpt_dtype_t d, const unsigned char *p)
@@ -1029,19 +1026,19 @@ static int cmd_diff(const args_t *a)
     int rc = ckpt_open(da, &ca);
     if (rc != CKPT_OK) {
         r = lib_fail("cannot open checkpoint", da, rc);
-        goto out;
+        goto fail;
     }
     rc = ckpt_open(db, &cb);
     if (rc != CKPT_OK) {
         r = lib_fail("cannot open checkpoint", db, rc);
-        goto out;
+        goto fail;
     }
     ba = malloc(DIFF_CHUNK);
     bb = malloc(DIFF_CHUNK);
     if (!ba || !bb) {
         fprintf(stderr, "ckptctl: diff: out of memory\n");
         r = EXIT_ERROR;
-        goto out;
+        goto fail;
     }
     for (size_t i = 0; i < ckpt_num_tensors(ca); i++) {
         const ckpt_tensor_t *ta = ckpt_tensor_at(ca, i);
@@ -1078,7 +1075,7 @@ static int cmd_diff(const args_t *a)
         rc = diff_tensor(ca, cb, ta, tb, ba, bb, &st, &which);
         if (rc != CKPT_OK) {
             r = lib_fail("cannot read tensor", which ? db : da, rc);
-            goto out;
+            goto fail;
         }
         uint64_t nelem = ta->nbytes / ckpt_dtype_size(ta->dtype);
         if (st.ndiff == 0) {
@@ -1086,18 +1083,19 @@ static int cmd_diff(const args_t *a)
             if (json)
                 json_array_append_new(arr, diff_entry(ta->name, "identical"));
             else
-                printf("identical  %s %s %s\n", ta->name, ckpt_dtype_name(ta->dtype), sa);
+                printf("identical  %s %s %s\n", ta->name, ckpt_dtype_name(ta->dtype),
+                       sa);
             continue;
         }
         ndiff++;
         if (json) {
             json_t *o = diff_entry(ta->name, "different");
-            json_object_set_new(o, "max_abs", isfinite(st.max_abs)
-                                                  ? json_real(st.max_abs)
-                                                  : json_string("inf"));
-            json_object_set_new(o, "max_rel", isfinite(st.max_rel)
-                                                  ? json_real(st.max_rel)
-                                                  : json_string("inf"));
+            json_object_set_new(o, "max_abs",
+                                isfinite(st.max_abs) ? json_real(st.max_abs)
+                                                     : json_string("inf"));
+            json_object_set_new(o, "max_rel",
+                                isfinite(st.max_rel) ? json_real(st.max_rel)
+                                                     : json_string("inf"));
             json_object_set_new(o, "max_abs_at", jint(st.at));
             json_object_set_new(o, "ndiff", jint(st.ndiff));
             json_object_set_new(o, "nelem", jint(nelem));
@@ -1137,7 +1135,7 @@ static int cmd_diff(const args_t *a)
                same ? "identical" : "different", nsame, ndiff, nmissing, nextra,
                nmismatch);
     }
-out:
+fail:
     json_decref(arr);
     free(ba);
     free(bb);
@@ -1297,8 +1295,8 @@ static int parse_args(const cmd_def_t *c, int argc, char **argv, args_t *a)
             errno = 0;
             long k = strtol(val, &end, 10);
             if (!*val || *end || errno || k < 1 || k > INT_MAX)
-                return usage_error(c->name, "--keep needs a whole number >= 1, not '%s'",
-                                   val);
+                return usage_error(c->name,
+                                   "--keep needs a whole number >= 1, not '%s'", val);
             a->keep = (int)k;
         }
         a->set |= o->bit;

@@ -22,12 +22,12 @@
 #include "ftrain/ckpt.h"
 #include "tap.h"
 
-static char base[256];      /* the test's scratch directory */
-static char src_root[512];  /* where the source checkpoint lives */
-static char src_dir[600];   /* its step directory */
-static char *manifest;      /* the good manifest's text */
+static char base[256];     /* the test's scratch directory */
+static char src_root[512]; /* where the source checkpoint lives */
+static char src_dir[600];  /* its step directory */
+static char *manifest;     /* the good manifest's text */
 static size_t manifest_len;
-static char *shard0;        /* the good shard-0.ftsh */
+static char *shard0; /* the good shard-0.ftsh */
 static size_t shard0_len;
 
 #define STEP 7
@@ -297,7 +297,8 @@ static void expect_refused(const char *label, const char *path, int want)
     free(after);
 }
 
-/* ---- main -------------------------------------------------------------------------- */
+/* ---- main --------------------------------------------------------------------------
+ */
 
 int main(void)
 {
@@ -412,53 +413,44 @@ int main(void)
     const char *m = "step-00000007/manifest.json";
     const char *s0 = "step-00000007/shard-0.ftsh";
 
-#define EVIL(label, want, ...)                                                  \
-    do {                                                                        \
-        ent_t e_[] = {__VA_ARGS__};                                             \
-        snprintf(evil, sizeof evil, "%s/evil.tar", base);                       \
-        if (write_tar(evil, e_, sizeof e_ / sizeof e_[0]) == 0)                 \
-            expect_refused(label, evil, want);                                  \
-        else                                                                    \
-            ok(0, "%s: archive built", label);                                  \
-        unlink(evil);                                                           \
+#define EVIL(label, want, ...)                                                         \
+    do {                                                                               \
+        ent_t e_[] = {__VA_ARGS__};                                                    \
+        snprintf(evil, sizeof evil, "%s/evil.tar", base);                              \
+        if (write_tar(evil, e_, sizeof e_ / sizeof e_[0]) == 0)                        \
+            expect_refused(label, evil, want);                                         \
+        else                                                                           \
+            ok(0, "%s: archive built", label);                                         \
+        unlink(evil);                                                                  \
     } while (0)
 
-    EVIL("absolute path", CKPT_EARCHIVE,
-         {E_FILE, abs_target, NULL, "x", 1});
+    EVIL("absolute path", CKPT_EARCHIVE, {E_FILE, abs_target, NULL, "x", 1});
     ok(!exists(abs_target), "absolute path: target not created");
     EVIL("../x", CKPT_EARCHIVE, {E_FILE, "../x", NULL, "x", 1});
     snprintf(rel_esc, sizeof rel_esc, "%s/x", victim_parent);
     ok(!exists(rel_esc), "../x: nothing next to the root");
-    EVIL("step-1/../../x", CKPT_EARCHIVE,
-         {E_FILE, m, NULL, manifest, manifest_len},
+    EVIL("step-1/../../x", CKPT_EARCHIVE, {E_FILE, m, NULL, manifest, manifest_len},
          {E_FILE, "step-00000007/../../x", NULL, "x", 1});
-    EVIL("symlink entry", CKPT_EARCHIVE,
-         {E_FILE, m, NULL, manifest, manifest_len},
+    EVIL("symlink entry", CKPT_EARCHIVE, {E_FILE, m, NULL, manifest, manifest_len},
          {E_SYMLINK, s0, "/etc/passwd", NULL, 0});
     EVIL("symlink as the top dir", CKPT_EARCHIVE,
          {E_SYMLINK, "step-00000007", "/tmp", NULL, 0},
          {E_FILE, m, NULL, manifest, manifest_len});
-    EVIL("hard link", CKPT_EARCHIVE,
-         {E_FILE, m, NULL, manifest, manifest_len},
+    EVIL("hard link", CKPT_EARCHIVE, {E_FILE, m, NULL, manifest, manifest_len},
          {E_HARDLINK, s0, m, NULL, 0});
-    EVIL("character device", CKPT_EARCHIVE,
-         {E_FILE, m, NULL, manifest, manifest_len},
+    EVIL("character device", CKPT_EARCHIVE, {E_FILE, m, NULL, manifest, manifest_len},
          {E_CHR, s0, NULL, NULL, 0});
-    EVIL("fifo", CKPT_EARCHIVE,
-         {E_FILE, m, NULL, manifest, manifest_len},
+    EVIL("fifo", CKPT_EARCHIVE, {E_FILE, m, NULL, manifest, manifest_len},
          {E_FIFO, s0, NULL, NULL, 0});
-    EVIL("two top-level dirs", CKPT_EARCHIVE,
-         {E_FILE, m, NULL, manifest, manifest_len},
+    EVIL("two top-level dirs", CKPT_EARCHIVE, {E_FILE, m, NULL, manifest, manifest_len},
          {E_FILE, "step-00000008/manifest.json", NULL, manifest, manifest_len});
     EVIL("file outside a step dir", CKPT_EARCHIVE,
          {E_FILE, "manifest.json", NULL, manifest, manifest_len});
     EVIL("nested directory", CKPT_EARCHIVE,
          {E_FILE, "step-00000007/sub/manifest.json", NULL, manifest, manifest_len});
-    EVIL("unknown file name", CKPT_EARCHIVE,
-         {E_FILE, m, NULL, manifest, manifest_len},
+    EVIL("unknown file name", CKPT_EARCHIVE, {E_FILE, m, NULL, manifest, manifest_len},
          {E_FILE, "step-00000007/run.sh", NULL, "#!/bin/sh\n", 10});
-    EVIL("duplicate entry", CKPT_EARCHIVE,
-         {E_FILE, m, NULL, manifest, manifest_len},
+    EVIL("duplicate entry", CKPT_EARCHIVE, {E_FILE, m, NULL, manifest, manifest_len},
          {E_FILE, m, NULL, manifest, manifest_len});
     EVIL("'.' component", CKPT_EARCHIVE,
          {E_FILE, "step-00000007/./manifest.json", NULL, manifest, manifest_len});
@@ -471,8 +463,7 @@ int main(void)
         char *bytes = malloc(shard0_len);
         memcpy(bytes, shard0, shard0_len);
         bytes[shard0_len / 3] ^= 1;
-        EVIL("corrupt shard", CKPT_ECORRUPT,
-             {E_FILE, m, NULL, manifest, manifest_len},
+        EVIL("corrupt shard", CKPT_ECORRUPT, {E_FILE, m, NULL, manifest, manifest_len},
              {E_FILE, s0, NULL, bytes, shard0_len});
         free(bytes);
     }
