@@ -33,7 +33,7 @@ void config_defaults(config_t *c)
     c->seed = 42;
     snprintf(c->resume, sizeof c->resume, "auto");
     c->ckpt_keep = 3;
-    c->ckpt_level = 3;
+    c->ckpt_level = 1;
     c->stop_signal = SIGUSR1;
     c->grace = 30.0;
 }
@@ -74,7 +74,7 @@ static const char config_help[] =
     "  --ckpt-interval SEC    save when SEC seconds passed since the last save\n"
     "  --ckpt-keep K          committed checkpoints to keep (default 3)\n"
     "  --ckpt-async           write periodic saves in the background\n"
-    "  --ckpt-level N         zstd level 1..19 (default 3)\n"
+    "  --ckpt-level N         zstd level 1..19 (default 1)\n"
     "signals and output:\n"
     "  --stop-signal SIG      USR1 (default) or USR2: stop, checkpoint, exit 75\n"
     "  --grace SEC            warn when a stop takes longer (default 30)\n"

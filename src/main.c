@@ -82,7 +82,15 @@ int main(int argc, char **argv)
                        "reduction %.3f ms/step\n",
                        res.samples_per_s, res.reduce_ms_per_step, res.control_ms_per_step);
         }
-        if (rc == TRAIN_DONE)
+        if (w.rank == 0 && res.async_saves && !cfg.quiet)
+            printf("async checkpoints: %d, failed %d, mean training stall %.1f ms per save\n",
+                   res.async_saves, res.async_failures, res.async_stall_ms);
+        if (rc == TRAIN_DONE && res.async_failures) {
+            if (w.rank == 0)
+                fprintf(stderr, "ftrain: %d asynchronous checkpoint%s failed (see above)\n",
+                        res.async_failures, res.async_failures == 1 ? "" : "s");
+            code = 1;
+        } else if (rc == TRAIN_DONE)
             code = 0;
         else if (res.saved)
             code = EXIT_REQUEUE;

@@ -137,35 +137,119 @@ static char *state_record(const state_t *st, int world)
     return s;
 }
 
-int state_save(const state_t *st, comm_t *c, const char *root, int level,
-               char *out, size_t outcap, char *err, size_t cap)
-{
+struct state_snapshot {
     ckpt_tensor_t t[STATE_MAX_TENSORS];
-    size_t n = state_tensors(st, t);
-    uint64_t total = 0;
-    int rc = ckpt_layout(t, n, &total);
-    char *rec = rc == CKPT_OK ? state_record(st, comm_size(c)) : NULL;
-    if (comm_any_failed(c, rc != CKPT_OK || !rec)) {
-        snprintf(err, cap, "cannot describe the state: %s",
-                 rc != CKPT_OK ? ckpt_last_error() : "record");
-        free(rec);
+    size_t n;
+    uint64_t step;
+    char *record;
+    float *copy;               /* owned copies of the buffers, or NULL */
+    ckpt_opts_t opts;
+    ckpt_shard_info_t info;
+    int write_rc;
+    char write_err[512];
+};
+
+void state_snapshot_free(state_snapshot_t *s)
+{
+    if (!s)
+        return;
+    free(s->record);
+    free(s->copy);
+    free(s);
+}
+
+int state_snapshot_take(const state_t *st, int world, int copy, int level,
+                        state_snapshot_t **out, char *err, size_t cap)
+{
+    *out = NULL;
+    state_snapshot_t *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, cap, "out of memory for a snapshot");
         return STATE_EFAIL;
     }
-    ckpt_opts_t o;
-    ckpt_opts_default(&o);
-    o.level = level;
+    s->n = state_tensors(st, s->t);
+    s->step = (uint64_t)st->step;
+    uint64_t total = 0;
+    if (ckpt_layout(s->t, s->n, &total) != CKPT_OK) {
+        snprintf(err, cap, "cannot lay out the state: %s", ckpt_last_error());
+        goto fail;
+    }
+    if (copy) {
+        /* The copy is the training stall of an asynchronous save. */
+        size_t floats = 0;
+        for (size_t i = 0; i < s->n; i++)
+            floats += (size_t)(s->t[i].nbytes / sizeof(float));
+        s->copy = malloc(floats * sizeof(float) + 1);
+        if (!s->copy) {
+            snprintf(err, cap, "out of memory for a %zu-byte snapshot", floats * sizeof(float));
+            goto fail;
+        }
+        float *p = s->copy;
+        for (size_t i = 0; i < s->n; i++) {
+            memcpy(p, s->t[i].data, s->t[i].nbytes);
+            s->t[i].data = p;
+            p += s->t[i].nbytes / sizeof(float);
+        }
+    }
+    s->record = state_record(st, world);
+    if (!s->record) {
+        snprintf(err, cap, "cannot build the checkpoint record");
+        goto fail;
+    }
+    ckpt_opts_default(&s->opts);
+    s->opts.level = level;
+    *out = s;
+    return STATE_OK;
+fail:
+    state_snapshot_free(s);
+    return STATE_EFAIL;
+}
+
+int state_snapshot_write(state_snapshot_t *s, const char *root, int rank, int world)
+{
+    s->write_rc = ckpt_shard_write(root, s->step, rank, world, s->t, s->n, &s->opts, &s->info);
+    if (s->write_rc != CKPT_OK)
+        snprintf(s->write_err, sizeof s->write_err, "%s: %s", ckpt_strerror(s->write_rc),
+                 ckpt_last_error());
+    return s->write_rc == CKPT_OK ? STATE_OK : STATE_EFAIL;
+}
+
+int state_snapshot_commit(state_snapshot_t *s, comm_t *c, const char *root, char *out,
+                          size_t outcap, char *err, size_t cap)
+{
     ckpt_coll_t coll = {c, comm_rank(c), comm_size(c), coll_allgather, coll_bcast};
-    rc = ckpt_save(root, (uint64_t)st->step, t, n, rec, &o, &coll);
-    free(rec);
+    int rc = ckpt_commit(root, s->step, s->t, s->n, s->record, &s->opts, s->write_rc,
+                         &s->info, &coll);
     char name[64];
-    ckpt_step_dirname((uint64_t)st->step, name, sizeof name);
+    ckpt_step_dirname(s->step, name, sizeof name);
     snprintf(out, outcap, "%s/%s", root, name);
     if (rc != CKPT_OK) {
-        snprintf(err, cap, "checkpoint '%s' not saved: %s: %s", out,
-                 ckpt_strerror(rc), ckpt_last_error());
+        if (s->write_rc != CKPT_OK)
+            snprintf(err, cap, "checkpoint '%s' not saved: this rank's shard: %s", out,
+                     s->write_err);
+        else
+            snprintf(err, cap, "checkpoint '%s' not saved: %s: %s", out, ckpt_strerror(rc),
+                     ckpt_last_error());
         return STATE_EFAIL;
     }
     return STATE_OK;
+}
+
+int state_save(const state_t *st, comm_t *c, const char *root, int level,
+               char *out, size_t outcap, char *err, size_t cap)
+{
+    state_snapshot_t *s = NULL;
+    int rc = state_snapshot_take(st, comm_size(c), 0, level, &s, err, cap);
+    if (comm_any_failed(c, rc)) {
+        if (rc == STATE_OK)
+            snprintf(err, cap, "another rank could not describe its state");
+        state_snapshot_free(s);
+        return STATE_EFAIL;
+    }
+    state_snapshot_write(s, root, comm_rank(c), comm_size(c));
+    rc = state_snapshot_commit(s, c, root, out, outcap, err, cap);
+    state_snapshot_free(s);
+    return rc;
 }
 
 static void state_report_skip(void *ctx, const char *name, const char *why)

@@ -25,6 +25,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +45,22 @@
 #include "ftrain/stop.h"
 
 /* The control vector reduced with MAX each step. */
-enum { CTL_GMAX, CTL_STOP_RANK, CTL_SAVE, CTL_SIG_TIME, CTL_SIGNO, CTL_N };
+enum { CTL_GMAX, CTL_STOP_RANK, CTL_SAVE, CTL_SIG_TIME, CTL_SIGNO, CTL_ASYNC_BUSY, CTL_N };
+
+/* An asynchronous save (--ckpt-async): at most one in flight.  The
+ * background thread only writes this rank's shard (local I/O); the commit,
+ * a collective, runs on the main thread at the step boundary where the
+ * control reduction shows every rank's writer is done. */
+typedef struct {
+    pthread_t th;
+    int active;               /* a save is in flight (same on every rank) */
+    atomic_int done;          /* this rank's writer finished */
+    state_snapshot_t *snap;
+    int64_t step;
+    double t_begin, stall_s;  /* stall: snapshot copy + commit, main thread */
+    const char *root;
+    int rank, world;
+} async_save_t;
 
 typedef struct {
     const config_t *cfg;
@@ -68,6 +85,9 @@ typedef struct {
     char root[1200];
     int64_t last_saved;
     double last_save_time;
+    async_save_t async;
+    int async_failures, async_saves;
+    double async_stall_s;
     double reduce_s, control_s;
     int64_t reduce_n;
 } trainer_t;
@@ -370,6 +390,93 @@ static int save(trainer_t *t, int64_t step, train_result_t *res, char *err, size
     return 0;
 }
 
+static void *async_main(void *arg)
+{
+    async_save_t *a = arg;
+    state_snapshot_write(a->snap, a->root, a->rank, a->world);
+    atomic_store(&a->done, 1);
+    return NULL;
+}
+
+/* Collective: snapshot the state at `step` and start writing it in the
+ * background.  Returns 0, or -1 when any rank could not start (nothing is in
+ * flight then). */
+static int async_start(trainer_t *t, int64_t step, char *err, size_t cap)
+{
+    async_save_t *a = &t->async;
+    double t0 = now_s();
+    t->st.step = step;
+    t->st.epoch = step / t->spe;
+    t->st.cursor = (step % t->spe) * t->cfg->global_batch;
+    int rc = state_snapshot_take(&t->st, t->size, 1, t->cfg->ckpt_level, &a->snap, err, cap);
+    a->root = t->root;
+    a->rank = t->rank;
+    a->world = t->size;
+    a->step = step;
+    atomic_store(&a->done, 0);
+    if (rc == STATE_OK && pthread_create(&a->th, NULL, async_main, a) != 0) {
+        snprintf(err, cap, "cannot start the checkpoint writer thread");
+        rc = STATE_EFAIL;
+    }
+    if (comm_any_failed(t->c, rc)) {
+        if (rc == STATE_OK) { /* we started, another rank did not */
+            pthread_join(a->th, NULL);
+            snprintf(err, cap, "another rank could not start its checkpoint writer");
+        }
+        state_snapshot_free(a->snap);
+        a->snap = NULL;
+        return -1;
+    }
+    a->active = 1;
+    a->t_begin = t0;
+    a->stall_s = now_s() - t0;
+    return 0;
+}
+
+/* Collective: wait for the writer and commit.  A failed commit is reported
+ * and counted (it changes the exit code) but training goes on: the previous
+ * checkpoint is still good. */
+static void async_finish(trainer_t *t, train_result_t *res)
+{
+    async_save_t *a = &t->async;
+    if (!a->active)
+        return;
+    double t0 = now_s();
+    pthread_join(a->th, NULL);
+    char dir[1024], err[1024] = "";
+    int rc = state_snapshot_commit(a->snap, t->c, t->root, dir, sizeof dir, err, sizeof err);
+    double stall = a->stall_s + (now_s() - t0);
+    a->active = 0;
+    state_snapshot_free(a->snap);
+    a->snap = NULL;
+    t->async_saves++;
+    t->async_stall_s += stall;
+    if (rc != STATE_OK) {
+        t->async_failures++;
+        if (t->rank == 0)
+            fprintf(stderr, "ftrain: asynchronous checkpoint of step %lld failed: %s\n",
+                    (long long)a->step, err);
+        return;
+    }
+    if (a->step > t->last_saved)
+        t->last_saved = a->step;
+    t->last_save_time = now_s();
+    snprintf(res->ckpt, sizeof res->ckpt, "%s", dir);
+    if (t->rank == 0) {
+        int removed = 0;
+        ckpt_prune(t->root, t->cfg->ckpt_keep,
+                   t->st.resumed_from[0] ? t->st.resumed_from : NULL, &removed);
+        if (!t->cfg->quiet)
+            printf("checkpoint: %s committed (async: %.3f s in the background, training "
+                   "stall %.1f ms)\n", dir, now_s() - a->t_begin, 1e3 * stall);
+        char extra[160];
+        snprintf(extra, sizeof extra, "\"seconds\":%.4f,\"async\":true,\"stall_ms\":%.3f",
+                 now_s() - a->t_begin, 1e3 * stall);
+        metrics_event(&t->met, "checkpoint", a->step, t->size, extra);
+        fflush(stdout);
+    }
+}
+
 /* ---- the loop ------------------------------------------------------------ */
 
 static void fmt_eta(double s, char *buf, size_t cap)
@@ -385,6 +492,11 @@ static void fmt_eta(double s, char *buf, size_t cap)
 
 static void trainer_free(trainer_t *t)
 {
+    if (t->async.active) { /* a failure path: never commit, just stop the writer */
+        pthread_join(t->async.th, NULL);
+        state_snapshot_free(t->async.snap);
+        t->async.active = 0;
+    }
     data_free(&t->train);
     data_free(&t->test);
     sampler_free(&t->smp);
@@ -530,6 +642,7 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, train_result_t *
                         now_s() - t->last_save_time >= cfg->ckpt_interval;
         ctl[CTL_SIG_TIME] = sig ? -stop_local_time() : -1e300;
         ctl[CTL_SIGNO] = sig;
+        ctl[CTL_ASYNC_BUSY] = t->async.active && !atomic_load(&t->async.done);
         if (comm_allreduce(c, ctl, CTL_N, COMM_F64, COMM_MAX) != COMM_OK) {
             snprintf(err, cap, "control reduction failed: %s", comm_last_error());
             goto out;
@@ -552,6 +665,8 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, train_result_t *
         }
         optim_step(t->opt, model_params(t->model), t->grad, step);
         step++;
+        if (t->async.active && ctl[CTL_ASYNC_BUSY] == 0)
+            async_finish(t, res); /* every rank's writer is done: commit */
         run_samples += nstep;
         win_loss += loss;
         win_hits += hits;
@@ -617,6 +732,7 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, train_result_t *
             if (t_sig < 0 || t_sig > t_agreed)
                 t_sig = t_agreed;
             double c1 = wall_s();
+            async_finish(t, res); /* wait for an in-flight save, commit it */
             if (cfg->run_dir[0] && t->last_saved != step) {
                 if (save(t, step, res, err, cap) != 0)
                     goto out;
@@ -649,8 +765,18 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, train_result_t *
 
         if (cfg->run_dir[0] && step < t->total_steps &&
             ((cfg->ckpt_every && step % cfg->ckpt_every == 0) || ctl[CTL_SAVE] > 0)) {
-            if (save(t, step, res, err, cap) != 0)
+            if (cfg->ckpt_async) {
+                async_finish(t, res); /* at most one in flight */
+                if (async_start(t, step, err, cap) != 0) {
+                    t->async_failures++;
+                    if (t->rank == 0)
+                        fprintf(stderr, "ftrain: asynchronous checkpoint of step %lld not started: %s\n",
+                                (long long)step, err);
+                }
+                t->last_save_time = now_s();
+            } else if (save(t, step, res, err, cap) != 0) {
                 goto out;
+            }
         }
         if (cfg->step_delay_ms) {
             struct timespec d = {cfg->step_delay_ms / 1000, (long)(cfg->step_delay_ms % 1000) * 1000000L};
@@ -673,6 +799,7 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, train_result_t *
             res->evaluated = 1;
         }
     }
+    async_finish(t, res);
     if (cfg->run_dir[0] && t->last_saved != step) {
         if (save(t, step, res, err, cap) != 0)
             goto out;
@@ -690,6 +817,9 @@ finish:
     /* Training throughput: the loop only, without the final evaluation. */
     if (t_loop_end == 0)
         t_loop_end = now_s();
+    res->async_saves = t->async_saves;
+    res->async_failures = t->async_failures;
+    res->async_stall_ms = t->async_saves ? 1e3 * t->async_stall_s / t->async_saves : 0;
     res->samples_per_s = t_loop_end > run_t0 ? (double)run_samples / (t_loop_end - run_t0) : 0;
     if (t->rank == 0) {
         char extra[128];

@@ -112,7 +112,7 @@ typedef struct {
 } ckpt_coll_t;
 
 typedef struct {
-    int level;            /* zstd level, default 3; 1..19 accepted */
+    int level;            /* zstd level, default 1; 1..19 accepted */
     int threads;          /* zstd worker threads per rank, 0 = none */
     int shuffle;          /* byte-shuffle 4-byte elements before zstd (default 1) */
     size_t frame_bytes;   /* raw bytes per zstd frame, default 4 MiB */

@@ -41,7 +41,31 @@ typedef enum {
     STATE_ENONE = -3      /* nothing to resume from */
 } state_err_t;
 
-/** Collective save of st into root (DIR/ckpt); out gets the step dir.
+/* A save in three phases, so that the middle one can run in a background
+ * thread (--ckpt-async):
+ *   take    copy (or point at) the live buffers and build the record  [main]
+ *   write   this rank's shard, local I/O only, no collective      [any thread]
+ *   commit  collective: gather shard infos, rank 0 commits             [main] */
+typedef struct state_snapshot state_snapshot_t;
+
+/** Describe st as a checkpoint of step st->step for `world` ranks; with
+ *  copy != 0 the buffers are copied so training may go on.
+ *  @return STATE_OK or STATE_EFAIL (err set). */
+int state_snapshot_take(const state_t *st, int world, int copy, int level,
+                        state_snapshot_t **out, char *err, size_t cap);
+/** Phase one: write this rank's shard; no collective, thread-safe.  The
+ *  result is kept in the snapshot for the commit.  @return STATE_OK or
+ *  STATE_EFAIL. */
+int state_snapshot_write(state_snapshot_t *s, const char *root, int rank, int world);
+/** Phase two, collective: commit if every rank's write succeeded.  out gets
+ *  the step dir.  @return the same on every rank. */
+int state_snapshot_commit(state_snapshot_t *s, comm_t *c, const char *root, char *out,
+                          size_t outcap, char *err, size_t cap);
+/** Release; accepts NULL. */
+void state_snapshot_free(state_snapshot_t *s);
+
+/** Collective save of st into root (DIR/ckpt): take + write + commit.  out
+ *  gets the step dir.
  *  @return STATE_OK or STATE_EFAIL with err set (same on every rank). */
 int state_save(const state_t *st, comm_t *c, const char *root, int level,
                char *out, size_t outcap, char *err, size_t cap);

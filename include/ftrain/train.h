@@ -33,6 +33,9 @@ typedef struct {
     double reduce_ms_per_step;/* gradient reduction time per step */
     double control_ms_per_step;/* stop/control reduction time per step */
     double samples_per_s;
+    int async_saves;          /* --ckpt-async saves finished */
+    int async_failures;       /* of which failed (exit code 1) */
+    double async_stall_ms;    /* mean training stall per async save */
 } train_result_t;
 
 /** Run training.  @return a train_rc_t; err holds the message on failure. */
