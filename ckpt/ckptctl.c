@@ -232,17 +232,19 @@ static void errorf(const char *what, const char *path, const char *fmt, ...)
     va_end(ap);
 }
 
-/* The library's message for rc, without a leading "<what>: '<path>': " that
- * would repeat what errorf already says. */
+/* The library's message for rc, without a leading "<what>: " and
+ * "'<path>': " that would repeat what errorf already says. */
 static const char *lib_why(int rc, const char *what, const char *path)
 {
     const char *m = ckpt_last_error();
     if (!m || !*m)
         return ckpt_strerror(rc);
     size_t wl = strlen(what), pl = strlen(path);
-    if (strncmp(m, what, wl) == 0 && strncmp(m + wl, ": '", 3) == 0 &&
-        strncmp(m + wl + 3, path, pl) == 0 && strncmp(m + wl + 3 + pl, "': ", 3) == 0)
-        return m + wl + 3 + pl + 3;
+    if (strncmp(m, what, wl) == 0 && strncmp(m + wl, ": ", 2) == 0)
+        m += wl + 2;
+    if (m[0] == '\'' && strncmp(m + 1, path, pl) == 0 &&
+        strncmp(m + 1 + pl, "': ", 3) == 0)
+        m += pl + 4;
     return m;
 }
 
