@@ -6,6 +6,7 @@
  * COMM_CHUNK elements because MPI counts are int.
  */
 #include "ftrain/comm.h"
+#include "comm_internal.h"
 
 #include <limits.h>
 #include <mpi.h>
@@ -15,21 +16,7 @@
 
 #define COMM_CHUNK ((size_t)1 << 28)
 
-typedef struct {
-    int (*allreduce)(comm_t *, void *, size_t, comm_dtype_t, comm_op_t);
-    int (*bcast)(comm_t *, void *, size_t, int);
-    int (*allgather)(comm_t *, const void *, void *, size_t);
-    int (*barrier)(comm_t *);
-    void (*close)(comm_t *);
-} comm_ops_t;
-
-struct comm {
-    const comm_ops_t *ops;
-    int rank, size;
-    MPI_Comm mpi;
-};
-
-static _Thread_local char comm_err_buf[MPI_MAX_ERROR_STRING + 64];
+_Thread_local char comm_err_buf[COMM_ERR_MAX];
 
 static int comm_mpi_fail(const char *what, int mpirc)
 {
