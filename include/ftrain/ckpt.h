@@ -70,7 +70,8 @@ typedef enum {
 /** @return a static, lowercase name for an error code ("checksum mismatch"). */
 const char *ckpt_strerror(int err);
 
-/** @return the calling thread's last detailed error message ("" if none). */
+/** @return the calling thread's last detailed error message ("" if none).
+ *  It is not cleared by a successful call: read it only after a failure. */
 const char *ckpt_last_error(void);
 
 typedef enum {
@@ -157,8 +158,10 @@ int ckpt_shard_write(const char *root, uint64_t step, int rank, int world,
  * step-<N>, fsyncs the root and atomically replaces LATEST.  record_json must
  * be a JSON object (text); it is stored as the manifest's "record".
  * local_rc is this rank's phase-one result: if any rank failed, nothing is
- * committed and every rank returns CKPT_EPEER (or its own error).
- * @return the same result on every rank.
+ * committed; a rank whose own phase one failed returns its own error and the
+ * others CKPT_EPEER.  coll may be NULL for a single process.
+ * @return success or failure the same on every rank: CKPT_OK, the local
+ *         error, CKPT_EPEER, or rank 0's commit error.
  */
 int ckpt_commit(const char *root, uint64_t step, const ckpt_tensor_t *tensors,
                 size_t n, const char *record_json, const ckpt_opts_t *opts,
