@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ftrain/comm.h"
 #include "ftrain/config.h"
@@ -102,8 +103,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "ftrain: rank %d: %s\n", w.rank, err);
         code = 1;
     }
-    fflush(stdout);
     comm_close(comm);
     world_free(&w);
+    if (rc == TRAIN_STOPPED && w.rank == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        printf("stop: exit %d, %.3f s after the signal\n", code,
+               (double)ts.tv_sec + ts.tv_nsec * 1e-9 - res.stop_time);
+    }
+    fflush(stdout);
     return code;
 }

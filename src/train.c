@@ -731,6 +731,7 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, train_result_t *
             double t_sig = -ctl[CTL_SIG_TIME];
             if (t_sig < 0 || t_sig > t_agreed)
                 t_sig = t_agreed;
+            res->stop_time = t_sig;
             double c1 = wall_s();
             async_finish(t, res); /* wait for an in-flight save, commit it */
             if (cfg->run_dir[0] && t->last_saved != step) {

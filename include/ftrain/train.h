@@ -28,6 +28,7 @@ typedef struct {
     int evaluated;            /* test_* are from an evaluation */
     uint64_t param_hash;
     int stop_signal;          /* signal that stopped the run (0 none) */
+    double stop_time;         /* wall-clock time of the first signal */
     int saved;                /* a checkpoint exists for the final step */
     char ckpt[1024];          /* its directory */
     double reduce_ms_per_step;/* gradient reduction time per step */
