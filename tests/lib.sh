@@ -128,26 +128,25 @@ need_mpi() {
 }
 
 mpi() {
-    _n=$1
+    _mpi_n=$1
     shift
-    timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n "$_n" "$FTRAIN" "$@"
+    timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n "$_mpi_n" "$FTRAIN" "$@"
 }
 
 mpi_bg() {
-    _n=$1
+    _mpi_n=$1
     shift
-    timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n "$_n" "$FTRAIN" "$@" &
+    timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n "$_mpi_n" "$FTRAIN" "$@" &
     MPI_PID=$!
 }
 
 wait_for() {
-    _deadline=$1
+    _wf_max=$(($1 * 20))
     shift
-    _i=0
-    _max=$((_deadline * 20))
+    _wf_i=0
     while ! "$@" 2>/dev/null; do
-        _i=$((_i + 1))
-        [ "$_i" -ge "$_max" ] && return 1
+        _wf_i=$((_wf_i + 1))
+        [ "$_wf_i" -ge "$_wf_max" ] && return 1
         sleep 0.05
     done
     return 0
