@@ -1,0 +1,467 @@
+/*
+ * gpu_kernels.cu - the CUDA kernels of the GPU path: bias + activation,
+ * losses, bias-gradient column sums, activation backward, max |g|, the
+ * fixed-point gradient conversion and the SGD / Adam / AdamW updates.
+ *
+ * Bit-for-bit rules.  Every kernel that must match the CPU writes its float
+ * and double arithmetic with the round-to-nearest intrinsics (__fadd_rn,
+ * __fmul_rn, __fdiv_rn, __fsqrt_rn, __dmul_rn, ...), which the compiler never
+ * fuses into an FMA, in the operation order of model.c / optim.c /
+ * train.c; the build adds -fmad=false as well.  Conversions use the
+ * round-to-nearest-even forms (__double2ll_rn, __ll2double_rn,
+ * __double2float_rn) that llrint and the C casts use on the host.  The
+ * transcendental functions (expf, tanhf, log) are CUDA's, accurate to a few
+ * ulp but not glibc's bits, so the losses and the forward pass agree with the
+ * CPU to float tolerance only.
+ *
+ * Determinism: no float atomics anywhere.  Per-sample kernels run one thread
+ * per sample looping over outputs in order; column sums run one thread per
+ * column looping over rows in order; max |g| combines blocks with an integer
+ * atomicMax on the float bit patterns, which is exact and order-free.
+ */
+#include "gpu_internal.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "ftrain/optim.h"
+}
+
+#define GPUK_THREADS 256
+
+/* Blocks for a grid-stride loop over n elements. */
+static unsigned int gpuk_blocks(size_t n)
+{
+    size_t b = (n + GPUK_THREADS - 1) / GPUK_THREADS;
+    if (b < 1)
+        b = 1;
+    return b > 65535 ? 65535u : (unsigned int)b;
+}
+
+#define GRID_STRIDE(i, n)                                                    \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);  \
+         i += (size_t)blockDim.x * gridDim.x)
+
+/* ---- forward ------------------------------------------------------------- */
+
+__global__ static void k_bias_act(float *z, const float *b, int n, int dout,
+                                  int mode)
+{
+    const size_t cnt = (size_t)n * (size_t)dout;
+    GRID_STRIDE(i, cnt) {
+        float v = __fadd_rn(z[i], b[i % (size_t)dout]);
+        if (mode == GPUK_RELU)
+            v = v > 0.0f ? v : 0.0f;
+        else if (mode == GPUK_TANH)
+            v = tanhf(v);
+        z[i] = v;
+    }
+}
+
+void gpuk_bias_act(cudaStream_t s, float *z, const float *b, int n, int dout,
+                   int mode)
+{
+    size_t cnt = (size_t)n * (size_t)dout;
+    k_bias_act<<<gpuk_blocks(cnt), GPUK_THREADS, 0, s>>>(z, b, n, dout, mode);
+}
+
+/* ---- losses: one thread per sample, the CPU's loop order ----------------- */
+
+__global__ static void k_xent(float *z, const int32_t *labels, int n, int k,
+                              int want_grad, double *loss, int *hit)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    float *zr = z + (size_t)i * (size_t)k;
+    const int lab = labels[i];
+    float mx = zr[0];
+    int arg = 0;
+    for (int j = 1; j < k; j++)
+        if (zr[j] > mx) {
+            mx = zr[j];
+            arg = j;
+        }
+    hit[i] = arg == lab;
+    const float zy = zr[lab];
+    float s = 0.0f;
+    if (want_grad) {
+        for (int j = 0; j < k; j++) {
+            float e = expf(__fsub_rn(zr[j], mx));
+            zr[j] = e;
+            s = __fadd_rn(s, e);
+        }
+        const float inv = __fdiv_rn(1.0f, s);
+        for (int j = 0; j < k; j++)
+            zr[j] = __fmul_rn(zr[j], inv);
+        zr[lab] = __fsub_rn(zr[lab], 1.0f);
+    } else {
+        for (int j = 0; j < k; j++)
+            s = __fadd_rn(s, expf(__fsub_rn(zr[j], mx)));
+    }
+    loss[i] = __dadd_rn(log((double)s), __dsub_rn((double)mx, (double)zy));
+}
+
+void gpuk_xent(cudaStream_t s, float *z, const int32_t *labels, int n, int k,
+               int want_grad, double *loss, int *hit)
+{
+    unsigned int blocks = (unsigned int)((n + GPUK_THREADS - 1) / GPUK_THREADS);
+    k_xent<<<blocks ? blocks : 1, GPUK_THREADS, 0, s>>>(z, labels, n, k,
+                                                          want_grad, loss, hit);
+}
+
+__global__ static void k_mse(float *z, const float *y, int n, int k,
+                             int want_grad, double *loss, int *hit)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    float *zr = z + (size_t)i * (size_t)k;
+    const float *t = y + (size_t)i * (size_t)k;
+    const float g2 = __fdiv_rn(2.0f, (float)k);
+    double l = 0.0;
+    int all = 1;
+    for (int j = 0; j < k; j++) {
+        float d = __fsub_rn(zr[j], t[j]);
+        l = __dadd_rn(l, __dmul_rn((double)d, (double)d));
+        all &= fabsf(d) < 0.05f;
+        if (want_grad)
+            zr[j] = __fmul_rn(g2, d);
+    }
+    loss[i] = __ddiv_rn(l, (double)k);
+    hit[i] = all;
+}
+
+void gpuk_mse(cudaStream_t s, float *z, const float *y, int n, int k,
+              int want_grad, double *loss, int *hit)
+{
+    unsigned int blocks = (unsigned int)((n + GPUK_THREADS - 1) / GPUK_THREADS);
+    k_mse<<<blocks ? blocks : 1, GPUK_THREADS, 0, s>>>(z, y, n, k, want_grad,
+                                                         loss, hit);
+}
+
+/* ---- backward ------------------------------------------------------------ */
+
+/* One thread per column j; rows added in order into gb[j] itself, exactly
+ * the CPU's gb[j] += dr[j] loop. */
+__global__ static void k_colsum_acc(float *gb, const float *delta, int n,
+                                    int dout)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= dout)
+        return;
+    float acc = gb[j];
+    for (int i = 0; i < n; i++)
+        acc = __fadd_rn(acc, delta[(size_t)i * (size_t)dout + (size_t)j]);
+    gb[j] = acc;
+}
+
+void gpuk_colsum_acc(cudaStream_t s, float *gb, const float *delta, int n,
+                     int dout)
+{
+    unsigned int blocks = (unsigned int)((dout + GPUK_THREADS - 1) / GPUK_THREADS);
+    k_colsum_acc<<<blocks ? blocks : 1, GPUK_THREADS, 0, s>>>(gb, delta, n, dout);
+}
+
+__global__ static void k_act_back(float *da, const float *a, size_t cnt,
+                                  int mode)
+{
+    GRID_STRIDE(i, cnt) {
+        if (mode == GPUK_RELU)
+            da[i] = a[i] > 0.0f ? da[i] : 0.0f;
+        else
+            da[i] = __fmul_rn(da[i], __fsub_rn(1.0f, __fmul_rn(a[i], a[i])));
+    }
+}
+
+void gpuk_act_back(cudaStream_t s, float *da, const float *a, size_t cnt,
+                   int mode)
+{
+    k_act_back<<<gpuk_blocks(cnt), GPUK_THREADS, 0, s>>>(da, a, cnt, mode);
+}
+
+/* ---- max |g| ------------------------------------------------------------- */
+
+/* The bit pattern of |x| orders like |x| for every non-negative float, and
+ * every NaN pattern is above +inf, so an unsigned max is the float max with
+ * NaN propagating. */
+__global__ static void k_maxabs(const float *d, size_t n, unsigned int *out)
+{
+    __shared__ unsigned int sm[GPUK_THREADS];
+    unsigned int m = 0;
+    GRID_STRIDE(i, n) {
+        unsigned int b = __float_as_uint(d[i]) & 0x7fffffffu;
+        m = b > m ? b : m;
+    }
+    sm[threadIdx.x] = m;
+    __syncthreads();
+    for (unsigned int w = GPUK_THREADS / 2; w > 0; w >>= 1) {
+        if (threadIdx.x < w && sm[threadIdx.x + w] > sm[threadIdx.x])
+            sm[threadIdx.x] = sm[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        atomicMax(out, sm[0]);
+}
+
+extern "C" int gpu_maxabs(gpu_ctx_t *ctx, const float *d, size_t n, float *out)
+{
+    int rc = GPU_OK;
+    unsigned int bits = 0;
+    if (!ctx || !out || (n > 0 && !d))
+        return GPU_EINVAL;
+    GPU_CUDA(cudaMemsetAsync(ctx->d_max, 0, sizeof(unsigned int), ctx->stream));
+    if (n > 0) {
+        k_maxabs<<<gpuk_blocks(n), GPUK_THREADS, 0, ctx->stream>>>(d, n, ctx->d_max);
+        GPU_CUDA(cudaGetLastError());
+    }
+    GPU_CUDA(cudaMemcpyAsync(ctx->h_max, ctx->d_max, sizeof(unsigned int),
+                             cudaMemcpyDeviceToHost, ctx->stream));
+    GPU_CUDA(cudaStreamSynchronize(ctx->stream));
+    bits = *ctx->h_max;
+    memcpy(out, &bits, sizeof bits);
+    return GPU_OK;
+fail:
+    return rc;
+}
+
+/* ---- fixed point --------------------------------------------------------- */
+
+__global__ static void k_fixed_acc(long long *acc, const float *g, size_t n,
+                                   double scale)
+{
+    GRID_STRIDE(i, n) {
+        acc[i] += __double2ll_rn(__dmul_rn((double)g[i], scale));
+    }
+}
+
+extern "C" int gpu_fixed_accumulate(gpu_ctx_t *ctx, int64_t *acc,
+                                    const float *g, size_t n, int e)
+{
+    int rc = GPU_OK;
+    if (!ctx || (n > 0 && (!acc || !g)))
+        return GPU_EINVAL;
+    if (n == 0)
+        return GPU_OK;
+    k_fixed_acc<<<gpuk_blocks(n), GPUK_THREADS, 0, ctx->stream>>>(
+        (long long *)acc, g, n, ldexp(1.0, e));
+    GPU_CUDA(cudaGetLastError());
+    return GPU_OK;
+fail:
+    return rc;
+}
+
+__global__ static void k_fixed_to_float(float *g, const long long *acc,
+                                        size_t n, double inv)
+{
+    GRID_STRIDE(i, n) {
+        g[i] = __double2float_rn(__dmul_rn(__ll2double_rn(acc[i]), inv));
+    }
+}
+
+extern "C" int gpu_fixed_to_float(gpu_ctx_t *ctx, float *g, const int64_t *acc,
+                                  size_t n, int e, int64_t nstep)
+{
+    int rc = GPU_OK;
+    if (!ctx || nstep < 1 || (n > 0 && (!acc || !g)))
+        return GPU_EINVAL;
+    if (n == 0)
+        return GPU_OK;
+    /* train.c: inv = ldexp(1.0, -e) / (double)nstep, on the host. */
+    k_fixed_to_float<<<gpuk_blocks(n), GPUK_THREADS, 0, ctx->stream>>>(
+        g, (const long long *)acc, n, ldexp(1.0, -e) / (double)nstep);
+    GPU_CUDA(cudaGetLastError());
+    return GPU_OK;
+fail:
+    return rc;
+}
+
+__global__ static void k_scale(float *g, size_t n, float s)
+{
+    GRID_STRIDE(i, n) {
+        g[i] = __fmul_rn(g[i], s);
+    }
+}
+
+extern "C" int gpu_scale(gpu_ctx_t *ctx, float *g, size_t n, float s)
+{
+    int rc = GPU_OK;
+    if (!ctx || (n > 0 && !g))
+        return GPU_EINVAL;
+    if (n == 0)
+        return GPU_OK;
+    k_scale<<<gpuk_blocks(n), GPUK_THREADS, 0, ctx->stream>>>(g, n, s);
+    GPU_CUDA(cudaGetLastError());
+    return GPU_OK;
+fail:
+    return rc;
+}
+
+/* ---- optimizers: optim.c's formulas, one element per thread --------------- */
+
+struct gpu_optim {
+    gpu_ctx_t *ctx;
+    optim_cfg_t cfg;
+    size_t n;
+    float *m;   /* device: SGD momentum or Adam first moment */
+    float *v;   /* device: Adam second moment; NULL for SGD */
+    int64_t updates;
+};
+
+/* First SGD update: buf = g, p -= lr * g with g = grad + wd * p. */
+__global__ static void k_sgd_first(float *p, const float *grad, float *buf,
+                                   size_t n, float flr, float wd)
+{
+    GRID_STRIDE(i, n) {
+        float g = __fadd_rn(grad[i], __fmul_rn(wd, p[i]));
+        buf[i] = g;
+        p[i] = __fsub_rn(p[i], __fmul_rn(flr, g));
+    }
+}
+
+/* Later SGD updates: buf = mu * buf + (grad + wd * p), p -= lr * buf. */
+__global__ static void k_sgd(float *p, const float *grad, float *buf, size_t n,
+                             float flr, float mu, float wd)
+{
+    GRID_STRIDE(i, n) {
+        float b = __fadd_rn(__fmul_rn(mu, buf[i]),
+                            __fadd_rn(grad[i], __fmul_rn(wd, p[i])));
+        buf[i] = b;
+        p[i] = __fsub_rn(p[i], __fmul_rn(flr, b));
+    }
+}
+
+/* Adam / AdamW with the constants optim.c computes once per step. */
+__global__ static void k_adam(float *p, const float *grad, float *m, float *v,
+                              size_t n, float shrink, float l2, float b1,
+                              float c1, float b2, float c2, float eps, float ss,
+                              float rs)
+{
+    GRID_STRIDE(i, n) {
+        float w = __fmul_rn(p[i], shrink);
+        float g = __fadd_rn(grad[i], __fmul_rn(l2, w));
+        float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(c1, g));
+        float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(c2, __fmul_rn(g, g)));
+        m[i] = mi;
+        v[i] = vi;
+        float den = __fadd_rn(__fmul_rn(__fsqrt_rn(vi), rs), eps);
+        p[i] = __fsub_rn(w, __fmul_rn(ss, __fdiv_rn(mi, den)));
+    }
+}
+
+extern "C" int gpu_optim_create(gpu_optim_t **out, gpu_ctx_t *ctx,
+                                const optim_cfg_t *cfg, size_t nparams)
+{
+    int rc = GPU_OK;
+    gpu_optim_t *go = NULL;
+    optim_t *probe = NULL;
+
+    if (!out)
+        return GPU_EINVAL;
+    *out = NULL;
+    if (!ctx || !cfg || nparams == 0 || nparams > SIZE_MAX / sizeof(float))
+        return GPU_EINVAL;
+    /* optim_init is the one judge of a valid configuration; a 1-element
+     * probe keeps the rules in one place. */
+    if (optim_init(&probe, cfg, 1) != 0)
+        return gpu_fail_msg(GPU_EINVAL, __FILE__, __LINE__,
+                            "gpu_optim_create: bad optimizer configuration");
+    optim_free(probe);
+
+    go = (gpu_optim_t *)calloc(1, sizeof(*go));
+    if (!go)
+        GPU_FAIL(GPU_ENOMEM, "gpu_optim_create: out of host memory");
+    go->ctx = ctx;
+    go->cfg = *cfg;
+    go->n = nparams;
+    GPU_CUDA(cudaSetDevice(ctx->ordinal));
+    GPU_CUDA(cudaMalloc((void **)&go->m, nparams * sizeof(float)));
+    GPU_CUDA(cudaMemsetAsync(go->m, 0, nparams * sizeof(float), ctx->stream));
+    if (cfg->kind != OPT_SGD) {
+        GPU_CUDA(cudaMalloc((void **)&go->v, nparams * sizeof(float)));
+        GPU_CUDA(cudaMemsetAsync(go->v, 0, nparams * sizeof(float), ctx->stream));
+    }
+    GPU_CUDA(cudaStreamSynchronize(ctx->stream));
+    *out = go;
+    return GPU_OK;
+fail:
+    gpu_optim_free(go);
+    return rc;
+}
+
+extern "C" void gpu_optim_free(gpu_optim_t *go)
+{
+    if (!go)
+        return;
+    cudaFree(go->m);
+    cudaFree(go->v);
+    free(go);
+}
+
+extern "C" int gpu_optim_step(gpu_optim_t *go, float *dparams, const float *dgrad,
+                              int64_t step)
+{
+    int rc = GPU_OK;
+    if (!go || !dparams || !dgrad || step < 0)
+        return GPU_EINVAL;
+    const optim_cfg_t *c = &go->cfg;
+    const double lr = optim_lr(c, step);
+    cudaStream_t s = go->ctx->stream;
+    const unsigned int blocks = gpuk_blocks(go->n);
+
+    if (c->kind == OPT_SGD) {
+        const float flr = (float)lr, mu = (float)c->momentum;
+        const float wd = (float)c->weight_decay;
+        if (go->updates == 0)
+            k_sgd_first<<<blocks, GPUK_THREADS, 0, s>>>(dparams, dgrad, go->m,
+                                                        go->n, flr, wd);
+        else
+            k_sgd<<<blocks, GPUK_THREADS, 0, s>>>(dparams, dgrad, go->m, go->n,
+                                                  flr, mu, wd);
+    } else {
+        /* The scalars exactly as optim.c's step_adam computes them. */
+        const double t = (double)step + 1.0;
+        const double bc1 = 1.0 - pow(c->beta1, t);
+        const double bc2 = 1.0 - pow(c->beta2, t);
+        const float b1 = (float)c->beta1, c1 = (float)(1.0 - c->beta1);
+        const float b2 = (float)c->beta2, c2 = (float)(1.0 - c->beta2);
+        const float eps = (float)c->eps;
+        const float ss = (float)(lr / bc1);
+        const float rs = (float)(1.0 / sqrt(bc2));
+        const int adamw = c->kind == OPT_ADAMW;
+        const float shrink = adamw ? (float)(1.0 - lr * c->weight_decay) : 1.0f;
+        const float l2 = adamw ? 0.0f : (float)c->weight_decay;
+        k_adam<<<blocks, GPUK_THREADS, 0, s>>>(dparams, dgrad, go->m, go->v,
+                                               go->n, shrink, l2, b1, c1, b2, c2,
+                                               eps, ss, rs);
+    }
+    GPU_CUDA(cudaGetLastError());
+    go->updates++;
+    return GPU_OK;
+fail:
+    return rc;
+}
+
+extern "C" float *gpu_optim_state_m(gpu_optim_t *go)
+{
+    return go ? go->m : NULL;
+}
+
+extern "C" float *gpu_optim_state_v(gpu_optim_t *go)
+{
+    return go ? go->v : NULL;
+}
+
+extern "C" int64_t gpu_optim_updates(const gpu_optim_t *go)
+{
+    return go ? go->updates : 0;
+}
+
+extern "C" void gpu_optim_set_updates(gpu_optim_t *go, int64_t n)
+{
+    if (go && n >= 0)
+        go->updates = n;
+}
