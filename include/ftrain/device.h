@@ -1,0 +1,83 @@
+/*
+ * device.h - where a rank computes (--device auto|cpu|cuda) and what GPU
+ * support this binary carries (ftrain --version).
+ *
+ * HowTo: device_choose(cfg_device, w->local_rank, &kind, &ordinal, why,
+ * sizeof why) on every rank after world_init; print `why` on rank 0 (or
+ * each rank with world_print); then gpu_init(&ctx, ordinal) when kind is
+ * DEVICE_CUDA.  Ranks of one node spread over its GPUs round-robin
+ * (ordinal = local_rank % visible GPUs), so CUDA_VISIBLE_DEVICES and SLURM's
+ * --gpus-per-task both work.  device_build_info() gives one line for
+ * --version; device_nccl_warning() a warning to print before training when
+ * the loaded NCCL is one known to take over SIGUSR1, ftrain's default stop
+ * signal.
+ */
+#ifndef FTRAIN_DEVICE_H
+#define FTRAIN_DEVICE_H
+
+#include <stddef.h>
+
+typedef enum { DEVICE_CPU = 0, DEVICE_CUDA = 1 } device_kind_t;
+
+typedef enum {
+    DEVICE_OK = 0,
+    DEVICE_EINVAL = -1,   /* not "auto", "cpu" or "cuda", or bad arguments */
+    DEVICE_ENODEV = -2    /* "cuda" asked for, but no GPU (or no CUDA build) */
+} device_err_t;
+
+/**
+ * Pick the device for this rank.  want is "auto" (a GPU when one is visible,
+ * else the CPU), "cpu" or "cuda" (a GPU or an error).  On success *kind and
+ * *ordinal (GPU index, -1 for the CPU) are set and why gets one line saying
+ * what was chosen and why, e.g.
+ *   "cuda: 4 GPUs visible, local rank 1 -> GPU 1 (NVIDIA H100 80GB HBM3)"
+ *   "cpu: no GPU visible (cudaGetDeviceCount: no CUDA-capable device is detected)"
+ *   "cpu: built without CUDA"
+ *   "cpu: --device cpu"
+ * On failure why says what is wrong.
+ * @return DEVICE_OK, DEVICE_EINVAL (unknown want, negative local_rank, NULL
+ *         outputs) or DEVICE_ENODEV (want "cuda" and no GPU usable).
+ */
+int device_choose(const char *want, int local_rank, device_kind_t *kind,
+                  int *ordinal, char *why, size_t cap);
+
+/**
+ * The number of visible GPUs; 0 when none, when CUDA reports an error (its
+ * message goes to why when why is not NULL) or when built without CUDA.
+ * @return the count, >= 0.
+ */
+int device_gpu_count(char *why, size_t cap);
+
+/**
+ * One line for --version: "CUDA 13.0 (runtime 13.0), NCCL 2.28.9 (loaded
+ * 2.28.9)", "CUDA 13.0 (runtime: no driver ...), NCCL: not built in" or
+ * "CUDA: not built in; NCCL: not built in".  The build versions come from
+ * the headers at compile time, the runtime ones from the loaded libraries.
+ * @return buf.
+ */
+const char *device_build_info(char *buf, size_t cap);
+
+/** @return 1 when built with CUDA (make CUDA=auto/1 with nvcc), else 0. */
+int device_cuda_built(void);
+/** @return 1 when built with NCCL, else 0. */
+int device_nccl_built(void);
+
+/**
+ * The SIGUSR1 check for an NCCL version code as ncclGetVersion() returns it
+ * (2.12.10 -> 21210; before 2.9 the code was X*1000+Y*100+Z).  When the
+ * version is 2.12.x or 2.13.x, writes a warning to buf.
+ * @return 1 when a warning was written, else 0.
+ */
+int device_nccl_sigusr1_check(int version_code, char *buf, size_t cap);
+
+/**
+ * The same check for the NCCL this process has loaded (ncclGetVersion).
+ * @return 1 when a warning was written to buf, 0 when none is needed or
+ *         NCCL is not built in.
+ */
+int device_nccl_warning(char *buf, size_t cap);
+
+/** @return a static name for an error code. */
+const char *device_strerror(int err);
+
+#endif
