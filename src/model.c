@@ -23,6 +23,8 @@
  * written before it is read, and the only parallelism is inside OpenBLAS, so
  * a call's result depends only on its inputs, the parameters and the BLAS
  * thread count.  All memory is allocated in model_init; calls never allocate.
+ * The workspace lives in the model, so one model serves one thread at a time.
+ * A call that returns MODEL_EINVAL has touched neither grad nor the model.
  *
  * Initialisation: every layer's weights are uniform in [-bound, bound) with
  * bound = sqrt(6 / fan_in) for ReLU nets (Kaiming-uniform, gain sqrt 2) and
