@@ -56,8 +56,8 @@ ifneq ($(CUDA_ENABLED),)
                      $(if $(wildcard $(d)/include/nccl.h),$(d)/include,)))
     ifneq ($(NCCL_INCDIR),)
       NCCL_LIBDIR := $(firstword $(foreach d,$(NCCL_HOME) $(CUDA_HOME),\
-                       $(if $(wildcard $(d)/lib/libnccl.so $(d)/lib64/libnccl.so),\
-                         $(dir $(firstword $(wildcard $(d)/lib/libnccl.so $(d)/lib64/libnccl.so))),)))
+                       $(if $(wildcard $(d)/lib64/libnccl.so $(d)/lib/libnccl.so),\
+                         $(dir $(firstword $(wildcard $(d)/lib64/libnccl.so $(d)/lib/libnccl.so))),)))
       CUDA_CFLAGS += -DFTRAIN_NCCL=1
       ifneq ($(NCCL_INCDIR),$(CUDA_HOME)/include)
         CUDA_CFLAGS += -isystem $(NCCL_INCDIR)

@@ -84,12 +84,20 @@ extern "C" int gpu_init(gpu_ctx_t **out, int ordinal)
 {
     int rc = GPU_OK;
     int count = 0;
+    cudaError_t cerr = cudaSuccess;
     gpu_ctx_t *ctx = NULL;
 
     if (!out)
         return GPU_EINVAL;
     *out = NULL;
-    GPU_CUDA(cudaGetDeviceCount(&count));
+    cerr = cudaGetDeviceCount(&count);
+    if (cerr != cudaSuccess) {
+        cudaGetLastError(); /* clear it: "no device" is an answer here */
+        snprintf(gpu_err_buf, sizeof gpu_err_buf,
+                 "gpu_init: no GPU visible (cudaGetDeviceCount: %s)",
+                 cudaGetErrorString(cerr));
+        return GPU_ENODEV;
+    }
     if (ordinal < 0 || ordinal >= count) {
         snprintf(gpu_err_buf, sizeof gpu_err_buf,
                  "gpu_init: no GPU %d (%d visible)", ordinal, count);

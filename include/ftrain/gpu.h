@@ -56,12 +56,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ftrain/model.h"
-#include "ftrain/optim.h"
-
+/* model.h and optim.h are C headers without linkage blocks of their own. */
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include "ftrain/model.h"
+#include "ftrain/optim.h"
 
 typedef enum {
     GPU_OK = 0,

@@ -1,0 +1,121 @@
+/*
+ * device.c - checks --device selection (device.h) on a machine where no GPU
+ * is visible, the --version build line against how this test was built, the
+ * NCCL SIGUSR1 version check, and the "built without" stubs.
+ *
+ * CUDA_VISIBLE_DEVICES is emptied before any CUDA call, so the checks hold
+ * on GPU machines too: CUDA then reports that no device is visible.  The GPU
+ * side of device_choose is checked by gpu_kernels.c where a GPU exists.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ftrain/comm_nccl.h"
+#include "ftrain/device.h"
+#include "ftrain/gpu.h"
+#include "tap.h"
+
+#ifdef FTRAIN_CUDA
+#define BUILT_CUDA 1
+#else
+#define BUILT_CUDA 0
+#endif
+#ifdef FTRAIN_NCCL
+#define BUILT_NCCL 1
+#else
+#define BUILT_NCCL 0
+#endif
+
+int main(void)
+{
+    char why[512], info[512], warn[512];
+    device_kind_t kind;
+    int ord = 7, rc;
+
+    setenv("CUDA_VISIBLE_DEVICES", "", 1);
+    plan(32);
+
+    rc = device_choose("cpu", 0, &kind, &ord, why, sizeof why);
+    is_int(rc, DEVICE_OK, "--device cpu: ok");
+    ok(kind == DEVICE_CPU && ord == -1, "--device cpu: the CPU, no ordinal");
+    ok(strncmp(why, "cpu:", 4) == 0, "--device cpu: says cpu ('%s')", why);
+
+    rc = device_choose("auto", 3, &kind, &ord, why, sizeof why);
+    is_int(rc, DEVICE_OK, "--device auto without a GPU: ok");
+    ok(kind == DEVICE_CPU && ord == -1, "--device auto without a GPU: the CPU");
+    ok(strncmp(why, "cpu:", 4) == 0, "auto: says cpu ('%s')", why);
+    if (BUILT_CUDA)
+        ok(strstr(why, "no GPU") && strstr(why, "cudaGetDeviceCount"),
+           "auto: reason names no GPU and CUDA's answer");
+    else
+        ok(strstr(why, "built without CUDA") != NULL, "auto: reason is the build");
+
+    ord = 5;
+    rc = device_choose("cuda", 0, &kind, &ord, why, sizeof why);
+    is_int(rc, DEVICE_ENODEV, "--device cuda without a GPU: an error");
+    ok(kind == DEVICE_CPU && ord == -1, "--device cuda failed: outputs reset");
+    ok(strstr(why, BUILT_CUDA ? "no GPU visible" : "built without CUDA") != NULL,
+       "--device cuda: reason given ('%s')", why);
+    ok(strstr(device_strerror(rc), "GPU") != NULL, "device_strerror names it");
+
+    rc = device_choose("bogus", 0, &kind, &ord, why, sizeof why);
+    is_int(rc, DEVICE_EINVAL, "--device bogus: invalid");
+    ok(strstr(why, "'bogus'") && strstr(why, "auto, cpu or cuda"),
+       "bogus: message quotes it and lists the choices ('%s')", why);
+    is_int(device_choose("", 0, &kind, &ord, why, sizeof why), DEVICE_EINVAL,
+           "empty device: invalid");
+    is_int(device_choose("auto", -1, &kind, &ord, why, sizeof why), DEVICE_EINVAL,
+           "negative local rank: invalid");
+    is_int(device_choose("auto", 0, NULL, &ord, why, sizeof why), DEVICE_EINVAL,
+           "NULL kind: invalid");
+    is_int(device_choose(NULL, 0, &kind, &ord, NULL, 0), DEVICE_EINVAL,
+           "NULL want and no message buffer: invalid, no crash");
+
+    why[0] = 'x';
+    is_int(device_gpu_count(why, sizeof why), 0, "no GPU counted");
+    ok(why[0] != '\0' && why[0] != 'x', "gpu count gives a reason ('%s')", why);
+
+    device_build_info(info, sizeof info);
+    diag("build info: %s", info);
+    is_int(device_cuda_built(), BUILT_CUDA, "device_cuda_built matches the build");
+    is_int(device_nccl_built(), BUILT_NCCL, "device_nccl_built matches the build");
+    ok((strstr(info, "CUDA: not built in") == NULL) == BUILT_CUDA,
+       "build info says CUDA built in exactly when it is");
+    ok((strstr(info, "NCCL: not built in") == NULL) == BUILT_NCCL,
+       "build info says NCCL built in exactly when it is");
+    {
+        char small[8];
+        device_build_info(small, sizeof small);
+        ok(strlen(small) < sizeof small, "build info truncates to the buffer");
+    }
+
+    ok(device_nccl_sigusr1_check(21205, warn, sizeof warn) == 1 &&
+           strstr(warn, "2.12.5") && strstr(warn, "SIGUSR1"),
+       "NCCL 2.12.5: SIGUSR1 warning ('%s')", warn);
+    ok(device_nccl_sigusr1_check(21319, warn, sizeof warn) == 1 &&
+           strstr(warn, "2.13.19"), "NCCL 2.13.19: warning");
+    ok(device_nccl_sigusr1_check(21400, warn, sizeof warn) == 0 &&
+           device_nccl_sigusr1_check(21104, warn, sizeof warn) == 0 &&
+           device_nccl_sigusr1_check(22809, warn, sizeof warn) == 0 &&
+           device_nccl_sigusr1_check(2803, warn, sizeof warn) == 0 &&
+           device_nccl_sigusr1_check(0, warn, sizeof warn) == 0,
+       "NCCL 2.14, 2.11, 2.28, 2.8 and unknown: no warning");
+    rc = device_nccl_warning(warn, sizeof warn);
+    ok(rc == 0 || rc == 1, "warning for the loaded NCCL: %s", rc ? warn : "none");
+
+    /* The GPU entry points fail cleanly with no GPU or no CUDA build. */
+    gpu_ctx_t *ctx = (gpu_ctx_t *)&ord;
+    rc = gpu_init(&ctx, 0);
+    is_int(rc, BUILT_CUDA ? GPU_ENODEV : GPU_ENOTBUILT, "gpu_init: %s (%s)",
+           gpu_strerror(rc), gpu_last_error());
+    ok(ctx == NULL, "gpu_init failure leaves no context");
+    gpu_close(NULL);
+    gpu_model_free(NULL);
+    gpu_optim_free(NULL);
+    ok(1, "gpu frees accept NULL");
+    comm_t *c = (comm_t *)&ord;
+    rc = comm_open_nccl(&c, NULL, 0, NULL, 10.0);
+    ok(c == NULL && rc == (BUILT_NCCL ? COMM_EINVAL : COMM_EFAIL),
+       "comm_open_nccl without a world: %s (%s)", comm_strerror(rc), comm_last_error());
+    return done_testing();
+}

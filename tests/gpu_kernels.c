@@ -1,0 +1,391 @@
+/*
+ * gpu_kernels.c - checks the GPU path (gpu.h) against the CPU code it
+ * mirrors: forward/backward and evaluation of small MLPs against model.c
+ * (float tolerance: cuBLAS sums in another order), gradient accumulation,
+ * the optimizers against optim_step (bit for bit on x86-64), the fixed-point
+ * conversion both ways against train.c's formulas (bit for bit), max |g|
+ * (exact, NaN propagating), determinism (two runs, same bits) and the
+ * device choice with a GPU visible.
+ *
+ * Needs a GPU: without one, or when built without CUDA, the whole test is
+ * skipped with the reason.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ftrain/device.h"
+#include "ftrain/gpu.h"
+#include "ftrain/model.h"
+#include "ftrain/optim.h"
+#include "ftrain/rng.h"
+#include "tap.h"
+
+#ifndef FTRAIN_CUDA
+int main(void)
+{
+    skip_all("built without CUDA (make CUDA=0 or no nvcc)");
+}
+#else
+
+static gpu_ctx_t *ctx;
+
+/* Abort the test with a message when a GPU call fails: everything after it
+ * would only fail confusingly. */
+#define GPU_OK_OR_BAIL(call)                                                  \
+    do {                                                                      \
+        int r_ = (call);                                                      \
+        if (r_ != GPU_OK) {                                                   \
+            ok(0, "%s: %s (%s)", #call, gpu_strerror(r_), gpu_last_error());  \
+            return;                                                           \
+        }                                                                     \
+    } while (0)
+
+static float urand(rng_t *r, double lo, double hi)
+{
+    return (float)(lo + (hi - lo) * rng_uniform(r));
+}
+
+/* Max |a - b| / max(1e-3, max |b|) over n floats. */
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+    double d = 0, m = 1e-3;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - (double)b[i]);
+        d = e > d ? e : d;
+        m = fabs(b[i]) > m ? fabs(b[i]) : m;
+    }
+    return d / m;
+}
+
+/* One architecture: forward/backward, evaluation, accumulation and
+ * determinism against model.c.  8 tests. */
+static void check_model(const char *name, int nl, const int *dims, model_act_t act,
+                        model_loss_t loss, uint64_t seed)
+{
+    model_arch_t a;
+    memset(&a, 0, sizeof a);
+    a.nlayers = nl;
+    for (int i = 0; i <= nl; i++)
+        a.dims[i] = dims[i];
+    a.act = act;
+    a.loss = loss;
+    const int B = 32, N = 23, NE = 70;
+    const int in = dims[0], k = dims[nl];
+    model_t *m = NULL;
+    gpu_model_t *gm = NULL;
+    float *dgrad = NULL;
+    if (model_init(&m, &a, seed, B) != MODEL_OK) {
+        ok(0, "%s: model_init", name);
+        return;
+    }
+    size_t P = model_num_params(m);
+    float *x = malloc(sizeof(float) * (size_t)NE * in);
+    float *y = malloc(sizeof(float) * (size_t)NE * k);
+    int32_t *lab = malloc(sizeof(int32_t) * NE);
+    float *gc = malloc(sizeof(float) * P), *gg = malloc(sizeof(float) * P);
+    float *g1 = malloc(sizeof(float) * P), *g2 = malloc(sizeof(float) * P);
+    rng_t r = rng_make(seed, 99);
+    for (int i = 0; i < NE * in; i++)
+        x[i] = urand(&r, -1, 1);
+    for (int i = 0; i < NE * k; i++)
+        y[i] = urand(&r, -1, 1);
+    for (int i = 0; i < NE; i++)
+        lab[i] = (int32_t)(rng_next(&r) % (uint64_t)k);
+    for (size_t i = 0; i < P; i++)
+        gc[i] = urand(&r, -0.5, 0.5); /* a non-zero start: accumulation */
+
+    int rc = gpu_model_create(&gm, ctx, &a, B, model_params(m));
+    if (rc != GPU_OK || gpu_alloc(ctx, P * sizeof(float), (void **)&dgrad) != GPU_OK) {
+        ok(0, "%s: gpu_model_create: %s (%s)", name, gpu_strerror(rc), gpu_last_error());
+        goto out;
+    }
+    is_int(gpu_model_num_params(gm), P, "%s: %zu parameters on both", name, P);
+
+    double lc = 0, lg = 0;
+    int64_t hc = 0, hg = 0;
+    rc = gpu_upload(ctx, dgrad, gc, P * sizeof(float));
+    if (rc == GPU_OK)
+        rc = gpu_model_forward_backward(gm, x, lab, y, N, dgrad, &lg, &hg);
+    if (rc == GPU_OK)
+        rc = gpu_download(ctx, gg, dgrad, P * sizeof(float), NULL);
+    model_forward_backward(m, x, lab, y, N, gc, &lc, &hc);
+    if (rc != GPU_OK) {
+        ok(0, "%s: forward_backward: %s (%s)", name, gpu_strerror(rc), gpu_last_error());
+        goto out;
+    }
+    double d = rel_diff(gg, gc, P);
+    ok(d < 2e-5, "%s: gradient (added to a non-zero buffer) matches the CPU, rel diff %.2g",
+       name, d);
+    ok(fabs(lg - lc) <= 1e-5 * (fabs(lc) + 1) && hg == hc,
+       "%s: loss %.9g vs %.9g, hits %lld vs %lld", name, lg, lc, (long long)hg,
+       (long long)hc);
+
+    /* Two runs from zero give the same bits. */
+    int same = 1;
+    for (int t = 0; t < 2; t++) {
+        float *dst = t ? g2 : g1;
+        if (gpu_memset0(ctx, dgrad, P * sizeof(float)) != GPU_OK ||
+            gpu_model_forward_backward(gm, x, lab, y, N, dgrad, NULL, NULL) != GPU_OK ||
+            gpu_download(ctx, dst, dgrad, P * sizeof(float), NULL) != GPU_OK)
+            same = 0;
+    }
+    ok(same && memcmp(g1, g2, P * sizeof(float)) == 0, "%s: two runs, identical bits", name);
+
+    /* The pinned staging buffers give the same result as host arrays. */
+    float *sx = NULL, *sy = NULL;
+    int32_t *sl = NULL;
+    gpu_model_batch_buffers(gm, &sx, &sl, &sy);
+    memcpy(sx, x, sizeof(float) * (size_t)N * in);
+    memcpy(sy, y, sizeof(float) * (size_t)N * k);
+    memcpy(sl, lab, sizeof(int32_t) * N);
+    rc = gpu_memset0(ctx, dgrad, P * sizeof(float));
+    if (rc == GPU_OK)
+        rc = gpu_model_forward_backward(gm, sx, sl, sy, N, dgrad, NULL, NULL);
+    if (rc == GPU_OK)
+        rc = gpu_download(ctx, g2, dgrad, P * sizeof(float), NULL);
+    ok(rc == GPU_OK && memcmp(g1, g2, P * sizeof(float)) == 0,
+       "%s: staged in the pinned buffers: same bits", name);
+
+    /* Evaluation over more samples than max_batch (chunks). */
+    rc = gpu_model_evaluate(gm, x, lab, y, NE, &lg, &hg);
+    model_evaluate(m, x, lab, y, NE, &lc, &hc);
+    ok(rc == GPU_OK && fabs(lg - lc) <= 1e-5 * (fabs(lc) + 1) && hg == hc,
+       "%s: evaluate %d samples: loss %.9g vs %.9g, hits %lld vs %lld", name, NE, lg, lc,
+       (long long)hg, (long long)hc);
+
+    rc = gpu_model_forward_backward(gm, x, lab, y, 0, dgrad, &lg, &hg);
+    ok(rc == GPU_OK && lg == 0 && hg == 0, "%s: zero samples: nothing", name);
+    if (loss == LOSS_XENT) {
+        int32_t bad = lab[3];
+        lab[3] = k;
+        rc = gpu_model_forward_backward(gm, x, lab, y, N, dgrad, NULL, NULL);
+        lab[3] = bad;
+        is_int(rc, GPU_EINVAL, "%s: a label out of range is refused", name);
+    } else {
+        rc = gpu_model_forward_backward(gm, x, lab, y, B + 1, dgrad, NULL, NULL);
+        is_int(rc, GPU_EINVAL, "%s: more than max_batch samples is refused", name);
+    }
+out:
+    gpu_dfree(ctx, dgrad);
+    gpu_model_free(gm);
+    model_free(m);
+    free(x);
+    free(y);
+    free(lab);
+    free(gc);
+    free(gg);
+    free(g1);
+    free(g2);
+}
+
+/* One optimizer config: 4 steps on CPU and GPU from the same start.
+ * 2 tests. */
+static void check_optim(const char *name, const optim_cfg_t *cfg)
+{
+    const size_t P = 1003; /* not a multiple of 4: the CPU's SSE tail too */
+    optim_t *o = NULL;
+    gpu_optim_t *go = NULL;
+    float *p = malloc(P * sizeof(float)), *pg = malloc(P * sizeof(float));
+    float *g = malloc(P * sizeof(float)), *mg = malloc(P * sizeof(float));
+    float *dp = NULL, *dg = NULL;
+    int rc = optim_init(&o, cfg, P);
+    rng_t r = rng_make(7, 3);
+    for (size_t i = 0; i < P; i++)
+        p[i] = urand(&r, -1, 1);
+    if (rc == 0)
+        rc = gpu_optim_create(&go, ctx, cfg, P);
+    if (rc == 0)
+        rc = gpu_alloc(ctx, P * sizeof(float), (void **)&dp);
+    if (rc == 0)
+        rc = gpu_alloc(ctx, P * sizeof(float), (void **)&dg);
+    if (rc == 0)
+        rc = gpu_upload(ctx, dp, p, P * sizeof(float));
+    for (int64_t s = 0; rc == 0 && s < 4; s++) {
+        for (size_t i = 0; i < P; i++)
+            g[i] = urand(&r, -0.1, 0.1) * (i % 17 == 0 ? 1e-4f : 1.0f);
+        rc = gpu_upload(ctx, dg, g, P * sizeof(float));
+        if (rc == 0)
+            rc = gpu_optim_step(go, dp, dg, s);
+        optim_step(o, p, g, s);
+    }
+    if (rc == 0)
+        rc = gpu_download(ctx, pg, dp, P * sizeof(float), NULL);
+    if (rc == 0)
+        rc = gpu_download(ctx, mg, gpu_optim_state_m(go), P * sizeof(float), NULL);
+    if (rc != 0) {
+        ok(0, "%s: %s (%s)", name, gpu_strerror(rc), gpu_last_error());
+        ok(0, "%s: state", name);
+        ok(0, "%s: update counts", name);
+        goto out;
+    }
+    double d = rel_diff(pg, p, P);
+#if defined(__x86_64__)
+    /* Same operations, each rounded once, on both sides. */
+    ok(memcmp(pg, p, P * sizeof(float)) == 0, "%s: 4 steps, same bits as optim_step "
+       "(rel diff %.2g)", name, d);
+#else
+    /* Hosts whose compiler fuses a*b+c round differently. */
+    ok(d < 1e-6, "%s: 4 steps match optim_step, rel diff %.2g", name, d);
+#endif
+    ok(memcmp(mg, optim_state_m(o), P * sizeof(float)) == 0 ||
+           rel_diff(mg, optim_state_m(o), P) < 1e-6,
+       "%s: first moment / momentum matches", name);
+    is_int(gpu_optim_updates(go), optim_updates(o), "%s: update counts agree", name);
+out:
+    gpu_dfree(ctx, dp);
+    gpu_dfree(ctx, dg);
+    gpu_optim_free(go);
+    optim_free(o);
+    free(p);
+    free(pg);
+    free(g);
+    free(mg);
+}
+
+/* Fixed point both ways and max |g| against the CPU formulas.  9 tests. */
+static void check_reduction(void)
+{
+    const size_t P = 100003;
+    float *g = malloc(P * sizeof(float)), *back = malloc(P * sizeof(float));
+    float *backg = malloc(P * sizeof(float));
+    int64_t *acc = malloc(P * sizeof(int64_t)), *accg = malloc(P * sizeof(int64_t));
+    float *dg = NULL;
+    int64_t *dacc = NULL;
+    rng_t r = rng_make(11, 5);
+    float mx = 0;
+    for (size_t i = 0; i < P; i++) {
+        /* Magnitudes over many octaves, both signs, some exact halves. */
+        float v = urand(&r, -1, 1) * ldexpf(1.0f, -(int)(rng_next(&r) % 30));
+        if (i % 1000 == 7)
+            v = 0.5f;
+        g[i] = v;
+        mx = fabsf(v) > mx ? fabsf(v) : mx;
+        acc[i] = (int64_t)(rng_next(&r) >> 4) - ((int64_t)1 << 58);
+    }
+    g[P / 2] = -1.75f; /* the max, negative */
+    mx = 1.75f;
+    int kexp = 0, micros = 8, mbits = 3;
+    frexp(mx, &kexp);
+    int e = 62 - kexp - mbits;
+    (void)micros;
+
+    GPU_OK_OR_BAIL(gpu_alloc(ctx, P * sizeof(float), (void **)&dg));
+    GPU_OK_OR_BAIL(gpu_alloc(ctx, P * sizeof(int64_t), (void **)&dacc));
+    GPU_OK_OR_BAIL(gpu_upload(ctx, dg, g, P * sizeof(float)));
+    GPU_OK_OR_BAIL(gpu_upload(ctx, dacc, acc, P * sizeof(int64_t)));
+
+    float got = -1;
+    GPU_OK_OR_BAIL(gpu_maxabs(ctx, dg, P, &got));
+    ok(got == mx, "maxabs: exact (%.9g)", (double)got);
+    GPU_OK_OR_BAIL(gpu_maxabs(ctx, dg, 0, &got));
+    ok(got == 0.0f, "maxabs of nothing is 0");
+
+    /* acc += llrint(g * 2^e), twice, as train.c does per micro-batch. */
+    double scale = ldexp(1.0, e);
+    for (int t = 0; t < 2; t++) {
+        GPU_OK_OR_BAIL(gpu_fixed_accumulate(ctx, dacc, dg, P, e));
+        for (size_t i = 0; i < P; i++)
+            acc[i] += llrint((double)g[i] * scale);
+    }
+    GPU_OK_OR_BAIL(gpu_download(ctx, accg, dacc, P * sizeof(int64_t), NULL));
+    ok(memcmp(acc, accg, P * sizeof(int64_t)) == 0,
+       "fixed-point accumulate: bit-identical to llrint (e = %d)", e);
+
+    int64_t nstep = 37;
+    double inv = ldexp(1.0, -e) / (double)nstep;
+    for (size_t i = 0; i < P; i++)
+        back[i] = (float)((double)acc[i] * inv);
+    GPU_OK_OR_BAIL(gpu_fixed_to_float(ctx, dg, dacc, P, e, nstep));
+    GPU_OK_OR_BAIL(gpu_download(ctx, backg, dg, P * sizeof(float), NULL));
+    ok(memcmp(back, backg, P * sizeof(float)) == 0, "fixed point -> float: bit-identical");
+    is_int(gpu_fixed_to_float(ctx, dg, dacc, P, e, 0), GPU_EINVAL, "nstep 0 refused");
+
+    /* Scale and NaN propagation in maxabs. */
+    GPU_OK_OR_BAIL(gpu_upload(ctx, dg, g, P * sizeof(float)));
+    GPU_OK_OR_BAIL(gpu_scale(ctx, dg, P, 0.25f));
+    GPU_OK_OR_BAIL(gpu_download(ctx, backg, dg, P * sizeof(float), NULL));
+    int scaled = 1;
+    for (size_t i = 0; i < P; i++)
+        scaled &= backg[i] == g[i] * 0.25f;
+    ok(scaled, "gpu_scale multiplies exactly");
+    g[12345] = NAN;
+    GPU_OK_OR_BAIL(gpu_upload(ctx, dg, g, P * sizeof(float)));
+    GPU_OK_OR_BAIL(gpu_maxabs(ctx, dg, P, &got));
+    ok(isnan(got), "maxabs: a NaN propagates");
+    g[12345] = -INFINITY;
+    GPU_OK_OR_BAIL(gpu_upload(ctx, dg, g, P * sizeof(float)));
+    GPU_OK_OR_BAIL(gpu_maxabs(ctx, dg, P, &got));
+    ok(isinf(got) && got > 0, "maxabs: -inf gives +inf");
+
+    double secs = -1;
+    GPU_OK_OR_BAIL(gpu_download(ctx, back, dg, P * sizeof(float), &secs));
+    ok(secs >= 0 && secs < 60, "download reports its time (%.6f s)", secs);
+
+    gpu_dfree(ctx, dg);
+    gpu_dfree(ctx, dacc);
+    free(g);
+    free(back);
+    free(backg);
+    free(acc);
+    free(accg);
+}
+
+int main(void)
+{
+    char why[512];
+    int n = device_gpu_count(why, sizeof why);
+    if (n <= 0) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "no GPU visible (%s)", why);
+        skip_all(msg);
+    }
+    plan(2 + 1 + 3 * 8 + 3 * 3 + 9);
+
+    device_kind_t kind;
+    int ord = -1;
+    int rc = device_choose("auto", 1, &kind, &ord, why, sizeof why);
+    ok(rc == DEVICE_OK && kind == DEVICE_CUDA && ord == 1 % n,
+       "--device auto with %d GPU(s): local rank 1 -> GPU %d ('%s')", n, ord, why);
+    ok(strncmp(why, "cuda: ", 6) == 0 && strstr(why, "GPU"), "the reason names the GPU");
+
+    rc = gpu_init(&ctx, 0);
+    if (!ok(rc == GPU_OK, "gpu_init(0): %s", rc ? gpu_last_error() : "ok")) {
+        diag("cannot go on without a context");
+        return done_testing();
+    }
+
+    static const int d1[] = {12, 16, 8, 5};
+    static const int d2[] = {7, 10, 3};
+    static const int d3[] = {9, 4};
+    check_model("relu xent 12-16-8-5", 3, d1, ACT_RELU, LOSS_XENT, 1);
+    check_model("tanh mse 7-10-3", 2, d2, ACT_TANH, LOSS_MSE, 2);
+    check_model("linear xent 9-4", 1, d3, ACT_TANH, LOSS_XENT, 3);
+
+    optim_cfg_t c;
+    optim_cfg_default(&c);
+    c.kind = OPT_SGD;
+    c.lr = 0.05;
+    c.momentum = 0.9;
+    c.weight_decay = 1e-3;
+    check_optim("sgd momentum wd", &c);
+    optim_cfg_default(&c);
+    c.weight_decay = 1e-2;
+    c.schedule = SCHED_COSINE;
+    c.warmup_steps = 2;
+    c.total_steps = 10;
+    c.min_lr = 1e-5;
+    check_optim("adam l2 cosine", &c);
+    optim_cfg_default(&c);
+    c.kind = OPT_ADAMW;
+    c.lr = 3e-3;
+    c.weight_decay = 0.1;
+    check_optim("adamw", &c);
+
+    check_reduction();
+    gpu_close(ctx);
+    return done_testing();
+}
+#endif
