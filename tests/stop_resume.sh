@@ -210,21 +210,25 @@ else
 fi
 
 # ---- a signal near an epoch-end evaluation -----------------------------------
-# Rank 0 prints the progress line of step 32 (the end of epoch 1) before it
-# evaluates; the signal is sent as soon as that line shows.  The line data's
+# Rank 0 writes the metrics row of step 32 (the end of epoch 1) before it
+# evaluates; the signal is sent as soon as that row shows.  The line data's
 # test set is 100 samples, so the evaluation takes far less than our polling
 # latency: what this really covers is a signal that arrives after the
-# epoch's last control reduction, around the evaluation and the step delay.
-# The stop must then come after step 33 and resume exactly.
+# epoch's last control reduction, around the evaluation and the step delay
+# (100 ms here), so the stop comes after step 33 (34 or 35 on a loaded
+# machine that polls late) and must resume exactly.  The signal during a
+# long evaluation is the fashion-mnist case below.
 d="$T/evalend"
-launch 2 "$d"
-if started "$d" 32; then
+launch 2 "$d" --step-delay-ms 100
+if wait_for 30 grep -q '"step":32,' "$d/metrics.jsonl"; then
     sig USR1 "$d" 0
 fi
 finish
 stopped "signal at the end of epoch 1" "$d" USR1
-is "$(sed -n 's/^stop: .* at step \([0-9]*\):.*/\1/p' "$d.out")" 33 \
-    "signal after step 32's agreement: stop after step 33"
+at=$(sed -n 's/^stop: .* at step \([0-9]*\):.*/\1/p' "$d.out")
+ok "$([ "${at:-0}" -ge 33 ] && [ "${at:-0}" -le 35 ]; echo $?)" \
+    "signal after step 32's agreement: the stop follows the next step ($at)"
+[ "$at" = 33 ] || diag "(the signal arrived late: stop after step $at)"
 grep -q "cut short" "$d.out" && diag "(the evaluation was cut short by the signal)"
 if [ "$RC" -eq 75 ]; then
     resumed "signal at the end of epoch 1, 2 -> 3" "$d" 3
