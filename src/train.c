@@ -477,6 +477,48 @@ static void async_finish(trainer_t *t, train_result_t *res)
     }
 }
 
+/* After an agreed stop at `step`: finish an in-flight save, save this step
+ * (none if it is already committed), report the stop's timing.  Collective.
+ * Returns 0, or -1 when the save failed (err set). */
+static int stop_and_save(trainer_t *t, int64_t step, int signo, int first_rank,
+                         double t_sig, double t_agreed, train_result_t *res, char *err,
+                         size_t cap)
+{
+    const config_t *cfg = t->cfg;
+    res->stop_signal = signo;
+    if (t_sig < 0 || t_sig > t_agreed)
+        t_sig = t_agreed;
+    res->stop_time = t_sig;
+    double c1 = wall_s();
+    async_finish(t, res); /* wait for an in-flight save, commit it */
+    if (cfg->run_dir[0] && t->last_saved != step) {
+        if (save(t, step, res, err, cap) != 0)
+            return -1;
+    } else if (t->last_saved == step) {
+        char dn[64];
+        ckpt_step_dirname((uint64_t)step, dn, sizeof dn);
+        snprintf(res->ckpt, sizeof res->ckpt, "%s/%s", t->root, dn);
+    }
+    res->saved = t->last_saved == step;
+    double t_end = wall_s();
+    if (t->rank == 0) {
+        double total = t_end - t_sig;
+        printf("stop: signal %s (first seen by rank %d) at step %lld: agreed %.3f s after "
+               "the signal, checkpoint %.3f s, total %.3f s%s\n",
+               config_signal_name(signo), first_rank, (long long)step, t_agreed - t_sig,
+               t_end - c1, total, res->saved ? "" : " (no run directory: nothing saved)");
+        if (total > cfg->grace)
+            fprintf(stderr, "ftrain: warning: the stop took %.1f s, more than --grace %.1f s: "
+                    "raise the signal lead time (see docs/slurm.md)\n", total, cfg->grace);
+        char extra[160];
+        snprintf(extra, sizeof extra, "\"signal\":\"%s\",\"seconds\":%.4f",
+                 config_signal_name(signo), total);
+        metrics_event(&t->met, "stop", step, t->size, extra);
+        fflush(stdout);
+    }
+    return 0;
+}
+
 /* ---- the loop ------------------------------------------------------------ */
 
 static void fmt_eta(double s, char *buf, size_t cap)
@@ -727,39 +769,9 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, train_result_t *
         }
 
         if (stop) {
-            res->stop_signal = (int)ctl[CTL_SIGNO];
-            double t_sig = -ctl[CTL_SIG_TIME];
-            if (t_sig < 0 || t_sig > t_agreed)
-                t_sig = t_agreed;
-            res->stop_time = t_sig;
-            double c1 = wall_s();
-            async_finish(t, res); /* wait for an in-flight save, commit it */
-            if (cfg->run_dir[0] && t->last_saved != step) {
-                if (save(t, step, res, err, cap) != 0)
-                    goto out;
-            } else if (t->last_saved == step) {
-                char dn[64];
-                ckpt_step_dirname((uint64_t)step, dn, sizeof dn);
-                snprintf(res->ckpt, sizeof res->ckpt, "%s/%s", t->root, dn);
-            }
-            res->saved = t->last_saved == step;
-            double t_end = wall_s();
-            if (t->rank == 0) {
-                double total = t_end - t_sig;
-                printf("stop: signal %s (first seen by rank %d) at step %lld: agreed %.3f s after "
-                       "the signal, checkpoint %.3f s, total %.3f s%s\n",
-                       config_signal_name(res->stop_signal), (int)ctl[CTL_STOP_RANK] - 1,
-                       (long long)step, t_agreed - t_sig, t_end - c1, total,
-                       res->saved ? "" : " (no run directory: nothing saved)");
-                if (total > cfg->grace)
-                    fprintf(stderr, "ftrain: warning: the stop took %.1f s, more than --grace %.1f s: "
-                            "raise the signal lead time (see docs/slurm.md)\n", total, cfg->grace);
-                char extra[160];
-                snprintf(extra, sizeof extra, "\"signal\":\"%s\",\"seconds\":%.4f",
-                         config_signal_name(res->stop_signal), total);
-                metrics_event(&t->met, "stop", step, t->size, extra);
-                fflush(stdout);
-            }
+            if (stop_and_save(t, step, (int)ctl[CTL_SIGNO], (int)ctl[CTL_STOP_RANK] - 1,
+                              -ctl[CTL_SIG_TIME], t_agreed, res, err, cap) != 0)
+                goto out;
             ret = TRAIN_STOPPED;
             goto finish;
         }
@@ -786,7 +798,16 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, train_result_t *
     }
 
     t_loop_end = now_s();
-    /* The end: a last evaluation when the run did not end on an epoch. */
+    /* The end: save first, so the final weights are safe, then a last
+     * evaluation when the run did not end on an epoch.  A stop signal that
+     * cuts this evaluation short makes the run exit 75 like any stop: the
+     * requeued job resumes at the last step and only evaluates. */
+    async_finish(t, res);
+    if (cfg->run_dir[0] && t->last_saved != step) {
+        if (save(t, step, res, err, cap) != 0)
+            goto out;
+    }
+    res->saved = t->last_saved == step;
     if (!evaluated_at_end) {
         double tl = 0, ta = 0;
         int e = evaluate(t, &tl, &ta);
@@ -794,18 +815,24 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, train_result_t *
             snprintf(err, cap, "evaluation reduction failed: %s", comm_last_error());
             goto out;
         }
-        if (e == 0) {
-            res->test_loss = tl;
-            res->test_acc = ta;
-            res->evaluated = 1;
+        if (e == 1) {
+            int sig = stop_local_signal();
+            double v[3] = {sig, sig ? t->rank : -1, sig ? -stop_local_time() : -1e300};
+            if (comm_allreduce(c, v, 3, COMM_F64, COMM_MAX) != COMM_OK) {
+                snprintf(err, cap, "control reduction failed: %s", comm_last_error());
+                goto out;
+            }
+            if (t->rank == 0 && !cfg->quiet)
+                printf("eval: final evaluation cut short by a stop signal\n");
+            if (stop_and_save(t, step, (int)v[0], (int)v[1], -v[2], wall_s(), res, err, cap) != 0)
+                goto out;
+            ret = TRAIN_STOPPED;
+            goto finish;
         }
+        res->test_loss = tl;
+        res->test_acc = ta;
+        res->evaluated = 1;
     }
-    async_finish(t, res);
-    if (cfg->run_dir[0] && t->last_saved != step) {
-        if (save(t, step, res, err, cap) != 0)
-            goto out;
-    }
-    res->saved = t->last_saved == step;
     ret = TRAIN_DONE;
 
 finish:
