@@ -164,13 +164,16 @@ EOF
 [ "$(cat "$LAB/etc/slurm.conf" 2>/dev/null)" = "$conf" ] || printf '%s\n' "$conf" >"$LAB/etc/slurm.conf"
 
 # The TaskProlog's "export" lines go into each task's environment.  Loopback
-# only for Open MPI, so no rank tries an interface the host cannot route.
+# only for Open MPI, so no rank tries an interface the host cannot route; and
+# idle ranks yield the CPU, because the fake nodes' CPUs are more than the
+# host has, and busy-polling ranks would starve each other.
 cat >"$LAB/etc/taskprolog.sh.new" <<EOF
 #!/bin/sh
 echo "export TMPDIR=$LAB/tmp/\$SLURMD_NODENAME"
 echo "export OMPI_MCA_btl_vader_backing_directory=$LAB/tmp/\$SLURMD_NODENAME"
 echo "export OMPI_MCA_btl_tcp_if_include=lo"
 echo "export OMPI_MCA_oob_tcp_if_include=lo"
+echo "export OMPI_MCA_mpi_yield_when_idle=1"
 EOF
 chmod 755 "$LAB/etc/taskprolog.sh.new"
 mv "$LAB/etc/taskprolog.sh.new" "$LAB/etc/taskprolog.sh"
@@ -180,6 +183,7 @@ cat >"$LAB/env" <<EOF
 export SLURM_CONF=$LAB/etc/slurm.conf
 export OMPI_MCA_btl_tcp_if_include=lo
 export OMPI_MCA_oob_tcp_if_include=lo
+export OMPI_MCA_mpi_yield_when_idle=1
 EOF
 export SLURM_CONF="$LAB/etc/slurm.conf"
 
