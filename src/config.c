@@ -190,10 +190,13 @@ static int parse_layers(config_t *c, const char *s)
         if (end == p || errno || v < 1 || v > 65536 || n >= MODEL_MAX_LAYERS - 1)
             return -1;
         c->hidden[n++] = (int)v;
-        if (*end == ',')
+        if (*end == ',') {
             end++;
-        else if (*end)
+            if (!*end)
+                return -1; /* a trailing comma */
+        } else if (*end) {
             return -1;
+        }
         p = end;
     }
     if (n == 0)
