@@ -1,0 +1,459 @@
+#!/bin/sh
+# bench/run.sh - every benchmark of `make bench` in one go: ftrain's figures
+# beside its peers (PyTorch, dd, zstd), with ratios.  See docs/benchmarks.md.
+#
+#   BUILD=build sh bench/run.sh
+#
+# Sections: 1 training throughput, 2 checkpoint save, 3 load and reshard,
+# 4 compression ratio, 5 torch.save/torch.load, 6 stop path.
+#
+# Settings (environment):
+#   BUILD               build directory with ftrain and bench/ckpt_bench (build)
+#   BENCH_SECTIONS      which sections to run ("1 2 3 4 5 6")
+#   BENCH_STEPS         training steps for section 1 (400)
+#   BENCH_REPEAT        runs per figure; the best is reported (3)
+#   BENCH_CKPT_MB       checkpoint state size in MiB for sections 2-5 (1024)
+#   BENCH_STOP_LAYERS   hidden layers of the section 6 MLP (chosen from
+#                       BENCH_CKPT_MB: 8192,8192,2048 for 1024, about 1 GiB of
+#                       parameters and Adam moments)
+#   BENCH_MPI_YIELD     1 (default): Open MPI ranks yield the CPU while they
+#                       wait (mpi_yield_when_idle), 0: they busy-poll
+#   BENCH_DIR           scratch directory (a new one under $BUILD); deleted
+#                       at the end
+#   PYTHON              the interpreter with torch (/usr/bin/python3)
+#
+# A missing peer prints "peer unavailable: <why>" and the run goes on.  Exit
+# status: 0 when every ftrain figure was measured, 1 when one failed.
+set -u
+BUILD=${BUILD:-build}
+SECTIONS=${BENCH_SECTIONS:-"1 2 3 4 5 6"}
+STEPS=${BENCH_STEPS:-400}
+REPEAT=${BENCH_REPEAT:-3}
+MB=${BENCH_CKPT_MB:-1024}
+PY=${PYTHON:-/usr/bin/python3}
+FTRAIN=$BUILD/ftrain
+CB=$BUILD/bench/ckpt_bench
+HERE=$(dirname "$0")
+status=0
+
+# One machine, as root: shared-memory transport, no binding, no network.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
+export OMPI_MCA_mpi_yield_when_idle=${BENCH_MPI_YIELD:-1}
+
+case $MB in
+    '' | *[!0-9]*) echo "bench: BENCH_CKPT_MB must be a whole number of MiB, got '$MB'" >&2; exit 2 ;;
+esac
+[ "$MB" -ge 4 ] || { echo "bench: BENCH_CKPT_MB must be at least 4" >&2; exit 2; }
+for f in "$FTRAIN" "$CB"; do
+    [ -x "$f" ] || { echo "bench: $f not built (make all $f)" >&2; exit 1; }
+done
+
+mkdir -p "$BUILD"
+W=${BENCH_DIR:-}
+if [ -z "$W" ]; then
+    W=$(mktemp -d "$BUILD/bench-work.XXXXXX") || exit 1
+else
+    mkdir -p "$W" || exit 1
+fi
+BGPID=""
+cleanup() {
+    [ -n "$BGPID" ] && kill -9 "$BGPID" 2>/dev/null
+    rm -rf "$W"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---- helpers ---------------------------------------------------------------
+
+# field KEY TEXT: the word after KEY in TEXT ("" when absent).
+field() {
+    printf '%s\n' "$2" | awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) { print $(i + 1); exit } }'
+}
+# ratio A B: A/B with two decimals, "n/a" when either is missing or B is 0.
+ratio() {
+    awk -v a="${1:-}" -v b="${2:-}" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.2f\n", a / b }'
+}
+# max A B / min A B over numbers, ignoring empty values.
+maxof() { awk -v a="${1:-}" -v b="${2:-}" 'BEGIN { if (a == "") print b; else if (b == "" || a + 0 >= b + 0) print a; else print b }'; }
+minof() { awk -v a="${1:-}" -v b="${2:-}" 'BEGIN { if (a == "") print b; else if (b == "" || a + 0 <= b + 0) print a; else print b }'; }
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f\n", b - a }'; }
+row() { printf '  %-46s %14s %14s %8s\n' "$@"; }
+hdr() { echo; echo "== $* =="; }
+want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
+fail() { echo "  FAILED: $*"; status=1; }
+
+# The timing line of an ftrain run: "timing: S samples/s, gradient reduction
+# G ms/step, stop/control reduction C ms/step".
+timing_sps() { printf '%s\n' "$1" | sed -n 's/^timing: \([0-9.]*\) samples\/s.*/\1/p'; }
+timing_red() { printf '%s\n' "$1" | sed -n 's/^timing: .*gradient reduction \([0-9.]*\) ms.*/\1/p'; }
+timing_ctl() { printf '%s\n' "$1" | sed -n 's/^timing: .*control reduction \([0-9.]*\) ms.*/\1/p'; }
+
+# ftrain_best N ARGS...: run ftrain on N ranks REPEAT times; sets BEST_SPS,
+# BEST_RED, BEST_CTL from the fastest run and RUNS to the list of samples/s.
+ftrain_best() {
+    _n=$1
+    shift
+    BEST_SPS=""
+    BEST_RED=""
+    BEST_CTL=""
+    RUNS=""
+    _i=0
+    while [ "$_i" -lt "$REPEAT" ]; do
+        _i=$((_i + 1))
+        if [ "$_n" = 1 ]; then
+            _out=$(timeout 600 "$FTRAIN" "$@" 2>&1)
+        else
+            _out=$(timeout 600 mpirun -n "$_n" "$FTRAIN" "$@" 2>&1)
+        fi
+        _s=$(timing_sps "$_out")
+        if [ -z "$_s" ]; then
+            printf '%s\n' "$_out" | tail -5 | sed 's/^/    | /'
+            continue
+        fi
+        RUNS="$RUNS $_s"
+        if [ "$(maxof "$BEST_SPS" "$_s")" = "$_s" ]; then
+            BEST_SPS=$_s
+            BEST_RED=$(timing_red "$_out")
+            BEST_CTL=$(timing_ctl "$_out")
+        fi
+    done
+}
+
+have_torch() {
+    TORCH_WHY=""
+    [ -x "$PY" ] || { TORCH_WHY="$PY not found (apt-get install python3-torch)"; return 1; }
+    "$PY" -c 'import torch, numpy' 2>/dev/null ||
+        { TORCH_WHY="$PY cannot import torch and numpy (apt-get install python3-torch)"; return 1; }
+    return 0
+}
+
+# ---- header ------------------------------------------------------------------
+
+echo "ftrain benchmarks - $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+echo "machine: $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)),"\
+"$(awk '/^MemTotal/ { printf " %.1f GiB memory", $2 / 1048576 }' /proc/meminfo),"\
+" scratch $W on $(df -PT "$W" | awk 'NR == 2 { print $2 " (" $1 ")" }')"
+echo "load: $(uptime | sed 's/.*load average: /load average /') (other processes share this machine)"
+echo "ftrain: $("$FTRAIN" --version 2>&1 | head -1)"
+if have_torch; then
+    echo "torch: $("$PY" -c 'import torch; print(torch.__version__, "threads", torch.get_num_threads())' 2>&1)"
+else
+    echo "torch: peer unavailable: $TORCH_WHY"
+fi
+if command -v zstd >/dev/null 2>&1; then
+    echo "zstd: $(zstd --version 2>&1 | head -1)"
+else
+    echo "zstd: peer unavailable: zstd not installed"
+fi
+echo "mpi: $(mpirun --version 2>&1 | head -1); mpi_yield_when_idle=$OMPI_MCA_mpi_yield_when_idle"
+echo "each figure is the best of $REPEAT run(s) (BENCH_REPEAT) unless it says otherwise"
+
+# ---- 1. training throughput -----------------------------------------------------
+
+if want 1; then
+    hdr "1. training throughput (trainer core): MLP 784-256-128-10 ReLU, Adam lr 1e-3, batch 128, Fashion-MNIST, $STEPS steps"
+    echo "  samples/s over the training loop only (no data loading, no final evaluation)"
+    # ftrain and PyTorch runs alternate, so both see the same background load.
+    F1=""
+    FRUNS=""
+    T1=""
+    TRUNS=""
+    torch_ok=0
+    if have_torch; then
+        torch_ok=1
+    else
+        echo "  peer unavailable: $TORCH_WHY"
+    fi
+    _r=0
+    while [ "$_r" -lt "$REPEAT" ]; do
+        _r=$((_r + 1))
+        _out=$(timeout 600 "$FTRAIN" --threads 2 --steps "$STEPS" --log-every 100000 2>&1)
+        _s=$(timing_sps "$_out")
+        if [ -n "$_s" ]; then
+            FRUNS="$FRUNS $_s"
+            F1=$(maxof "$F1" "$_s")
+        else
+            printf '%s\n' "$_out" | tail -5 | sed 's/^/    | /'
+        fi
+        [ "$torch_ok" = 1 ] || continue
+        for policy in default passive; do
+            if [ "$policy" = passive ]; then
+                _out=$(OMP_WAIT_POLICY=passive timeout 900 "$PY" "$HERE/torch_mlp.py" --steps "$STEPS" --threads 2 2>&1)
+            else
+                _out=$(timeout 900 "$PY" "$HERE/torch_mlp.py" --steps "$STEPS" --threads 2 2>&1)
+            fi
+            _s=$(field torch_mlp: "$_out")
+            if [ -z "$_s" ]; then
+                echo "  peer unavailable: torch_mlp.py failed: $(printf '%s\n' "$_out" | tail -1)"
+                torch_ok=0
+                break
+            fi
+            TRUNS="$TRUNS $policy:$_s"
+            T1=$(maxof "$T1" "$_s")
+        done
+    done
+    [ -n "$F1" ] || fail "ftrain 1 rank x 2 threads gave no timing line"
+    echo "  ftrain 1 rank x 2 threads runs:$FRUNS samples/s"
+    [ -n "$TRUNS" ] && echo "  torch 1 process x 2 threads runs:$TRUNS samples/s"
+    [ -n "$TRUNS" ] && echo "    (OMP_WAIT_POLICY unset and =passive, in turn with the ftrain runs; the best is used)"
+    echo
+    row "" "ftrain" "PyTorch" "ratio"
+    row "samples/s, 1 rank x 2 threads" "${F1:-failed}" "${T1:-n/a}" "$(ratio "$F1" "$T1")"
+    echo "  target: ftrain >= 1.50x PyTorch -> $(awk -v r="$(ratio "$F1" "$T1")" 'BEGIN { if (r == "n/a") print "not measured"; else if (r + 0 >= 1.5) print "met"; else print "NOT met" }')"
+
+    ftrain_best 2 --threads 1 --steps "$STEPS" --log-every 100000
+    F2=$BEST_SPS
+    F2RED=$BEST_RED
+    F2CTL=$BEST_CTL
+    [ -n "$F2" ] || fail "ftrain 2 ranks x 1 thread gave no timing line"
+    echo
+    row "samples/s, 2 ranks x 1 thread (fast)" "${F2:-failed}" "" "$(ratio "$F2" "$F1") of 1x2"
+    ftrain_best 2 --threads 1 --steps "$STEPS" --log-every 100000 --deterministic
+    D2=$BEST_SPS
+    [ -n "$D2" ] || fail "ftrain 2 ranks --deterministic gave no timing line"
+    row "samples/s, 2 ranks x 1 thread (--deterministic)" "${D2:-failed}" "" "$(ratio "$D2" "$F2") of fast"
+    echo
+    echo "  per-step reduction cost at 2 ranks (ms/step, from the fastest run of each mode):"
+    row "gradient reduction, fast (f32 allreduce)" "${F2RED:-n/a}" "" ""
+    row "gradient reduction, --deterministic (i64)" "${BEST_RED:-n/a}" "" "$(ratio "$BEST_RED" "$F2RED") of fast"
+    row "stop/control reduction (5 doubles, MAX), fast" "${F2CTL:-n/a}" "" ""
+    row "stop/control reduction, --deterministic" "${BEST_CTL:-n/a}" "" ""
+    echo "  (the reduction times include waiting for the slower rank)"
+fi
+
+# ---- 2-5. checkpoints ------------------------------------------------------------
+
+need_mb=$((MB * 5 + 256))
+free_mb=$(df -Pm "$W" | awk 'NR == 2 { print $4 }')
+ckpt_ok=1
+if want 2 || want 3 || want 4 || want 5; then
+    if [ "${free_mb:-0}" -lt "$need_mb" ]; then
+        hdr "2-5. checkpoints"
+        echo "  skipped: $free_mb MiB free under $W, these sections need about $need_mb MiB (lower BENCH_CKPT_MB)"
+        ckpt_ok=0
+    fi
+fi
+
+S1=""
+S2=""
+STORED1=""
+RAW=""
+# save_best ROOTPREFIX N: REPEAT saves on N ranks into fresh roots; keeps the
+# last root as ROOTPREFIX; sets SAVE_BEST (MB/s), SAVE_RUNS, RAW, STORED.
+save_best() {
+    SAVE_BEST=""
+    SAVE_RUNS=""
+    _i=0
+    while [ "$_i" -lt "$REPEAT" ]; do
+        _i=$((_i + 1))
+        rm -rf "$1"
+        if [ "$2" = 1 ]; then
+            _out=$("$CB" save "$1" "$MB" 2>&1)
+        else
+            _out=$(timeout 600 mpirun -n "$2" "$CB" save "$1" "$MB" 2>&1)
+        fi
+        _s=$(field mb_per_s "$_out")
+        if [ -z "$_s" ]; then
+            printf '%s\n' "$_out" | tail -3 | sed 's/^/    | /'
+            continue
+        fi
+        SAVE_RUNS="$SAVE_RUNS $_s"
+        SAVE_BEST=$(maxof "$SAVE_BEST" "$_s")
+        RAW=$(field raw_bytes "$_out")
+        STORED=$(field stored_bytes "$_out")
+        SAVE_LINE=$_out
+    done
+}
+
+if [ "$ckpt_ok" = 1 ] && (want 2 || want 3 || want 4 || want 5); then
+    hdr "2. checkpoint save (ckpt): ${MB} MiB of float32 state, default options, until committed and fsync'd"
+    echo "  state: 3 groups (parameters, Adam m, Adam v) x 4 [rows, 4096] matrices + 4 [4096] biases;"
+    echo "  approximately Gaussian floats (sum of 4 uniforms): sigma 0.02 weights, 1e-4 moments, v = square"
+    echo "  filesystem: $(df -PT "$W" | awk 'NR == 2 { print $2 }'), $free_mb MiB free before the run"
+    save_best "$W/c1" 1
+    S1=$SAVE_BEST
+    STORED1=${STORED:-}
+    [ -n "$S1" ] && echo "  1 rank:  runs$SAVE_RUNS MB/s; $(printf '%s' "$SAVE_LINE" | sed 's/.*\(level [0-9]* shuffle [0-9]* frame_bytes [0-9]*\).*/\1/')" ||
+        fail "ckpt_bench save on 1 rank"
+    save_best "$W/c2" 2
+    S2=$SAVE_BEST
+    STORED2=${STORED:-}
+    [ -n "$S2" ] && echo "  2 ranks: runs$SAVE_RUNS MB/s" || fail "ckpt_bench save on 2 ranks"
+
+    DD=""
+    count=$((MB / 4))
+    DDRUNS=""
+    _i=0
+    while [ "$_i" -lt "$REPEAT" ]; do
+        _i=$((_i + 1))
+        rm -f "$W/dd.bin"
+        _out=$(LC_ALL=C dd if=/dev/zero of="$W/dd.bin" bs=4M count="$count" conv=fdatasync 2>&1)
+        # "N bytes (...) copied, T s, X MB/s": MB/s from bytes and seconds.
+        _s=$(printf '%s\n' "$_out" | awk '/copied/ { for (i = 1; i <= NF; i++) if ($i == "copied,") { printf "%.1f\n", $1 / $(i + 1) / 1e6; exit } }')
+        [ -n "$_s" ] || { echo "  peer unavailable: dd failed: $(printf '%s' "$_out" | tail -1)"; break; }
+        DDRUNS="$DDRUNS $_s"
+        DD=$(maxof "$DD" "$_s")
+    done
+    rm -f "$W/dd.bin"
+    [ -n "$DDRUNS" ] && echo "  dd if=/dev/zero bs=4M count=$count conv=fdatasync: runs$DDRUNS MB/s"
+    echo
+    row "" "ckpt_save" "dd" "ratio"
+    row "MB/s (raw state), 1 rank" "${S1:-failed}" "${DD:-n/a}" "$(ratio "$S1" "$DD")"
+    row "MB/s (raw state), 2 ranks" "${S2:-failed}" "${DD:-n/a}" "$(ratio "$S2" "$DD")"
+    echo "  target: 1 rank >= 0.85 of dd -> $(awk -v r="$(ratio "$S1" "$DD")" 'BEGIN { if (r == "n/a") print "not measured"; else if (r + 0 >= 0.85) print "met"; else print "NOT met" }');" \
+        "2 ranks not slower than 1 -> $(awk -v a="${S2:-}" -v b="${S1:-}" 'BEGIN { if (a == "" || b == "") print "not measured"; else if (a + 0 >= b + 0) print "met"; else print "NOT met" }')"
+    echo "  (MB = 10^6 bytes of raw state; the checkpoint writes fewer bytes than that: it is compressed)"
+fi
+
+L1=""
+if [ "$ckpt_ok" = 1 ] && want 3 && [ -d "$W/c2/step-00000001" ]; then
+    hdr "3. load and reshard N -> M: M readers each read their 1/M byte range (ckpt_read_range), page cache warm"
+    row "saved by N -> read by M" "MB/s" "seconds" "checked"
+    for spec in "1 1" "1 2" "2 1" "2 2" "2 3"; do
+        set -- $spec
+        best=""
+        bestsec=""
+        chk=""
+        _i=0
+        while [ "$_i" -lt "$REPEAT" ]; do
+            _i=$((_i + 1))
+            if [ "$2" = 1 ]; then
+                _out=$("$CB" load "$W/c$1/step-00000001" 2>&1)
+            else
+                _out=$(timeout 600 mpirun -n "$2" "$CB" load "$W/c$1/step-00000001" 2>&1)
+            fi
+            _s=$(field mb_per_s "$_out")
+            [ -n "$_s" ] || { printf '%s\n' "$_out" | tail -3 | sed 's/^/    | /'; continue; }
+            chk=$(field verified "$_out")
+            if [ "$(maxof "$best" "$_s")" = "$_s" ]; then
+                best=$_s
+                bestsec=$(field seconds "$_out")
+            fi
+        done
+        [ -n "$best" ] || fail "ckpt_bench load $1 -> $2"
+        [ "$chk" = yes ] || [ -z "$best" ] || fail "ckpt_bench load $1 -> $2: bytes differ from the saved state"
+        row "$1 -> $2" "${best:-failed}" "${bestsec:-}" "${chk:-}"
+        [ "$1 $2" = "1 1" ] && L1=$best
+    done
+    echo "  (seconds: from a barrier to every reader holding its range, ckpt_open included;"
+    echo "   checked: each reader compared its bytes with the generator afterwards, untimed)"
+fi
+
+if [ "$ckpt_ok" = 1 ] && (want 4 || want 5); then
+    rawout=$("$CB" raw "$W/raw.bin" "$MB" 2>&1) || { fail "ckpt_bench raw: $rawout"; }
+fi
+
+if [ "$ckpt_ok" = 1 ] && want 4; then
+    hdr "4. compression ratio (raw bytes / stored bytes) of the same state"
+    ZR=""
+    if command -v zstd >/dev/null 2>&1 && [ -f "$W/raw.bin" ]; then
+        t0=$(now)
+        zbytes=$(zstd -1 -q -c "$W/raw.bin" | wc -c)
+        zt=$(elapsed "$t0" "$(now)")
+        ZR=$(ratio "$RAW" "$zbytes")
+        echo "  zstd -1 -c (one thread) of the raw bytes: $zbytes bytes in $zt s"
+    else
+        echo "  peer unavailable: zstd not installed or no raw file"
+    fi
+    [ -n "$STORED1" ] && echo "  ftrain checkpoint (1 rank): $STORED1 bytes in shard files; 2 ranks: ${STORED2:-n/a}"
+    row "" "ckpt" "zstd -1" "ratio"
+    row "raw / stored" "$(ratio "$RAW" "$STORED1")" "${ZR:-n/a}" "$(ratio "$(ratio "$RAW" "$STORED1")" "$ZR")"
+    echo "  (ckpt defaults: zstd level 1 after a 4-byte shuffle, 4 MiB frames; float mantissas are"
+    echo "   random, so only sign/exponent bytes compress)"
+fi
+
+if [ "$ckpt_ok" = 1 ] && want 5; then
+    hdr "5. the same tensors through torch.save / torch.load (file + directory fsync'd; load from page cache)"
+    if have_torch && [ -f "$W/raw.bin" ]; then
+        _out=$(timeout 900 "$PY" "$HERE/torch_ckpt.py" "$W/raw.bin" "$W/state.pt" "$REPEAT" 2>&1)
+        TS=$(field save_mb_per_s "$_out")
+        TL=$(field load_mb_per_s "$_out")
+        if [ -z "$TS" ]; then
+            echo "  peer unavailable: torch_ckpt.py failed: $(printf '%s\n' "$_out" | tail -1)"
+        else
+            echo "  torch: $(field file_bytes "$_out") bytes written, save ${TS} MB/s, load ${TL} MB/s, values equal: $(field verified "$_out")"
+        fi
+        rm -f "$W/state.pt"
+    else
+        echo "  peer unavailable: ${TORCH_WHY:-no raw file}"
+        TS=""
+        TL=""
+    fi
+    row "" "ftrain ckpt" "torch" "ratio"
+    row "save MB/s, 1 process" "${S1:-n/a}" "${TS:-n/a}" "$(ratio "$S1" "$TS")"
+    row "load MB/s, 1 process (1 -> 1)" "${L1:-n/a}" "${TL:-n/a}" "$(ratio "$L1" "$TL")"
+fi
+rm -rf "$W/c1" "$W/c2" "$W/raw.bin" "$W/raw.bin.json"
+
+# ---- 6. stop path ------------------------------------------------------------------
+
+if want 6; then
+    if [ -n "${BENCH_STOP_LAYERS:-}" ]; then
+        LAYERS=$BENCH_STOP_LAYERS
+    elif [ "$MB" -ge 1024 ]; then
+        LAYERS=8192,8192,2048
+    else
+        # Two equal hidden layers: 12 bytes (parameter + Adam m + v) each.
+        LAYERS=$(awk -v mb="$MB" 'BEGIN { w = int(sqrt(mb * 1048576 / 12)); if (w < 16) w = 16; print w "," w }')
+    fi
+    hdr "6. stop path (signals): 2 ranks, MLP 784-${LAYERS}-10, Adam, batch 32, --run-dir"
+    echo "  SIGUSR1 to rank 1 after its first logged step; wall time from kill to mpirun's exit;"
+    echo "  then resume on 2 ranks (the resume: line) and stop again (SIGUSR1 to rank 0)"
+    R=$W/stop
+    # stop_run LOG SIGRANK: start 2 ranks in the background, wait for a
+    # logged step, signal rank SIGRANK, wait for the exit.  Sets KILL_EXIT
+    # (seconds from kill to exit), EXIT_RC.
+    stop_run() {
+        : >"$1"
+        timeout 600 mpirun -n 2 "$FTRAIN" --layers "$LAYERS" --global-batch 32 --steps 100000 \
+            --log-every 1 --run-dir "$R" >"$1" 2>&1 &
+        BGPID=$!
+        KILL_EXIT=""
+        EXIT_RC=""
+        _w=0
+        while [ "$_w" -lt 3000 ] && ! grep -q '^epoch .* step ' "$1"; do
+            kill -0 "$BGPID" 2>/dev/null || break
+            sleep 0.1
+            _w=$((_w + 1))
+        done
+        _pid=$(sed -n "s/^world: rank $2 .* pid \([0-9]*\).*/\1/p" "$1" | head -1)
+        if [ -z "$_pid" ] || ! grep -q '^epoch .* step ' "$1"; then
+            kill -9 "$BGPID" 2>/dev/null
+            wait "$BGPID" 2>/dev/null
+            BGPID=""
+            return 1
+        fi
+        t0=$(now)
+        kill -USR1 "$_pid"
+        wait "$BGPID"
+        EXIT_RC=$?
+        KILL_EXIT=$(elapsed "$t0" "$(now)")
+        BGPID=""
+        return 0
+    }
+    t6=$(now)
+    if stop_run "$W/stop1.log" 1; then
+        echo "  run 1: exit $EXIT_RC, $KILL_EXIT s from kill to exit"
+        grep -E '^(train|checkpoint|stop):' "$W/stop1.log" | sed 's/^/    /'
+    else
+        fail "stop run 1 did not start training"
+        sed 's/^/    | /' "$W/stop1.log" | tail -8
+    fi
+    if [ "$EXIT_RC" = 75 ] && stop_run "$W/stop2.log" 0; then
+        echo "  run 2 (resumed): exit $EXIT_RC, $KILL_EXIT s from kill to exit"
+        grep -E '^(resume|checkpoint|stop):' "$W/stop2.log" | sed 's/^/    /'
+    elif [ "$EXIT_RC" = 75 ]; then
+        fail "resume run did not start training"
+        sed 's/^/    | /' "$W/stop2.log" | tail -8
+    fi
+    echo "  section 6 took $(elapsed "$t6" "$(now)") s; the stop waits for the step in flight to finish;"
+    echo "  ftrain's checkpoints use --ckpt-level (default 3), not the library's default level 1"
+    rm -rf "$R"
+fi
+
+echo
+echo "bench: done ($(uptime | sed 's/.*load average: /load average /'))"
+exit $status

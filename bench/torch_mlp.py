@@ -1,0 +1,111 @@
+#!/usr/bin/python3
+"""torch_mlp.py - the PyTorch peer of ftrain's training throughput figure.
+
+Trains the same model as `ftrain --threads 2 --steps N`: an MLP 784-256-128-10
+with ReLU, cross-entropy loss, Adam (lr 1e-3, PyTorch defaults otherwise),
+global batch 128, Fashion-MNIST scaled to [0, 1], one process with
+torch.set_num_threads(THREADS).  Each step draws its batch from a per-epoch
+random permutation (as ftrain does), so the timed loop includes the batch
+gather, forward, backward and optimizer update; data loading and model
+creation are outside the timer, as they are in ftrain's samples/s.
+
+Usage: torch_mlp.py [--steps 400] [--threads 2] [--batch 128]
+                    [--data-dir /usr/share/datasets/fashion-mnist] [--random]
+Prints one line:
+    torch_mlp: <samples/s> samples/s steps S batch B threads T data D
+               loss L torch V
+--random uses same-shaped random data instead of Fashion-MNIST.
+Exit status: 0, or 1 with a message on stderr (torch missing, data unreadable).
+"""
+import argparse
+import gzip
+import os
+import struct
+import sys
+import time
+
+
+def read_idx(path, want_ndim):
+    """Read an IDX file (gzip'd) into a numpy array, checking its header."""
+    import numpy as np
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 4:
+        raise ValueError(f"{path}: too short for an IDX header")
+    zero, dtype, ndim = struct.unpack(">HBB", raw[:4])
+    if zero != 0 or dtype != 0x08 or ndim != want_ndim:
+        raise ValueError(f"{path}: not an unsigned-byte IDX file of {want_ndim} dims")
+    dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
+    n = 1
+    for d in dims:
+        n *= d
+    body = raw[4 + 4 * ndim:]
+    if len(body) != n:
+        raise ValueError(f"{path}: {len(body)} data bytes, header says {n}")
+    return np.frombuffer(body, dtype=np.uint8).reshape(dims)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--random", action="store_true")
+    ap.add_argument("--seed", type=int, default=42)
+    a = ap.parse_args()
+    try:
+        import torch
+    except ImportError as e:
+        print(f"torch_mlp: cannot import torch: {e}", file=sys.stderr)
+        return 1
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    data = "random"
+    if a.random:
+        x = torch.rand(60000, 784)
+        y = torch.randint(0, 10, (60000,))
+    else:
+        try:
+            xi = read_idx(os.path.join(a.data_dir, "train-images-idx3-ubyte.gz"), 3)
+            yi = read_idx(os.path.join(a.data_dir, "train-labels-idx1-ubyte.gz"), 1)
+        except (OSError, ValueError) as e:
+            print(f"torch_mlp: {e}", file=sys.stderr)
+            return 1
+        x = torch.from_numpy(xi.reshape(xi.shape[0], -1).astype("float32") / 255.0)
+        y = torch.from_numpy(yi.astype("int64"))
+        data = "fashion-mnist"
+    n = x.shape[0]
+
+    model = torch.nn.Sequential(
+        torch.nn.Linear(784, 256), torch.nn.ReLU(),
+        torch.nn.Linear(256, 128), torch.nn.ReLU(),
+        torch.nn.Linear(128, 10))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    lossf = torch.nn.CrossEntropyLoss()
+    spe = n // a.batch
+
+    # The timed loop: as ftrain's samples/s, from the first step to the last.
+    t0 = time.perf_counter()
+    perm = None
+    loss = None
+    for step in range(a.steps):
+        j = step % spe
+        if j == 0:
+            perm = torch.randperm(n)
+        idx = perm[j * a.batch:(j + 1) * a.batch]
+        xb, yb = x[idx], y[idx]
+        opt.zero_grad(set_to_none=True)
+        loss = lossf(model(xb), yb)
+        loss.backward()
+        opt.step()
+    dt = time.perf_counter() - t0
+    print(f"torch_mlp: {a.steps * a.batch / dt:.0f} samples/s steps {a.steps} "
+          f"batch {a.batch} threads {a.threads} data {data} "
+          f"loss {loss.item():.4f} torch {torch.__version__}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
