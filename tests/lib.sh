@@ -23,7 +23,9 @@
 #                   transport only, oversubscription allowed), bounded by
 #                   `timeout $FTRAIN_TIMEOUT` (default 120 s): a hang fails.
 #   mpi_bg N ARGS...  the same in the background; sets MPI_PID (the timeout
-#                   process; its exit code is mpirun's).
+#                   process; its exit code is mpirun's).  `wait "$MPI_PID"`
+#                   and then clear MPI_PID; a run still going when the test
+#                   exits is stopped (TERM, then KILL after 5 s).
 #   wait_for SECONDS CMD...  poll CMD every 0.05 s until it succeeds; returns
 #                   1 after SECONDS.
 #   hash_of FILE    the param_hash of the "done:" line in FILE.
@@ -47,8 +49,20 @@ _tap_planned=0
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/ftrain-test.XXXXXX") || { echo "Bail out! mktemp"; exit 1; }
 _tap_cleanup() {
-    # Stop anything a test left running in the background.
-    [ -n "${MPI_PID:-}" ] && kill -9 "$MPI_PID" 2>/dev/null
+    # Stop a run a test left in the background: TERM reaches mpirun through
+    # timeout(1); whatever is still there after 5 s is killed.
+    if [ -n "${MPI_PID:-}" ] && kill -TERM "$MPI_PID" 2>/dev/null; then
+        _c=0
+        while kill -0 "$MPI_PID" 2>/dev/null && [ "$_c" -lt 50 ]; do
+            sleep 0.1
+            _c=$((_c + 1))
+        done
+        for _p in $(pgrep -P "$MPI_PID" 2>/dev/null); do
+            pkill -9 -P "$_p" 2>/dev/null
+            kill -9 "$_p" 2>/dev/null
+        done
+        kill -9 "$MPI_PID" 2>/dev/null
+    fi
     if [ "${FTRAIN_KEEP_TMP:-0}" = 1 ]; then
         echo "# kept $T"
     else
