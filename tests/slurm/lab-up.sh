@@ -161,7 +161,15 @@ NodeName=$nodelist NodeHostname=localhost NodeAddr=127.0.0.1 Port=$ports CPUs=$C
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
 )
-[ "$(cat "$LAB/etc/slurm.conf" 2>/dev/null)" = "$conf" ] || printf '%s\n' "$conf" >"$LAB/etc/slurm.conf"
+if [ "$(cat "$LAB/etc/slurm.conf" 2>/dev/null)" != "$conf" ]; then
+	# Running daemons would keep the old settings (some, like cred_expire,
+	# need a restart), so stop ours first.
+	if alive "$LAB/run/slurmctld.pid" slurmctld || ls "$LAB"/run/slurmd-*.pid >/dev/null 2>&1; then
+		say "configuration changed: restarting this lab's daemons"
+		FTRAIN_SLURM_LAB=$LAB FTRAIN_SLURM_KEEP_MUNGE=1 "$(dirname "$0")/lab-down.sh" >/dev/null
+	fi
+	printf '%s\n' "$conf" >"$LAB/etc/slurm.conf"
+fi
 
 # The TaskProlog's "export" lines go into each task's environment.  Loopback
 # only for Open MPI, so no rank tries an interface the host cannot route; and
