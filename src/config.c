@@ -75,6 +75,7 @@ static const char config_help[] =
     "  --ckpt-keep K          committed checkpoints to keep (default 3)\n"
     "  --ckpt-async           write periodic saves in the background\n"
     "  --ckpt-level N         zstd level 1..19 (default 1)\n"
+    "  --ckpt-threads N       zstd worker threads per rank (default 0: none)\n"
     "signals and output:\n"
     "  --stop-signal SIG      USR1 (default) or USR2: stop, checkpoint, exit 75\n"
     "  --grace SEC            warn when a stop takes longer (default 30)\n"
@@ -97,7 +98,7 @@ enum {
     OPT_STEPS, OPT_GBATCH, OPT_MBATCH, OPT_SEED, OPT_DET, OPT_THREADS,
     OPT_RUNDIR, OPT_RESUME, OPT_CKEVERY, OPT_CKINT, OPT_CKKEEP, OPT_CKASYNC,
     OPT_CKLEVEL, OPT_STOPSIG, OPT_GRACE, OPT_LOGEVERY, OPT_DELAY, OPT_QUIET,
-    OPT_TRACE,
+    OPT_TRACE, OPT_CKTHREADS,
     OPT_HELP, OPT_VERSION
 };
 
@@ -127,6 +128,7 @@ static const struct option config_opts[] = {
     {"ckpt-keep", required_argument, 0, OPT_CKKEEP},
     {"ckpt-async", no_argument, 0, OPT_CKASYNC},
     {"ckpt-level", required_argument, 0, OPT_CKLEVEL},
+    {"ckpt-threads", required_argument, 0, OPT_CKTHREADS},
     {"stop-signal", required_argument, 0, OPT_STOPSIG},
     {"grace", required_argument, 0, OPT_GRACE},
     {"log-every", required_argument, 0, OPT_LOGEVERY},
@@ -366,6 +368,11 @@ int config_parse(config_t *c, int argc, char **argv, char *err, size_t cap)
             if (parse_int(a, 1, 19, &iv))
                 return config_fail(err, cap, "--ckpt-level: expected a zstd level in [1, 19], got '%s'", a);
             c->ckpt_level = (int)iv;
+            break;
+        case OPT_CKTHREADS:
+            if (parse_int(a, 0, 64, &iv))
+                return config_fail(err, cap, "--ckpt-threads: expected a whole number in [0, 64], got '%s'", a);
+            c->ckpt_threads = (int)iv;
             break;
         case OPT_STOPSIG:
             if ((c->stop_signal = parse_signal(a)) < 0)

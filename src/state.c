@@ -198,6 +198,7 @@ int state_snapshot_take(const state_t *st, int world, int copy, int level,
     }
     ckpt_opts_default(&s->opts);
     s->opts.level = level;
+    s->opts.threads = st->cfg->ckpt_threads;
     *out = s;
     return STATE_OK;
 fail:
