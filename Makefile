@@ -42,6 +42,13 @@ FTRAIN_OBJ := $(FTRAIN_SRC:%.c=$(BUILD)/%.o)
 TESTS      := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%.t)
 TOOLS      := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(wildcard tests/tools/*.c))
 
+# The GPU path (CUDA, cuBLAS, NCCL) when nvcc is found; CUDA=0 builds
+# without it.  See mk/cuda.mk and docs/gpu.md.
+include mk/cuda.mk
+CFLAGS        += $(CUDA_CFLAGS)
+FTRAIN_OBJ    += $(CUDA_OBJ)
+LDLIBS_FTRAIN += $(CUDA_LDLIBS)
+
 all: $(BUILD)/ftrain $(BUILD)/ckptctl $(TESTS) $(TOOLS)
 
 $(BUILD)/src/%.o: src/%.c

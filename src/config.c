@@ -32,6 +32,7 @@ void config_defaults(config_t *c)
     c->micro_batch = 16;
     c->seed = 42;
     snprintf(c->resume, sizeof c->resume, "auto");
+    snprintf(c->device, sizeof c->device, "auto");
     c->ckpt_keep = 3;
     c->ckpt_level = 1;
     c->stop_signal = SIGUSR1;
@@ -65,6 +66,8 @@ static const char config_help[] =
     "  --micro-batch N        samples per micro-batch; divides the global batch (16)\n"
     "  --seed N               run seed: init, data order (default 42)\n"
     "  --deterministic        bit-identical results for any world size\n"
+    "  --device D             auto (default: cuda when a GPU is visible), cpu,\n"
+    "                         cuda (one GPU per local rank)\n"
     "  --threads N            BLAS threads per rank (default: cores per node /\n"
     "                         ranks per node; 1 with --deterministic)\n"
     "run directory and checkpoints:\n"
@@ -98,7 +101,7 @@ enum {
     OPT_STEPS, OPT_GBATCH, OPT_MBATCH, OPT_SEED, OPT_DET, OPT_THREADS,
     OPT_RUNDIR, OPT_RESUME, OPT_CKEVERY, OPT_CKINT, OPT_CKKEEP, OPT_CKASYNC,
     OPT_CKLEVEL, OPT_STOPSIG, OPT_GRACE, OPT_LOGEVERY, OPT_DELAY, OPT_QUIET,
-    OPT_TRACE, OPT_CKTHREADS,
+    OPT_TRACE, OPT_CKTHREADS, OPT_DEVICE,
     OPT_HELP, OPT_VERSION
 };
 
@@ -121,6 +124,7 @@ static const struct option config_opts[] = {
     {"seed", required_argument, 0, OPT_SEED},
     {"deterministic", no_argument, 0, OPT_DET},
     {"threads", required_argument, 0, OPT_THREADS},
+    {"device", required_argument, 0, OPT_DEVICE},
     {"run-dir", required_argument, 0, OPT_RUNDIR},
     {"resume", required_argument, 0, OPT_RESUME},
     {"ckpt-every", required_argument, 0, OPT_CKEVERY},
@@ -336,6 +340,11 @@ int config_parse(config_t *c, int argc, char **argv, char *err, size_t cap)
             if (parse_int(a, 1, 1024, &iv))
                 return config_fail(err, cap, "--threads: expected a whole number in [1, 1024], got '%s'", a);
             c->threads = (int)iv;
+            break;
+        case OPT_DEVICE:
+            if (strcmp(a, "auto") && strcmp(a, "cpu") && strcmp(a, "cuda"))
+                return config_fail(err, cap, "--device: expected auto, cpu or cuda, got '%s'", a);
+            snprintf(c->device, sizeof c->device, "%s", a);
             break;
         case OPT_RUNDIR:
             if (!*a || strlen(a) >= sizeof c->run_dir - 64)

@@ -18,7 +18,10 @@
 #include <time.h>
 
 #include "ftrain/comm.h"
+#include "ftrain/comm_nccl.h"
 #include "ftrain/config.h"
+#include "ftrain/device.h"
+#include "ftrain/gpu.h"
 #include "ftrain/stop.h"
 #include "ftrain/train.h"
 #include "ftrain/world.h"
@@ -41,8 +44,9 @@ int main(int argc, char **argv)
         return 0;
     }
     if (prc == CONFIG_VERSION) {
-        printf("ftrain %s (C11; MPI; OpenBLAS %s; CUDA: not built in; NCCL: not built in)\n",
-               FTRAIN_VERSION, openblas_get_config());
+        char dev[512];
+        printf("ftrain %s (C11; Open MPI; OpenBLAS %s; %s)\n", FTRAIN_VERSION,
+               openblas_get_config(), device_build_info(dev, sizeof dev));
         return 0;
     }
     if (prc != CONFIG_RUN) {
@@ -59,17 +63,47 @@ int main(int argc, char **argv)
         fprintf(stderr, "ftrain: MPI start failed (launch with mpirun or srun --mpi=pmix)\n");
         return 1;
     }
-    comm_t *comm = NULL;
-    if (comm_open_mpi(&comm, &w) != COMM_OK) {
-        fprintf(stderr, "ftrain: cannot create communicator: %s\n", comm_last_error());
-        world_free(&w);
-        return 1;
-    }
     if (!cfg.quiet)
         world_print(&w, stdout);
 
+    /* The device: every rank chooses, and all must succeed. */
+    device_kind_t kind = DEVICE_CPU;
+    int ordinal = -1;
+    char why[512] = "";
+    int drc = device_choose(cfg.device, w.local_rank, &kind, &ordinal, why, sizeof why);
+    gpu_ctx_t *gpu = NULL;
+    if (drc == DEVICE_OK && kind == DEVICE_CUDA && gpu_init(&gpu, ordinal) != GPU_OK) {
+        snprintf(why, sizeof why, "cuda: cannot use GPU %d: %s", ordinal, gpu_last_error());
+        drc = DEVICE_ENODEV;
+    }
+    /* Agree before any rank enters the communicator's set-up. */
+    if (!world_all_ok(&w, drc == DEVICE_OK)) {
+        if (drc != DEVICE_OK)
+            fprintf(stderr, "ftrain: rank %d: %s\n", w.rank, why);
+        gpu_close(gpu);
+        world_free(&w);
+        return 1;
+    }
+    comm_t *comm = NULL;
+    int crc = kind == DEVICE_CUDA ? comm_open_nccl(&comm, &w, ordinal, gpu_stream(gpu), 300.0)
+                                  : comm_open_mpi(&comm, &w);
+    if (!world_all_ok(&w, crc == COMM_OK)) {
+        fprintf(stderr, "ftrain: rank %d: cannot create the communicator: %s\n", w.rank,
+                crc != COMM_OK ? comm_last_error() : "another rank failed");
+        comm_close(comm);
+        gpu_close(gpu);
+        world_free(&w);
+        return 1;
+    }
+    if (w.rank == 0 && !cfg.quiet) {
+        printf("device: %s\n", why);
+        char warn[512];
+        if (kind == DEVICE_CUDA && device_nccl_warning(warn, sizeof warn))
+            fprintf(stderr, "ftrain: warning: %s\n", warn);
+    }
+
     train_result_t res;
-    int rc = train_run(&cfg, &w, comm, &res, err, sizeof err);
+    int rc = train_run(&cfg, &w, comm, gpu, &res, err, sizeof err);
     int code = 1;
     if (rc == TRAIN_DONE || rc == TRAIN_STOPPED) {
         if (w.rank == 0) {
@@ -104,6 +138,7 @@ int main(int argc, char **argv)
         code = 1;
     }
     comm_close(comm);
+    gpu_close(gpu);
     world_free(&w);
     if (rc == TRAIN_STOPPED && w.rank == 0) {
         struct timespec ts;

@@ -37,6 +37,7 @@
 
 #include "ftrain/ckpt.h"
 #include "ftrain/data.h"
+#include "ftrain/gpu.h"
 #include "ftrain/metrics.h"
 #include "ftrain/model.h"
 #include "ftrain/optim.h"
@@ -77,8 +78,18 @@ typedef struct {
     float *mgrad;      /* deterministic: max_micro_local * P */
     double *mloss;     /* deterministic: per micro-batch loss sums */
     int64_t *acc;      /* deterministic: P + 2 */
-    float *xb, *yb;
+    float *xb, *yb;    /* batch staging (pinned host memory on the GPU path) */
     int32_t *lb;
+    /* The GPU path (NULL gpu on the CPU): device model, optimizer and
+     * gradient buffers; the host model/optim above hold the initial values
+     * and the checkpoint snapshots. */
+    gpu_ctx_t *gpu;
+    gpu_model_t *gm;
+    gpu_optim_t *go;
+    float *dgrad;      /* P */
+    float *dmgrad;     /* deterministic: max_micro_local * P */
+    int64_t *dacc;     /* deterministic: P */
+    double dl_s;       /* device -> host copy time of the last snapshot */
     metrics_t met;
     int trace_fd;      /* --trace-samples, -1 when off */
     state_t st;
@@ -160,6 +171,79 @@ static void trace(trainer_t *t, int64_t epoch, int64_t j, const int64_t *idx, in
 
 /* ---- setup ------------------------------------------------------------- */
 
+/* The GPU half of the setup: the device model starts from the host model's
+ * initial parameters; batches are gathered straight into its pinned staging
+ * buffers. */
+static int trainer_setup_gpu(trainer_t *t, int max_batch, char *err, size_t cap)
+{
+    optim_cfg_t oc = t->cfg->opt;
+    oc.total_steps = t->total_steps;
+    int rc = gpu_model_create(&t->gm, t->gpu, model_arch(t->model), max_batch,
+                              model_params(t->model));
+    if (rc == GPU_OK)
+        rc = gpu_optim_create(&t->go, t->gpu, &oc, t->P);
+    if (rc == GPU_OK)
+        rc = gpu_model_batch_buffers(t->gm, &t->xb, &t->lb, &t->yb);
+    if (rc == GPU_OK)
+        rc = gpu_alloc(t->gpu, t->P * sizeof(float), (void **)&t->dgrad);
+    if (rc == GPU_OK && t->cfg->deterministic) {
+        rc = gpu_alloc(t->gpu, (size_t)t->max_micro_local * t->P * sizeof(float),
+                       (void **)&t->dmgrad);
+        if (rc == GPU_OK)
+            rc = gpu_alloc(t->gpu, t->P * sizeof(int64_t), (void **)&t->dacc);
+        t->mloss = calloc((size_t)t->max_micro_local, sizeof *t->mloss);
+        if (!t->mloss)
+            rc = GPU_ENOMEM;
+    }
+    if (rc != GPU_OK) {
+        snprintf(err, cap, "gpu: %s: %s", gpu_strerror(rc), gpu_last_error());
+        return TRAIN_EFAIL;
+    }
+    return TRAIN_DONE;
+}
+
+/* Copy the device parameters and optimizer state into the host model and
+ * optimizer, which the checkpoint code reads.  This copy is the training
+ * stall of a GPU checkpoint. */
+static int gpu_to_host(trainer_t *t, char *err, size_t cap)
+{
+    if (!t->gpu)
+        return 0;
+    size_t bytes = t->P * sizeof(float);
+    double s1 = 0, s2 = 0, s3 = 0;
+    int rc = gpu_download(t->gpu, model_params(t->model), gpu_model_params(t->gm), bytes, &s1);
+    if (rc == GPU_OK)
+        rc = gpu_download(t->gpu, optim_state_m(t->opt), gpu_optim_state_m(t->go), bytes, &s2);
+    if (rc == GPU_OK && optim_state_v(t->opt))
+        rc = gpu_download(t->gpu, optim_state_v(t->opt), gpu_optim_state_v(t->go), bytes, &s3);
+    optim_set_updates(t->opt, gpu_optim_updates(t->go));
+    t->dl_s = s1 + s2 + s3;
+    if (rc != GPU_OK) {
+        snprintf(err, cap, "gpu: copying the state to the host: %s", gpu_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+/* After a resume: the host state goes back to the device. */
+static int host_to_gpu(trainer_t *t, char *err, size_t cap)
+{
+    if (!t->gpu)
+        return 0;
+    size_t bytes = t->P * sizeof(float);
+    int rc = gpu_upload(t->gpu, gpu_model_params(t->gm), model_params(t->model), bytes);
+    if (rc == GPU_OK)
+        rc = gpu_upload(t->gpu, gpu_optim_state_m(t->go), optim_state_m(t->opt), bytes);
+    if (rc == GPU_OK && optim_state_v(t->opt))
+        rc = gpu_upload(t->gpu, gpu_optim_state_v(t->go), optim_state_v(t->opt), bytes);
+    gpu_optim_set_updates(t->go, optim_updates(t->opt));
+    if (rc != GPU_OK) {
+        snprintf(err, cap, "gpu: copying the restored state to the device: %s", gpu_last_error());
+        return -1;
+    }
+    return 0;
+}
+
 static int trainer_setup(trainer_t *t, char *err, size_t cap)
 {
     const config_t *cfg = t->cfg;
@@ -203,6 +287,8 @@ static int trainer_setup(trainer_t *t, char *err, size_t cap)
     }
     size_t in = (size_t)t->train.in_dim, out = (size_t)t->train.out_dim;
     t->grad = calloc(t->P + 2, sizeof *t->grad);
+    if (t->gpu)
+        return trainer_setup_gpu(t, max_batch, err, cap);
     t->xb = malloc((size_t)max_batch * in * sizeof *t->xb);
     t->yb = malloc((size_t)max_batch * out * sizeof *t->yb);
     t->lb = malloc((size_t)max_batch * sizeof *t->lb);
@@ -235,12 +321,28 @@ static void step_compute(trainer_t *t, int64_t j, int64_t nmicro_first, int64_t 
         for (int64_t i = 0; i < nmicro; i++) {
             int64_t len = 0;
             const int64_t *idx = sampler_micro(&t->smp, j, nmicro_first + i, &len);
-            float *g = t->mgrad + (size_t)i * t->P;
-            memset(g, 0, t->P * sizeof *g);
             gather(t, &t->train, idx, len);
             trace(t, t->smp.epoch, j, idx, len);
             double ls = 0;
             int64_t hit = 0;
+            if (t->gpu) {
+                float *dg = t->dmgrad + (size_t)i * t->P, m = 0;
+                int rc = gpu_memset0(t->gpu, dg, t->P * sizeof(float));
+                if (rc == GPU_OK)
+                    rc = gpu_model_forward_backward(t->gm, t->xb, t->lb, t->yb, (int)len, dg,
+                                                    &ls, &hit);
+                if (rc == GPU_OK)
+                    rc = gpu_maxabs(t->gpu, dg, t->P, &m);
+                t->mloss[i] = ls;
+                *loss += ls;
+                *correct += hit;
+                /* A device failure votes NaN: every rank stops with an error. */
+                if (rc != GPU_OK || m != m || m > *gmax)
+                    *gmax = rc != GPU_OK ? NAN : m;
+                continue;
+            }
+            float *g = t->mgrad + (size_t)i * t->P;
+            memset(g, 0, t->P * sizeof *g);
             model_forward_backward(t->model, t->xb, t->lb, t->yb, (int)len, g, &ls, &hit);
             t->mloss[i] = ls;
             *loss += ls;
@@ -256,6 +358,8 @@ static void step_compute(trainer_t *t, int64_t j, int64_t nmicro_first, int64_t 
         return;
     }
     memset(t->grad, 0, (t->P + 2) * sizeof *t->grad);
+    if (t->gpu && gpu_memset0(t->gpu, t->dgrad, t->P * sizeof(float)) != GPU_OK)
+        *gmax = NAN;
     if (nmicro == 0)
         return;
     /* This rank's micro-batches are consecutive in the permutation. */
@@ -268,7 +372,37 @@ static void step_compute(trainer_t *t, int64_t j, int64_t nmicro_first, int64_t 
     }
     gather(t, &t->train, idx, len);
     trace(t, t->smp.epoch, j, idx, len);
+    if (t->gpu) {
+        if (gpu_model_forward_backward(t->gm, t->xb, t->lb, t->yb, (int)len, t->dgrad, loss,
+                                       correct) != GPU_OK)
+            *gmax = NAN;
+        return;
+    }
     model_forward_backward(t->model, t->xb, t->lb, t->yb, (int)len, t->grad, loss, correct);
+}
+
+/* The deterministic reduction on the GPU: fixed point on the device, the
+ * int64 sum through the device communicator (NCCL), loss and hits on the
+ * host (MPI). */
+static int step_reduce_gpu_det(trainer_t *t, int64_t nmicro, int e, int64_t nstep,
+                               double *loss, int64_t *correct)
+{
+    int rc = gpu_memset0(t->gpu, t->dacc, t->P * sizeof(int64_t));
+    int64_t v[2] = {0, *correct};
+    for (int64_t i = 0; i < nmicro && rc == GPU_OK; i++) {
+        rc = gpu_fixed_accumulate(t->gpu, t->dacc, t->dmgrad + (size_t)i * t->P, t->P, e);
+        v[0] += llrint(ldexp(t->mloss[i], 24));
+    }
+    if (rc != GPU_OK)
+        return -1;
+    if (comm_allreduce(t->c, t->dacc, t->P, COMM_I64, COMM_SUM) != COMM_OK ||
+        comm_allreduce(t->c, v, 2, COMM_I64, COMM_SUM) != COMM_OK)
+        return -1;
+    if (gpu_fixed_to_float(t->gpu, t->dgrad, t->dacc, t->P, e, nstep) != GPU_OK)
+        return -1;
+    *loss = ldexp((double)v[0], -24);
+    *correct = v[1];
+    return 0;
 }
 
 /* Sum the gradient over all ranks and average it over the step's samples.
@@ -289,6 +423,8 @@ static int step_reduce(trainer_t *t, int64_t nmicro, double gmax, int64_t nstep,
         int e = gmax > 0 ? 62 - k - m : 0;
         if (e > 1000)
             e = 1000;
+        if (t->gpu)
+            return step_reduce_gpu_det(t, nmicro, e, nstep, loss, correct);
         double scale = ldexp(1.0, e);
         memset(t->acc, 0, (t->P + 2) * sizeof *t->acc);
         int64_t lsum = 0;
@@ -307,6 +443,15 @@ static int step_reduce(trainer_t *t, int64_t nmicro, double gmax, int64_t nstep,
             t->grad[q] = (float)((double)t->acc[q] * inv);
         *loss = ldexp((double)t->acc[t->P], -24);
         *correct = t->acc[t->P + 1];
+    } else if (t->gpu) {
+        double v[2] = {*loss, (double)*correct};
+        if (comm_allreduce(t->c, t->dgrad, t->P, COMM_F32, COMM_SUM) != COMM_OK ||
+            comm_allreduce(t->c, v, 2, COMM_F64, COMM_SUM) != COMM_OK)
+            return -1;
+        *loss = v[0];
+        *correct = (int64_t)llrint(v[1]);
+        if (gpu_scale(t->gpu, t->dgrad, t->P, 1.0f / (float)nstep) != GPU_OK)
+            return -1;
     } else {
         t->grad[t->P] = (float)*loss;
         t->grad[t->P + 1] = (float)*correct;
@@ -327,7 +472,7 @@ static int step_reduce(trainer_t *t, int64_t nmicro, double gmax, int64_t nstep,
 
 /* Evaluate on the test set, chunks dealt to ranks.  Returns 1 if a stop
  * signal cut it short (on every rank), 0 when done, -1 on failure. */
-static int evaluate(trainer_t *t, double *loss, double *acc)
+static int evaluate(trainer_t *t, double *loss, double *acc, char *err, size_t cap)
 {
     int64_t C = t->cfg->deterministic ? t->cfg->micro_batch
                                       : t->max_micro_local * t->cfg->micro_batch;
@@ -346,13 +491,24 @@ static int evaluate(trainer_t *t, double *loss, double *acc)
         const float *y = t->test.classification ? NULL : t->test.y + (size_t)s * (size_t)t->test.out_dim;
         double ls = 0;
         int64_t hit = 0;
-        model_evaluate(t->model, x, lb, y, (int)n, &ls, &hit);
+        if (t->gpu) {
+            if (gpu_model_evaluate(t->gm, x, lb, y, (int)n, &ls, &hit) != GPU_OK)
+                v[3] = 2; /* a device failure: reported below on every rank */
+        } else {
+            model_evaluate(t->model, x, lb, y, (int)n, &ls, &hit);
+        }
         v[0] += llrint(ldexp(ls, 24));
         v[1] += hit;
         v[2] += n;
     }
-    if (comm_allreduce(t->c, v, 4, COMM_I64, COMM_SUM) != COMM_OK)
+    if (comm_allreduce(t->c, v, 4, COMM_I64, COMM_SUM) != COMM_OK) {
+        snprintf(err, cap, "evaluation reduction failed: %s", comm_last_error());
         return -1;
+    }
+    if (v[3] >= 2) {
+        snprintf(err, cap, "gpu evaluation failed on some rank: %s", gpu_last_error());
+        return -1;
+    }
     if (v[3])
         return 1;
     *loss = v[2] ? ldexp((double)v[0], -24) / (double)v[2] : 0;
@@ -365,6 +521,11 @@ static int evaluate(trainer_t *t, double *loss, double *acc)
 static int save(trainer_t *t, int64_t step, train_result_t *res, char *err, size_t cap)
 {
     double t0 = now_s();
+    if (comm_any_failed(t->c, gpu_to_host(t, err, cap))) {
+        if (!err[0])
+            snprintf(err, cap, "another rank could not copy its state from the GPU");
+        return -1;
+    }
     t->st.step = step;
     t->st.epoch = step / t->spe;
     t->st.cursor = (step % t->spe) * t->cfg->global_batch;
@@ -405,6 +566,11 @@ static int async_start(trainer_t *t, int64_t step, char *err, size_t cap)
 {
     async_save_t *a = &t->async;
     double t0 = now_s();
+    if (comm_any_failed(t->c, gpu_to_host(t, err, cap))) {
+        if (!err[0])
+            snprintf(err, cap, "another rank could not copy its state from the GPU");
+        return -1;
+    }
     t->st.step = step;
     t->st.epoch = step / t->spe;
     t->st.cursor = (step % t->spe) * t->cfg->global_batch;
@@ -544,6 +710,15 @@ static void trainer_free(trainer_t *t)
     sampler_free(&t->smp);
     model_free(t->model);
     optim_free(t->opt);
+    if (t->gpu) { /* the staging buffers belong to the device model */
+        t->xb = t->yb = NULL;
+        t->lb = NULL;
+        gpu_dfree(t->gpu, t->dgrad);
+        gpu_dfree(t->gpu, t->dmgrad);
+        gpu_dfree(t->gpu, t->dacc);
+        gpu_optim_free(t->go);
+        gpu_model_free(t->gm);
+    }
     free(t->grad);
     free(t->mgrad);
     free(t->mloss);
@@ -556,14 +731,15 @@ static void trainer_free(trainer_t *t)
         close(t->trace_fd);
 }
 
-int train_run(const config_t *cfg, const world_t *w, comm_t *c, train_result_t *res,
-              char *err, size_t cap)
+int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
+              train_result_t *res, char *err, size_t cap)
 {
     trainer_t T, *t = &T;
     memset(t, 0, sizeof *t);
     memset(res, 0, sizeof *res);
     t->met.fd = -1;
     t->trace_fd = -1;
+    t->gpu = gpu;
     t->cfg = cfg;
     t->w = w;
     t->c = c;
@@ -621,8 +797,16 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, train_result_t *
                 ret = rc == STATE_EMISMATCH ? TRAIN_EMISMATCH : TRAIN_EFAIL;
                 goto out;
             }
+            if (comm_any_failed(c, host_to_gpu(t, err, cap))) {
+                if (!err[0])
+                    snprintf(err, cap, "another rank could not copy the restored state to its GPU");
+                goto out;
+            }
             step = t->st.step;
-            t->last_saved = step;
+            /* A checkpoint of this step exists in our root only when we
+             * resumed from our own root (--resume DIR may name another). */
+            size_t rl = strlen(t->root);
+            t->last_saved = strncmp(from, t->root, rl) == 0 && from[rl] == '/' ? step : -1;
             if (step / t->spe != t->st.epoch || (step % t->spe) * cfg->global_batch != t->st.cursor) {
                 snprintf(err, cap, "checkpoint '%s': position (epoch %lld, cursor %lld) does not match step %lld",
                          from, (long long)t->st.epoch, (long long)t->st.cursor, (long long)step);
@@ -705,7 +889,10 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, train_result_t *
                      (long long)step);
             goto out;
         }
-        optim_step(t->opt, model_params(t->model), t->grad, step);
+        if (t->gpu)
+            gpu_optim_step(t->go, gpu_model_params(t->gm), t->dgrad, step); /* errors surface at the next sync */
+        else
+            optim_step(t->opt, model_params(t->model), t->grad, step);
         step++;
         if (t->async.active && ctl[CTL_ASYNC_BUSY] == 0)
             async_finish(t, res); /* every rank's writer is done: commit */
@@ -741,11 +928,9 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, train_result_t *
         int stop = ctl[CTL_STOP_RANK] > 0;
         if (!stop && step % t->spe == 0) {
             double tl = 0, ta = 0;
-            int e = evaluate(t, &tl, &ta);
-            if (e < 0) {
-                snprintf(err, cap, "evaluation reduction failed: %s", comm_last_error());
+            int e = evaluate(t, &tl, &ta, err, cap);
+            if (e < 0)
                 goto out;
-            }
             if (e == 1) {
                 /* A stop signal cut the evaluation short on some rank; the
                  * next step's control reduction makes the stop decision. */
@@ -810,11 +995,9 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, train_result_t *
     res->saved = t->last_saved == step;
     if (!evaluated_at_end) {
         double tl = 0, ta = 0;
-        int e = evaluate(t, &tl, &ta);
-        if (e < 0) {
-            snprintf(err, cap, "evaluation reduction failed: %s", comm_last_error());
+        int e = evaluate(t, &tl, &ta, err, cap);
+        if (e < 0)
             goto out;
-        }
         if (e == 1) {
             int sig = stop_local_signal();
             double v[3] = {sig, sig ? t->rank : -1, sig ? -stop_local_time() : -1e300};
@@ -839,6 +1022,8 @@ finish:
     res->step = step;
     res->epoch = step / t->spe;
     res->loss = last_loss;
+    if (t->gpu && gpu_to_host(t, err, cap) != 0)
+        ret = TRAIN_EFAIL;
     res->param_hash = train_param_hash(model_params(t->model), t->P);
     res->reduce_ms_per_step = t->reduce_n ? 1e3 * t->reduce_s / (double)t->reduce_n : 0;
     res->control_ms_per_step = t->reduce_n ? 1e3 * t->control_s / (double)t->reduce_n : 0;

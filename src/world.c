@@ -84,6 +84,14 @@ int world_default_threads(const world_t *w)
     return t > 0 ? t : 1;
 }
 
+int world_all_ok(const world_t *w, int ok)
+{
+    int v = ok != 0, all = 0;
+    if (MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MIN, *(MPI_Comm *)w->mpi_world) != MPI_SUCCESS)
+        return 0;
+    return all;
+}
+
 void world_abort(const world_t *w, int code)
 {
     (void)w;

@@ -41,6 +41,7 @@ typedef struct {
     uint64_t seed;
     int deterministic;
     int threads;           /* 0: cores per node / ranks per node */
+    char device[8];        /* auto, cpu or cuda */
     /* run directory, checkpoints and resume */
     char run_dir[CONFIG_PATH_MAX];
     char resume[CONFIG_PATH_MAX]; /* "auto", "none" or a step directory */

@@ -13,6 +13,7 @@
 
 #include "ftrain/comm.h"
 #include "ftrain/config.h"
+#include "ftrain/gpu.h"
 #include "ftrain/world.h"
 
 typedef enum {
@@ -39,8 +40,10 @@ typedef struct {
     double async_stall_ms;    /* mean training stall per async save */
 } train_result_t;
 
-/** Run training.  @return a train_rc_t; err holds the message on failure. */
-int train_run(const config_t *cfg, const world_t *w, comm_t *c,
+/** Run training on the CPU (gpu NULL) or on the GPU of gpu (then c must be
+ *  a device-capable communicator, comm_open_nccl).  @return a train_rc_t;
+ *  err holds the message on failure. */
+int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
               train_result_t *res, char *err, size_t cap);
 
 /** @return the 64-bit hash (xxh64, seed 0) of n floats' bytes. */

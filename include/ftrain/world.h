@@ -31,6 +31,10 @@ void world_print(const world_t *w, FILE *out);
 /** @return default BLAS threads per rank: max(1, cores / local_size). */
 int world_default_threads(const world_t *w);
 
+/** Collective over the world: @return 1 on every rank when every rank
+ *  passed ok != 0, else 0 (also when the collective itself failed). */
+int world_all_ok(const world_t *w, int ok);
+
 /** Abort every rank (used only by main on fatal errors). */
 void world_abort(const world_t *w, int code);
 
