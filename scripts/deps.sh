@@ -4,7 +4,7 @@
 set -u
 PKGS="build-essential pkg-config openmpi-bin libopenmpi-dev libzstd-dev zstd
 libarchive-dev libjansson-dev libxxhash-dev libopenblas-dev zlib1g-dev
-dataset-fashion-mnist python3 slurmd slurmctld slurm-client munge"
+dataset-fashion-mnist python3 perl procps slurmd slurmctld slurm-client munge"
 # The benchmark's peer (PyTorch) is large; only `make bench` asks for it.
 [ "${FTRAIN_DEPS_BENCH:-0}" = 1 ] && PKGS="$PKGS python3-torch"
 
