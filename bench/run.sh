@@ -18,8 +18,9 @@
 #                       parameters and Adam moments)
 #   BENCH_MPI_YIELD     1 (default): Open MPI ranks yield the CPU while they
 #                       wait (mpi_yield_when_idle), 0: they busy-poll
-#   BENCH_DIR           scratch directory (a new one under $BUILD); deleted
-#                       at the end
+#   BENCH_DIR           scratch directory (default: a new one under $TMPDIR or
+#                       /tmp, so that `make clean` cannot pull it away
+#                       mid-run); deleted at the end
 #   PYTHON              the interpreter with torch (/usr/bin/python3)
 #
 # A missing peer prints "peer unavailable: <why>" and the run goes on.  Exit
@@ -53,7 +54,7 @@ done
 mkdir -p "$BUILD"
 W=${BENCH_DIR:-}
 if [ -z "$W" ]; then
-    W=$(mktemp -d "$BUILD/bench-work.XXXXXX") || exit 1
+    W=$(mktemp -d "${TMPDIR:-/tmp}/ftrain-bench.XXXXXX") || exit 1
 else
     mkdir -p "$W" || exit 1
 fi
@@ -450,7 +451,8 @@ if want 6; then
         sed 's/^/    | /' "$W/stop2.log" | tail -8
     fi
     echo "  section 6 took $(elapsed "$t6" "$(now)") s; the stop waits for the step in flight to finish;"
-    echo "  ftrain's checkpoints use --ckpt-level (default 3), not the library's default level 1"
+    lvl=$("$FTRAIN" --help 2>/dev/null | sed -n 's/.*--ckpt-level N.*(default \([0-9]*\)).*/\1/p')
+    echo "  ftrain's checkpoints here use its --ckpt-level default (zstd level ${lvl:-unknown})"
     rm -rf "$R"
 fi
 
