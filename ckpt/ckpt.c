@@ -135,7 +135,11 @@ void ckpt_opts_default(ckpt_opts_t *opts)
 {
     opts->level = 1; /* level 3 with shuffle compresses at about half the
                         speed for float data; see docs/checkpoint-format.md */
-    opts->threads = 0;
+    /* One encoder thread per online CPU (at most 8): frames are independent,
+     * so a shard compresses in parallel.  Callers running several processes
+     * per node should pass their share of the cores. */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    opts->threads = cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
     opts->shuffle = 1;
     opts->frame_bytes = CKPT_FRAME_DEFAULT;
     opts->fsync = 1;

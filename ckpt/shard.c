@@ -6,16 +6,17 @@
  * overlap it.  The layout is described in ckpt_internal.h and specified in
  * docs/checkpoint-format.md.
  *
- * The writer makes one pass: gather a frame's bytes from the tensors, shuffle,
- * compress with one reused ZSTD_CCtx, and hand the whole compressed frame to
- * a writer thread that issues one write(2) per frame and starts writeback
- * early (sync_file_range), so compression, copying and disk I/O overlap and
- * the final fsync has little left to do.  The reader trusts nothing in the file: every
+ * The writer makes one pass: encoder threads (opts.threads of them, at least
+ * one) gather frames' bytes from the tensors, shuffle and compress them in
+ * parallel, and the calling thread writes the frames in order with one
+ * write(2) each, starting writeback early (sync_file_range), so compression,
+ * copying and disk I/O overlap and the final fsync has little left to do.  The reader trusts nothing in the file: every
  * size and offset is checked against the file size and the manifest.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -122,146 +123,182 @@ static void gather(unsigned char *dst, uint64_t off, size_t len,
     }
 }
 
-/* A small ring of compressed-frame buffers between the compressing thread
- * and the writing thread. */
-#define WQ_NBUF 3
+/* Frame-parallel encoding.  K worker threads take frames f = k, k+K, ...:
+ * each gathers, shuffles and compresses its frame into ring slot f % S and
+ * fills the frame's seek-table row (all but the file offset).  The calling
+ * thread writes the frames in order, fills in their offsets, hashes the file
+ * and starts writeback early (sync_file_range), so compression of several
+ * frames and the disk I/O overlap.  A slot is reused only after its frame
+ * was written: frame f may start once frame f - S is on its way to disk. */
+#define ENC_MAX_WORKERS 32
+
+typedef struct enc enc_t;
 
 typedef struct {
+    enc_t *e;
+    int k;
+    pthread_t th;
+    int started;
+} enc_worker_t;
+
+struct enc {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int fd;
-    int do_sync;
-    unsigned char *buf[WQ_NBUF];
-    size_t len[WQ_NBUF];
-    int head, count; /* filled slots are head .. head+count-1 (mod NBUF) */
-    int done;        /* no more frames will be queued */
-    int err;         /* errno of the first failed write, 0 if none */
-    uint64_t pos, synced;
-} wq_t;
+    const char *path;
+    uint64_t lo, hi, nframes;
+    const ckpt_tensor_t *tensors;
+    size_t n, fb, cap_out;
+    const ckpt_opts_t *opts;
+    unsigned char *table;
+    int K, S;
+    unsigned char **buf;    /* S compressed-frame buffers */
+    size_t *len;            /* compressed length of the frame in a slot */
+    int64_t *filled;        /* the frame a slot holds, -1 when free */
+    uint64_t written;       /* frames written so far (in order) */
+    int rc;                 /* first failure (ckpt_err_t), 0 when none */
+    char msg[384];          /* its message: workers cannot use ckpt_seterr,
+                               whose buffer is per thread */
+};
 
-static void *wq_writer(void *arg)
+static void enc_fail(enc_t *e, int rc, const char *msg)
 {
-    wq_t *q = arg;
-    pthread_mutex_lock(&q->mu);
-    for (;;) {
-        int slot;
-        size_t len;
-        while (q->count == 0 && !q->done)
-            pthread_cond_wait(&q->cv, &q->mu);
-        if (q->count == 0)
-            break;
-        slot = q->head;
-        len = q->len[slot];
-        pthread_mutex_unlock(&q->mu);
-        if (!q->err) {
-            if (ckpt_write_all(q->fd, q->buf[slot], len) != 0) {
-                q->err = errno ? errno : EIO;
-            } else {
-                q->pos += len;
-                if (q->do_sync && q->pos - q->synced >= (8u << 20)) {
-                    (void)sync_file_range(q->fd, (off_t)q->synced,
-                                          (off_t)(q->pos - q->synced),
-                                          SYNC_FILE_RANGE_WRITE);
-                    q->synced = q->pos;
-                }
-            }
-        }
-        pthread_mutex_lock(&q->mu);
-        q->head = (q->head + 1) % WQ_NBUF;
-        q->count--;
-        pthread_cond_broadcast(&q->cv);
+    pthread_mutex_lock(&e->mu);
+    if (!e->rc) {
+        e->rc = rc;
+        snprintf(e->msg, sizeof e->msg, "%s", msg);
     }
-    pthread_mutex_unlock(&q->mu);
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+static void *enc_worker(void *arg)
+{
+    enc_worker_t *w = arg;
+    enc_t *e = w->e;
+    const ckpt_opts_t *opts = e->opts;
+    char msg[384];
+    size_t cursor = 0, zr;
+    ZSTD_CCtx *cctx = ZSTD_createCCtx();
+    unsigned char *raw = malloc(e->fb), *shuf = malloc(e->fb);
+    if (!cctx || !raw || !shuf) {
+        snprintf(msg, sizeof msg, "%s: out of memory for a shard encoder", e->path);
+        enc_fail(e, CKPT_ENOMEM, msg);
+        goto out;
+    }
+    zr = ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, opts->level);
+    if (!ZSTD_isError(zr))
+        zr = ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
+    if (ZSTD_isError(zr)) {
+        snprintf(msg, sizeof msg, "%s: zstd level %d: %s", e->path, opts->level,
+                 ZSTD_getErrorName(zr));
+        enc_fail(e, CKPT_EZSTD, msg);
+        goto out;
+    }
+    for (uint64_t f = (uint64_t)w->k; f < e->nframes; f += (uint64_t)e->K) {
+        uint64_t roff = e->lo + f * e->fb;
+        size_t len = (size_t)(e->hi - roff < e->fb ? e->hi - roff : e->fb), b4;
+        const unsigned char *src = raw;
+        uint32_t flags = 0;
+        unsigned char *row = e->table + f * CKPT_SHARD_ENTRY_BYTES;
+        int slot = (int)(f % (uint64_t)e->S);
+
+        gather(raw, roff, len, e->tensors, e->n, &cursor, &b4);
+        if (opts->shuffle && len >= 8 && b4 * 2 >= len) {
+            shuffle4(shuf, raw, len);
+            src = shuf;
+            flags |= CKPT_FRAME_SHUFFLE4;
+        }
+        pthread_mutex_lock(&e->mu);
+        while (!e->rc && f >= e->written + (uint64_t)e->S)
+            pthread_cond_wait(&e->cv, &e->mu);
+        int stop = e->rc != 0;
+        pthread_mutex_unlock(&e->mu);
+        if (stop)
+            break;
+        zr = ZSTD_compress2(cctx, e->buf[slot], e->cap_out, src, len);
+        if (ZSTD_isError(zr)) {
+            snprintf(msg, sizeof msg, "%s: compressing frame %llu: %s", e->path,
+                     (unsigned long long)f, ZSTD_getErrorName(zr));
+            enc_fail(e, CKPT_EZSTD, msg);
+            break;
+        }
+        put_u64(row, roff - e->lo);
+        put_u64(row + 8, len);
+        put_u64(row + 24, zr);
+        put_u64(row + 32, XXH64(raw, len, 0));
+        put_u32(row + 40, flags);
+        put_u32(row + 44, 0);
+        pthread_mutex_lock(&e->mu);
+        e->len[slot] = zr;
+        e->filled[slot] = (int64_t)f;
+        pthread_cond_broadcast(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+    }
+out:
+    ZSTD_freeCCtx(cctx);
+    free(raw);
+    free(shuf);
     return NULL;
 }
 
-/* Wait for a free slot.  @return its index. */
-static int wq_acquire(wq_t *q)
+static int enc_workers_for(const ckpt_opts_t *opts, uint64_t nframes)
 {
-    int slot;
-    pthread_mutex_lock(&q->mu);
-    while (q->count == WQ_NBUF)
-        pthread_cond_wait(&q->cv, &q->mu);
-    slot = (q->head + q->count) % WQ_NBUF;
-    pthread_mutex_unlock(&q->mu);
-    return slot;
-}
-
-/* Queue the filled slot for writing.  @return the writer's errno so far. */
-static int wq_push(wq_t *q, int slot, size_t len)
-{
-    int err;
-    pthread_mutex_lock(&q->mu);
-    q->len[slot] = len;
-    q->count++;
-    err = q->err;
-    pthread_cond_broadcast(&q->cv);
-    pthread_mutex_unlock(&q->mu);
-    return err;
-}
-
-/* Tell the writer to finish and wait for it.  @return its errno (0 = ok). */
-static int wq_finish(wq_t *q, pthread_t th)
-{
-    pthread_mutex_lock(&q->mu);
-    q->done = 1;
-    pthread_cond_broadcast(&q->cv);
-    pthread_mutex_unlock(&q->mu);
-    pthread_join(th, NULL);
-    return q->err;
+    int k = opts->threads > 0 ? opts->threads : 1;
+    if (k > ENC_MAX_WORKERS)
+        k = ENC_MAX_WORKERS;
+    if ((uint64_t)k > nframes)
+        k = nframes ? (int)nframes : 1;
+    return k;
 }
 
 int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
                       const ckpt_tensor_t *tensors, size_t n,
                       const ckpt_opts_t *opts, ckpt_shard_info_t *info)
 {
-    int rc = CKPT_OK, fd = -1, saved, started = 0, werr = 0, qinit = 0;
-    ZSTD_CCtx *cctx = NULL;
-    unsigned char *raw = NULL, *shuf = NULL, *table = NULL;
-    XXH64_state_t *fh = NULL;
-    size_t fb = opts->frame_bytes, cap_out, cursor = 0;
-    uint64_t nframes = hi > lo ? (hi - lo + fb - 1) / fb : 0;
-    uint64_t pos = CKPT_SHARD_HEADER_BYTES;
+    int rc = CKPT_OK, fd = -1, saved, sync_init = 0;
+    uint64_t pos = CKPT_SHARD_HEADER_BYTES, synced = CKPT_SHARD_HEADER_BYTES;
     unsigned char hdr[CKPT_SHARD_HEADER_BYTES], foot[CKPT_SHARD_FOOTER_BYTES];
-    size_t zr;
-    wq_t q;
-    pthread_t th;
+    XXH64_state_t *fh = NULL;
+    enc_t e;
+    enc_worker_t w[ENC_MAX_WORKERS];
+    int werr = 0;
 
-    memset(&q, 0, sizeof q);
-    if (nframes > UINT32_MAX)
+    memset(&e, 0, sizeof e);
+    memset(w, 0, sizeof w);
+    e.path = path;
+    e.lo = lo;
+    e.hi = hi;
+    e.tensors = tensors;
+    e.n = n;
+    e.opts = opts;
+    e.fb = opts->frame_bytes;
+    e.nframes = hi > lo ? (hi - lo + e.fb - 1) / e.fb : 0;
+    if (e.nframes > UINT32_MAX)
         return ckpt_seterr(CKPT_EINVAL, "%s: too many frames (%llu)", path,
-                           (unsigned long long)nframes);
-    cap_out = ZSTD_compressBound(fb);
-    cctx = ZSTD_createCCtx();
+                           (unsigned long long)e.nframes);
+    e.K = enc_workers_for(opts, e.nframes);
+    e.S = 2 * e.K + 1;
+    e.cap_out = ZSTD_compressBound(e.fb);
     fh = XXH64_createState();
-    raw = malloc(fb);
-    shuf = malloc(fb);
-    table = calloc(nframes ? nframes : 1, CKPT_SHARD_ENTRY_BYTES);
-    for (int i = 0; i < WQ_NBUF; i++)
-        q.buf[i] = malloc(cap_out);
-    if (!cctx || !fh || !raw || !shuf || !table || !q.buf[0] || !q.buf[1] ||
-        !q.buf[2]) {
-        rc = ckpt_seterr(CKPT_ENOMEM, "%s: out of memory for a shard writer",
-                         path);
-        goto fail;
+    e.table = calloc(e.nframes ? e.nframes : 1, CKPT_SHARD_ENTRY_BYTES);
+    e.buf = calloc((size_t)e.S, sizeof *e.buf);
+    e.len = calloc((size_t)e.S, sizeof *e.len);
+    e.filled = malloc((size_t)e.S * sizeof *e.filled);
+    int ok = fh && e.table && e.buf && e.len && e.filled;
+    for (int i = 0; ok && i < e.S; i++) {
+        e.buf[i] = malloc(e.cap_out);
+        ok = e.buf[i] != NULL;
+        e.filled[i] = -1;
     }
-    zr = ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, opts->level);
-    if (!ZSTD_isError(zr))
-        zr = ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
-    if (!ZSTD_isError(zr) && opts->threads > 0)
-        zr = ZSTD_CCtx_setParameter(cctx, ZSTD_c_nbWorkers, opts->threads);
-    if (ZSTD_isError(zr)) {
-        rc = ckpt_seterr(CKPT_EZSTD, "%s: zstd parameters (level %d, %d "
-                         "threads): %s", path, opts->level, opts->threads,
-                         ZSTD_getErrorName(zr));
+    if (!ok) {
+        rc = ckpt_seterr(CKPT_ENOMEM, "%s: out of memory for a shard writer", path);
         goto fail;
     }
     XXH64_reset(fh, 0);
 
     fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        rc = ckpt_seterr(CKPT_EIO, "%s: cannot create: %s", path,
-                         strerror(errno));
+        rc = ckpt_seterr(CKPT_EIO, "%s: cannot create: %s", path, strerror(errno));
         goto fail;
     }
     memcpy(hdr, CKPT_SHARD_MAGIC, 8);
@@ -273,72 +310,73 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
         goto werr;
     }
 
-    q.fd = fd;
-    q.do_sync = opts->fsync;
-    q.pos = q.synced = CKPT_SHARD_HEADER_BYTES;
-    if (pthread_mutex_init(&q.mu, NULL) != 0)
+    if (pthread_mutex_init(&e.mu, NULL) != 0)
         goto nothread;
-    if (pthread_cond_init(&q.cv, NULL) != 0) {
-        pthread_mutex_destroy(&q.mu);
+    if (pthread_cond_init(&e.cv, NULL) != 0) {
+        pthread_mutex_destroy(&e.mu);
         goto nothread;
     }
-    qinit = 1;
-    if (pthread_create(&th, NULL, wq_writer, &q) != 0) {
-nothread:
-        rc = ckpt_seterr(CKPT_ENOMEM, "%s: cannot start the writer thread",
-                         path);
+    sync_init = 1;
+    for (int k = 0; k < e.K; k++) {
+        w[k].e = &e;
+        w[k].k = k;
+        if (pthread_create(&w[k].th, NULL, enc_worker, &w[k]) != 0) {
+            enc_fail(&e, CKPT_ENOMEM, "cannot start a shard encoder thread");
+            break;
+        }
+        w[k].started = 1;
+    }
+
+    /* The writer: frames in order. */
+    for (uint64_t f = 0; f < e.nframes; f++) {
+        int slot = (int)(f % (uint64_t)e.S);
+        pthread_mutex_lock(&e.mu);
+        while (!e.rc && e.filled[slot] != (int64_t)f)
+            pthread_cond_wait(&e.cv, &e.mu);
+        int stop = e.rc != 0;
+        size_t len = e.len[slot];
+        pthread_mutex_unlock(&e.mu);
+        if (stop)
+            break;
+        put_u64(e.table + f * CKPT_SHARD_ENTRY_BYTES + 16, pos);
+        XXH64_update(fh, e.buf[slot], len);
+        if (ckpt_write_all(fd, e.buf[slot], len) != 0) {
+            char msg[384];
+            werr = errno ? errno : EIO;
+            snprintf(msg, sizeof msg, "%s: write failed: %s", path, strerror(werr));
+            enc_fail(&e, CKPT_EIO, msg);
+            break;
+        }
+        pos += len;
+        if (opts->fsync && pos - synced >= (8u << 20)) {
+            (void)sync_file_range(fd, (off_t)synced, (off_t)(pos - synced),
+                                  SYNC_FILE_RANGE_WRITE);
+            synced = pos;
+        }
+        pthread_mutex_lock(&e.mu);
+        e.filled[slot] = -1;
+        e.written = f + 1;
+        pthread_cond_broadcast(&e.cv);
+        pthread_mutex_unlock(&e.mu);
+    }
+    for (int k = 0; k < e.K; k++)
+        if (w[k].started)
+            pthread_join(w[k].th, NULL);
+    if (e.rc) {
+        rc = ckpt_seterr(e.rc, "%s", e.msg);
         goto fail;
     }
-    started = 1;
 
-    for (uint64_t f = 0; f < nframes; f++) {
-        uint64_t roff = lo + f * fb;
-        size_t len = (size_t)(hi - roff < fb ? hi - roff : fb), b4;
-        const unsigned char *src = raw;
-        uint32_t flags = 0;
-        unsigned char *e = table + f * CKPT_SHARD_ENTRY_BYTES;
-        int slot;
-
-        gather(raw, roff, len, tensors, n, &cursor, &b4);
-        if (opts->shuffle && len >= 8 && b4 * 2 >= len) {
-            shuffle4(shuf, raw, len);
-            src = shuf;
-            flags |= CKPT_FRAME_SHUFFLE4;
-        }
-        slot = wq_acquire(&q);
-        zr = ZSTD_compress2(cctx, q.buf[slot], cap_out, src, len);
-        if (ZSTD_isError(zr)) {
-            rc = ckpt_seterr(CKPT_EZSTD, "%s: compressing frame %llu: %s",
-                             path, (unsigned long long)f,
-                             ZSTD_getErrorName(zr));
-            goto fail;
-        }
-        put_u64(e, roff - lo);
-        put_u64(e + 8, len);
-        put_u64(e + 16, pos);
-        put_u64(e + 24, zr);
-        put_u64(e + 32, XXH64(raw, len, 0));
-        put_u32(e + 40, flags);
-        put_u32(e + 44, 0);
-        XXH64_update(fh, q.buf[slot], zr);
-        pos += zr;
-        if ((werr = wq_push(&q, slot, zr)) != 0)
-            goto werr;
-    }
-    started = 0;
-    if ((werr = wq_finish(&q, th)) != 0)
-        goto werr;
-
-    XXH64_update(fh, table, nframes * CKPT_SHARD_ENTRY_BYTES);
-    if (nframes &&
-        ckpt_write_all(fd, table, nframes * CKPT_SHARD_ENTRY_BYTES) != 0) {
+    XXH64_update(fh, e.table, e.nframes * CKPT_SHARD_ENTRY_BYTES);
+    if (e.nframes &&
+        ckpt_write_all(fd, e.table, e.nframes * CKPT_SHARD_ENTRY_BYTES) != 0) {
         werr = errno;
         goto werr;
     }
     put_u64(foot, pos);
-    put_u64(foot + 8, nframes);
+    put_u64(foot + 8, e.nframes);
     put_u64(foot + 16, hi - lo);
-    put_u64(foot + 24, XXH64(table, nframes * CKPT_SHARD_ENTRY_BYTES, 0));
+    put_u64(foot + 24, XXH64(e.table, e.nframes * CKPT_SHARD_ENTRY_BYTES, 0));
     put_u32(foot + 32, CKPT_SHARD_VERSION);
     put_u32(foot + 36, 0);
     memcpy(foot + 40, CKPT_FOOTER_MAGIC, 8);
@@ -358,34 +396,35 @@ nothread:
     memset(info, 0, sizeof *info);
     info->raw_offset = lo;
     info->raw_bytes = hi - lo;
-    info->file_bytes = pos + nframes * CKPT_SHARD_ENTRY_BYTES + sizeof foot;
+    info->file_bytes = pos + e.nframes * CKPT_SHARD_ENTRY_BYTES + sizeof foot;
     info->xxh64 = XXH64_digest(fh);
-    info->nframes = (uint32_t)nframes;
+    info->nframes = (uint32_t)e.nframes;
     goto done;
 
+nothread:
+    rc = ckpt_seterr(CKPT_ENOMEM, "%s: cannot start the encoder threads", path);
+    goto fail;
 werr:
     errno = werr;
     rc = ckpt_seterr(CKPT_EIO, "%s: write failed: %s", path, strerror(werr));
 fail:
     saved = errno;
-    if (started)
-        (void)wq_finish(&q, th);
     if (fd >= 0)
         close(fd);
     unlink(path);
     errno = saved;
 done:
-    if (qinit) {
-        pthread_mutex_destroy(&q.mu);
-        pthread_cond_destroy(&q.cv);
+    if (sync_init) {
+        pthread_mutex_destroy(&e.mu);
+        pthread_cond_destroy(&e.cv);
     }
-    ZSTD_freeCCtx(cctx);
     XXH64_freeState(fh);
-    free(raw);
-    free(shuf);
-    free(table);
-    for (int i = 0; i < WQ_NBUF; i++)
-        free(q.buf[i]);
+    free(e.table);
+    for (int i = 0; e.buf && i < e.S; i++)
+        free(e.buf[i]);
+    free(e.buf);
+    free(e.len);
+    free(e.filled);
     return rc;
 }
 

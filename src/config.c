@@ -78,7 +78,8 @@ static const char config_help[] =
     "  --ckpt-keep K          committed checkpoints to keep (default 3)\n"
     "  --ckpt-async           write periodic saves in the background\n"
     "  --ckpt-level N         zstd level 1..19 (default 1)\n"
-    "  --ckpt-threads N       zstd worker threads per rank (default 0: none)\n"
+    "  --ckpt-threads N       compression threads per rank (default: cores per\n"
+    "                         node / ranks per node)\n"
     "signals and output:\n"
     "  --stop-signal SIG      USR1 (default) or USR2: stop, checkpoint, exit 75\n"
     "  --grace SEC            warn when a stop takes longer (default 30)\n"
@@ -379,8 +380,8 @@ int config_parse(config_t *c, int argc, char **argv, char *err, size_t cap)
             c->ckpt_level = (int)iv;
             break;
         case OPT_CKTHREADS:
-            if (parse_int(a, 0, 64, &iv))
-                return config_fail(err, cap, "--ckpt-threads: expected a whole number in [0, 64], got '%s'", a);
+            if (parse_int(a, 1, 64, &iv))
+                return config_fail(err, cap, "--ckpt-threads: expected a whole number in [1, 64], got '%s'", a);
             c->ckpt_threads = (int)iv;
             break;
         case OPT_STOPSIG:

@@ -198,7 +198,8 @@ int state_snapshot_take(const state_t *st, int world, int copy, int level,
     }
     ckpt_opts_default(&s->opts);
     s->opts.level = level;
-    s->opts.threads = st->cfg->ckpt_threads;
+    /* Default: this rank's share of the node's cores, as for BLAS. */
+    s->opts.threads = st->cfg->ckpt_threads ? st->cfg->ckpt_threads : st->ckpt_threads;
     *out = s;
     return STATE_OK;
 fail:

@@ -781,6 +781,7 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
     t->st.steps_per_epoch = t->spe;
     t->st.n_train = t->train.n;
     t->st.threads = threads;
+    t->st.ckpt_threads = world_default_threads(w);
 
     /* Resume. */
     int64_t step = 0;

@@ -114,7 +114,8 @@ typedef struct {
 
 typedef struct {
     int level;            /* zstd level, default 1; 1..19 accepted */
-    int threads;          /* zstd worker threads per rank, 0 = none */
+    int threads;          /* frame encoder threads per rank (default: online
+                             CPUs, at most 8); 0 = 1 */
     int shuffle;          /* byte-shuffle 4-byte elements before zstd (default 1) */
     size_t frame_bytes;   /* raw bytes per zstd frame, default 4 MiB */
     int fsync;            /* fsync files and directories (default 1) */

@@ -50,7 +50,7 @@ typedef struct {
     int ckpt_keep;
     int ckpt_async;
     int ckpt_level;
-    int ckpt_threads;      /* zstd worker threads per rank, 0 none */
+    int ckpt_threads;      /* compression threads per rank, 0: cores/ranks */
     /* signals and logging */
     int stop_signal;       /* SIGUSR1 by default */
     double grace;          /* seconds a stop may take before we warn */

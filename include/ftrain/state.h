@@ -30,6 +30,7 @@ typedef struct {
     int64_t steps_per_epoch;
     int64_t n_train;         /* samples in the training set */
     int threads;             /* BLAS threads per rank */
+    int ckpt_threads;        /* default checkpoint encoder threads */
     char resumed_from[STATE_PATH_MAX]; /* lineage: "" for a fresh start */
     double run_seconds;      /* training time before this process */
 } state_t;
