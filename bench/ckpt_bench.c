@@ -44,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -199,6 +200,12 @@ static int cmd_save(comm_t *c, const char *root, int mb)
 
     ckpt_opts_t opts;
     ckpt_opts_default(&opts);
+    /* Each rank gets its share of the node's cores, as ftrain does. */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    opts.threads = cpus / comm_size(c) > 1 ? (int)(cpus / comm_size(c)) : 1;
+    const char *lv = getenv("BENCH_CKPT_LEVEL"); /* 0: stored frames */
+    if (lv && *lv)
+        opts.level = atoi(lv);
     ckpt_coll_t coll = {c, comm_rank(c), comm_size(c), coll_allgather, coll_bcast};
     BENCH_CHECK(comm_barrier(c) == COMM_OK, "barrier: %s", comm_last_error());
     double t0 = now_s();

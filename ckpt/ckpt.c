@@ -147,9 +147,9 @@ void ckpt_opts_default(ckpt_opts_t *opts)
 
 static int check_opts(const ckpt_opts_t *o)
 {
-    if (o->level < 1 || o->level > 19)
-        return ckpt_seterr(CKPT_EINVAL, "zstd level %d is not in 1..19",
-                           o->level);
+    if (o->level < 0 || o->level > 19)
+        return ckpt_seterr(CKPT_EINVAL, "zstd level %d is not in 0..19 "
+                           "(0: stored)", o->level);
     if (o->threads < 0 || o->threads > 256)
         return ckpt_seterr(CKPT_EINVAL, "threads %d is not in 0..256",
                            o->threads);

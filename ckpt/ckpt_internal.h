@@ -90,6 +90,7 @@ int ckpt_path_join(char *buf, size_t cap, const char *dir, const char *name);
 #define CKPT_SHARD_ENTRY_BYTES 48u
 #define CKPT_SHARD_FOOTER_BYTES 48u
 #define CKPT_FRAME_SHUFFLE4 1u         /* frame flag: 4-byte byte shuffle */
+#define CKPT_FRAME_STORED 2u           /* frame flag: raw bytes, no zstd */
 #define CKPT_FRAME_MAX (256u << 20)    /* largest raw frame accepted */
 #define CKPT_FRAME_DEFAULT (4u << 20)
 

@@ -185,7 +185,7 @@ static void *enc_worker(void *arg)
         enc_fail(e, CKPT_ENOMEM, msg);
         goto out;
     }
-    zr = ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, opts->level);
+    zr = ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, opts->level ? opts->level : 1);
     if (!ZSTD_isError(zr))
         zr = ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
     if (ZSTD_isError(zr)) {
@@ -203,7 +203,7 @@ static void *enc_worker(void *arg)
         int slot = (int)(f % (uint64_t)e->S);
 
         gather(raw, roff, len, e->tensors, e->n, &cursor, &b4);
-        if (opts->shuffle && len >= 8 && b4 * 2 >= len) {
+        if (opts->level > 0 && opts->shuffle && len >= 8 && b4 * 2 >= len) {
             shuffle4(shuf, raw, len);
             src = shuf;
             flags |= CKPT_FRAME_SHUFFLE4;
@@ -215,7 +215,13 @@ static void *enc_worker(void *arg)
         pthread_mutex_unlock(&e->mu);
         if (stop)
             break;
-        zr = ZSTD_compress2(cctx, e->buf[slot], e->cap_out, src, len);
+        if (opts->level == 0) { /* stored: checksummed and seekable, no zstd */
+            memcpy(e->buf[slot], raw, len);
+            zr = len;
+            flags |= CKPT_FRAME_STORED;
+        } else {
+            zr = ZSTD_compress2(cctx, e->buf[slot], e->cap_out, src, len);
+        }
         if (ZSTD_isError(zr)) {
             snprintf(msg, sizeof msg, "%s: compressing frame %llu: %s", e->path,
                      (unsigned long long)f, ZSTD_getErrorName(zr));
@@ -469,7 +475,9 @@ static int check_entry(const ckpt_shard_reader_t *r, uint32_t i,
         return ckpt_seterr(CKPT_ECORRUPT, "%s: frame %u compressed size %llu "
                            "out of range", p, i,
                            (unsigned long long)f->comp_size);
-    if ((f->flags & ~CKPT_FRAME_SHUFFLE4) != 0 || resv != 0)
+    if ((f->flags & ~(CKPT_FRAME_SHUFFLE4 | CKPT_FRAME_STORED)) != 0 || resv != 0 ||
+        ((f->flags & CKPT_FRAME_STORED) &&
+         ((f->flags & CKPT_FRAME_SHUFFLE4) || f->comp_size != f->raw_size)))
         return ckpt_seterr(CKPT_ECORRUPT, "%s: frame %u has unknown flags "
                            "0x%x", p, i, f->flags);
     return CKPT_OK;
@@ -646,6 +654,13 @@ uint32_t ckpt_shard_find_frame(const ckpt_shard_reader_t *r, uint64_t off)
 static int decode_frame(ckpt_shard_reader_t *r, uint32_t i, void *dst)
 {
     const ckpt_frame_t *f = &r->frames[i];
+    if (f->flags & CKPT_FRAME_STORED) { /* sizes were checked at open */
+        memcpy(dst, r->comp, f->raw_size);
+        if (XXH64(dst, f->raw_size, 0) != f->xxh64)
+            return ckpt_seterr(CKPT_ECORRUPT, "%s: frame %u checksum mismatch",
+                               r->path, i);
+        return CKPT_OK;
+    }
     unsigned char *out = (f->flags & CKPT_FRAME_SHUFFLE4) ? r->scratch : dst;
     unsigned long long csz = ZSTD_getFrameContentSize(r->comp, f->comp_size);
     size_t fsz = ZSTD_findFrameCompressedSize(r->comp, f->comp_size), got;
@@ -681,10 +696,17 @@ int ckpt_shard_read_frame(ckpt_shard_reader_t *r, uint32_t i, void *dst)
     if (i >= r->nframes)
         return ckpt_seterr(CKPT_EINVAL, "%s: no frame %u", r->path, i);
     f = &r->frames[i];
-    if (ckpt_pread_all(r->fd, r->comp, f->comp_size, f->comp_offset) != 0)
+    /* A stored frame is read straight into place and checked there. */
+    void *into = (f->flags & CKPT_FRAME_STORED) ? dst : r->comp;
+    if (ckpt_pread_all(r->fd, into, f->comp_size, f->comp_offset) != 0)
         return ckpt_seterr(errno == EIO ? CKPT_ECORRUPT : CKPT_EIO,
                            "%s: reading frame %u: %s", r->path, i,
                            strerror(errno));
+    if (f->flags & CKPT_FRAME_STORED)
+        return XXH64(dst, f->raw_size, 0) == f->xxh64
+                   ? CKPT_OK
+                   : ckpt_seterr(CKPT_ECORRUPT, "%s: frame %u checksum mismatch",
+                                 r->path, i);
     return decode_frame(r, i, dst);
 }
 

@@ -77,7 +77,8 @@ static const char config_help[] =
     "  --ckpt-interval SEC    save when SEC seconds passed since the last save\n"
     "  --ckpt-keep K          committed checkpoints to keep (default 3)\n"
     "  --ckpt-async           write periodic saves in the background\n"
-    "  --ckpt-level N         zstd level 1..19 (default 1)\n"
+    "  --ckpt-level N         zstd level 1..19 (default 1); 0 stores frames\n"
+    "                         uncompressed (fast storage, slow CPUs)\n"
     "  --ckpt-threads N       compression threads per rank (default: cores per\n"
     "                         node / ranks per node)\n"
     "signals and output:\n"
@@ -375,8 +376,8 @@ int config_parse(config_t *c, int argc, char **argv, char *err, size_t cap)
             break;
         case OPT_CKASYNC: c->ckpt_async = 1; break;
         case OPT_CKLEVEL:
-            if (parse_int(a, 1, 19, &iv))
-                return config_fail(err, cap, "--ckpt-level: expected a zstd level in [1, 19], got '%s'", a);
+            if (parse_int(a, 0, 19, &iv))
+                return config_fail(err, cap, "--ckpt-level: expected a zstd level in [0, 19], got '%s'", a);
             c->ckpt_level = (int)iv;
             break;
         case OPT_CKTHREADS:

@@ -113,7 +113,8 @@ typedef struct {
 } ckpt_coll_t;
 
 typedef struct {
-    int level;            /* zstd level, default 1; 1..19 accepted */
+    int level;            /* zstd level 1..19 (default 1); 0 stores frames
+                             uncompressed (still checksummed, seekable) */
     int threads;          /* frame encoder threads per rank (default: online
                              CPUs, at most 8); 0 = 1 */
     int shuffle;          /* byte-shuffle 4-byte elements before zstd (default 1) */
