@@ -12,7 +12,7 @@ RUN=${DEMO_DIR:-runs/demo}
 REF=${RUN}-reference
 EPOCHS=${DEMO_EPOCHS:-2}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-ARGS="--deterministic --epochs $EPOCHS --seed 7 --lr 0.002 --schedule cosine --warmup 50 --ckpt-every 200 --log-every 100"
+ARGS="--deterministic --epochs $EPOCHS --seed 7 --lr 0.002 --schedule cosine --warmup 50 --ckpt-every 200 --log-every 20"
 rm -rf "$RUN" "$REF"
 mkdir -p "$RUN"
 
@@ -79,7 +79,7 @@ cat "$REF.log"
 
 h1=$(sed -n 's/^done: .*param_hash=\([0-9a-f]*\)$/\1/p' "$RUN/seg3.log")
 h2=$(sed -n 's/^done: .*param_hash=\([0-9a-f]*\)$/\1/p' "$REF.log")
-python3 scripts/plot_loss.py "$RUN/metrics.jsonl" "$RUN/loss.svg"
+python3 scripts/plot_loss.py "$RUN/metrics.jsonl" "$RUN/loss.svg" "$REF/metrics.jsonl"
 say "result"
 echo "stopped twice, resumed 4 -> 3 -> 2 ranks: param_hash=$h1"
 echo "uninterrupted on 4 ranks:                 param_hash=$h2"

@@ -1,21 +1,20 @@
 #!/usr/bin/env python3
 """Draw a run's loss curve across its restarts as an SVG.
 
-usage: plot_loss.py RUN_DIR/metrics.jsonl OUT.svg
+usage: plot_loss.py RUN_DIR/metrics.jsonl OUT.svg [REFERENCE/metrics.jsonl]
 
 Each logged step is a point; each stop is a red dashed line; each segment
-between restarts is labelled with its world size.  Standard library only.
+between restarts is labelled with its world size.  With a reference run
+(the same training uninterrupted), its curve is drawn under the first as a
+wide grey line.  Standard library only.
 """
 import json
 import sys
 
 
-def main():
-    if len(sys.argv) != 3:
-        print(__doc__.strip().splitlines()[2], file=sys.stderr)
-        return 2
+def read(path):
     steps, stops, segments = [], [], []
-    with open(sys.argv[1]) as f:
+    with open(path) as f:
         for line in f:
             try:
                 r = json.loads(line)
@@ -28,6 +27,15 @@ def main():
                     segments.append((r["step"], r["world_size"]))
             elif "loss" in r:
                 steps.append((r["step"], r["loss"]))
+    return steps, stops, segments
+
+
+def main():
+    if len(sys.argv) not in (3, 4):
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        return 2
+    steps, stops, segments = read(sys.argv[1])
+    ref = read(sys.argv[3])[0] if len(sys.argv) == 4 else []
     if not steps:
         print("plot_loss: no steps in %s" % sys.argv[1], file=sys.stderr)
         return 1
@@ -60,6 +68,12 @@ def main():
                    % (X(s), H - B + 18, s))
     out.append('<text x="%d" y="%d" text-anchor="middle">step</text>'
                % ((L + W - R) / 2, H - 12))
+    if ref:
+        rpts = " ".join("%.1f,%.1f" % (X(s), Y(l)) for s, l in sorted(ref))
+        out.append('<polyline fill="none" stroke="#bbbbbb" stroke-width="6" '
+                   'points="%s"/>' % rpts)
+        out.append('<text x="%d" y="%d" fill="#888">grey: the same run '
+                   'uninterrupted</text>' % (W - R - 250, H - B - 10))
     pts = " ".join("%.1f,%.1f" % (X(s), Y(l)) for s, l in sorted(steps))
     out.append('<polyline fill="none" stroke="#1f77b4" stroke-width="1.5" '
                'points="%s"/>' % pts)
