@@ -518,9 +518,11 @@ static int evaluate(trainer_t *t, double *loss, double *acc, char *err, size_t c
 
 /* ---- saving -------------------------------------------------------------- */
 
-static int save(trainer_t *t, int64_t step, train_result_t *res, char *err, size_t cap)
+/* Collective: bring the state of `step` to the host (from the GPU when there
+ * is one) and set the position the checkpoint records.  Returns 0 or -1. */
+static int state_at(trainer_t *t, int64_t step, char *err, size_t cap)
 {
-    double t0 = now_s();
+    err[0] = '\0';
     if (comm_any_failed(t->c, gpu_to_host(t, err, cap))) {
         if (!err[0])
             snprintf(err, cap, "another rank could not copy its state from the GPU");
@@ -529,25 +531,39 @@ static int save(trainer_t *t, int64_t step, train_result_t *res, char *err, size
     t->st.step = step;
     t->st.epoch = step / t->spe;
     t->st.cursor = (step % t->spe) * t->cfg->global_batch;
-    char dir[1024];
-    int rc = state_save(&t->st, t->c, t->root, t->cfg->ckpt_level, dir, sizeof dir, err, cap);
-    if (rc != STATE_OK)
-        return -1;
-    t->last_saved = step;
+    return 0;
+}
+
+/* After a commit: remember it, prune old checkpoints, report (rank 0). */
+static void committed(trainer_t *t, int64_t step, const char *dir, train_result_t *res,
+                      const char *how, const char *extra_json)
+{
+    if (step > t->last_saved)
+        t->last_saved = step;
     t->last_save_time = now_s();
     snprintf(res->ckpt, sizeof res->ckpt, "%s", dir);
-    if (t->rank == 0) {
-        int removed = 0;
-        ckpt_prune(t->root, t->cfg->ckpt_keep,
-                   t->st.resumed_from[0] ? t->st.resumed_from : NULL, &removed);
-        if (!t->cfg->quiet)
-            printf("checkpoint: %s committed in %.3f s%s\n", dir, t->last_save_time - t0,
-                   removed ? " (older ones pruned)" : "");
-        char extra[1200];
-        snprintf(extra, sizeof extra, "\"seconds\":%.4f", t->last_save_time - t0);
-        metrics_event(&t->met, "checkpoint", step, t->size, extra);
-        fflush(stdout);
-    }
+    if (t->rank != 0)
+        return;
+    int removed = 0;
+    ckpt_prune(t->root, t->cfg->ckpt_keep, t->st.resumed_from[0] ? t->st.resumed_from : NULL,
+               &removed);
+    if (!t->cfg->quiet)
+        printf("checkpoint: %s committed %s%s\n", dir, how, removed ? " (older ones pruned)" : "");
+    metrics_event(&t->met, "checkpoint", step, t->size, extra_json);
+    fflush(stdout);
+}
+
+static int save(trainer_t *t, int64_t step, train_result_t *res, char *err, size_t cap)
+{
+    double t0 = now_s();
+    char dir[1024], how[64], extra[128];
+    if (state_at(t, step, err, cap) != 0 ||
+        state_save(&t->st, t->c, t->root, t->cfg->ckpt_level, dir, sizeof dir, err, cap) !=
+            STATE_OK)
+        return -1;
+    snprintf(how, sizeof how, "in %.3f s", now_s() - t0);
+    snprintf(extra, sizeof extra, "\"seconds\":%.4f", now_s() - t0);
+    committed(t, step, dir, res, how, extra);
     return 0;
 }
 
@@ -566,14 +582,8 @@ static int async_start(trainer_t *t, int64_t step, char *err, size_t cap)
 {
     async_save_t *a = &t->async;
     double t0 = now_s();
-    if (comm_any_failed(t->c, gpu_to_host(t, err, cap))) {
-        if (!err[0])
-            snprintf(err, cap, "another rank could not copy its state from the GPU");
+    if (state_at(t, step, err, cap) != 0)
         return -1;
-    }
-    t->st.step = step;
-    t->st.epoch = step / t->spe;
-    t->st.cursor = (step % t->spe) * t->cfg->global_batch;
     int rc = state_snapshot_take(&t->st, t->size, 1, t->cfg->ckpt_level, &a->snap, err, cap);
     a->root = t->root;
     a->rank = t->rank;
@@ -624,23 +634,12 @@ static void async_finish(trainer_t *t, train_result_t *res)
                     (long long)a->step, err);
         return;
     }
-    if (a->step > t->last_saved)
-        t->last_saved = a->step;
-    t->last_save_time = now_s();
-    snprintf(res->ckpt, sizeof res->ckpt, "%s", dir);
-    if (t->rank == 0) {
-        int removed = 0;
-        ckpt_prune(t->root, t->cfg->ckpt_keep,
-                   t->st.resumed_from[0] ? t->st.resumed_from : NULL, &removed);
-        if (!t->cfg->quiet)
-            printf("checkpoint: %s committed (async: %.3f s in the background, training "
-                   "stall %.1f ms)\n", dir, now_s() - a->t_begin, 1e3 * stall);
-        char extra[160];
-        snprintf(extra, sizeof extra, "\"seconds\":%.4f,\"async\":true,\"stall_ms\":%.3f",
-                 now_s() - a->t_begin, 1e3 * stall);
-        metrics_event(&t->met, "checkpoint", a->step, t->size, extra);
-        fflush(stdout);
-    }
+    char how[128], extra[160];
+    snprintf(how, sizeof how, "(async: %.3f s in the background, training stall %.1f ms)",
+             now_s() - a->t_begin, 1e3 * stall);
+    snprintf(extra, sizeof extra, "\"seconds\":%.4f,\"async\":true,\"stall_ms\":%.3f",
+             now_s() - a->t_begin, 1e3 * stall);
+    committed(t, a->step, dir, res, how, extra);
 }
 
 /* After an agreed stop at `step`: finish an in-flight save, save this step
