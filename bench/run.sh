@@ -460,6 +460,20 @@ if want 6; then
     lvl=$("$FTRAIN" --help 2>/dev/null | sed -n 's/.*--ckpt-level N.*(default \([0-9]*\)).*/\1/p')
     echo "  ftrain's checkpoints here use its --ckpt-level default (zstd level ${lvl:-unknown})"
     rm -rf "$R"
+
+    # Async saves of the same state: the training stall per save (the
+    # snapshot copy plus the commit at a step boundary) beside the
+    # synchronous save time of the same run's checkpoints.
+    echo
+    echo "  async saves: the same model, 2 ranks, --ckpt-every 5 --ckpt-async, 20 steps"
+    timeout 900 mpirun -n 2 "$FTRAIN" --layers "$LAYERS" --global-batch 32 --steps 20 \
+        --log-every 1000 --run-dir "$W/async" --ckpt-every 5 --ckpt-async >"$W/async.log" 2>&1
+    grep -E '^(checkpoint|async checkpoints):' "$W/async.log" | sed 's/^/    /'
+    st=$(sed -n 's/^async checkpoints: .*mean training stall \([0-9.]*\) ms per save/\1/p' "$W/async.log")
+    sy=$(sed -n 's/^checkpoint: .* committed in \([0-9.]*\) s.*/\1/p' "$W/async.log" | tail -1)
+    [ -n "$st" ] && [ -n "$sy" ] &&
+        echo "  training stall per async save: $st ms; the final synchronous save: $sy s ($(awk -v a="$st" -v b="$sy" 'BEGIN { printf "%.2f", a / 1000 / b }') of it)"
+    rm -rf "$W/async"
 fi
 
 echo
