@@ -465,9 +465,9 @@ if want 6; then
     # snapshot copy plus the commit at a step boundary) beside the
     # synchronous save time of the same run's checkpoints.
     echo
-    echo "  async saves: the same model, 2 ranks, --ckpt-every 5 --ckpt-async, 20 steps"
-    timeout 900 mpirun -n 2 "$FTRAIN" --layers "$LAYERS" --global-batch 32 --steps 20 \
-        --log-every 1000 --run-dir "$W/async" --ckpt-every 5 --ckpt-async >"$W/async.log" 2>&1
+    echo "  async saves: the same model, 2 ranks, --ckpt-every 10 --ckpt-async, 40 steps"
+    timeout 900 mpirun -n 2 "$FTRAIN" --layers "$LAYERS" --global-batch 32 --steps 40 \
+        --log-every 1000 --run-dir "$W/async" --ckpt-every 10 --ckpt-async >"$W/async.log" 2>&1
     grep -E '^(checkpoint|async checkpoints):' "$W/async.log" | sed 's/^/    /'
     st=$(sed -n 's/^async checkpoints: .*mean training stall \([0-9.]*\) ms per save/\1/p' "$W/async.log")
     sy=$(sed -n 's/^checkpoint: .* committed in \([0-9.]*\) s.*/\1/p' "$W/async.log" | tail -1)

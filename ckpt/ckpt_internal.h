@@ -74,7 +74,11 @@ int ckpt_path_join(char *buf, size_t cap, const char *dir, const char *name);
  * A shard file is:   header | frame 0 | ... | frame n-1 | seek table | footer
  *
  *   header  16 bytes  "FTCKSHRD", u32 version, u32 flags (0)
- *   frame   one independent zstd frame each (content size recorded)
+ *   frame   one independent zstd frame (content size recorded), or the raw
+ *           bytes (flag STORED), or four byte planes (flag PLANES): a
+ *           20-byte header of u32 length of each plane's payload and u32
+ *           mask (bit p: plane p is a zstd frame, else stored), the four
+ *           payloads, then the raw_size % 4 tail bytes as they are
  *   table   n entries of 48 bytes: u64 raw_offset (in the shard's slice),
  *           u64 raw_size, u64 comp_offset (in the file), u64 comp_size,
  *           u64 xxh64 of the raw (unshuffled) bytes, u32 flags, u32 reserved
@@ -91,6 +95,9 @@ int ckpt_path_join(char *buf, size_t cap, const char *dir, const char *name);
 #define CKPT_SHARD_FOOTER_BYTES 48u
 #define CKPT_FRAME_SHUFFLE4 1u         /* frame flag: 4-byte byte shuffle */
 #define CKPT_FRAME_STORED 2u           /* frame flag: raw bytes, no zstd */
+#define CKPT_FRAME_PLANES 4u           /* frame flag: 4 byte planes, each
+                                          zstd or stored (shard.c) */
+#define CKPT_PLANES_HEADER_BYTES 20u
 #define CKPT_FRAME_MAX (256u << 20)    /* largest raw frame accepted */
 #define CKPT_FRAME_DEFAULT (4u << 20)
 

@@ -171,6 +171,43 @@ static void enc_fail(enc_t *e, int rc, const char *msg)
     pthread_mutex_unlock(&e->mu);
 }
 
+/* Encode a shuffled frame (four planes of ne bytes, then the tail) plane by
+ * plane: a plane whose first 16 KiB do not shrink by 5% under zstd (the low
+ * mantissa bytes of trained weights are noise) is stored as it is, so the
+ * compressor spends its time only where it pays.  Returns the payload size,
+ * or a zstd error code. */
+static size_t encode_planes(ZSTD_CCtx *cctx, unsigned char *dst, size_t cap,
+                            const unsigned char *shuf, size_t len)
+{
+    size_t ne = len / 4, tail = len - 4 * ne, pos = CKPT_PLANES_HEADER_BYTES;
+    uint32_t mask = 0;
+    unsigned char probe[ZSTD_COMPRESSBOUND(16384)];
+    for (int p = 0; p < 4; p++) {
+        const unsigned char *plane = shuf + (size_t)p * ne;
+        size_t n = ne < 16384 ? ne : 16384, z = 0;
+        int pack = 0;
+        z = ZSTD_compress2(cctx, probe, sizeof probe, plane, n);
+        if (ZSTD_isError(z))
+            return z;
+        if (z * 20 < n * 19) {
+            z = ZSTD_compress2(cctx, dst + pos, cap - pos, plane, ne);
+            if (ZSTD_isError(z))
+                return z;
+            pack = z < ne;
+        }
+        if (!pack) {
+            memcpy(dst + pos, plane, ne);
+            z = ne;
+        }
+        put_u32(dst + 4 * (size_t)p, (uint32_t)z);
+        mask |= (uint32_t)pack << p;
+        pos += z;
+    }
+    put_u32(dst + 16, mask);
+    memcpy(dst + pos, shuf + 4 * ne, tail);
+    return pos + tail;
+}
+
 static void *enc_worker(void *arg)
 {
     enc_worker_t *w = arg;
@@ -219,6 +256,9 @@ static void *enc_worker(void *arg)
             memcpy(e->buf[slot], raw, len);
             zr = len;
             flags |= CKPT_FRAME_STORED;
+        } else if (flags & CKPT_FRAME_SHUFFLE4) {
+            zr = encode_planes(cctx, e->buf[slot], e->cap_out, shuf, len);
+            flags = CKPT_FRAME_PLANES;
         } else {
             zr = ZSTD_compress2(cctx, e->buf[slot], e->cap_out, src, len);
         }
@@ -284,7 +324,7 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
                            (unsigned long long)e.nframes);
     e.K = enc_workers_for(opts, e.nframes);
     e.S = 2 * e.K + 1;
-    e.cap_out = ZSTD_compressBound(e.fb);
+    e.cap_out = ZSTD_compressBound(e.fb) + CKPT_PLANES_HEADER_BYTES + 4 * ZSTD_compressBound(0) + 64;
     fh = XXH64_createState();
     e.table = calloc(e.nframes ? e.nframes : 1, CKPT_SHARD_ENTRY_BYTES);
     e.buf = calloc((size_t)e.S, sizeof *e.buf);
@@ -475,9 +515,13 @@ static int check_entry(const ckpt_shard_reader_t *r, uint32_t i,
         return ckpt_seterr(CKPT_ECORRUPT, "%s: frame %u compressed size %llu "
                            "out of range", p, i,
                            (unsigned long long)f->comp_size);
-    if ((f->flags & ~(CKPT_FRAME_SHUFFLE4 | CKPT_FRAME_STORED)) != 0 || resv != 0 ||
+    if ((f->flags & ~(CKPT_FRAME_SHUFFLE4 | CKPT_FRAME_STORED | CKPT_FRAME_PLANES)) != 0 ||
+        resv != 0 ||
         ((f->flags & CKPT_FRAME_STORED) &&
-         ((f->flags & CKPT_FRAME_SHUFFLE4) || f->comp_size != f->raw_size)))
+         (f->flags != CKPT_FRAME_STORED || f->comp_size != f->raw_size)) ||
+        ((f->flags & CKPT_FRAME_PLANES) &&
+         (f->flags != CKPT_FRAME_PLANES || f->raw_size < 8 ||
+          f->comp_size < CKPT_PLANES_HEADER_BYTES + f->raw_size % 4)))
         return ckpt_seterr(CKPT_ECORRUPT, "%s: frame %u has unknown flags "
                            "0x%x", p, i, f->flags);
     return CKPT_OK;
@@ -651,6 +695,59 @@ uint32_t ckpt_shard_find_frame(const ckpt_shard_reader_t *r, uint64_t off)
 }
 
 /* Decode the compressed bytes of frame i (already in r->comp) into dst. */
+/* A PLANES frame: check the header against the seek table, decode each
+ * plane into the scratch buffer (a zstd plane must be exactly one frame of
+ * exactly ne bytes), then unshuffle into dst and verify the checksum. */
+static int decode_planes(ckpt_shard_reader_t *r, uint32_t i, void *dst)
+{
+    const ckpt_frame_t *f = &r->frames[i];
+    const unsigned char *c = r->comp;
+    size_t ne = (size_t)(f->raw_size / 4), tail = (size_t)(f->raw_size % 4);
+    uint32_t mask = get_u32(c + 16);
+    uint64_t sum = CKPT_PLANES_HEADER_BYTES + tail;
+    if (mask > 15)
+        return ckpt_seterr(CKPT_ECORRUPT, "%s: frame %u: bad plane mask 0x%x", r->path, i,
+                           mask);
+    for (int p = 0; p < 4; p++) {
+        uint32_t len = get_u32(c + 4 * (size_t)p);
+        if (!((mask >> p) & 1) && len != ne)
+            return ckpt_seterr(CKPT_ECORRUPT, "%s: frame %u: stored plane %d has %u bytes, "
+                               "expected %zu", r->path, i, p, len, ne);
+        sum += len;
+    }
+    if (sum != f->comp_size)
+        return ckpt_seterr(CKPT_ECORRUPT, "%s: frame %u: plane sizes add up to %llu, the seek "
+                           "table says %llu", r->path, i, (unsigned long long)sum,
+                           (unsigned long long)f->comp_size);
+    size_t pos = CKPT_PLANES_HEADER_BYTES;
+    for (int p = 0; p < 4; p++) {
+        uint32_t len = get_u32(c + 4 * (size_t)p);
+        unsigned char *out = r->scratch + (size_t)p * ne;
+        if ((mask >> p) & 1) {
+            unsigned long long csz = ZSTD_getFrameContentSize(c + pos, len);
+            size_t fsz = ZSTD_findFrameCompressedSize(c + pos, len), got;
+            if (csz == ZSTD_CONTENTSIZE_ERROR || ZSTD_isError(fsz) || fsz != len)
+                return ckpt_seterr(CKPT_ECORRUPT, "%s: frame %u: plane %d is not one valid "
+                                   "zstd frame", r->path, i, p);
+            if (csz != ne)
+                return ckpt_seterr(CKPT_ECORRUPT, "%s: frame %u: plane %d declares %llu bytes, "
+                                   "expected %zu", r->path, i, p, csz, ne);
+            got = ZSTD_decompressDCtx(r->dctx, out, ne, c + pos, len);
+            if (ZSTD_isError(got) || got != ne)
+                return ckpt_seterr(CKPT_ECORRUPT, "%s: frame %u: plane %d does not decompress "
+                                   "to %zu bytes", r->path, i, p, ne);
+        } else {
+            memcpy(out, c + pos, ne);
+        }
+        pos += len;
+    }
+    memcpy(r->scratch + 4 * ne, c + pos, tail);
+    unshuffle4(dst, r->scratch, (size_t)f->raw_size);
+    if (XXH64(dst, f->raw_size, 0) != f->xxh64)
+        return ckpt_seterr(CKPT_ECORRUPT, "%s: frame %u checksum mismatch", r->path, i);
+    return CKPT_OK;
+}
+
 static int decode_frame(ckpt_shard_reader_t *r, uint32_t i, void *dst)
 {
     const ckpt_frame_t *f = &r->frames[i];
@@ -661,6 +758,8 @@ static int decode_frame(ckpt_shard_reader_t *r, uint32_t i, void *dst)
                                r->path, i);
         return CKPT_OK;
     }
+    if (f->flags & CKPT_FRAME_PLANES)
+        return decode_planes(r, i, dst);
     unsigned char *out = (f->flags & CKPT_FRAME_SHUFFLE4) ? r->scratch : dst;
     unsigned long long csz = ZSTD_getFrameContentSize(r->comp, f->comp_size);
     size_t fsz = ZSTD_findFrameCompressedSize(r->comp, f->comp_size), got;

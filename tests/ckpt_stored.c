@@ -3,7 +3,7 @@
  * frame-parallel encoder: round trips for 1..8 encoder threads and both
  * levels give the same bytes; a stored frame with a flipped bit is reported
  * corrupt by a range read and by verify; stored shards are as large as the
- * data they hold.
+ * data they hold; a lying byte-plane header (level 1) is reported corrupt.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -134,6 +134,36 @@ int main(void)
     ckpt_close(c);
     free(buf);
     free(a);
+
+    /* Level 1 writes float frames as byte planes; lie in frame 0's plane
+     * header of step 5 (level 1, 1 thread): a bad mask, then a plane length
+     * that does not add up.  Both must be reported, never decoded. */
+    ckpt_step_dirname(5, name, sizeof name);
+    snprintf(dir, sizeof dir, "%s/%s", root, name);
+    snprintf(shard, sizeof shard, "%s/shard-0.ftsh", dir);
+    const struct { off_t at; unsigned char v; const char *what, *says; } lies[] = {
+        {16 + 16, 0xff, "a plane mask with unknown bits", "plane mask"},
+        {16 + 1, 0x7f, "a wrong plane length", "plane 0"},
+    };
+    for (int k = 0; k < 2; k++) {
+        fd = open(shard, O_RDWR);
+        unsigned char old = 0;
+        int done = fd >= 0 && pread(fd, &old, 1, lies[k].at) == 1 &&
+                   pwrite(fd, &lies[k].v, 1, lies[k].at) == 1;
+        c = NULL;
+        rc = done ? ckpt_open(dir, &c) : -1;
+        float *f0 = malloc(4096);
+        rr = rc == CKPT_OK ? ckpt_read_range(c, 0, 4096, f0) : rc;
+        is_int(rr, CKPT_ECORRUPT, "%s is corrupt", lies[k].what);
+        ok(strstr(ckpt_last_error(), lies[k].says) != NULL, "the message names it: %s",
+           ckpt_last_error());
+        ckpt_close(c);
+        free(f0);
+        if (done && pwrite(fd, &old, 1, lies[k].at) != 1)
+            diag("could not restore the byte");
+        if (fd >= 0)
+            close(fd);
+    }
 
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
