@@ -9,8 +9,7 @@
 CC       ?= cc
 BUILD    ?= build
 CSTD     := -std=c11 -D_GNU_SOURCE
-# snprintf truncation of messages is intended, so -Wformat-truncation is off.
-WARN     := -Wall -Wextra -Wshadow -Wno-unused-parameter -Wno-format-truncation
+WARN     := -Wall -Wextra -Wshadow
 OPT      ?= -O2 -g
 # -fno-math-errno lets llrint() compile to one instruction; nothing reads errno
 # after a math call.

@@ -1065,7 +1065,7 @@ static void inspect_step(const char *root, int verify, ckpt_entry_t *e)
         e->status = rc == CKPT_EINCOMPLETE && !c ? CKPT_ST_INCOMPLETE
                                                  : CKPT_ST_CORRUPT;
     if (rc != CKPT_OK)
-        snprintf(e->why, sizeof e->why, "%s: %s", ckpt_strerror(rc),
+        snprintf(e->why, sizeof e->why, "%s: %.200s", ckpt_strerror(rc),
                  ckpt_last_error());
     ckpt_close(c);
 }
@@ -1112,7 +1112,7 @@ int ckpt_list(const char *root, int verify, ckpt_entry_t **out, size_t *n)
         }
         e = &v[cnt++];
         memset(e, 0, sizeof *e);
-        snprintf(e->name, sizeof e->name, "%s", de->d_name);
+        snprintf(e->name, sizeof e->name, "%.63s", de->d_name);
         e->step = step;
         if (tmp) {
             e->status = CKPT_ST_INCOMPLETE;
@@ -1178,7 +1178,7 @@ int ckpt_latest_good(const char *root, char *path, size_t cap,
                 strcpy(path, dir);
                 goto fail; /* done; rc is CKPT_OK */
             }
-            snprintf(e->why, sizeof e->why, "%s: %s", ckpt_strerror(rc),
+            snprintf(e->why, sizeof e->why, "%s: %.200s", ckpt_strerror(rc),
                      ckpt_last_error());
         }
         if (skipped)

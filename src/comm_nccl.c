@@ -72,7 +72,8 @@ static void st_abort(nccl_state_t *st)
     if (st->broken)
         return;
     st->broken = 1;
-    snprintf(st->broken_msg, sizeof st->broken_msg, "%s", comm_err_buf);
+    snprintf(st->broken_msg, sizeof st->broken_msg, "%.*s", (int)sizeof st->broken_msg - 1,
+             comm_err_buf);
     if (st->nccl)
         ncclCommAbort(st->nccl);
     st->nccl = NULL;

@@ -294,7 +294,7 @@ int state_resolve(const config_t *cfg, comm_t *c, const char *root, char *path,
                 snprintf(found, sizeof found, "%s", cfg->resume);
             } else {
                 verdict = STATE_EFAIL;
-                snprintf(found, sizeof found, "--resume '%s': %s: %s", cfg->resume,
+                snprintf(found, sizeof found, "--resume '%.500s': %s: %.400s", cfg->resume,
                          ckpt_strerror(rc), ckpt_last_error());
             }
             ckpt_close(k);

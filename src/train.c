@@ -125,7 +125,11 @@ uint64_t train_param_hash(const float *p, size_t n)
 static int mkdir_p(const char *path)
 {
     char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s", path);
+    if (strlen(path) >= sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    snprintf(tmp, sizeof tmp, "%.1199s", path);
     for (char *p = tmp + 1; *p; p++) {
         if (*p != '/')
             continue;
@@ -662,7 +666,7 @@ static int stop_and_save(trainer_t *t, int64_t step, int signo, int first_rank,
     } else if (t->last_saved == step) {
         char dn[64];
         ckpt_step_dirname((uint64_t)step, dn, sizeof dn);
-        snprintf(res->ckpt, sizeof res->ckpt, "%s/%s", t->root, dn);
+        snprintf(res->ckpt, sizeof res->ckpt, "%.950s/%.63s", t->root, dn);
     }
     res->saved = t->last_saved == step;
     double t_end = wall_s();

@@ -40,12 +40,17 @@ static int64_t cursor_data[3] = {3, 1280, 42};
 
 static int one_allgather(void *ctx, const void *send, void *recv, size_t bytes)
 {
+    (void)ctx;
     memcpy(recv, send, bytes);
     return 0;
 }
 
 static int one_bcast(void *ctx, void *buf, size_t bytes, int root)
 {
+    (void)ctx;
+    (void)buf;
+    (void)bytes;
+    (void)root;
     return 0;
 }
 
@@ -302,7 +307,7 @@ static void expect_refused(const char *label, const char *path, int want)
 
 int main(void)
 {
-    char path[1024], path2[1024], out[1024];
+    char path[2200], path2[2400], out[2200];
     snprintf(base, sizeof base, "%s/ckpt_archive.XXXXXX",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(base))
