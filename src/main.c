@@ -118,8 +118,9 @@ int main(int argc, char **argv)
                        res.samples_per_s, res.reduce_ms_per_step, res.control_ms_per_step);
         }
         if (w.rank == 0 && res.async_saves && !cfg.quiet)
-            printf("async checkpoints: %d, failed %d, mean training stall %.1f ms per save\n",
-                   res.async_saves, res.async_failures, res.async_stall_ms);
+            printf("async checkpoints: %d, failed %d, skipped %d (one in flight), mean training "
+                   "stall %.1f ms per save\n", res.async_saves, res.async_failures,
+                   res.async_skipped, res.async_stall_ms);
         if (rc == TRAIN_DONE && res.async_failures) {
             if (w.rank == 0)
                 fprintf(stderr, "ftrain: %d asynchronous checkpoint%s failed (see above)\n",

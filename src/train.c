@@ -97,7 +97,7 @@ typedef struct {
     int64_t last_saved;
     double last_save_time;
     async_save_t async;
-    int async_failures, async_saves;
+    int async_failures, async_saves, async_skipped;
     double async_stall_s;
     double reduce_s, control_s;
     int64_t reduce_n;
@@ -967,8 +967,14 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
 
         if (cfg->run_dir[0] && step < t->total_steps &&
             ((cfg->ckpt_every && step % cfg->ckpt_every == 0) || ctl[CTL_SAVE] > 0)) {
-            if (cfg->ckpt_async) {
-                async_finish(t, res); /* at most one in flight */
+            if (cfg->ckpt_async && t->async.active) {
+                /* At most one in flight, and never a stall waiting for it:
+                 * this save is skipped; the one being written still lands. */
+                t->async_skipped++;
+                if (t->rank == 0 && !cfg->quiet)
+                    printf("checkpoint: step %lld skipped: the save of step %lld is still being "
+                           "written\n", (long long)step, (long long)t->async.step);
+            } else if (cfg->ckpt_async) {
                 if (async_start(t, step, err, cap) != 0) {
                     t->async_failures++;
                     if (t->rank == 0)
@@ -1036,6 +1042,7 @@ finish:
         t_loop_end = now_s();
     res->async_saves = t->async_saves;
     res->async_failures = t->async_failures;
+    res->async_skipped = t->async_skipped;
     res->async_stall_ms = t->async_saves ? 1e3 * t->async_stall_s / t->async_saves : 0;
     res->samples_per_s = t_loop_end > run_t0 ? (double)run_samples / (t_loop_end - run_t0) : 0;
     if (t->rank == 0) {

@@ -266,16 +266,16 @@ else
 fi
 
 # ---- a second signal while the stop's checkpoint is being written -----------
-# A 1M-parameter model (12 MB of state) makes the save last a moment; the
-# second and third signals are sent once the save's .tmp-step-* directory
-# shows.  They must not interrupt the save: exit 75, a checkpoint that
+# A 1M-parameter model (12 MB of state) saved at zstd level 19 makes the
+# save last a second or so; the second and third signals are sent once the
+# save's .tmp-step-* directory shows.  They must not interrupt the save: exit 75, a checkpoint that
 # verifies, and an exact resume.
 BIG="--data line --layers 1024,1024 --global-batch 32 --micro-batch 8 --lr 0.0001 --deterministic --steps 6"
 mpi 3 $BIG --quiet >"$T/bigref.out" 2>&1
 BIGREF=$(hash_of "$T/bigref.out")
 d="$T/save"
 : >"$d.out"
-mpi_bg 2 $BIG --log-every 1 --step-delay-ms 100 --run-dir "$d" >>"$d.out" 2>"$d.err"
+mpi_bg 2 $BIG --log-every 1 --step-delay-ms 100 --ckpt-level 19 --run-dir "$d" >>"$d.out" 2>"$d.err"
 saw_tmp=1
 if started "$d" 2; then
     sig USR1 "$d" 0

@@ -37,6 +37,7 @@ typedef struct {
     double samples_per_s;
     int async_saves;          /* --ckpt-async saves finished */
     int async_failures;       /* of which failed (exit code 1) */
+    int async_skipped;        /* periodic saves skipped: one was in flight */
     double async_stall_ms;    /* mean training stall per async save */
 } train_result_t;
 
