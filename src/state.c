@@ -142,24 +142,31 @@ struct state_snapshot {
     size_t n;
     uint64_t step;
     char *record;
-    float *copy;               /* owned copies of the buffers, or NULL */
     ckpt_opts_t opts;
     ckpt_shard_info_t info;
     int write_rc;
     char write_err[512];
 };
 
+size_t state_floats(const state_t *st)
+{
+    ckpt_tensor_t t[STATE_MAX_TENSORS];
+    size_t n = state_tensors(st, t), floats = 0;
+    for (size_t i = 0; i < n; i++)
+        floats += (size_t)t[i].shape[0] * (size_t)(t[i].ndim == 2 ? t[i].shape[1] : 1);
+    return floats;
+}
+
 void state_snapshot_free(state_snapshot_t *s)
 {
     if (!s)
         return;
     free(s->record);
-    free(s->copy);
     free(s);
 }
 
-int state_snapshot_take(const state_t *st, int world, int copy, int level,
-                        state_snapshot_t **out, char *err, size_t cap)
+int state_snapshot_take(const state_t *st, int world, float *copy, size_t copy_floats,
+                        int level, state_snapshot_t **out, char *err, size_t cap)
 {
     *out = NULL;
     state_snapshot_t *s = calloc(1, sizeof *s);
@@ -175,16 +182,18 @@ int state_snapshot_take(const state_t *st, int world, int copy, int level,
         goto fail;
     }
     if (copy) {
-        /* The copy is the training stall of an asynchronous save. */
+        /* The copy is the training stall of an asynchronous save; the
+         * caller's buffer is reused from save to save, so no page is
+         * faulted in again. */
         size_t floats = 0;
         for (size_t i = 0; i < s->n; i++)
             floats += (size_t)(s->t[i].nbytes / sizeof(float));
-        s->copy = malloc(floats * sizeof(float) + 1);
-        if (!s->copy) {
-            snprintf(err, cap, "out of memory for a %zu-byte snapshot", floats * sizeof(float));
+        if (floats > copy_floats) {
+            snprintf(err, cap, "snapshot buffer of %zu floats is too small for %zu", copy_floats,
+                     floats);
             goto fail;
         }
-        float *p = s->copy;
+        float *p = copy;
         for (size_t i = 0; i < s->n; i++) {
             memcpy(p, s->t[i].data, s->t[i].nbytes);
             s->t[i].data = p;
@@ -241,7 +250,7 @@ int state_save(const state_t *st, comm_t *c, const char *root, int level,
                char *out, size_t outcap, char *err, size_t cap)
 {
     state_snapshot_t *s = NULL;
-    int rc = state_snapshot_take(st, comm_size(c), 0, level, &s, err, cap);
+    int rc = state_snapshot_take(st, comm_size(c), NULL, 0, level, &s, err, cap);
     if (comm_any_failed(c, rc)) {
         if (rc == STATE_OK)
             snprintf(err, cap, "another rank could not describe its state");

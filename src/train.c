@@ -97,6 +97,8 @@ typedef struct {
     int64_t last_saved;
     double last_save_time;
     async_save_t async;
+    float *snap_buf;   /* --ckpt-async: the snapshot copy, reused */
+    size_t snap_floats;
     int async_failures, async_saves, async_skipped;
     double async_stall_s;
     double reduce_s, control_s;
@@ -588,7 +590,13 @@ static int async_start(trainer_t *t, int64_t step, char *err, size_t cap)
     double t0 = now_s();
     if (state_at(t, step, err, cap) != 0)
         return -1;
-    int rc = state_snapshot_take(&t->st, t->size, 1, t->cfg->ckpt_level, &a->snap, err, cap);
+    if (!t->snap_buf) { /* once per run: later saves reuse the pages */
+        t->snap_floats = state_floats(&t->st);
+        t->snap_buf = malloc(t->snap_floats * sizeof(float) + 1);
+    }
+    int rc = t->snap_buf ? state_snapshot_take(&t->st, t->size, t->snap_buf, t->snap_floats,
+                                               t->cfg->ckpt_level, &a->snap, err, cap)
+                         : (snprintf(err, cap, "out of memory for the snapshot"), STATE_EFAIL);
     a->root = t->root;
     a->rank = t->rank;
     a->world = t->size;
@@ -639,8 +647,9 @@ static void async_finish(trainer_t *t, train_result_t *res)
         return;
     }
     char how[128], extra[160];
-    snprintf(how, sizeof how, "(async: %.3f s in the background, training stall %.1f ms)",
-             now_s() - a->t_begin, 1e3 * stall);
+    snprintf(how, sizeof how, "(async: %.3f s in the background, training stall %.1f ms: "
+             "snapshot %.1f, commit %.1f)", now_s() - a->t_begin, 1e3 * stall,
+             1e3 * a->stall_s, 1e3 * (stall - a->stall_s));
     snprintf(extra, sizeof extra, "\"seconds\":%.4f,\"async\":true,\"stall_ms\":%.3f",
              now_s() - a->t_begin, 1e3 * stall);
     committed(t, a->step, dir, res, how, extra);
@@ -722,6 +731,7 @@ static void trainer_free(trainer_t *t)
         gpu_optim_free(t->go);
         gpu_model_free(t->gm);
     }
+    free(t->snap_buf);
     free(t->grad);
     free(t->mgrad);
     free(t->mloss);

@@ -49,11 +49,14 @@ typedef enum {
  *   commit  collective: gather shard infos, rank 0 commits             [main] */
 typedef struct state_snapshot state_snapshot_t;
 
-/** Describe st as a checkpoint of step st->step for `world` ranks; with
- *  copy != 0 the buffers are copied so training may go on.
+/** Describe st as a checkpoint of step st->step for `world` ranks.  With
+ *  copy != NULL the state is copied into it (copy_floats floats, at least
+ *  state_floats(st)) so training may go on; the caller keeps the buffer.
  *  @return STATE_OK or STATE_EFAIL (err set). */
-int state_snapshot_take(const state_t *st, int world, int copy, int level,
-                        state_snapshot_t **out, char *err, size_t cap);
+int state_snapshot_take(const state_t *st, int world, float *copy, size_t copy_floats,
+                        int level, state_snapshot_t **out, char *err, size_t cap);
+/** @return the number of floats a snapshot copy of st needs. */
+size_t state_floats(const state_t *st);
 /** Phase one: write this rank's shard; no collective, thread-safe.  The
  *  result is kept in the snapshot for the commit.  @return STATE_OK or
  *  STATE_EFAIL. */
