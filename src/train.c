@@ -796,6 +796,20 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
     t->st.threads = threads;
     t->st.ckpt_threads = world_default_threads(w);
 
+    /* --ckpt-async: the snapshot buffer is allocated and touched now, so no
+     * save pays for faulting its pages in during training. */
+    if (cfg->ckpt_async) {
+        t->snap_floats = state_floats(&t->st);
+        t->snap_buf = malloc(t->snap_floats * sizeof(float) + 1);
+        if (t->snap_buf)
+            memset(t->snap_buf, 0, t->snap_floats * sizeof(float));
+        if (comm_any_failed(c, !t->snap_buf)) {
+            snprintf(err, cap, "out of memory for the --ckpt-async snapshot (%zu bytes)",
+                     t->snap_floats * sizeof(float));
+            goto out;
+        }
+    }
+
     /* Resume. */
     int64_t step = 0;
     char from[STATE_PATH_MAX] = "";

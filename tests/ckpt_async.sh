@@ -11,10 +11,10 @@
 . "$(dirname "$0")/lib.sh"
 need_mpi
 
-# Steps are slowed to 10 ms so that a save (fsyncs included) finishes well
+# Steps are slowed to 30 ms so that a save (fsyncs included) finishes well
 # within the 10 steps between saves; a save still in flight when the next
 # one is due makes that one be skipped (tested in 2).
-L="--data line --layers 64 --steps 60 --deterministic --log-every 1000 --step-delay-ms 10"
+L="--data line --layers 64 --steps 60 --deterministic --log-every 1000 --step-delay-ms 30"
 
 # 1 -------------------------------------------------------------------------
 mpi 2 $L --quiet >"$T/ref" 2>&1
