@@ -12,6 +12,10 @@
  *                                its tensor table to FILE.json (for zstd and
  *                                the PyTorch peer)
  *
+ * Environment for save: BENCH_CKPT_LEVEL (zstd level, 0 stored),
+ * BENCH_CKPT_DIRECT=0 (buffered writes, as --ckpt-buffered), BENCH_CKPT_FSYNC=0
+ * (no fsync: the CPU-bound rate, for profiling).
+ *
  * Run under mpirun for several ranks; without a launcher it is a world of one.
  * Rank 0 prints one line of "key value" pairs that bench/run.sh parses:
  *
@@ -206,6 +210,12 @@ static int cmd_save(comm_t *c, const char *root, int mb)
     const char *lv = getenv("BENCH_CKPT_LEVEL"); /* 0: stored frames */
     if (lv && *lv)
         opts.level = atoi(lv);
+    const char *fs = getenv("BENCH_CKPT_FSYNC"); /* 0: no fsync, CPU-bound rate */
+    if (fs && *fs)
+        opts.fsync = atoi(fs) != 0;
+    const char *dr = getenv("BENCH_CKPT_DIRECT"); /* 0: buffered (--ckpt-buffered) */
+    if (dr && *dr)
+        opts.direct = atoi(dr) != 0;
     ckpt_coll_t coll = {c, comm_rank(c), comm_size(c), coll_allgather, coll_bcast};
     BENCH_CHECK(comm_barrier(c) == COMM_OK, "barrier: %s", comm_last_error());
     double t0 = now_s();

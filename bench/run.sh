@@ -242,31 +242,34 @@ S1=""
 S2=""
 STORED1=""
 RAW=""
-# save_best ROOTPREFIX N: REPEAT saves on N ranks into fresh roots; keeps the
-# last root as ROOTPREFIX; sets SAVE_BEST (MB/s), SAVE_RUNS, RAW, STORED.
-save_best() {
-    SAVE_BEST=""
-    SAVE_RUNS=""
-    _i=0
-    while [ "$_i" -lt "$REPEAT" ]; do
-        _i=$((_i + 1))
-        rm -rf "$1"
-        if [ "$2" = 1 ]; then
-            _out=$("$CB" save "$1" "$MB" 2>&1)
-        else
-            _out=$(timeout 600 mpirun -n "$2" "$CB" save "$1" "$MB" 2>&1)
-        fi
-        _s=$(field mb_per_s "$_out")
-        if [ -z "$_s" ]; then
-            printf '%s\n' "$_out" | tail -3 | sed 's/^/    | /'
-            continue
-        fi
-        SAVE_RUNS="$SAVE_RUNS $_s"
-        SAVE_BEST=$(maxof "$SAVE_BEST" "$_s")
-        RAW=$(field raw_bytes "$_out")
-        STORED=$(field stored_bytes "$_out")
-        SAVE_LINE=$_out
-    done
+# save_once ROOT N [ENV...]: one save on N ranks into a fresh ROOT (after a
+# sync, so that no earlier run's dirty pages are flushed inside this one);
+# prints its MB/s, or nothing on failure; ckpt_bench's output is kept in
+# ROOT.out.
+save_once() {
+    _root=$1
+    _n=$2
+    shift 2
+    rm -rf "$_root"
+    sync
+    if [ "$_n" = 1 ]; then
+        _out=$(env "$@" "$CB" save "$_root" "$MB" 2>&1)
+    else
+        _out=$(env "$@" timeout 600 mpirun -n "$_n" "$CB" save "$_root" "$MB" 2>&1)
+    fi
+    printf '%s\n' "$_out" >"$_root.out"
+    _s=$(field mb_per_s "$_out")
+    [ -n "$_s" ] || printf '%s\n' "$_out" | tail -3 | sed 's/^/    | /' >&2
+    echo "$_s"
+}
+# dd_once FLAGS: one dd of the state's size with FLAGS, after a sync; MB/s.
+dd_once() {
+    rm -f "$W/dd.bin"
+    sync
+    _out=$(LC_ALL=C dd if=/dev/zero of="$W/dd.bin" bs=4M count="$((MB / 4))" "$@" 2>&1)
+    rm -f "$W/dd.bin"
+    # "N bytes (...) copied, T s, X MB/s": MB/s from bytes and seconds.
+    printf '%s\n' "$_out" | awk '/copied/ { for (i = 1; i <= NF; i++) if ($i == "copied,") { printf "%.1f\n", $1 / $(i + 1) / 1e6; exit } }'
 }
 
 if [ "$ckpt_ok" = 1 ] && (want 2 || want 3 || want 4 || want 5); then
@@ -274,41 +277,49 @@ if [ "$ckpt_ok" = 1 ] && (want 2 || want 3 || want 4 || want 5); then
     echo "  state: 3 groups (parameters, Adam m, Adam v) x 4 [rows, 4096] matrices + 4 [4096] biases;"
     echo "  approximately Gaussian floats (sum of 4 uniforms): sigma 0.02 weights, 1e-4 moments, v = square"
     echo "  filesystem: $(df -PT "$W" | awk 'NR == 2 { print $2 }'), $free_mb MiB free before the run"
-    save_best "$W/c1" 1
-    S1=$SAVE_BEST
-    STORED1=${STORED:-}
-    [ -n "$S1" ] && echo "  1 rank:  runs$SAVE_RUNS MB/s; $(printf '%s' "$SAVE_LINE" | sed 's/.*\(level [0-9]* shuffle [0-9]* frame_bytes [0-9]*\).*/\1/')" ||
-        fail "ckpt_bench save on 1 rank"
-    save_best "$W/c2" 2
-    S2=$SAVE_BEST
-    STORED2=${STORED:-}
-    [ -n "$S2" ] && echo "  2 ranks: runs$SAVE_RUNS MB/s" || fail "ckpt_bench save on 2 ranks"
-    BENCH_CKPT_LEVEL=0 save_best "$W/c0" 1
-    S0=$SAVE_BEST
-    [ -n "$S0" ] && echo "  1 rank, --ckpt-level 0 (stored frames, no zstd): runs$SAVE_RUNS MB/s" ||
-        fail "ckpt_bench save level 0 on 1 rank"
-
-    DD=""
-    count=$((MB / 4))
-    DDRUNS=""
+    echo "  $REPEAT rounds; each round runs every configuration once, in turn, so that all of them"
+    echo "  see the same disk; a sync precedes each timed run; the best run of each is compared"
+    DD="" DDD="" S0="" SB="" R1S="" STORED1="" STORED2=""
+    R1="" R2="" R0="" RB="" RD="" RDD=""
     _i=0
     while [ "$_i" -lt "$REPEAT" ]; do
         _i=$((_i + 1))
-        rm -f "$W/dd.bin"
-        _out=$(LC_ALL=C dd if=/dev/zero of="$W/dd.bin" bs=4M count="$count" conv=fdatasync 2>&1)
-        # "N bytes (...) copied, T s, X MB/s": MB/s from bytes and seconds.
-        _s=$(printf '%s\n' "$_out" | awk '/copied/ { for (i = 1; i <= NF; i++) if ($i == "copied,") { printf "%.1f\n", $1 / $(i + 1) / 1e6; exit } }')
-        [ -n "$_s" ] || { echo "  peer unavailable: dd failed: $(printf '%s' "$_out" | tail -1)"; break; }
-        DDRUNS="$DDRUNS $_s"
-        DD=$(maxof "$DD" "$_s")
+        d=$(dd_once conv=fdatasync)
+        dd2=$(dd_once oflag=direct conv=fdatasync)
+        s1=$(save_once "$W/c1" 1)
+        s2=$(save_once "$W/c2" 2)
+        s0=$(save_once "$W/c0" 1 BENCH_CKPT_LEVEL=0)
+        sb=$(save_once "$W/cb" 1 BENCH_CKPT_DIRECT=0)
+        RD="$RD ${d:-failed}" RDD="$RDD ${dd2:-failed}"
+        R1="$R1 ${s1:-failed}" R2="$R2 ${s2:-failed}" R0="$R0 ${s0:-failed}" RB="$RB ${sb:-failed}"
+        R1S="$R1S $(ratio "$s1" "$d")"
+        DD=$(maxof "$DD" "$d") DDD=$(maxof "$DDD" "$dd2")
+        S1=$(maxof "$S1" "$s1") S2=$(maxof "$S2" "$s2") S0=$(maxof "$S0" "$s0") SB=$(maxof "$SB" "$sb")
     done
-    rm -f "$W/dd.bin"
-    [ -n "$DDRUNS" ] && echo "  dd if=/dev/zero bs=4M count=$count conv=fdatasync: runs$DDRUNS MB/s"
+    RAW=$(field raw_bytes "$(cat "$W/c1.out")")
+    STORED1=$(field stored_bytes "$(cat "$W/c1.out")")
+    STORED2=$(field stored_bytes "$(cat "$W/c2.out")")
+    rm -rf "$W/c0" "$W/cb"
+    echo "  runs, MB/s:"
+    echo "    dd if=/dev/zero bs=4M conv=fdatasync (page cache, then flush):$RD"
+    echo "    dd if=/dev/zero bs=4M oflag=direct conv=fdatasync:           $RDD"
+    echo "    ckpt 1 rank (default: level 1, O_DIRECT):                    $R1"
+    echo "    ckpt 2 ranks:                                                $R2"
+    echo "    ckpt 1 rank, level 0 (stored frames, no zstd):               $R0"
+    echo "    ckpt 1 rank, buffered (--ckpt-buffered: page cache, then fsync):$RB"
+    echo "    ckpt 1 rank / dd conv=fdatasync, per round:                  $R1S"
+    [ -n "$S1" ] || fail "ckpt_bench save on 1 rank"
+    [ -n "$S2" ] || fail "ckpt_bench save on 2 ranks"
+    [ -n "$S0" ] || fail "ckpt_bench save level 0 on 1 rank"
+    [ -n "$SB" ] || fail "ckpt_bench save buffered on 1 rank"
+    [ -n "$DD" ] || echo "  peer unavailable: dd failed"
     echo
     row "" "ckpt_save" "dd" "ratio"
     row "MB/s (raw state), 1 rank" "${S1:-failed}" "${DD:-n/a}" "$(ratio "$S1" "$DD")"
     row "MB/s (raw state), 2 ranks" "${S2:-failed}" "${DD:-n/a}" "$(ratio "$S2" "$DD")"
     row "MB/s, 1 rank, level 0 (stored)" "${S0:-failed}" "${DD:-n/a}" "$(ratio "$S0" "$DD")"
+    row "MB/s, 1 rank, buffered" "${SB:-failed}" "${DD:-n/a}" "$(ratio "$SB" "$DD")"
+    row "MB/s, 1 rank, vs dd oflag=direct" "${S1:-failed}" "${DDD:-n/a}" "$(ratio "$S1" "$DDD")"
     echo "  target: 1 rank >= 0.85 of dd -> $(awk -v r="$(ratio "$S1" "$DD")" 'BEGIN { if (r == "n/a") print "not measured"; else if (r + 0 >= 0.85) print "met"; else print "NOT met" }');" \
         "2 ranks not slower than 1 -> $(awk -v a="${S2:-}" -v b="${S1:-}" 'BEGIN { if (a == "" || b == "") print "not measured"; else if (a + 0 >= b + 0) print "met"; else print "NOT met" }')"
     echo "  (MB = 10^6 bytes of raw state; the checkpoint writes fewer bytes than that: it is compressed)"
@@ -321,6 +332,9 @@ if [ "$ckpt_ok" = 1 ] && want 3 && [ -d "$W/c2/step-00000001" ]; then
     row "saved by N -> read by M" "MB/s" "seconds" "checked"
     for spec in "1 1" "1 2" "2 1" "2 2" "2 3"; do
         set -- $spec
+        # Saves bypass the page cache (O_DIRECT): read the files once, untimed,
+        # so that this measures decoding, as torch.load's figure does.
+        cat "$W/c$1"/step-00000001/* >/dev/null 2>&1
         best=""
         bestsec=""
         chk=""

@@ -8,10 +8,12 @@
  *
  * The writer makes one pass: encoder threads (opts.threads of them, at least
  * one) gather frames' bytes from the tensors, shuffle and compress them in
- * parallel, and the calling thread writes the frames in order with one
- * write(2) each, starting writeback early (sync_file_range), so compression,
- * copying and disk I/O overlap and the final fsync has little left to do.  The reader trusts nothing in the file: every
- * size and offset is checked against the file size and the manifest.
+ * parallel, and the calling thread writes the frames in order through a
+ * sink: O_DIRECT from an aligned staging buffer by default (no kernel copy,
+ * no dirty page cache), or buffered writes with early writeback
+ * (sync_file_range); either way compression and disk I/O overlap and the
+ * final fsync has little left to do.  The reader trusts nothing in the file:
+ * every size and offset is checked against the file size and the manifest.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -297,20 +299,157 @@ static int enc_workers_for(const ckpt_opts_t *opts, uint64_t nframes)
     return k;
 }
 
+/* The output sink.  Buffered: write(2) into the page cache, with early
+ * writeback (sync_file_range) every 8 MiB.  Direct (opts.direct): the bytes
+ * collect in an aligned staging buffer and whole 4 KiB blocks go from it to
+ * the device with O_DIRECT, so the kernel neither copies them nor keeps
+ * dirty pages; the last partial block, the seek table and the footer are
+ * written buffered after O_DIRECT is cleared.  A filesystem that refuses
+ * O_DIRECT (at open or at a write: EINVAL) gets buffered writes instead. */
+#define SINK_ALIGN 4096u
+#define SINK_CHUNK (8u << 20)
+
+typedef struct {
+    int fd;
+    int direct;
+    int do_fsync;
+    unsigned char *stage;   /* direct: SINK_CHUNK + SINK_ALIGN bytes */
+    size_t fill;            /* bytes in stage */
+    uint64_t pos;           /* bytes accepted so far */
+    uint64_t synced;        /* buffered: bytes handed to writeback */
+} sink_t;
+
+static int sink_open(sink_t *s, const char *path, const ckpt_opts_t *opts)
+{
+    memset(s, 0, sizeof *s);
+    s->fd = -1;
+    s->do_fsync = opts->fsync;
+    if (opts->direct) {
+        s->stage = aligned_alloc(SINK_ALIGN, SINK_CHUNK + SINK_ALIGN);
+        if (s->stage) {
+            s->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
+            if (s->fd >= 0)
+                s->direct = 1;
+            else if (errno != EINVAL)
+                return -1;
+        }
+    }
+    if (s->fd < 0)
+        s->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    return s->fd < 0 ? -1 : 0;
+}
+
+/* Clear O_DIRECT: what follows goes through the page cache. */
+static int sink_undirect(sink_t *s)
+{
+    int fl = fcntl(s->fd, F_GETFL);
+    if (fl < 0 || fcntl(s->fd, F_SETFL, fl & ~O_DIRECT) < 0)
+        return -1;
+    s->direct = 0;
+    return 0;
+}
+
+/* Write the first n bytes of the stage (n a multiple of SINK_ALIGN while
+ * direct) and keep the rest at its start. */
+static int sink_drain(sink_t *s, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t k = write(s->fd, s->stage + done, n - done);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EINVAL && s->direct && sink_undirect(s) == 0)
+                continue; /* refused, or misaligned after a short write */
+            return -1;
+        }
+        done += (size_t)k;
+    }
+    memmove(s->stage, s->stage + n, s->fill - n);
+    s->fill -= n;
+    return 0;
+}
+
+static int sink_put(sink_t *s, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    s->pos += len;
+    if (!s->direct) {
+        if (s->fill && sink_drain(s, s->fill) != 0) /* left from direct mode */
+            return -1;
+        if (ckpt_write_all(s->fd, p, len) != 0)
+            return -1;
+        if (s->do_fsync && s->pos - s->synced >= (8u << 20)) {
+            (void)sync_file_range(s->fd, (off_t)s->synced, (off_t)(s->pos - s->synced),
+                                  SYNC_FILE_RANGE_WRITE);
+            s->synced = s->pos;
+        }
+        return 0;
+    }
+    while (len > 0) {
+        size_t take = SINK_CHUNK + SINK_ALIGN - s->fill;
+        if (take > len)
+            take = len;
+        memcpy(s->stage + s->fill, p, take);
+        s->fill += take;
+        p += take;
+        len -= take;
+        if (s->fill >= SINK_CHUNK &&
+            sink_drain(s, s->direct ? s->fill & ~(size_t)(SINK_ALIGN - 1) : s->fill) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Write what is left, fsync (opts.fsync) and close.  @return 0 or -1 with
+ * errno set; the descriptor is closed either way. */
+static int sink_close(sink_t *s)
+{
+    int rc = 0, saved = 0;
+    if (s->direct && sink_undirect(s) != 0)
+        rc = -1;
+    if (rc == 0 && s->fill && sink_drain(s, s->fill) != 0)
+        rc = -1;
+    if (rc == 0 && s->do_fsync && fsync(s->fd) != 0)
+        rc = -1;
+    saved = errno;
+    if (close(s->fd) != 0 && rc == 0) {
+        rc = -1;
+        saved = errno;
+    }
+    s->fd = -1;
+    free(s->stage);
+    s->stage = NULL;
+    errno = saved;
+    return rc;
+}
+
+/* Drop a sink after a failure (the caller unlinks the file). */
+static void sink_abort(sink_t *s)
+{
+    if (s->fd >= 0)
+        close(s->fd);
+    s->fd = -1;
+    free(s->stage);
+    s->stage = NULL;
+}
+
 int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
                       const ckpt_tensor_t *tensors, size_t n,
                       const ckpt_opts_t *opts, ckpt_shard_info_t *info)
 {
-    int rc = CKPT_OK, fd = -1, saved, sync_init = 0;
-    uint64_t pos = CKPT_SHARD_HEADER_BYTES, synced = CKPT_SHARD_HEADER_BYTES;
+    int rc = CKPT_OK, saved, sync_init = 0;
     unsigned char hdr[CKPT_SHARD_HEADER_BYTES], foot[CKPT_SHARD_FOOTER_BYTES];
     XXH64_state_t *fh = NULL;
+    sink_t sk;
     enc_t e;
     enc_worker_t w[ENC_MAX_WORKERS];
     int werr = 0;
 
     memset(&e, 0, sizeof e);
     memset(w, 0, sizeof w);
+    memset(&sk, 0, sizeof sk);
+    sk.fd = -1;
     e.path = path;
     e.lo = lo;
     e.hi = hi;
@@ -342,8 +481,7 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
     }
     XXH64_reset(fh, 0);
 
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
+    if (sink_open(&sk, path, opts) != 0) {
         rc = ckpt_seterr(CKPT_EIO, "%s: cannot create: %s", path, strerror(errno));
         goto fail;
     }
@@ -351,7 +489,7 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
     put_u32(hdr + 8, CKPT_SHARD_VERSION);
     put_u32(hdr + 12, 0);
     XXH64_update(fh, hdr, sizeof hdr);
-    if (ckpt_write_all(fd, hdr, sizeof hdr) != 0) {
+    if (sink_put(&sk, hdr, sizeof hdr) != 0) {
         werr = errno;
         goto werr;
     }
@@ -384,20 +522,14 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
         pthread_mutex_unlock(&e.mu);
         if (stop)
             break;
-        put_u64(e.table + f * CKPT_SHARD_ENTRY_BYTES + 16, pos);
+        put_u64(e.table + f * CKPT_SHARD_ENTRY_BYTES + 16, sk.pos);
         XXH64_update(fh, e.buf[slot], len);
-        if (ckpt_write_all(fd, e.buf[slot], len) != 0) {
+        if (sink_put(&sk, e.buf[slot], len) != 0) {
             char msg[384];
             werr = errno ? errno : EIO;
             snprintf(msg, sizeof msg, "%s: write failed: %s", path, strerror(werr));
             enc_fail(&e, CKPT_EIO, msg);
             break;
-        }
-        pos += len;
-        if (opts->fsync && pos - synced >= (8u << 20)) {
-            (void)sync_file_range(fd, (off_t)synced, (off_t)(pos - synced),
-                                  SYNC_FILE_RANGE_WRITE);
-            synced = pos;
         }
         pthread_mutex_lock(&e.mu);
         e.filled[slot] = -1;
@@ -413,9 +545,9 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
         goto fail;
     }
 
+    uint64_t pos = sk.pos; /* end of the frames: where the seek table starts */
     XXH64_update(fh, e.table, e.nframes * CKPT_SHARD_ENTRY_BYTES);
-    if (e.nframes &&
-        ckpt_write_all(fd, e.table, e.nframes * CKPT_SHARD_ENTRY_BYTES) != 0) {
+    if (e.nframes && sink_put(&sk, e.table, e.nframes * CKPT_SHARD_ENTRY_BYTES) != 0) {
         werr = errno;
         goto werr;
     }
@@ -427,17 +559,10 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
     put_u32(foot + 36, 0);
     memcpy(foot + 40, CKPT_FOOTER_MAGIC, 8);
     XXH64_update(fh, foot, sizeof foot);
-    if (ckpt_write_all(fd, foot, sizeof foot) != 0 ||
-        (opts->fsync && fsync(fd) != 0)) {
+    if (sink_put(&sk, foot, sizeof foot) != 0 || sink_close(&sk) != 0) {
         werr = errno;
         goto werr;
     }
-    if (close(fd) != 0) {
-        werr = errno;
-        fd = -1;
-        goto werr;
-    }
-    fd = -1;
 
     memset(info, 0, sizeof *info);
     info->raw_offset = lo;
@@ -455,8 +580,7 @@ werr:
     rc = ckpt_seterr(CKPT_EIO, "%s: write failed: %s", path, strerror(werr));
 fail:
     saved = errno;
-    if (fd >= 0)
-        close(fd);
+    sink_abort(&sk);
     unlink(path);
     errno = saved;
 done:

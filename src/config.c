@@ -81,6 +81,8 @@ static const char config_help[] =
     "                         uncompressed (fast storage, slow CPUs)\n"
     "  --ckpt-threads N       compression threads per rank (default: cores per\n"
     "                         node / ranks per node)\n"
+    "  --ckpt-buffered        write shards through the page cache instead of\n"
+    "                         O_DIRECT (for filesystems where that is faster)\n"
     "signals and output:\n"
     "  --stop-signal SIG      USR1 (default) or USR2: stop, checkpoint, exit 75\n"
     "  --grace SEC            warn when a stop takes longer (default 30)\n"
@@ -103,7 +105,7 @@ enum {
     OPT_STEPS, OPT_GBATCH, OPT_MBATCH, OPT_SEED, OPT_DET, OPT_THREADS,
     OPT_RUNDIR, OPT_RESUME, OPT_CKEVERY, OPT_CKINT, OPT_CKKEEP, OPT_CKASYNC,
     OPT_CKLEVEL, OPT_STOPSIG, OPT_GRACE, OPT_LOGEVERY, OPT_DELAY, OPT_QUIET,
-    OPT_TRACE, OPT_CKTHREADS, OPT_DEVICE,
+    OPT_TRACE, OPT_CKTHREADS, OPT_DEVICE, OPT_CKBUF,
     OPT_HELP, OPT_VERSION
 };
 
@@ -135,6 +137,7 @@ static const struct option config_opts[] = {
     {"ckpt-async", no_argument, 0, OPT_CKASYNC},
     {"ckpt-level", required_argument, 0, OPT_CKLEVEL},
     {"ckpt-threads", required_argument, 0, OPT_CKTHREADS},
+    {"ckpt-buffered", no_argument, 0, OPT_CKBUF},
     {"stop-signal", required_argument, 0, OPT_STOPSIG},
     {"grace", required_argument, 0, OPT_GRACE},
     {"log-every", required_argument, 0, OPT_LOGEVERY},
@@ -375,6 +378,7 @@ int config_parse(config_t *c, int argc, char **argv, char *err, size_t cap)
             c->ckpt_keep = (int)iv;
             break;
         case OPT_CKASYNC: c->ckpt_async = 1; break;
+        case OPT_CKBUF: c->ckpt_buffered = 1; break;
         case OPT_CKLEVEL:
             if (parse_int(a, 0, 19, &iv))
                 return config_fail(err, cap, "--ckpt-level: expected a zstd level in [0, 19], got '%s'", a);
@@ -442,6 +446,8 @@ int config_parse(config_t *c, int argc, char **argv, char *err, size_t cap)
     if (!c->run_dir[0]) {
         if (c->ckpt_every || c->ckpt_interval || c->ckpt_async)
             return config_fail(err, cap, "--ckpt-every, --ckpt-interval and --ckpt-async need --run-dir");
+        if (c->ckpt_buffered)
+            return config_fail(err, cap, "--ckpt-buffered needs --run-dir");
         if (have_resume && strcmp(c->resume, "none") != 0 && strcmp(c->resume, "auto") == 0)
             return config_fail(err, cap, "--resume auto needs --run-dir");
         if (!have_resume)

@@ -69,6 +69,7 @@ bad "unknown --stop-signal" --stop-signal --stop-signal KILL
 bad "--ckpt-every without --run-dir" --ckpt-every --ckpt-every 5
 bad "--ckpt-interval without --run-dir" --ckpt-interval --ckpt-interval 60
 bad "--ckpt-async without --run-dir" --ckpt-async --ckpt-async
+bad "--ckpt-buffered without --run-dir" --ckpt-buffered --ckpt-buffered
 bad "--resume auto without --run-dir" --resume --resume auto
 for v in "256,,128" "0" "abc" "" "256,-1" "128,x" ",128" "256,"; do
     bad "--layers '$v'" --layers $L --steps 1 --quiet --layers "$v"
@@ -158,5 +159,16 @@ else
     skip "truncated data message" "fashion-mnist is not installed in $FM"
     skip "truncated data no training" "fashion-mnist is not installed in $FM"
 fi
+
+# --ckpt-buffered writes through the page cache: a checkpoint with the same
+# tensors as the default (O_DIRECT) one, and it verifies.
+"$FTRAIN" $L --steps 6 --run-dir "$T/rd" --quiet >"$T/out" 2>"$T/err"
+is "$?" 0 "a run saving with O_DIRECT (the default) exits 0"
+"$FTRAIN" $L --steps 6 --run-dir "$T/rb" --ckpt-buffered --quiet >"$T/out" 2>"$T/err"
+is "$?" 0 "a run with --ckpt-buffered exits 0"
+"$BUILD/ckptctl" verify "$T/rb/ckpt" >"$T/out" 2>&1
+is "$?" 0 "its checkpoint verifies"
+"$BUILD/ckptctl" diff "$T/rd/ckpt" "$T/rb/ckpt" >"$T/out" 2>&1
+is "$?" 0 "and holds the same tensors as the O_DIRECT one (ckptctl diff)"
 
 done_testing

@@ -120,6 +120,10 @@ typedef struct {
     int shuffle;          /* byte-shuffle 4-byte elements before zstd (default 1) */
     size_t frame_bytes;   /* raw bytes per zstd frame, default 4 MiB */
     int fsync;            /* fsync files and directories (default 1) */
+    int direct;           /* write shard data with O_DIRECT, past the page
+                             cache (default 1): no kernel copy, no dirty pages
+                             evicting the training data; falls back to
+                             buffered writes where the filesystem refuses */
 } ckpt_opts_t;
 
 /** Fill opts with the defaults above. */

@@ -51,6 +51,7 @@ typedef struct {
     int ckpt_async;
     int ckpt_level;
     int ckpt_threads;      /* compression threads per rank, 0: cores/ranks */
+    int ckpt_buffered;     /* 1: shards through the page cache, not O_DIRECT */
     /* signals and logging */
     int stop_signal;       /* SIGUSR1 by default */
     double grace;          /* seconds a stop may take before we warn */
