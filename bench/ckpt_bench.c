@@ -13,6 +13,7 @@
  *                                the PyTorch peer)
  *
  * Environment for save: BENCH_CKPT_LEVEL (zstd level, 0 stored),
+ * BENCH_CKPT_THREADS (encoder threads per rank; default cores / ranks),
  * BENCH_CKPT_DIRECT=0 (buffered writes, as --ckpt-buffered), BENCH_CKPT_FSYNC=0
  * (no fsync: the CPU-bound rate, for profiling).
  *
@@ -207,6 +208,9 @@ static int cmd_save(comm_t *c, const char *root, int mb)
     /* Each rank gets its share of the node's cores, as ftrain does. */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     opts.threads = cpus / comm_size(c) > 1 ? (int)(cpus / comm_size(c)) : 1;
+    const char *th = getenv("BENCH_CKPT_THREADS"); /* encoder threads per rank */
+    if (th && *th)
+        opts.threads = atoi(th);
     const char *lv = getenv("BENCH_CKPT_LEVEL"); /* 0: stored frames */
     if (lv && *lv)
         opts.level = atoi(lv);

@@ -301,36 +301,155 @@ static int enc_workers_for(const ckpt_opts_t *opts, uint64_t nframes)
 
 /* The output sink.  Buffered: write(2) into the page cache, with early
  * writeback (sync_file_range) every 8 MiB.  Direct (opts.direct): the bytes
- * collect in an aligned staging buffer and whole 4 KiB blocks go from it to
- * the device with O_DIRECT, so the kernel neither copies them nor keeps
- * dirty pages; the last partial block, the seek table and the footer are
- * written buffered after O_DIRECT is cleared.  A filesystem that refuses
- * O_DIRECT (at open or at a write: EINVAL) gets buffered writes instead. */
+ * collect in one of two aligned staging buffers; each time one holds 8 MiB,
+ * its whole 4 KiB blocks go to an I/O thread that writes them with O_DIRECT
+ * (no kernel copy, no dirty pages) while the caller fills the other buffer,
+ * so the device never waits for the copy and the hashing.  The last partial
+ * block, the seek table and the footer are written buffered after O_DIRECT
+ * is cleared.  A filesystem that refuses O_DIRECT (EINVAL at open or at a
+ * write) gets buffered writes instead; the bytes are the same. */
 #define SINK_ALIGN 4096u
 #define SINK_CHUNK (8u << 20)
+#define SINK_CAP (SINK_CHUNK + SINK_ALIGN)
 
 typedef struct {
     int fd;
-    int direct;
+    int direct;             /* staging + I/O thread in use */
     int do_fsync;
-    unsigned char *stage;   /* direct: SINK_CHUNK + SINK_ALIGN bytes */
-    size_t fill;            /* bytes in stage */
+    unsigned char *stage[2];
+    int cur;                /* the buffer being filled */
+    size_t fill;            /* bytes in stage[cur] */
     uint64_t pos;           /* bytes accepted so far */
     uint64_t synced;        /* buffered: bytes handed to writeback */
+    /* the I/O thread (direct) */
+    pthread_t io;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    const unsigned char *job;
+    size_t job_len;
+    int busy, quit, err;    /* err: errno of a failed write, 0 when none */
 } sink_t;
+
+/* Clear O_DIRECT: what follows goes through the page cache. */
+static int fd_undirect(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_DIRECT) < 0)
+        return -1;
+    return 0;
+}
+
+/* Write n bytes; a refusal of O_DIRECT (EINVAL: not supported, or misaligned
+ * after a short write) switches the descriptor to buffered writes. */
+static int write_direct(int fd, const unsigned char *p, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t k = write(fd, p + done, n - done);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            int fl = fcntl(fd, F_GETFL);
+            if (errno == EINVAL && fl >= 0 && (fl & O_DIRECT) && fd_undirect(fd) == 0)
+                continue;
+            return -1;
+        }
+        done += (size_t)k;
+    }
+    return 0;
+}
+
+static void *sink_io(void *arg)
+{
+    sink_t *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->busy && !s->quit)
+            pthread_cond_wait(&s->cv, &s->mu);
+        if (!s->busy)
+            break;
+        const unsigned char *p = s->job;
+        size_t n = s->job_len;
+        pthread_mutex_unlock(&s->mu);
+        int rc = write_direct(s->fd, p, n), e = errno;
+        pthread_mutex_lock(&s->mu);
+        if (rc != 0 && !s->err)
+            s->err = e ? e : EIO;
+        s->busy = 0;
+        pthread_cond_broadcast(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Wait for the I/O thread to finish its job.  @return 0, or -1 with errno of
+ * the first failed write. */
+static int sink_wait(sink_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    while (s->busy)
+        pthread_cond_wait(&s->cv, &s->mu);
+    int e = s->err;
+    pthread_mutex_unlock(&s->mu);
+    errno = e;
+    return e ? -1 : 0;
+}
+
+/* Stop the I/O thread (after its job) and free the staging buffers. */
+static void sink_stop(sink_t *s)
+{
+    if (s->direct) {
+        pthread_mutex_lock(&s->mu);
+        while (s->busy)
+            pthread_cond_wait(&s->cv, &s->mu);
+        s->quit = 1;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->io, NULL);
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->cv);
+        s->direct = 0;
+    }
+    free(s->stage[0]);
+    free(s->stage[1]);
+    s->stage[0] = s->stage[1] = NULL;
+}
+
+/* Start direct mode on an O_DIRECT descriptor; 0, or -1 when it cannot
+ * (the caller then writes buffered). */
+static int sink_start_direct(sink_t *s)
+{
+    s->stage[0] = aligned_alloc(SINK_ALIGN, SINK_CAP);
+    s->stage[1] = aligned_alloc(SINK_ALIGN, SINK_CAP);
+    if (!s->stage[0] || !s->stage[1])
+        return -1;
+    if (pthread_mutex_init(&s->mu, NULL) != 0)
+        return -1;
+    if (pthread_cond_init(&s->cv, NULL) != 0) {
+        pthread_mutex_destroy(&s->mu);
+        return -1;
+    }
+    if (pthread_create(&s->io, NULL, sink_io, s) != 0) {
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->cv);
+        return -1;
+    }
+    s->direct = 1;
+    return 0;
+}
 
 static int sink_open(sink_t *s, const char *path, const ckpt_opts_t *opts)
 {
     memset(s, 0, sizeof *s);
-    s->fd = -1;
     s->do_fsync = opts->fsync;
+    s->fd = -1;
     if (opts->direct) {
-        s->stage = aligned_alloc(SINK_ALIGN, SINK_CHUNK + SINK_ALIGN);
-        if (s->stage) {
-            s->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
-            if (s->fd >= 0)
-                s->direct = 1;
-            else if (errno != EINVAL)
+        s->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
+        if (s->fd < 0 && errno != EINVAL)
+            return -1;
+        if (s->fd >= 0 && sink_start_direct(s) != 0) {
+            sink_stop(s);
+            if (fd_undirect(s->fd) != 0)
                 return -1;
         }
     }
@@ -339,34 +458,23 @@ static int sink_open(sink_t *s, const char *path, const ckpt_opts_t *opts)
     return s->fd < 0 ? -1 : 0;
 }
 
-/* Clear O_DIRECT: what follows goes through the page cache. */
-static int sink_undirect(sink_t *s)
+/* Hand the whole blocks of stage[cur] to the I/O thread and carry the rest
+ * over to the other buffer, which becomes the one being filled. */
+static int sink_handoff(sink_t *s)
 {
-    int fl = fcntl(s->fd, F_GETFL);
-    if (fl < 0 || fcntl(s->fd, F_SETFL, fl & ~O_DIRECT) < 0)
+    size_t n = s->fill & ~(size_t)(SINK_ALIGN - 1);
+    if (sink_wait(s) != 0)
         return -1;
-    s->direct = 0;
-    return 0;
-}
-
-/* Write the first n bytes of the stage (n a multiple of SINK_ALIGN while
- * direct) and keep the rest at its start. */
-static int sink_drain(sink_t *s, size_t n)
-{
-    size_t done = 0;
-    while (done < n) {
-        ssize_t k = write(s->fd, s->stage + done, n - done);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EINVAL && s->direct && sink_undirect(s) == 0)
-                continue; /* refused, or misaligned after a short write */
-            return -1;
-        }
-        done += (size_t)k;
-    }
-    memmove(s->stage, s->stage + n, s->fill - n);
+    unsigned char *full = s->stage[s->cur], *next = s->stage[s->cur ^ 1];
+    pthread_mutex_lock(&s->mu);
+    s->job = full;
+    s->job_len = n;
+    s->busy = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    memcpy(next, full + n, s->fill - n); /* the I/O thread reads [0, n) only */
     s->fill -= n;
+    s->cur ^= 1;
     return 0;
 }
 
@@ -375,8 +483,6 @@ static int sink_put(sink_t *s, const void *data, size_t len)
     const unsigned char *p = data;
     s->pos += len;
     if (!s->direct) {
-        if (s->fill && sink_drain(s, s->fill) != 0) /* left from direct mode */
-            return -1;
         if (ckpt_write_all(s->fd, p, len) != 0)
             return -1;
         if (s->do_fsync && s->pos - s->synced >= (8u << 20)) {
@@ -387,29 +493,32 @@ static int sink_put(sink_t *s, const void *data, size_t len)
         return 0;
     }
     while (len > 0) {
-        size_t take = SINK_CHUNK + SINK_ALIGN - s->fill;
+        size_t take = SINK_CAP - s->fill;
         if (take > len)
             take = len;
-        memcpy(s->stage + s->fill, p, take);
+        memcpy(s->stage[s->cur] + s->fill, p, take);
         s->fill += take;
         p += take;
         len -= take;
-        if (s->fill >= SINK_CHUNK &&
-            sink_drain(s, s->direct ? s->fill & ~(size_t)(SINK_ALIGN - 1) : s->fill) != 0)
+        if (s->fill >= SINK_CHUNK && sink_handoff(s) != 0)
             return -1;
     }
     return 0;
 }
 
 /* Write what is left, fsync (opts.fsync) and close.  @return 0 or -1 with
- * errno set; the descriptor is closed either way. */
+ * errno set; the descriptor is closed and the buffers freed either way. */
 static int sink_close(sink_t *s)
 {
     int rc = 0, saved = 0;
-    if (s->direct && sink_undirect(s) != 0)
-        rc = -1;
-    if (rc == 0 && s->fill && sink_drain(s, s->fill) != 0)
-        rc = -1;
+    if (s->direct) {
+        if (sink_wait(s) != 0 || fd_undirect(s->fd) != 0 ||
+            ckpt_write_all(s->fd, s->stage[s->cur], s->fill) != 0)
+            rc = -1;
+        saved = errno;
+        sink_stop(s);
+        errno = saved;
+    }
     if (rc == 0 && s->do_fsync && fsync(s->fd) != 0)
         rc = -1;
     saved = errno;
@@ -418,8 +527,6 @@ static int sink_close(sink_t *s)
         saved = errno;
     }
     s->fd = -1;
-    free(s->stage);
-    s->stage = NULL;
     errno = saved;
     return rc;
 }
@@ -427,11 +534,10 @@ static int sink_close(sink_t *s)
 /* Drop a sink after a failure (the caller unlinks the file). */
 static void sink_abort(sink_t *s)
 {
+    sink_stop(s);
     if (s->fd >= 0)
         close(s->fd);
     s->fd = -1;
-    free(s->stage);
-    s->stage = NULL;
 }
 
 int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
