@@ -58,6 +58,10 @@ $(BUILD)/ckpt/%.o: ckpt/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# The byte (un)shuffle loops of the shard codec vectorize with gcc's dynamic
+# cost model (about 2-4x faster than the -O2 default's "very cheap" model).
+$(BUILD)/ckpt/shard.o: CFLAGS += -ftree-vectorize -fvect-cost-model=dynamic
+
 $(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) -Itests -c $< -o $@
