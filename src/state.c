@@ -8,8 +8,10 @@
  *       update count.  The saving world size is recorded only as a fact.
  *   R2  A reader of world size M reads the byte range [r*T/M, (r+1)*T/M) of
  *       the flat space (only the zstd frames it overlaps, each verified),
- *       then the ranks exchange their ranges, so every rank holds the whole
- *       replicated state after one read of the checkpoint in total.
+ *       straight into the tensors that range covers, then the ranks exchange
+ *       their pieces tensor by tensor, so every rank holds the whole
+ *       replicated state after one read of the checkpoint in total, with no
+ *       staging copy of it.
  *   R3  Every rank reaches the same verdict: local failures are combined
  *       with comm_any_failed() before anything is used, so no rank trains
  *       on while another gave up.
@@ -18,7 +20,8 @@
  *       may change (to extend or shorten a run).
  *
  *   resolve:  rank 0 ckpt_latest_good() -> bcast path -> all ckpt_open()
- *   load:     read own range -> allgatherv -> check record -> copy tensors
+ *   load:     check record and tensors -> read own range into the tensors
+ *             -> allgatherv each tensor in place
  */
 #include "ftrain/state.h"
 
@@ -373,12 +376,21 @@ static int state_check_record(const state_t *st, json_t *rec, char *err, size_t 
     return rc;
 }
 
+/* The part of the byte range [lo, hi) of the flat space that falls in a
+ * tensor at [off, off + nb): *count bytes from *displ into the tensor. */
+static void overlap(uint64_t lo, uint64_t hi, uint64_t off, uint64_t nb,
+                    uint64_t *count, uint64_t *displ)
+{
+    uint64_t a = lo > off ? lo : off, b = hi < off + nb ? hi : off + nb;
+    *count = b > a ? b - a : 0;
+    *displ = b > a ? a - off : 0;
+}
+
 int state_load(state_t *st, comm_t *c, const char *dir, int *saved_world,
                char *err, size_t cap)
 {
     int rank = comm_rank(c), size = comm_size(c);
     ckpt_t *k = NULL;
-    char *flat = NULL;
     json_t *rec = NULL;
     uint64_t *counts = NULL, *displs = NULL;
     int rc = ckpt_open(dir, &k), ret = STATE_EFAIL;
@@ -388,28 +400,7 @@ int state_load(state_t *st, comm_t *c, const char *dir, int *saved_world,
     if (comm_any_failed(c, rc))
         goto fail;
 
-    uint64_t total = ckpt_total_bytes(k);
-    flat = malloc(total ? total : 1);
-    counts = calloc((size_t)size, sizeof *counts);
-    displs = calloc((size_t)size, sizeof *displs);
-    rc = flat && counts && displs ? CKPT_OK : CKPT_ENOMEM;
-    if (rc == CKPT_OK) {
-        for (int r = 0; r < size; r++) {
-            displs[r] = total * (uint64_t)r / (uint64_t)size;
-            counts[r] = total * (uint64_t)(r + 1) / (uint64_t)size - displs[r];
-        }
-        rc = ckpt_read_range(k, displs[rank], counts[rank], flat + displs[rank]);
-        if (rc != CKPT_OK)
-            snprintf(err, cap, "reading checkpoint '%s': %s: %s", dir,
-                     ckpt_strerror(rc), ckpt_last_error());
-    }
-    if (comm_any_failed(c, rc))
-        goto fail;
-    if (comm_allgatherv_inplace(c, flat, counts, displs) != COMM_OK) {
-        snprintf(err, cap, "exchanging checkpoint ranges: %s", comm_last_error());
-        goto fail;
-    }
-
+    /* Check the record and every tensor before reading a byte. */
     json_error_t jerr;
     rec = json_loads(ckpt_record_json(k), 0, &jerr);
     rc = rec ? state_check_record(st, rec, err, cap) : STATE_EFAIL;
@@ -428,42 +419,72 @@ int state_load(state_t *st, comm_t *c, const char *dir, int *saved_world,
                  dir, (long long)step, (long long)epoch, (long long)cursor, (long long)updates);
         rc = STATE_EFAIL;
     }
-    /* Copy each of our tensors out of the flat space, by name and shape. */
     ckpt_tensor_t t[STATE_MAX_TENSORS];
+    const ckpt_tensor_t *src[STATE_MAX_TENSORS];
     size_t n = rc == STATE_OK ? state_tensors(st, t) : 0;
     for (size_t i = 0; i < n && rc == STATE_OK; i++) {
-        const ckpt_tensor_t *s = ckpt_find(k, t[i].name);
+        const ckpt_tensor_t *s = src[i] = ckpt_find(k, t[i].name);
         uint64_t want = (uint64_t)t[i].shape[0] * (uint64_t)(t[i].ndim == 2 ? t[i].shape[1] : 1) * 4;
         if (!s || s->dtype != CKPT_F32 || s->ndim != t[i].ndim || s->nbytes != want ||
             s->shape[0] != t[i].shape[0] || (t[i].ndim == 2 && s->shape[1] != t[i].shape[1])) {
             snprintf(err, cap, "checkpoint '%s': tensor '%s' missing or of another shape", dir, t[i].name);
             rc = STATE_EMISMATCH;
-            break;
         }
-        memcpy((void *)t[i].data, flat + s->offset, want);
     }
     if (rc == STATE_OK) {
-        st->step = step;
-        st->epoch = epoch;
-        st->cursor = cursor;
-        optim_set_updates(st->optim, updates);
-        json_t *rs = json_object_get(rec, "run_seconds");
-        st->run_seconds = json_is_number(rs) ? json_number_value(rs) : 0;
-        snprintf(st->resumed_from, sizeof st->resumed_from, "%s", dir);
-        *saved_world = ckpt_world_size(k);
-        ret = STATE_OK;
-    } else {
-        ret = rc;
+        counts = calloc((size_t)size, sizeof *counts);
+        displs = calloc((size_t)size, sizeof *displs);
+        if (!counts || !displs) {
+            snprintf(err, cap, "out of memory loading '%s'", dir);
+            rc = STATE_EFAIL;
+        }
     }
-    /* The record is the same file on every rank, so every rank agrees; the
-     * vote below guards against a rank whose copy differed anyway. */
-    if (comm_any_failed(c, ret != STATE_OK) && ret == STATE_OK) {
-        snprintf(err, cap, "another rank could not load '%s'", dir);
-        ret = STATE_EFAIL;
+    if (comm_any_failed(c, rc != STATE_OK)) {
+        ret = rc == STATE_OK ? STATE_EFAIL : rc;
+        if (rc == STATE_OK)
+            snprintf(err, cap, "another rank could not load '%s'", dir);
+        goto fail;
     }
+
+    /* R2: this rank reads its 1/M of the flat space straight into the
+     * tensors it overlaps; then each tensor's pieces are exchanged in place. */
+    uint64_t total = ckpt_total_bytes(k);
+    uint64_t lo = total * (uint64_t)rank / (uint64_t)size,
+             hi = total * (uint64_t)(rank + 1) / (uint64_t)size;
+    rc = CKPT_OK;
+    for (size_t i = 0; i < n && rc == CKPT_OK; i++) {
+        uint64_t cnt, dsp;
+        overlap(lo, hi, src[i]->offset, src[i]->nbytes, &cnt, &dsp);
+        if (cnt)
+            rc = ckpt_read_range(k, src[i]->offset + dsp, cnt, (char *)t[i].data + dsp);
+        if (rc != CKPT_OK)
+            snprintf(err, cap, "reading checkpoint '%s': %s: %s", dir,
+                     ckpt_strerror(rc), ckpt_last_error());
+    }
+    if (comm_any_failed(c, rc))
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        for (int r = 0; r < size; r++)
+            overlap(total * (uint64_t)r / (uint64_t)size,
+                    total * (uint64_t)(r + 1) / (uint64_t)size, src[i]->offset,
+                    src[i]->nbytes, &counts[r], &displs[r]);
+        if (comm_allgatherv_inplace(c, (void *)t[i].data, counts, displs) != COMM_OK) {
+            snprintf(err, cap, "exchanging checkpoint ranges: %s", comm_last_error());
+            goto fail;
+        }
+    }
+
+    st->step = step;
+    st->epoch = epoch;
+    st->cursor = cursor;
+    optim_set_updates(st->optim, updates);
+    json_t *rs = json_object_get(rec, "run_seconds");
+    st->run_seconds = json_is_number(rs) ? json_number_value(rs) : 0;
+    snprintf(st->resumed_from, sizeof st->resumed_from, "%s", dir);
+    *saved_world = ckpt_world_size(k);
+    ret = STATE_OK;
 fail:
     json_decref(rec);
-    free(flat);
     free(counts);
     free(displs);
     ckpt_close(k);
