@@ -322,6 +322,11 @@ if [ "$ckpt_ok" = 1 ] && (want 2 || want 3 || want 4 || want 5); then
     row "MB/s, 1 rank, vs dd oflag=direct" "${S1:-failed}" "${DDD:-n/a}" "$(ratio "$S1" "$DDD")"
     echo "  target: 1 rank >= 0.85 of dd -> $(awk -v r="$(ratio "$S1" "$DD")" 'BEGIN { if (r == "n/a") print "not measured"; else if (r + 0 >= 0.85) print "met"; else print "NOT met" }');" \
         "2 ranks not slower than 1 -> $(awk -v a="${S2:-}" -v b="${S1:-}" 'BEGIN { if (a == "" || b == "") print "not measured"; else if (a + 0 >= b + 0) print "met"; else print "NOT met" }')"
+    # How close each save came to the device: stored bytes per second over
+    # dd oflag=direct's rate (1.00 = the disk is the limit).
+    u1=$(awk -v s="${S1:-}" -v st="${STORED1:-}" -v r="${RAW:-}" -v d="${DDD:-}" 'BEGIN { if (s == "" || st == "" || r + 0 == 0 || d + 0 == 0) print "n/a"; else printf "%.2f\n", s * st / r / d }')
+    u2=$(awk -v s="${S2:-}" -v st="${STORED2:-}" -v r="${RAW:-}" -v d="${DDD:-}" 'BEGIN { if (s == "" || st == "" || r + 0 == 0 || d + 0 == 0) print "n/a"; else printf "%.2f\n", s * st / r / d }')
+    echo "  stored bytes/s over dd oflag=direct's rate (1.00: the disk is the limit): 1 rank $u1, 2 ranks $u2"
     echo "  (MB = 10^6 bytes of raw state; the checkpoint writes fewer bytes than that: it is compressed)"
     echo "  level 0 keeps checksums and the seek table but skips zstd: for storage faster than the cores"
 fi
