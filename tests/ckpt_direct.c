@@ -109,25 +109,11 @@ static void make_state(void)
     t[2].dtype = CKPT_F32, t[2].ndim = 1, t[2].shape[0] = NB, t[2].data = b;
 }
 
-static int gather1(void *ctx, const void *send, void *recv, size_t bytes)
-{
-    (void)ctx;
-    memcpy(recv, send, bytes);
-    return 0;
-}
-
-static int bcast1(void *ctx, void *buf, size_t bytes, int r)
-{
-    (void)ctx, (void)buf, (void)bytes, (void)r;
-    return 0;
-}
-
 /* Save step 1 under root/<sub> with the given options; rc of ckpt_save. */
 static int save(const char *sub, int level, int direct)
 {
     char dir[600];
     ckpt_opts_t o;
-    ckpt_coll_t coll = {NULL, 0, 1, gather1, bcast1};
     ckpt_opts_default(&o);
     o.level = level;
     o.direct = direct;
@@ -136,7 +122,7 @@ static int save(const char *sub, int level, int direct)
     snprintf(dir, sizeof dir, "%s/%s", root, sub);
     mkdir(dir, 0755);
     n_direct_opens = n_direct_writes = n_injected = 0;
-    return ckpt_save(dir, 1, t, 3, "{\"test\":\"direct\"}", &o, &coll);
+    return ckpt_save(dir, 1, t, 3, "{\"test\":\"direct\"}", &o, NULL); /* one process */
 }
 
 /* Read a whole file; NULL when it cannot. */
@@ -255,13 +241,12 @@ int main(void)
     {
         char dir[600];
         ckpt_opts_t o;
-        ckpt_coll_t coll = {NULL, 0, 1, gather1, bcast1};
         ckpt_opts_default(&o);
         o.frame_bytes = 1u << 20;
         snprintf(dir, sizeof dir, "%s/full", root);
         fault = FAULT_ENOSPC, fault_after = 1;
         n_injected = n_direct_writes = 0;
-        int rc = ckpt_save(dir, 2, t, 3, "{\"test\":\"direct\"}", &o, &coll);
+        int rc = ckpt_save(dir, 2, t, 3, "{\"test\":\"direct\"}", &o, NULL);
         fault = FAULT_NONE;
         is_int(rc, CKPT_EIO, "ENOSPC in a direct write fails the save with CKPT_EIO");
         ok(n_injected == 1, "the error was injected once");
