@@ -347,11 +347,13 @@ static int write_direct(int fd, const unsigned char *p, size_t n)
     while (done < n) {
         ssize_t k = write(fd, p + done, n - done);
         if (k < 0) {
-            if (errno == EINTR)
+            int e = errno;
+            if (e == EINTR)
                 continue;
             int fl = fcntl(fd, F_GETFL);
-            if (errno == EINVAL && fl >= 0 && (fl & O_DIRECT) && fd_undirect(fd) == 0)
+            if (e == EINVAL && fl >= 0 && (fl & O_DIRECT) && fd_undirect(fd) == 0)
                 continue;
+            errno = e;
             return -1;
         }
         done += (size_t)k;
