@@ -15,7 +15,9 @@
  * Environment for save: BENCH_CKPT_LEVEL (zstd level, 0 stored),
  * BENCH_CKPT_THREADS (encoder threads per rank; default cores / ranks),
  * BENCH_CKPT_DIRECT=0 (buffered writes, as --ckpt-buffered), BENCH_CKPT_FSYNC=0
- * (no fsync: the CPU-bound rate, for profiling).
+ * (no fsync: the CPU-bound rate, for profiling), BENCH_CKPT_PHASES=1 (each
+ * rank prints, on stderr, its shard phase's wall and CPU time, context
+ * switches and page faults, and the commit's wait).
  *
  * Run under mpirun for several ranks; without a launcher it is a world of one.
  * Rank 0 prints one line of "key value" pairs that bench/run.sh parses:
@@ -50,7 +52,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <time.h>
 
 #include "ftrain/ckpt.h"
@@ -80,6 +84,11 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double tv_s(const struct timeval *tv)
+{
+    return (double)tv->tv_sec + tv->tv_usec * 1e-6;
 }
 
 static uint64_t splitmix64(uint64_t x)
@@ -173,14 +182,19 @@ static void bench_expect(const ckpt_tensor_t *t, size_t n, uint64_t off, uint64_
     }
 }
 
+/* The commit's collectives can wait long: the peers may still be writing
+ * (allgather) or rank 0 writing the manifest (bcast).  Wait idle first, so a
+ * rank that is done does not take a core from one that is not. */
 static int coll_allgather(void *ctx, const void *send, void *recv, size_t bytes)
 {
-    return comm_allgather((comm_t *)ctx, send, recv, bytes) != COMM_OK;
+    return comm_wait_all((comm_t *)ctx) != COMM_OK ||
+           comm_allgather((comm_t *)ctx, send, recv, bytes) != COMM_OK;
 }
 
 static int coll_bcast(void *ctx, void *buf, size_t bytes, int root)
 {
-    return comm_bcast((comm_t *)ctx, buf, bytes, root) != COMM_OK;
+    return comm_wait_all((comm_t *)ctx) != COMM_OK ||
+           comm_bcast((comm_t *)ctx, buf, bytes, root) != COMM_OK;
 }
 
 static int parse_mb(const char *s)
@@ -222,8 +236,24 @@ static int cmd_save(comm_t *c, const char *root, int mb)
         opts.direct = atoi(dr) != 0;
     ckpt_coll_t coll = {c, comm_rank(c), comm_size(c), coll_allgather, coll_bcast};
     BENCH_CHECK(comm_barrier(c) == COMM_OK, "barrier: %s", comm_last_error());
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_SELF, &ru0);
     double t0 = now_s();
-    int rc = ckpt_save(root, 1, t, BENCH_NT, "{\"bench\":true}", &opts, &coll);
+    /* The two phases of ckpt_save(), timed apart: this rank's shard, then the
+     * collective commit (waiting for the slowest rank, rank 0's manifest). */
+    ckpt_shard_info_t info;
+    memset(&info, 0, sizeof info);
+    int rc = ckpt_shard_write(root, 1, comm_rank(c), comm_size(c), t, BENCH_NT, &opts, &info);
+    double t1 = now_s();
+    getrusage(RUSAGE_SELF, &ru1);
+    rc = ckpt_commit(root, 1, t, BENCH_NT, "{\"bench\":true}", &opts, rc, &info, &coll);
+    double t2 = now_s();
+    if (getenv("BENCH_CKPT_PHASES"))
+        fprintf(stderr, "ckpt_phases: rank %d shard %.3f s (cpu user %.3f s sys %.3f s, "
+                "switches %ld voluntary %ld involuntary, minor faults %ld) commit %.3f s\n", comm_rank(c),
+                t1 - t0, tv_s(&ru1.ru_utime) - tv_s(&ru0.ru_utime),
+                tv_s(&ru1.ru_stime) - tv_s(&ru0.ru_stime), ru1.ru_nvcsw - ru0.ru_nvcsw,
+                ru1.ru_nivcsw - ru0.ru_nivcsw, ru1.ru_minflt - ru0.ru_minflt, t2 - t1);
     BENCH_CHECK(rc == CKPT_OK, "ckpt_save %s: %s: %s", root, ckpt_strerror(rc),
                 ckpt_last_error());
     BENCH_CHECK(comm_barrier(c) == COMM_OK, "barrier: %s", comm_last_error());

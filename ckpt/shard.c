@@ -304,8 +304,9 @@ static int enc_workers_for(const ckpt_opts_t *opts, uint64_t nframes)
  * collect in one of two aligned staging buffers; each time one holds 8 MiB,
  * its whole 4 KiB blocks go to an I/O thread that writes them with O_DIRECT
  * (no kernel copy, no dirty pages) while the caller fills the other buffer,
- * so the device never waits for the copy and the hashing.  The last partial
- * block, the seek table and the footer are written buffered after O_DIRECT
+ * so the device never waits for the copy and the hashing.  At close the
+ * staged whole blocks (the last frames, the seek table, the footer) go direct
+ * as well; only the last partial block is written buffered, after O_DIRECT
  * is cleared.  A filesystem that refuses O_DIRECT (EINVAL at open or at a
  * write) gets buffered writes instead; the bytes are the same. */
 #define SINK_ALIGN 4096u
@@ -514,7 +515,11 @@ static int sink_close(sink_t *s)
 {
     int rc = 0, saved = 0;
     if (s->direct) {
-        if (sink_wait(s) != 0 || fd_undirect(s->fd) != 0 ||
+        /* The whole blocks still staged go direct too (a buffered write of up
+         * to 8 MiB here would leave the fsync below that much to flush); only
+         * the last partial block goes through the page cache. */
+        if ((s->fill >= SINK_ALIGN && sink_handoff(s) != 0) || sink_wait(s) != 0 ||
+            fd_undirect(s->fd) != 0 ||
             ckpt_write_all(s->fd, s->stage[s->cur], s->fill) != 0)
             rc = -1;
         saved = errno;

@@ -36,14 +36,19 @@
 
 #define STATE_MAX_TENSORS (4 * MODEL_MAX_LAYERS)
 
+/* The commit's collectives can wait long: the peers may still be writing
+ * (allgather) or rank 0 writing the manifest (bcast).  Wait idle first, so a
+ * rank that is done does not take a core from one that is not. */
 static int coll_allgather(void *ctx, const void *send, void *recv, size_t bytes)
 {
-    return comm_allgather((comm_t *)ctx, send, recv, bytes) != COMM_OK;
+    return comm_wait_all((comm_t *)ctx) != COMM_OK ||
+           comm_allgather((comm_t *)ctx, send, recv, bytes) != COMM_OK;
 }
 
 static int coll_bcast(void *ctx, void *buf, size_t bytes, int root)
 {
-    return comm_bcast((comm_t *)ctx, buf, bytes, root) != COMM_OK;
+    return comm_wait_all((comm_t *)ctx) != COMM_OK ||
+           comm_bcast((comm_t *)ctx, buf, bytes, root) != COMM_OK;
 }
 
 /* Describe the model parameters and the optimizer moments as tensors. */

@@ -31,6 +31,8 @@ enum { FAULT_NONE, FAULT_OPEN, FAULT_WRITE, FAULT_SHORT, FAULT_ENOSPC };
 static int fault;           /* what to inject */
 static int fault_after;     /* FAULT_WRITE/ENOSPC: direct writes let through first */
 static int n_direct_opens, n_direct_writes, n_injected;
+static int direct_fd = -1;      /* the last descriptor opened with O_DIRECT */
+static size_t n_buffered_bytes; /* written to it after O_DIRECT was cleared */
 
 int open(const char *path, int flags, ...)
 {
@@ -49,7 +51,12 @@ int open(const char *path, int flags, ...)
             return -1;
         }
     }
-    return (int)syscall(SYS_openat, AT_FDCWD, path, flags, mode);
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, path, flags, mode);
+    if (fd >= 0 && (flags & O_DIRECT))
+        direct_fd = fd;
+    else if (fd == direct_fd)
+        direct_fd = -1;
+    return fd;
 }
 
 ssize_t write(int fd, const void *buf, size_t len)
@@ -66,6 +73,8 @@ ssize_t write(int fd, const void *buf, size_t len)
             n_injected++;
             len = 4096; /* an aligned short write, as on a nearly full disk */
         }
+    } else if (fl >= 0 && fd == direct_fd) {
+        n_buffered_bytes += len;
     }
     return (ssize_t)syscall(SYS_write, fd, buf, len);
 }
@@ -122,6 +131,8 @@ static int save(const char *sub, int level, int direct)
     snprintf(dir, sizeof dir, "%s/%s", root, sub);
     mkdir(dir, 0755);
     n_direct_opens = n_direct_writes = n_injected = 0;
+    n_buffered_bytes = 0;
+    direct_fd = -1;
     return ckpt_save(dir, 1, t, 3, "{\"test\":\"direct\"}", &o, NULL); /* one process */
 }
 
@@ -206,8 +217,13 @@ int main(void)
     is_int(save("dir1", 1, 1), CKPT_OK, "direct save, level 1");
     ok(n_direct_opens == 1 && n_direct_writes >= 1,
        "direct save opened with O_DIRECT and wrote through it (%d writes)", n_direct_writes);
+    ok(n_buffered_bytes > 0 && n_buffered_bytes < 4096,
+       "only the last partial block was written buffered (%zu bytes)", n_buffered_bytes);
     ok(same_shard("buf1", "dir1"), "direct and buffered shards are byte-identical (level 1)");
     is_int(save("dir0", 0, 1), CKPT_OK, "direct save, level 0");
+    ok(n_buffered_bytes > 0 && n_buffered_bytes < 4096,
+       "level 0: only the last partial block was written buffered (%zu bytes)",
+       n_buffered_bytes);
     ok(n_direct_writes >= 2, "a stored state of %d MB took %d direct writes",
        (int)((size_t)ROWS * COLS * 4 / 1000000), n_direct_writes);
     ok(same_shard("buf0", "dir0"), "direct and buffered shards are byte-identical (level 0)");

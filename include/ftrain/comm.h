@@ -48,6 +48,11 @@ int comm_allgatherv_inplace(comm_t *c, void *recv, const uint64_t *counts,
 int comm_any_failed(comm_t *c, int local_rc);
 /** Barrier.  @return COMM_OK or an error. */
 int comm_barrier(comm_t *c);
+/** Barrier for long waits (peers still writing a checkpoint): waits without
+ * keeping a core busy, so that a rank that is done does not take CPU from the
+ * ranks on its node that are not.  Costs up to about a millisecond of latency.
+ * @return COMM_OK or an error. */
+int comm_wait_all(comm_t *c);
 
 /** @return a static name for an error code. */
 const char *comm_strerror(int err);

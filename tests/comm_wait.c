@@ -1,0 +1,129 @@
+/*
+ * comm_wait.c - comm_wait_all(), the barrier of the checkpoint commit: a rank
+ * that arrives early must wait without keeping a core busy (on a node with
+ * as many ranks as cores, a spinning rank that is done takes CPU from the
+ * ranks still compressing their shards), and the wait must still end as soon
+ * as the last rank arrives.
+ *
+ * Run by prove as a plain program, it starts itself again on two ranks under
+ * mpirun (with the one-machine settings the shell tests use); rank 0 prints
+ * the TAP.  Rank 1 arrives LATE_S seconds after rank 0; rank 0 measures its
+ * own wall and CPU time in comm_wait_all(), and, for comparison, in
+ * comm_barrier() (a blocking MPI barrier, which polls).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ftrain/comm.h"
+#include "ftrain/world.h"
+#include "tap.h"
+
+#define LATE_S 0.6
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* CPU seconds (user + system) of this process so far. */
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 +
+           (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
+}
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* Rank 1 arrives LATE_S late; rank 0 reports its wall and CPU time in wait. */
+static int timed(comm_t *c, int (*wait)(comm_t *), double *wall, double *cpu)
+{
+    if (comm_barrier(c) != COMM_OK)
+        return COMM_EFAIL;
+    if (comm_rank(c) == 1)
+        sleep_s(LATE_S);
+    double w0 = now_s(), c0 = cpu_s();
+    int rc = wait(c);
+    *wall = now_s() - w0;
+    *cpu = cpu_s() - c0;
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (!getenv("OMPI_COMM_WORLD_SIZE")) {
+        /* Not under a launcher: start again on two ranks. */
+        setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+        setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+        setenv("OMPI_MCA_btl", "self,vader", 0);
+        setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
+        setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
+        setenv("OMPI_MCA_hwloc_base_binding_policy", "none", 0);
+        fflush(stdout);
+        execlp("timeout", "timeout", "120", "mpirun", "-n", "2", argv[0], (char *)NULL);
+        char why[256];
+        snprintf(why, sizeof why, "cannot run timeout/mpirun: %s", strerror(errno));
+        skip_all(why);
+    }
+
+    world_t w;
+    comm_t *c = NULL;
+    if (world_init(&w, &argc, &argv) != 0 || comm_open_mpi(&c, &w) != COMM_OK) {
+        printf("Bail out! cannot start MPI: %s\n", comm_last_error());
+        return 1;
+    }
+    int rank = comm_rank(c);
+    if (rank != 0) /* only rank 0 speaks TAP */
+        if (!freopen("/dev/null", "w", stdout))
+            return 1;
+    if (comm_size(c) != 2) {
+        printf("Bail out! expected 2 ranks, got %d\n", comm_size(c));
+        return 1;
+    }
+
+    double wall = 0, cpu = 0, bwall = 0, bcpu = 0;
+    int rc = timed(c, comm_wait_all, &wall, &cpu);
+    is_int(rc, COMM_OK, "comm_wait_all returns COMM_OK on 2 ranks");
+    ok(rank != 0 || wall >= LATE_S * 0.8,
+       "rank 0 waited for the late rank (%.3f s, rank 1 came %.1f s late)", wall, LATE_S);
+    ok(rank != 0 || wall <= LATE_S + 0.25,
+       "and the wait ended soon after it arrived (%.3f s)", wall);
+    ok(rank != 0 || cpu < 0.25 * wall,
+       "waiting took little CPU: %.3f s of CPU in %.3f s (under a quarter)", cpu, wall);
+
+    rc = timed(c, comm_barrier, &bwall, &bcpu);
+    is_int(rc, COMM_OK, "comm_barrier returns COMM_OK");
+    if (rank == 0)
+        diag("for comparison, a blocking MPI barrier: %.3f s of CPU in %.3f s", bcpu, bwall);
+
+    /* The communicator is still in step: a collective after the waits. */
+    int64_t v[2] = {rank + 1, 0};
+    int64_t all[4] = {0, 0, 0, 0};
+    rc = comm_allgather(c, v, all, sizeof v);
+    ok(rc == COMM_OK && all[0] == 1 && all[2] == 2,
+       "an allgather after the waits sees both ranks in order");
+
+    /* Many short waits in a row (both ranks arrive together) stay correct. */
+    int bad = 0;
+    for (int i = 0; i < 200 && !bad; i++)
+        bad = comm_wait_all(c) != COMM_OK;
+    ok(!bad, "200 back-to-back waits succeed");
+
+    comm_close(c);
+    world_free(&w);
+    return done_testing();
+}
