@@ -38,13 +38,15 @@
  * page faults per rank, which cost more than the copying on some virtual
  * machines.  Allocate them 2 MiB-aligned and ask for transparent huge pages
  * (honoured where THP is "always" or "madvise", ignored elsewhere).  Free
- * with free(). */
+ * with free().  The shard reader's frame buffers come from here too. */
 #define BIG_ALIGN ((size_t)2 << 20)
 
 static void *big_alloc(size_t n)
 {
+    if (n < BIG_ALIGN / 2) /* small: a huge page would cost more than it saves */
+        return malloc(n ? n : 1);
     size_t len = (n + BIG_ALIGN - 1) & ~(BIG_ALIGN - 1);
-    void *p = aligned_alloc(BIG_ALIGN, len ? len : BIG_ALIGN);
+    void *p = aligned_alloc(BIG_ALIGN, len);
 #ifdef MADV_HUGEPAGE
     if (p)
         (void)madvise(p, len, MADV_HUGEPAGE);
@@ -334,6 +336,7 @@ static int enc_workers_for(const ckpt_opts_t *opts, uint64_t nframes)
 #define SINK_ALIGN 4096u
 #define SINK_CHUNK (8u << 20)
 #define SINK_CAP (SINK_CHUNK + SINK_ALIGN)
+_Static_assert(SINK_CAP >= BIG_ALIGN / 2, "staging buffers must come 2 MiB-aligned from big_alloc");
 
 typedef struct {
     int fd;
@@ -924,9 +927,9 @@ int ckpt_shard_reader_open(ckpt_shard_reader_t *r, const char *path,
     }
     r->dctx = ZSTD_createDCtx();
     r->comp_cap = maxcomp ? maxcomp : 1;
-    r->comp = malloc(r->comp_cap);
+    r->comp = big_alloc(r->comp_cap);
     r->scratch_cap = maxraw ? maxraw : 1;
-    r->scratch = malloc(r->scratch_cap);
+    r->scratch = big_alloc(r->scratch_cap);
     if (!r->dctx || !r->comp || !r->scratch) {
         rc = ckpt_seterr(CKPT_ENOMEM, "%s: out of memory for frame buffers",
                          path);
