@@ -103,7 +103,11 @@ typedef struct {
 /* Collective callbacks supplied by the caller (for example over MPI).  Each
  * returns 0 on success, non-zero on failure.  All ranks call them in the same
  * order.  allgather: every rank contributes `bytes` bytes at send and receives
- * size*bytes at recv, rank-ordered.  bcast: root's buffer to every rank. */
+ * size*bytes at recv, rank-ordered.  bcast: root's buffer to every rank.
+ * In ckpt_commit both can wait long (peers still writing their shards, rank
+ * 0 writing the manifest): implementations should wait without spinning, as
+ * ftrain's do (comm_wait_all first), so that a rank that is done leaves its
+ * core to the ranks on its node that are not. */
 typedef struct {
     void *ctx;
     int rank;
