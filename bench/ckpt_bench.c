@@ -17,13 +17,17 @@
  * BENCH_CKPT_DIRECT=0 (buffered writes, as --ckpt-buffered), BENCH_CKPT_FSYNC=0
  * (no fsync: the CPU-bound rate, for profiling), BENCH_CKPT_PHASES=1 (each
  * rank prints, on stderr, its shard phase's wall and CPU time, context
- * switches and page faults, and the commit's wait).
+ * switches and page faults, and the commit's wait).  Environment for load:
+ * BENCH_LOAD_INTO=existing (read into memory allocated and touched before
+ * the timer, as a resume reads into existing tensors; default: fresh memory
+ * allocated inside the timer, as torch.load does).
  *
  * Run under mpirun for several ranks; without a launcher it is a world of one.
  * Rank 0 prints one line of "key value" pairs that bench/run.sh parses:
  *
  *   ckpt_save: ranks W raw_bytes B stored_bytes S seconds T mb_per_s X
  *   ckpt_load: readers M saved_by W raw_bytes B seconds T mb_per_s X verified yes
+ *              into fresh|existing
  *
  * MB/s are 10^6 bytes of raw state per second, as dd prints them.  The save
  * is timed from a barrier with the state in memory to the return of
@@ -282,16 +286,38 @@ static int cmd_save(comm_t *c, const char *root, int mb)
 static int cmd_load(comm_t *c, const char *dir)
 {
     int rank = comm_rank(c), size = comm_size(c);
+    /* BENCH_LOAD_INTO=existing: read into memory that exists and was touched
+     * before the timer, as a resume reads into the model's and optimizer's
+     * tensors; by default into fresh memory, as torch.load allocates. */
+    const char *into = getenv("BENCH_LOAD_INTO");
+    int existing = into && strcmp(into, "existing") == 0;
+    unsigned char *dst = NULL;
+    uint64_t total = 0, a = 0, b = 0;
+    ckpt_t *ck = NULL;
+    int rc;
+    if (existing) {
+        rc = ckpt_open(dir, &ck);
+        BENCH_CHECK(rc == CKPT_OK, "ckpt_open %s: %s", dir, ckpt_last_error());
+        total = ckpt_total_bytes(ck);
+        ckpt_close(ck);
+        ck = NULL;
+        b = total * (uint64_t)(rank + 1) / (uint64_t)size;
+        a = total * (uint64_t)rank / (uint64_t)size;
+        dst = malloc(b - a ? b - a : 1);
+        BENCH_CHECK(dst != NULL, "out of memory for %llu bytes", (unsigned long long)(b - a));
+        memset(dst, 0, b - a);
+    }
     BENCH_CHECK(comm_barrier(c) == COMM_OK, "barrier: %s", comm_last_error());
     double t0 = now_s();
-    ckpt_t *ck = NULL;
-    int rc = ckpt_open(dir, &ck);
+    rc = ckpt_open(dir, &ck);
     BENCH_CHECK(rc == CKPT_OK, "ckpt_open %s: %s", dir, ckpt_last_error());
-    uint64_t total = ckpt_total_bytes(ck);
-    uint64_t a = total * (uint64_t)rank / (uint64_t)size;
-    uint64_t b = total * (uint64_t)(rank + 1) / (uint64_t)size;
-    unsigned char *dst = malloc(b - a ? b - a : 1);
-    BENCH_CHECK(dst != NULL, "out of memory for %llu bytes", (unsigned long long)(b - a));
+    total = ckpt_total_bytes(ck);
+    a = total * (uint64_t)rank / (uint64_t)size;
+    b = total * (uint64_t)(rank + 1) / (uint64_t)size;
+    if (!existing) {
+        dst = malloc(b - a ? b - a : 1);
+        BENCH_CHECK(dst != NULL, "out of memory for %llu bytes", (unsigned long long)(b - a));
+    }
     rc = ckpt_read_range(ck, a, b - a, dst);
     BENCH_CHECK(rc == CKPT_OK, "read range [%llu, %llu) of %s: %s", (unsigned long long)a,
                 (unsigned long long)b, dir, ckpt_last_error());
@@ -310,9 +336,9 @@ static int cmd_load(comm_t *c, const char *dir)
     int any = comm_any_failed(c, bad);
     if (rank == 0)
         printf("ckpt_load: readers %d saved_by %d raw_bytes %llu seconds %.3f mb_per_s %.1f "
-               "verified %s\n",
+               "verified %s into %s\n",
                size, ckpt_world_size(ck), (unsigned long long)total, dt,
-               (double)total / dt / 1e6, any ? "NO" : "yes");
+               (double)total / dt / 1e6, any ? "NO" : "yes", existing ? "existing" : "fresh");
     free(want);
     free(t);
     free(dst);

@@ -9,7 +9,11 @@ bytes, FILE.json the tensor table), builds the same named float32 tensors
         file and of its directory, as ckpt_save fsyncs what it commits;
   load  torch.load(OUT) into a fresh dict of tensors (the file was just
         written, so it is read from the page cache, as the ckpt_bench load
-        figure is).
+        figure is);
+  load into existing tensors (a resume): torch.load(OUT), then copy_ of
+        each loaded tensor into a tensor that existed and was touched
+        before the timer, as model.load_state_dict() and
+        optimizer.load_state_dict() put a checkpoint into a live model.
 
 Reading FILE and building the tensors is outside both timers.  After the load
 every tensor is compared with the original (untimed).
@@ -19,7 +23,8 @@ With REPEAT > 1 the save and the load are each timed REPEAT times (the file
 is removed before each save) and the fastest of each is printed.
 Prints one line:
     torch_ckpt: raw_bytes B file_bytes F save_s S save_mb_per_s X
-                load_s L load_mb_per_s Y verified yes torch V
+                load_s L load_mb_per_s Y into_s E into_mb_per_s Z
+                verified yes torch V
 MB are 10^6 bytes of raw state.  OUTFILE is left for the caller to delete.
 Exit status: 0, or 1 with a message on stderr.
 """
@@ -64,7 +69,9 @@ def main():
     del flat
     raw_bytes = sum(v.numel() * v.element_size() for v in state.values())
 
-    save_s = load_s = float("inf")
+    # The live model's tensors: allocated and touched before any timer.
+    live = {k: torch.zeros_like(v) for k, v in state.items()}
+    save_s = load_s = into_s = float("inf")
     loaded = None
     for _ in range(repeat):
         if os.path.exists(out_path):
@@ -84,11 +91,21 @@ def main():
         loaded = torch.load(out_path)
         load_s = min(load_s, time.perf_counter() - t0)
 
+        loaded = None
+        t0 = time.perf_counter()
+        loaded = torch.load(out_path)
+        with torch.no_grad():
+            for k, v in loaded.items():
+                live[k].copy_(v)
+        into_s = min(into_s, time.perf_counter() - t0)
+
     ok = loaded.keys() == state.keys() and all(
-        torch.equal(loaded[k], state[k]) for k in state)
+        torch.equal(loaded[k], state[k]) and torch.equal(live[k], state[k])
+        for k in state)
     print(f"torch_ckpt: raw_bytes {raw_bytes} file_bytes {os.path.getsize(out_path)} "
           f"save_s {save_s:.3f} save_mb_per_s {raw_bytes / save_s / 1e6:.1f} "
           f"load_s {load_s:.3f} load_mb_per_s {raw_bytes / load_s / 1e6:.1f} "
+          f"into_s {into_s:.3f} into_mb_per_s {raw_bytes / into_s / 1e6:.1f} "
           f"verified {'yes' if ok else 'NO'} torch {torch.__version__}")
     return 0 if ok else 1
 

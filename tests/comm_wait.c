@@ -100,7 +100,7 @@ int main(int argc, char **argv)
     is_int(rc, COMM_OK, "comm_wait_all returns COMM_OK on 2 ranks");
     ok(rank != 0 || wall >= LATE_S * 0.8,
        "rank 0 waited for the late rank (%.3f s, rank 1 came %.1f s late)", wall, LATE_S);
-    ok(rank != 0 || wall <= LATE_S + 0.25,
+    ok(rank != 0 || wall <= LATE_S + 0.5,
        "and the wait ended soon after it arrived (%.3f s)", wall);
     ok(rank != 0 || cpu < 0.25 * wall,
        "waiting took little CPU: %.3f s of CPU in %.3f s (under a quarter)", cpu, wall);
