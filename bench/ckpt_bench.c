@@ -20,7 +20,8 @@
  * switches and page faults, and the commit's wait).  Environment for load:
  * BENCH_LOAD_INTO=existing (read into memory allocated and touched before
  * the timer, as a resume reads into existing tensors; default: fresh memory
- * allocated inside the timer, as torch.load does).
+ * allocated inside the timer, as torch.load does), BENCH_READ_THREADS
+ * (decoding threads per reader; default cores / readers).
  *
  * Run under mpirun for several ranks; without a launcher it is a world of one.
  * Rank 0 prints one line of "key value" pairs that bench/run.sh parses:
@@ -311,6 +312,13 @@ static int cmd_load(comm_t *c, const char *dir)
     double t0 = now_s();
     rc = ckpt_open(dir, &ck);
     BENCH_CHECK(rc == CKPT_OK, "ckpt_open %s: %s", dir, ckpt_last_error());
+    /* Each reader decodes with its share of the node's cores, as ftrain. */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = cpus / size > 1 ? (int)(cpus / size) : 1;
+    const char *rt = getenv("BENCH_READ_THREADS");
+    if (rt && *rt)
+        threads = atoi(rt);
+    ckpt_set_read_threads(ck, threads);
     total = ckpt_total_bytes(ck);
     a = total * (uint64_t)rank / (uint64_t)size;
     b = total * (uint64_t)(rank + 1) / (uint64_t)size;

@@ -52,6 +52,7 @@
  *   readers ignore and ckpt_prune removes once a newer step is committed.
  */
 #include <dirent.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -817,6 +818,7 @@ struct ckpt {
     size_t cache_cap;
     int cache_shard;
     uint32_t cache_frame;
+    int threads;                  /* decoding threads of ckpt_read_range */
 };
 
 int ckpt_open(const char *dir, ckpt_t **out)
@@ -850,6 +852,10 @@ int ckpt_open(const char *dir, ckpt_t **out)
     }
     strcpy(c->dir, dir);
     c->cache_shard = -1;
+    {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        c->threads = cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
+    }
     if ((rc = ckpt_manifest_parse(text, len, path, &c->m)) != CKPT_OK)
         goto fail;
     /* A canonical step-<N> directory must hold step N. */
@@ -945,11 +951,90 @@ static int find_shard(const ckpt_t *c, uint64_t pos)
     return lo;
 }
 
+void ckpt_set_read_threads(ckpt_t *c, int threads)
+{
+    if (c)
+        c->threads = threads < 1 ? 1 : threads > 64 ? 64 : threads;
+}
+
+/* Frame-parallel reading.  The whole frames of a range are jobs; K threads
+ * (the caller among them) take them in order, each with its own decoder,
+ * and decode straight into place.  The readers are only read (pread at
+ * frame offsets), so they are shared.  The failed job with the lowest index
+ * among those that ran gives the error. */
+typedef struct {
+    const ckpt_shard_reader_t *r;
+    uint32_t frame;
+    unsigned char *dst;
+} read_job_t;
+
+typedef struct {
+    const read_job_t *jobs;
+    size_t n, next;
+    pthread_mutex_t mu;
+    int rc;
+    size_t bad;       /* the failed job with the lowest index */
+    char msg[512];    /* its message: the workers' ckpt_seterr is per thread */
+} read_pool_t;
+
+static void *read_worker(void *arg)
+{
+    read_pool_t *p = arg;
+    ckpt_decoder_t d;
+    memset(&d, 0, sizeof d);
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        size_t k = p->rc ? p->n : p->next++;
+        pthread_mutex_unlock(&p->mu);
+        if (k >= p->n)
+            break;
+        const read_job_t *j = &p->jobs[k];
+        int rc = ckpt_shard_read_frame_dec(j->r, &d, j->frame, j->dst);
+        if (rc != CKPT_OK) {
+            pthread_mutex_lock(&p->mu);
+            if (!p->rc || k < p->bad) {
+                p->rc = rc;
+                p->bad = k;
+                snprintf(p->msg, sizeof p->msg, "%s", ckpt_last_error());
+            }
+            pthread_mutex_unlock(&p->mu);
+        }
+    }
+    ckpt_decoder_free(&d);
+    return NULL;
+}
+
+static int run_read_jobs(const read_job_t *jobs, size_t n, int threads)
+{
+    read_pool_t p;
+    pthread_t th[64];
+    int k = threads < 1 ? 1 : threads > 64 ? 64 : threads, started = 0;
+    if ((size_t)k > n)
+        k = (int)n;
+    memset(&p, 0, sizeof p);
+    p.jobs = jobs;
+    p.n = n;
+    if (pthread_mutex_init(&p.mu, NULL) != 0)
+        return ckpt_seterr(CKPT_ENOMEM, "cannot create a mutex");
+    for (int i = 1; i < k; i++) {
+        if (pthread_create(&th[started], NULL, read_worker, &p) != 0)
+            break; /* fewer threads: the caller and those started do it all */
+        started++;
+    }
+    read_worker(&p);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&p.mu);
+    return p.rc ? ckpt_seterr(p.rc, "%s", p.msg) : CKPT_OK;
+}
+
 int ckpt_read_range(ckpt_t *c, uint64_t offset, uint64_t len, void *dst)
 {
     int rc = CKPT_OK;
     uint64_t pos = offset, end;
     unsigned char *out = dst;
+    read_job_t *jobs = NULL;
+    size_t njobs = 0, jcap = 0;
 
     if (!c || (!dst && len > 0) || offset > c->m.total_bytes ||
         len > c->m.total_bytes - offset)
@@ -971,7 +1056,22 @@ int ckpt_read_range(ckpt_t *c, uint64_t offset, uint64_t len, void *dst)
         f = &r->frames[fi];
         a = local - f->raw_offset;
         take = f->raw_size - a < end - pos ? f->raw_size - a : end - pos;
-        if (a == 0 && take == f->raw_size) {
+        if (a == 0 && take == f->raw_size && c->threads > 1) {
+            if (njobs == jcap) { /* a whole frame: a job for later */
+                size_t nc = jcap ? 2 * jcap : 64;
+                read_job_t *p = realloc(jobs, nc * sizeof *p);
+                if (!p) {
+                    rc = ckpt_seterr(CKPT_ENOMEM, "out of memory");
+                    goto fail;
+                }
+                jobs = p;
+                jcap = nc;
+            }
+            jobs[njobs].r = r;
+            jobs[njobs].frame = fi;
+            jobs[njobs].dst = out + (pos - offset);
+            njobs++;
+        } else if (a == 0 && take == f->raw_size) {
             rc = ckpt_shard_read_frame(r, fi, out + (pos - offset));
             if (rc != CKPT_OK)
                 goto fail;
@@ -997,7 +1097,13 @@ int ckpt_read_range(ckpt_t *c, uint64_t offset, uint64_t len, void *dst)
         }
         pos += take;
     }
+    if (njobs == 1)
+        rc = ckpt_shard_read_frame((ckpt_shard_reader_t *)jobs[0].r, jobs[0].frame,
+                                   jobs[0].dst);
+    else if (njobs > 1)
+        rc = run_read_jobs(jobs, njobs, c->threads);
 fail:
+    free(jobs);
     return rc;
 }
 

@@ -111,7 +111,22 @@ typedef struct {
     uint32_t flags;
 } ckpt_frame_t;
 
-/* An open shard for reading.  Not thread-safe. */
+/* What decoding a frame needs besides the reader: a zstd context and two
+ * frame buffers.  One per thread; buffers grow to the largest frame seen. */
+typedef struct {
+    void *dctx;        /* ZSTD_DCtx */
+    void *comp;        /* compressed frame buffer */
+    size_t comp_cap;
+    void *scratch;     /* shuffled raw bytes */
+    size_t scratch_cap;
+} ckpt_decoder_t;
+
+/* Release a decoder's context and buffers (safe on a zeroed one). */
+void ckpt_decoder_free(ckpt_decoder_t *d);
+
+/* An open shard for reading.  Its fields are read-only after open, so several
+ * threads may decode frames of one reader at once, each with its own
+ * decoder (ckpt_shard_read_frame_dec); r->dec is for one thread only. */
 typedef struct {
     char path[CKPT_PATH_MAX];
     int fd;
@@ -119,11 +134,9 @@ typedef struct {
     uint64_t raw_bytes;
     uint32_t nframes;
     ckpt_frame_t *frames;
-    void *dctx;        /* ZSTD_DCtx */
-    void *comp;        /* compressed frame buffer */
-    size_t comp_cap;
-    void *scratch;     /* shuffled raw bytes */
-    size_t scratch_cap;
+    uint64_t max_comp; /* the largest frame, compressed and raw */
+    uint64_t max_raw;
+    ckpt_decoder_t dec;
 } ckpt_shard_reader_t;
 
 /* Write the flat-space slice [lo, hi) of laid-out tensors to path (created or
@@ -145,6 +158,10 @@ void ckpt_shard_reader_close(ckpt_shard_reader_t *r);
 /* Decode frame i into dst (room for its raw_size), checking its size and
  * checksum.  @return CKPT_OK, CKPT_EIO, CKPT_ECORRUPT or CKPT_ENOMEM. */
 int ckpt_shard_read_frame(ckpt_shard_reader_t *r, uint32_t i, void *dst);
+/* The same with the caller's decoder: threads may call it at once on one
+ * reader with different decoders.  Errors are set for the calling thread. */
+int ckpt_shard_read_frame_dec(const ckpt_shard_reader_t *r, ckpt_decoder_t *d, uint32_t i,
+                              void *dst);
 /* Index of the frame holding raw byte off of the slice (off < raw_bytes). */
 uint32_t ckpt_shard_find_frame(const ckpt_shard_reader_t *r, uint64_t off);
 /* Re-read the whole file: its xxh64 against expect->xxh64 and every frame.

@@ -738,6 +738,36 @@ done:
 
 /* ---- reading ---------------------------------------------------------- */
 
+void ckpt_decoder_free(ckpt_decoder_t *d)
+{
+    if (!d)
+        return;
+    ZSTD_freeDCtx(d->dctx);
+    free(d->comp);
+    free(d->scratch);
+    memset(d, 0, sizeof *d);
+}
+
+/* Make d able to decode every frame of r.  @return 0, or -1 out of memory. */
+static int decoder_fit(ckpt_decoder_t *d, const ckpt_shard_reader_t *r)
+{
+    if (!d->dctx && !(d->dctx = ZSTD_createDCtx()))
+        return -1;
+    if (!d->comp || d->comp_cap < r->max_comp) {
+        free(d->comp);
+        d->comp_cap = r->max_comp ? (size_t)r->max_comp : 1;
+        if (!(d->comp = big_alloc(d->comp_cap)))
+            return -1;
+    }
+    if (!d->scratch || d->scratch_cap < r->max_raw) {
+        free(d->scratch);
+        d->scratch_cap = r->max_raw ? (size_t)r->max_raw : 1;
+        if (!(d->scratch = big_alloc(d->scratch_cap)))
+            return -1;
+    }
+    return 0;
+}
+
 void ckpt_shard_reader_close(ckpt_shard_reader_t *r)
 {
     if (!r)
@@ -745,9 +775,7 @@ void ckpt_shard_reader_close(ckpt_shard_reader_t *r)
     if (r->fd >= 0)
         close(r->fd);
     free(r->frames);
-    ZSTD_freeDCtx(r->dctx);
-    free(r->comp);
-    free(r->scratch);
+    ckpt_decoder_free(&r->dec);
     memset(r, 0, sizeof *r);
     r->fd = -1;
 }
@@ -925,12 +953,9 @@ int ckpt_shard_reader_open(ckpt_shard_reader_t *r, const char *path,
                          path);
         goto fail;
     }
-    r->dctx = ZSTD_createDCtx();
-    r->comp_cap = maxcomp ? maxcomp : 1;
-    r->comp = big_alloc(r->comp_cap);
-    r->scratch_cap = maxraw ? maxraw : 1;
-    r->scratch = big_alloc(r->scratch_cap);
-    if (!r->dctx || !r->comp || !r->scratch) {
+    r->max_comp = maxcomp;
+    r->max_raw = maxraw;
+    if (decoder_fit(&r->dec, r) != 0) {
         rc = ckpt_seterr(CKPT_ENOMEM, "%s: out of memory for frame buffers",
                          path);
         goto fail;
@@ -956,14 +981,15 @@ uint32_t ckpt_shard_find_frame(const ckpt_shard_reader_t *r, uint64_t off)
     return lo;
 }
 
-/* Decode the compressed bytes of frame i (already in r->comp) into dst. */
+/* Decode the compressed bytes of frame i (already in d->comp) into dst. */
 /* A PLANES frame: check the header against the seek table, decode each
  * plane into the scratch buffer (a zstd plane must be exactly one frame of
  * exactly ne bytes), then unshuffle into dst and verify the checksum. */
-static int decode_planes(ckpt_shard_reader_t *r, uint32_t i, void *dst)
+static int decode_planes(const ckpt_shard_reader_t *r, ckpt_decoder_t *d, uint32_t i,
+                         void *dst)
 {
     const ckpt_frame_t *f = &r->frames[i];
-    const unsigned char *c = r->comp;
+    const unsigned char *c = d->comp;
     size_t ne = (size_t)(f->raw_size / 4), tail = (size_t)(f->raw_size % 4);
     uint32_t mask = get_u32(c + 16);
     uint64_t sum = CKPT_PLANES_HEADER_BYTES + tail;
@@ -984,7 +1010,7 @@ static int decode_planes(ckpt_shard_reader_t *r, uint32_t i, void *dst)
     size_t pos = CKPT_PLANES_HEADER_BYTES;
     for (int p = 0; p < 4; p++) {
         uint32_t len = get_u32(c + 4 * (size_t)p);
-        unsigned char *out = r->scratch + (size_t)p * ne;
+        unsigned char *out = (unsigned char *)d->scratch + (size_t)p * ne;
         if ((mask >> p) & 1) {
             unsigned long long csz = ZSTD_getFrameContentSize(c + pos, len);
             size_t fsz = ZSTD_findFrameCompressedSize(c + pos, len), got;
@@ -994,7 +1020,7 @@ static int decode_planes(ckpt_shard_reader_t *r, uint32_t i, void *dst)
             if (csz != ne)
                 return ckpt_seterr(CKPT_ECORRUPT, "%s: frame %u: plane %d declares %llu bytes, "
                                    "expected %zu", r->path, i, p, csz, ne);
-            got = ZSTD_decompressDCtx(r->dctx, out, ne, c + pos, len);
+            got = ZSTD_decompressDCtx(d->dctx, out, ne, c + pos, len);
             if (ZSTD_isError(got) || got != ne)
                 return ckpt_seterr(CKPT_ECORRUPT, "%s: frame %u: plane %d does not decompress "
                                    "to %zu bytes", r->path, i, p, ne);
@@ -1003,28 +1029,29 @@ static int decode_planes(ckpt_shard_reader_t *r, uint32_t i, void *dst)
         }
         pos += len;
     }
-    memcpy(r->scratch + 4 * ne, c + pos, tail);
-    unshuffle4(dst, r->scratch, (size_t)f->raw_size);
+    memcpy((unsigned char *)d->scratch + 4 * ne, c + pos, tail);
+    unshuffle4(dst, d->scratch, (size_t)f->raw_size);
     if (XXH64(dst, f->raw_size, 0) != f->xxh64)
         return ckpt_seterr(CKPT_ECORRUPT, "%s: frame %u checksum mismatch", r->path, i);
     return CKPT_OK;
 }
 
-static int decode_frame(ckpt_shard_reader_t *r, uint32_t i, void *dst)
+static int decode_frame(const ckpt_shard_reader_t *r, ckpt_decoder_t *d, uint32_t i,
+                        void *dst)
 {
     const ckpt_frame_t *f = &r->frames[i];
     if (f->flags & CKPT_FRAME_STORED) { /* sizes were checked at open */
-        memcpy(dst, r->comp, f->raw_size);
+        memcpy(dst, d->comp, f->raw_size);
         if (XXH64(dst, f->raw_size, 0) != f->xxh64)
             return ckpt_seterr(CKPT_ECORRUPT, "%s: frame %u checksum mismatch",
                                r->path, i);
         return CKPT_OK;
     }
     if (f->flags & CKPT_FRAME_PLANES)
-        return decode_planes(r, i, dst);
-    unsigned char *out = (f->flags & CKPT_FRAME_SHUFFLE4) ? r->scratch : dst;
-    unsigned long long csz = ZSTD_getFrameContentSize(r->comp, f->comp_size);
-    size_t fsz = ZSTD_findFrameCompressedSize(r->comp, f->comp_size), got;
+        return decode_planes(r, d, i, dst);
+    unsigned char *out = (f->flags & CKPT_FRAME_SHUFFLE4) ? d->scratch : dst;
+    unsigned long long csz = ZSTD_getFrameContentSize(d->comp, f->comp_size);
+    size_t fsz = ZSTD_findFrameCompressedSize(d->comp, f->comp_size), got;
 
     if (csz == ZSTD_CONTENTSIZE_ERROR || ZSTD_isError(fsz) ||
         fsz != f->comp_size)
@@ -1034,7 +1061,7 @@ static int decode_frame(ckpt_shard_reader_t *r, uint32_t i, void *dst)
         return ckpt_seterr(CKPT_ECORRUPT, "%s: frame %u declares %llu bytes, "
                            "seek table says %llu", r->path, i, csz,
                            (unsigned long long)f->raw_size);
-    got = ZSTD_decompressDCtx(r->dctx, out, f->raw_size, r->comp,
+    got = ZSTD_decompressDCtx(d->dctx, out, f->raw_size, d->comp,
                               f->comp_size);
     if (ZSTD_isError(got))
         return ckpt_seterr(CKPT_ECORRUPT, "%s: frame %u does not decompress: "
@@ -1053,12 +1080,20 @@ static int decode_frame(ckpt_shard_reader_t *r, uint32_t i, void *dst)
 
 int ckpt_shard_read_frame(ckpt_shard_reader_t *r, uint32_t i, void *dst)
 {
+    return ckpt_shard_read_frame_dec(r, &r->dec, i, dst);
+}
+
+int ckpt_shard_read_frame_dec(const ckpt_shard_reader_t *r, ckpt_decoder_t *d, uint32_t i,
+                              void *dst)
+{
     const ckpt_frame_t *f;
     if (i >= r->nframes)
         return ckpt_seterr(CKPT_EINVAL, "%s: no frame %u", r->path, i);
+    if (decoder_fit(d, r) != 0)
+        return ckpt_seterr(CKPT_ENOMEM, "%s: out of memory for frame buffers", r->path);
     f = &r->frames[i];
     /* A stored frame is read straight into place and checked there. */
-    void *into = (f->flags & CKPT_FRAME_STORED) ? dst : r->comp;
+    void *into = (f->flags & CKPT_FRAME_STORED) ? dst : d->comp;
     if (ckpt_pread_all(r->fd, into, f->comp_size, f->comp_offset) != 0)
         return ckpt_seterr(errno == EIO ? CKPT_ECORRUPT : CKPT_EIO,
                            "%s: reading frame %u: %s", r->path, i,
@@ -1068,14 +1103,14 @@ int ckpt_shard_read_frame(ckpt_shard_reader_t *r, uint32_t i, void *dst)
                    ? CKPT_OK
                    : ckpt_seterr(CKPT_ECORRUPT, "%s: frame %u checksum mismatch",
                                  r->path, i);
-    return decode_frame(r, i, dst);
+    return decode_frame(r, d, i, dst);
 }
 
 int ckpt_shard_verify(ckpt_shard_reader_t *r, const ckpt_shard_info_t *expect)
 {
     int rc = CKPT_OK;
     XXH64_state_t *h = XXH64_createState();
-    unsigned char *raw = malloc(r->scratch_cap), *tail = NULL;
+    unsigned char *raw = big_alloc(r->max_raw ? (size_t)r->max_raw : 1), *tail = NULL;
     uint64_t tail_off = r->nframes ? r->frames[r->nframes - 1].comp_offset +
                                          r->frames[r->nframes - 1].comp_size
                                    : CKPT_SHARD_HEADER_BYTES;
@@ -1093,10 +1128,10 @@ int ckpt_shard_verify(ckpt_shard_reader_t *r, const ckpt_shard_info_t *expect)
     XXH64_update(h, hdr, sizeof hdr);
     for (uint32_t i = 0; i < r->nframes; i++) {
         const ckpt_frame_t *f = &r->frames[i];
-        if (ckpt_pread_all(r->fd, r->comp, f->comp_size, f->comp_offset) != 0)
+        if (ckpt_pread_all(r->fd, r->dec.comp, f->comp_size, f->comp_offset) != 0)
             goto rerr;
-        XXH64_update(h, r->comp, f->comp_size);
-        rc = decode_frame(r, i, raw);
+        XXH64_update(h, r->dec.comp, f->comp_size);
+        rc = decode_frame(r, &r->dec, i, raw);
         if (rc != CKPT_OK)
             goto fail;
     }

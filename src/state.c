@@ -404,6 +404,8 @@ int state_load(state_t *st, comm_t *c, const char *dir, int *saved_world,
                  ckpt_strerror(rc), ckpt_last_error());
     if (comm_any_failed(c, rc))
         goto fail;
+    /* Decode with this rank's share of the node's cores, as saves encode. */
+    ckpt_set_read_threads(k, st->cfg->ckpt_threads ? st->cfg->ckpt_threads : st->ckpt_threads);
 
     /* Check the record and every tensor before reading a byte. */
     json_error_t jerr;

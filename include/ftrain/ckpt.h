@@ -222,6 +222,11 @@ int64_t ckpt_created(const ckpt_t *c);
  */
 int ckpt_read_range(ckpt_t *c, uint64_t offset, uint64_t len, void *dst);
 
+/** Threads that ckpt_read_range decodes whole frames with (frames are
+ * independent): default the online CPUs, at most 8; processes sharing a node
+ * should pass their share of the cores.  Clamped to 1..64. */
+void ckpt_set_read_threads(ckpt_t *c, int threads);
+
 /** Read a whole tensor (dst must hold t->nbytes).  @return as read_range. */
 int ckpt_read_tensor(ckpt_t *c, const char *name, void *dst, uint64_t cap);
 
