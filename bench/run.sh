@@ -278,6 +278,34 @@ dd_once() {
     printf '%s\n' "$_out" | awk '/copied/ { for (i = 1; i <= NF; i++) if ($i == "copied,") { printf "%.1f\n", $1 / $(i + 1) / 1e6; exit } }'
 }
 
+# The raw state for zstd (section 4) and PyTorch (section 5), made first so
+# that torch.save can run inside section 2's rounds, beside ftrain's saves.
+if [ "$ckpt_ok" = 1 ] && (want 4 || want 5); then
+    rawout=$("$CB" raw "$W/raw.bin" "$MB" 2>&1) || { fail "ckpt_bench raw: $rawout"; }
+fi
+TORCH_IN_ROUNDS=0
+if [ "$ckpt_ok" = 1 ] && want 5 && [ -f "$W/raw.bin" ] && have_torch; then
+    TORCH_IN_ROUNDS=1
+fi
+TS="" TL="" TE="" TRS="" TRL="" TRE="" TWHY=""
+# torch_once: one torch.save + fsync and torch.load (torch_ckpt.py); updates
+# the best and the per-round lists; prints its save MB/s.
+torch_once() {
+    rm -f "$W/state.pt"
+    sync
+    _out=$(timeout 900 "$PY" "$HERE/torch_ckpt.py" "$W/raw.bin" "$W/state.pt" 1 2>&1)
+    rm -f "$W/state.pt"
+    _s=$(field save_mb_per_s "$_out")
+    if [ -z "$_s" ] || [ "$(field verified "$_out")" != yes ]; then
+        TWHY="torch_ckpt.py failed: $(printf '%s\n' "$_out" | tail -1)"
+        return
+    fi
+    _l=$(field load_mb_per_s "$_out")
+    _e=$(field into_mb_per_s "$_out")
+    TRS="$TRS $_s" TRL="$TRL $_l" TRE="$TRE $_e"
+    TS=$(maxof "$TS" "$_s") TL=$(maxof "$TL" "$_l") TE=$(maxof "$TE" "$_e")
+}
+
 if [ "$ckpt_ok" = 1 ] && (want 2 || want 3 || want 4 || want 5); then
     hdr "2. checkpoint save (ckpt): ${MB} MiB of float32 state, default options, until committed and fsync'd"
     echo "  state: 3 groups (parameters, Adam m, Adam v) x 4 [rows, 4096] matrices + 4 [4096] biases;"
@@ -298,6 +326,7 @@ if [ "$ckpt_ok" = 1 ] && (want 2 || want 3 || want 4 || want 5); then
         s2=$(save_once "$W/c2" 2)
         s0=$(save_once "$W/c0" 1 BENCH_CKPT_LEVEL=0)
         sb=$(save_once "$W/cb" 1 BENCH_CKPT_DIRECT=0)
+        [ "$TORCH_IN_ROUNDS" = 1 ] && torch_once
         RD="$RD ${d:-failed}" RDD="$RDD ${dd2:-failed}"
         R1="$R1 ${s1:-failed}" R2="$R2 ${s2:-failed}" R0="$R0 ${s0:-failed}" RB="$RB ${sb:-failed}"
         R1S="$R1S $(ratio "$s1" "$d")"
@@ -334,6 +363,7 @@ if [ "$ckpt_ok" = 1 ] && (want 2 || want 3 || want 4 || want 5); then
     echo "    ckpt 2 ranks:                                                $R2"
     echo "    ckpt 1 rank, level 0 (stored frames, no zstd):               $R0"
     echo "    ckpt 1 rank, buffered (--ckpt-buffered: page cache, then fsync):$RB"
+    [ -n "$TRS" ] && echo "    torch.save + fsync (section 5's peer):                       $TRS"
     echo "    ckpt 1 rank / dd conv=fdatasync, per round:                  $R1S"
     [ -n "$RP1" ] && echo "    more pairs, ckpt 1 rank:                                     $RP1"
     [ -n "$RP2" ] && echo "    more pairs, ckpt 2 ranks:                                    $RP2"
@@ -426,10 +456,6 @@ if [ "$ckpt_ok" = 1 ] && want 3 && [ -d "$W/c2/step-00000001" ]; then
     echo "   as a resume reads into the model's and optimizer's tensors)"
 fi
 
-if [ "$ckpt_ok" = 1 ] && (want 4 || want 5); then
-    rawout=$("$CB" raw "$W/raw.bin" "$MB" 2>&1) || { fail "ckpt_bench raw: $rawout"; }
-fi
-
 if [ "$ckpt_ok" = 1 ] && want 4; then
     hdr "4. compression ratio (raw bytes / stored bytes) of the same state"
     ZR=""
@@ -451,30 +477,21 @@ fi
 
 if [ "$ckpt_ok" = 1 ] && want 5; then
     hdr "5. the same tensors through torch.save / torch.load (file + directory fsync'd; load from page cache)"
-    if have_torch && [ -f "$W/raw.bin" ]; then
-        _out=$(timeout 900 "$PY" "$HERE/torch_ckpt.py" "$W/raw.bin" "$W/state.pt" "$REPEAT" 2>&1)
-        TS=$(field save_mb_per_s "$_out")
-        TL=$(field load_mb_per_s "$_out")
-        TE=$(field into_mb_per_s "$_out")
-        if [ -z "$TS" ]; then
-            echo "  peer unavailable: torch_ckpt.py failed: $(printf '%s\n' "$_out" | tail -1)"
-        else
-            echo "  torch: $(field file_bytes "$_out") bytes written, save ${TS} MB/s, load ${TL} MB/s,"\
-                "load into existing tensors ${TE} MB/s, values equal: $(field verified "$_out")"
-        fi
-        rm -f "$W/state.pt"
-    else
+    if [ "$TORCH_IN_ROUNDS" != 1 ]; then
         echo "  peer unavailable: ${TORCH_WHY:-no raw file}"
-        TS=""
-        TL=""
-        TE=""
+    elif [ -z "$TS" ]; then
+        echo "  peer unavailable: $TWHY"
+    else
+        echo "  torch_ckpt.py ran once in each round of section 2, after ftrain's saves, on the same disk"
+        echo "  torch runs, MB/s: save$TRS; load$TRL; load into existing tensors$TRE (values equal: yes)"
     fi
     row "" "ftrain ckpt" "torch" "ratio"
     row "save MB/s, 1 process" "${S1:-n/a}" "${TS:-n/a}" "$(ratio "$S1" "$TS")"
     row "load MB/s, 1 process (1 -> 1)" "${L1:-n/a}" "${TL:-n/a}" "$(ratio "$L1" "$TL")"
     row "resume MB/s: into existing tensors" "${LE:-n/a}" "${TE:-n/a}" "$(ratio "$LE" "$TE")"
-    echo "  (load: into fresh memory, torch.load; resume: ckpt_read_range into memory that"
-    echo "   exists, against torch.load + copy_ into existing tensors, as load_state_dict does)"
+    echo "  (best runs; load: into fresh memory, as torch.load; resume: ckpt_read_range into"
+    echo "   memory that exists, against torch.load + copy_ into existing tensors, as"
+    echo "   load_state_dict does)"
 fi
 rm -rf "$W/c1" "$W/c2" "$W/raw.bin" "$W/raw.bin.json"
 
