@@ -129,10 +129,9 @@ static void gather(unsigned char *dst, uint64_t off, size_t len,
                    const ckpt_tensor_t *t, size_t n, size_t *cursor,
                    size_t *bytes4)
 {
-    uint64_t end = off + len;
+    uint64_t end = off + len, pos = off; /* [off, pos) is filled */
     size_t i = *cursor;
     *bytes4 = 0;
-    memset(dst, 0, len);
     while (i < n && t[i].offset + t[i].nbytes <= off)
         i++;
     *cursor = i;
@@ -142,11 +141,34 @@ static void gather(unsigned char *dst, uint64_t off, size_t len,
                                                      : end;
         if (b <= a)
             continue;
+        if (a > pos) /* an alignment gap: zeros */
+            memset(dst + (pos - off), 0, (size_t)(a - pos));
         memcpy(dst + (a - off), (const unsigned char *)t[i].data +
                                     (a - t[i].offset), (size_t)(b - a));
         if (ckpt_dtype_size(t[i].dtype) == 4)
             *bytes4 += (size_t)(b - a);
+        pos = b;
     }
+    if (end > pos)
+        memset(dst + (pos - off), 0, (size_t)(end - pos));
+}
+
+/* The frame's raw bytes [off, off+len): a pointer into the one tensor that
+ * holds all of them (the common case: no copy), else dst after gather(). */
+static const unsigned char *frame_bytes(unsigned char *dst, uint64_t off, size_t len,
+                                        const ckpt_tensor_t *t, size_t n, size_t *cursor,
+                                        size_t *bytes4)
+{
+    size_t i = *cursor;
+    while (i < n && t[i].offset + t[i].nbytes <= off)
+        i++;
+    if (i < n && t[i].offset <= off && off + len <= t[i].offset + t[i].nbytes) {
+        *cursor = i;
+        *bytes4 = ckpt_dtype_size(t[i].dtype) == 4 ? len : 0;
+        return (const unsigned char *)t[i].data + (off - t[i].offset);
+    }
+    gather(dst, off, len, t, n, cursor, bytes4);
+    return dst;
 }
 
 /* Frame-parallel encoding.  K worker threads take frames f = k, k+K, ...:
@@ -260,14 +282,15 @@ static void *enc_worker(void *arg)
     for (uint64_t f = (uint64_t)w->k; f < e->nframes; f += (uint64_t)e->K) {
         uint64_t roff = e->lo + f * e->fb;
         size_t len = (size_t)(e->hi - roff < e->fb ? e->hi - roff : e->fb), b4;
-        const unsigned char *src = raw;
+        const unsigned char *src;
         uint32_t flags = 0;
         unsigned char *row = e->table + f * CKPT_SHARD_ENTRY_BYTES;
         int slot = (int)(f % (uint64_t)e->S);
 
-        gather(raw, roff, len, e->tensors, e->n, &cursor, &b4);
+        const unsigned char *fr = frame_bytes(raw, roff, len, e->tensors, e->n, &cursor, &b4);
+        src = fr;
         if (opts->level > 0 && opts->shuffle && len >= 8 && b4 * 2 >= len) {
-            shuffle4(shuf, raw, len);
+            shuffle4(shuf, fr, len);
             src = shuf;
             flags |= CKPT_FRAME_SHUFFLE4;
         }
@@ -279,7 +302,7 @@ static void *enc_worker(void *arg)
         if (stop)
             break;
         if (opts->level == 0) { /* stored: checksummed and seekable, no zstd */
-            memcpy(e->buf[slot], raw, len);
+            memcpy(e->buf[slot], fr, len);
             zr = len;
             flags |= CKPT_FRAME_STORED;
         } else if (flags & CKPT_FRAME_SHUFFLE4) {
@@ -297,7 +320,7 @@ static void *enc_worker(void *arg)
         put_u64(row, roff - e->lo);
         put_u64(row + 8, len);
         put_u64(row + 24, zr);
-        put_u64(row + 32, XXH64(raw, len, 0));
+        put_u64(row + 32, XXH64(fr, len, 0));
         put_u32(row + 40, flags);
         put_u32(row + 44, 0);
         pthread_mutex_lock(&e->mu);
