@@ -14,7 +14,8 @@
  *
  * Environment for save: BENCH_CKPT_LEVEL (zstd level, 0 stored),
  * BENCH_CKPT_THREADS (encoder threads per rank; default cores / ranks),
- * BENCH_CKPT_DIRECT=0 (buffered writes, as --ckpt-buffered), BENCH_CKPT_FSYNC=0
+ * BENCH_CKPT_DIRECT=0 (buffered writes, as --ckpt-buffered), BENCH_CKPT_ADAPT=0
+ * (never store frames to keep up with the disk), BENCH_CKPT_FSYNC=0
  * (no fsync: the CPU-bound rate, for profiling), BENCH_CKPT_PHASES=1 (each
  * rank prints, on stderr, its shard phase's wall and CPU time, context
  * switches and page faults, and the commit's wait).  Environment for load:
@@ -236,6 +237,9 @@ static int cmd_save(comm_t *c, const char *root, int mb)
     const char *fs = getenv("BENCH_CKPT_FSYNC"); /* 0: no fsync, CPU-bound rate */
     if (fs && *fs)
         opts.fsync = atoi(fs) != 0;
+    const char *ad = getenv("BENCH_CKPT_ADAPT"); /* 0: never store frames to keep up */
+    if (ad && *ad)
+        opts.adapt = atoi(ad) != 0;
     const char *dr = getenv("BENCH_CKPT_DIRECT"); /* 0: buffered (--ckpt-buffered) */
     if (dr && *dr)
         opts.direct = atoi(dr) != 0;

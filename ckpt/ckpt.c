@@ -145,6 +145,7 @@ void ckpt_opts_default(ckpt_opts_t *opts)
     opts->frame_bytes = CKPT_FRAME_DEFAULT;
     opts->fsync = 1;
     opts->direct = 1;
+    opts->adapt = 1;
 }
 
 static int check_opts(const ckpt_opts_t *o)

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,6 +204,8 @@ struct enc {
     size_t *len;            /* compressed length of the frame in a slot */
     int64_t *filled;        /* the frame a slot holds, -1 when free */
     uint64_t written;       /* frames written so far (in order) */
+    atomic_int cpu_bound;   /* adapt: the disk waits for the encoders, so
+                               frames are stored (set by the writer) */
     int rc;                 /* first failure (ckpt_err_t), 0 when none */
     char msg[384];          /* its message: workers cannot use ckpt_seterr,
                                whose buffer is per thread */
@@ -288,12 +291,6 @@ static void *enc_worker(void *arg)
         int slot = (int)(f % (uint64_t)e->S);
 
         const unsigned char *fr = frame_bytes(raw, roff, len, e->tensors, e->n, &cursor, &b4);
-        src = fr;
-        if (opts->level > 0 && opts->shuffle && len >= 8 && b4 * 2 >= len) {
-            shuffle4(shuf, fr, len);
-            src = shuf;
-            flags |= CKPT_FRAME_SHUFFLE4;
-        }
         pthread_mutex_lock(&e->mu);
         while (!e->rc && f >= e->written + (uint64_t)e->S)
             pthread_cond_wait(&e->cv, &e->mu);
@@ -301,7 +298,16 @@ static void *enc_worker(void *arg)
         pthread_mutex_unlock(&e->mu);
         if (stop)
             break;
-        if (opts->level == 0) { /* stored: checksummed and seekable, no zstd */
+        /* Stored: level 0, or (adapt) while the disk waits for the encoders;
+         * decided now, when the frame's slot is free, on the latest news. */
+        int store = opts->level == 0 || atomic_load(&e->cpu_bound);
+        src = fr;
+        if (!store && opts->shuffle && len >= 8 && b4 * 2 >= len) {
+            shuffle4(shuf, fr, len);
+            src = shuf;
+            flags |= CKPT_FRAME_SHUFFLE4;
+        }
+        if (store) { /* stored: checksummed and seekable, no zstd */
             memcpy(e->buf[slot], fr, len);
             zr = len;
             flags |= CKPT_FRAME_STORED;
@@ -377,6 +383,7 @@ typedef struct {
     const unsigned char *job;
     size_t job_len;
     int busy, quit, err;    /* err: errno of a failed write, 0 when none */
+    uint64_t handed;        /* jobs handed to the I/O thread so far */
 } sink_t;
 
 /* Clear O_DIRECT: what follows goes through the page cache. */
@@ -444,6 +451,15 @@ static int sink_wait(sink_t *s)
     pthread_mutex_unlock(&s->mu);
     errno = e;
     return e ? -1 : 0;
+}
+
+/* Is the I/O thread writing a job right now? */
+static int sink_busy(sink_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int busy = s->busy;
+    pthread_mutex_unlock(&s->mu);
+    return busy;
 }
 
 /* Stop the I/O thread (after its job) and free the staging buffers. */
@@ -521,6 +537,7 @@ static int sink_handoff(sink_t *s)
     s->job = full;
     s->job_len = n;
     s->busy = 1;
+    s->handed++;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     memcpy(next, full + n, s->fill - n); /* the I/O thread reads [0, n) only */
@@ -608,6 +625,7 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
     int werr = 0;
 
     memset(&e, 0, sizeof e);
+    atomic_init(&e.cpu_bound, 0);
     memset(w, 0, sizeof w);
     memset(&sk, 0, sizeof sk);
     sk.fd = -1;
@@ -672,17 +690,34 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
         w[k].started = 1;
     }
 
-    /* The writer: frames in order. */
+    /* The writer: frames in order.  With opts.adapt and direct writes it
+     * also judges who waits for whom: when it had to wait for a frame while
+     * the I/O thread sat idle, the disk is waiting for the encoders; when the
+     * frame was ready and the I/O thread busy, the encoders are ahead.  Two
+     * such findings more of the first than of the second (a score in 0..4)
+     * make the encoders store frames until the balance turns.  Nothing is
+     * judged before the first chunk went to the I/O thread. */
+    int score = 0;
     for (uint64_t f = 0; f < e.nframes; f++) {
-        int slot = (int)(f % (uint64_t)e.S);
+        int slot = (int)(f % (uint64_t)e.S), waited = 0;
         pthread_mutex_lock(&e.mu);
-        while (!e.rc && e.filled[slot] != (int64_t)f)
+        while (!e.rc && e.filled[slot] != (int64_t)f) {
+            waited = 1;
             pthread_cond_wait(&e.cv, &e.mu);
+        }
         int stop = e.rc != 0;
         size_t len = e.len[slot];
         pthread_mutex_unlock(&e.mu);
         if (stop)
             break;
+        if (opts->adapt && opts->level > 0 && sk.direct && sk.handed > 0) {
+            int io_busy = sink_busy(&sk);
+            if (waited && !io_busy && score < 4)
+                score++;
+            else if (!waited && io_busy && score > 0)
+                score--;
+            atomic_store(&e.cpu_bound, score >= 2);
+        }
         put_u64(e.table + f * CKPT_SHARD_ENTRY_BYTES + 16, sk.pos);
         XXH64_update(fh, e.buf[slot], len);
         if (sink_put(&sk, e.buf[slot], len) != 0) {

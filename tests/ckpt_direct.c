@@ -32,6 +32,7 @@ static int fault;           /* what to inject */
 static int fault_after;     /* FAULT_WRITE/ENOSPC: direct writes let through first */
 static int n_direct_opens, n_direct_writes, n_injected;
 static int direct_fd = -1;      /* the last descriptor opened with O_DIRECT */
+static long direct_delay_us;    /* a slow disk: sleep this long per direct write */
 static size_t n_buffered_bytes; /* written to it after O_DIRECT was cleared */
 
 int open(const char *path, int flags, ...)
@@ -64,6 +65,8 @@ ssize_t write(int fd, const void *buf, size_t len)
     int fl = fcntl(fd, F_GETFL);
     if (fl >= 0 && (fl & O_DIRECT)) {
         int k = n_direct_writes++;
+        if (direct_delay_us > 0)
+            usleep((useconds_t)direct_delay_us);
         if ((fault == FAULT_WRITE || fault == FAULT_ENOSPC) && k >= fault_after) {
             n_injected++;
             errno = fault == FAULT_WRITE ? EINVAL : ENOSPC;
@@ -119,14 +122,17 @@ static void make_state(void)
 }
 
 /* Save step 1 under root/<sub> with the given options; rc of ckpt_save. */
-static int save(const char *sub, int level, int direct)
+static size_t frame_bytes = 1u << 20;
+
+static int save_adapt(const char *sub, int level, int direct, int adapt)
 {
     char dir[600];
     ckpt_opts_t o;
     ckpt_opts_default(&o);
     o.level = level;
     o.direct = direct;
-    o.frame_bytes = 1u << 20;
+    o.adapt = adapt;
+    o.frame_bytes = frame_bytes;
     o.threads = 2;
     snprintf(dir, sizeof dir, "%s/%s", root, sub);
     mkdir(dir, 0755);
@@ -134,6 +140,43 @@ static int save(const char *sub, int level, int direct)
     n_buffered_bytes = 0;
     direct_fd = -1;
     return ckpt_save(dir, 1, t, 3, "{\"test\":\"direct\"}", &o, NULL); /* one process */
+}
+
+/* The byte comparisons below need reproducible files: adapt off. */
+static int save(const char *sub, int level, int direct)
+{
+    return save_adapt(sub, level, direct, 0);
+}
+
+/* Frames of root/sub's shard 0, and how many of them are stored, from the
+ * footer and seek table (docs/checkpoint-format.md): -1 when unreadable. */
+static int stored_frames(const char *sub, int *nframes)
+{
+    char path[700];
+    unsigned char foot[48], e[48];
+    snprintf(path, sizeof path, "%s/%s/step-00000001/shard-0.ftsh", root, sub);
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY, 0), n = -1;
+    struct stat st;
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &st) == 0 && pread(fd, foot, sizeof foot, st.st_size - 48) == 48) {
+        uint64_t table = 0, nf = 0;
+        for (int i = 7; i >= 0; i--)
+            table = (table << 8) | foot[i], nf = (nf << 8) | foot[8 + i];
+        n = 0;
+        for (uint64_t f = 0; f < nf; f++) {
+            if (pread(fd, e, sizeof e, (off_t)(table + 48 * f)) != 48) {
+                n = -1;
+                break;
+            }
+            uint32_t flags = e[40] | (uint32_t)e[41] << 8 | (uint32_t)e[42] << 16 |
+                             (uint32_t)e[43] << 24;
+            n += (flags & 2u) != 0; /* CKPT_FRAME_STORED */
+        }
+        *nframes = (int)nf;
+    }
+    close(fd);
+    return n;
 }
 
 /* Read a whole file; NULL when it cannot. */
@@ -249,6 +292,32 @@ int main(void)
     is_int(save("fs", 1, 1), CKPT_OK, "a short direct write: save succeeds");
     ok(n_injected == 1 && n_direct_writes >= 2, "the short write was followed by the rest");
     ok(same_shard("buf1", "fs") && reads_back("fs"), "... with the same bytes");
+
+    /* opts.adapt: frames are stored while the disk waits for the encoders.
+     * A fast disk and slow encoders (zstd level 9): many frames after the
+     * first chunk are stored.  A slow disk (0.1 s per 8 MiB write) and fast
+     * encoders (level 1): none or nearly none are. */
+    {
+        int nf = 0, nstored;
+        fault = FAULT_NONE;
+        frame_bytes = 256u << 10; /* 88 frames, 32 to an 8 MiB chunk */
+        is_int(save_adapt("ad9", 9, 1, 1), CKPT_OK, "adapt, level 9, a fast disk: save");
+        nstored = stored_frames("ad9", &nf);
+        ok(nstored >= nf / 4, "%d of %d frames were stored (the disk waited for zstd)",
+           nstored, nf);
+        ok(reads_back("ad9"), "... and the checkpoint verifies and reads back");
+        is_int(save_adapt("ad9off", 9, 1, 0), CKPT_OK, "adapt off, level 9: save");
+        nstored = stored_frames("ad9off", &nf);
+        is_int(nstored, 0, "adapt off: no frame stored at level 9");
+        direct_delay_us = 100000;
+        is_int(save_adapt("ad1", 1, 1, 1), CKPT_OK, "adapt, level 1, a slow disk: save");
+        direct_delay_us = 0;
+        nstored = stored_frames("ad1", &nf);
+        ok(nstored >= 0 && nstored <= 2, "%d of %d frames were stored (the encoders were ahead)",
+           nstored, nf);
+        ok(reads_back("ad1"), "... and the checkpoint verifies and reads back");
+        frame_bytes = 1u << 20;
+    }
 
     /* A real write error: the save fails, nothing is left, the previous
      * checkpoint stays the latest. */

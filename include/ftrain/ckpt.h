@@ -128,6 +128,13 @@ typedef struct {
                              cache (default 1): no kernel copy, no dirty pages
                              evicting the training data; falls back to
                              buffered writes where the filesystem refuses */
+    int adapt;            /* with direct writes, store frames uncompressed
+                             while the disk waits for the encoders (default
+                             1): a save never runs slower than the disk
+                             because of compression.  Which frames are stored
+                             depends on timing, so two saves of the same
+                             state may differ in bytes (never in content);
+                             0 gives reproducible files */
 } ckpt_opts_t;
 
 /** Fill opts with the defaults above. */
