@@ -83,6 +83,9 @@ static const char config_help[] =
     "                         node / ranks per node)\n"
     "  --ckpt-buffered        write shards through the page cache instead of\n"
     "                         O_DIRECT (for filesystems where that is faster)\n"
+    "  --ckpt-no-adapt        compress every frame even when the disk waits for\n"
+    "                         the compressors (by default such frames are stored\n"
+    "                         uncompressed); gives reproducible shard bytes\n"
     "signals and output:\n"
     "  --stop-signal SIG      USR1 (default) or USR2: stop, checkpoint, exit 75\n"
     "  --grace SEC            warn when a stop takes longer (default 30)\n"
@@ -105,7 +108,7 @@ enum {
     OPT_STEPS, OPT_GBATCH, OPT_MBATCH, OPT_SEED, OPT_DET, OPT_THREADS,
     OPT_RUNDIR, OPT_RESUME, OPT_CKEVERY, OPT_CKINT, OPT_CKKEEP, OPT_CKASYNC,
     OPT_CKLEVEL, OPT_STOPSIG, OPT_GRACE, OPT_LOGEVERY, OPT_DELAY, OPT_QUIET,
-    OPT_TRACE, OPT_CKTHREADS, OPT_DEVICE, OPT_CKBUF,
+    OPT_TRACE, OPT_CKTHREADS, OPT_DEVICE, OPT_CKBUF, OPT_CKNOADAPT,
     OPT_HELP, OPT_VERSION
 };
 
@@ -138,6 +141,7 @@ static const struct option config_opts[] = {
     {"ckpt-level", required_argument, 0, OPT_CKLEVEL},
     {"ckpt-threads", required_argument, 0, OPT_CKTHREADS},
     {"ckpt-buffered", no_argument, 0, OPT_CKBUF},
+    {"ckpt-no-adapt", no_argument, 0, OPT_CKNOADAPT},
     {"stop-signal", required_argument, 0, OPT_STOPSIG},
     {"grace", required_argument, 0, OPT_GRACE},
     {"log-every", required_argument, 0, OPT_LOGEVERY},
@@ -379,6 +383,7 @@ int config_parse(config_t *c, int argc, char **argv, char *err, size_t cap)
             break;
         case OPT_CKASYNC: c->ckpt_async = 1; break;
         case OPT_CKBUF: c->ckpt_buffered = 1; break;
+        case OPT_CKNOADAPT: c->ckpt_no_adapt = 1; break;
         case OPT_CKLEVEL:
             if (parse_int(a, 0, 19, &iv))
                 return config_fail(err, cap, "--ckpt-level: expected a zstd level in [0, 19], got '%s'", a);
@@ -448,6 +453,8 @@ int config_parse(config_t *c, int argc, char **argv, char *err, size_t cap)
             return config_fail(err, cap, "--ckpt-every, --ckpt-interval and --ckpt-async need --run-dir");
         if (c->ckpt_buffered)
             return config_fail(err, cap, "--ckpt-buffered needs --run-dir");
+        if (c->ckpt_no_adapt)
+            return config_fail(err, cap, "--ckpt-no-adapt needs --run-dir");
         if (have_resume && strcmp(c->resume, "none") != 0 && strcmp(c->resume, "auto") == 0)
             return config_fail(err, cap, "--resume auto needs --run-dir");
         if (!have_resume)

@@ -218,6 +218,7 @@ int state_snapshot_take(const state_t *st, int world, float *copy, size_t copy_f
     /* Default: this rank's share of the node's cores, as for BLAS. */
     s->opts.threads = st->cfg->ckpt_threads ? st->cfg->ckpt_threads : st->ckpt_threads;
     s->opts.direct = !st->cfg->ckpt_buffered;
+    s->opts.adapt = !st->cfg->ckpt_no_adapt;
     *out = s;
     return STATE_OK;
 fail:

@@ -70,6 +70,7 @@ bad "--ckpt-every without --run-dir" --ckpt-every --ckpt-every 5
 bad "--ckpt-interval without --run-dir" --ckpt-interval --ckpt-interval 60
 bad "--ckpt-async without --run-dir" --ckpt-async --ckpt-async
 bad "--ckpt-buffered without --run-dir" --ckpt-buffered --ckpt-buffered
+bad "--ckpt-no-adapt without --run-dir" --ckpt-no-adapt --ckpt-no-adapt
 bad "--resume auto without --run-dir" --resume --resume auto
 for v in "256,,128" "0" "abc" "" "256,-1" "128,x" ",128" "256,"; do
     bad "--layers '$v'" --layers $L --steps 1 --quiet --layers "$v"
@@ -170,5 +171,14 @@ is "$?" 0 "a run with --ckpt-buffered exits 0"
 is "$?" 0 "its checkpoint verifies"
 "$BUILD/ckptctl" diff "$T/rd/ckpt" "$T/rb/ckpt" >"$T/out" 2>&1
 is "$?" 0 "and holds the same tensors as the O_DIRECT one (ckptctl diff)"
+
+# --ckpt-no-adapt: every frame compressed, so two runs write the same bytes.
+"$FTRAIN" $L --steps 6 --run-dir "$T/na1" --ckpt-no-adapt --quiet >"$T/out" 2>"$T/err"
+is "$?" 0 "a run with --ckpt-no-adapt exits 0"
+"$FTRAIN" $L --steps 6 --run-dir "$T/na2" --ckpt-no-adapt --quiet >"$T/out" 2>"$T/err"
+cmp -s "$T/na1/ckpt/step-00000006/shard-0.ftsh" "$T/na2/ckpt/step-00000006/shard-0.ftsh"
+is "$?" 0 "two --ckpt-no-adapt runs wrote byte-identical shards"
+"$BUILD/ckptctl" diff "$T/rd/ckpt" "$T/na1/ckpt" >"$T/out" 2>&1
+is "$?" 0 "with the same tensors as the default run (ckptctl diff)"
 
 done_testing

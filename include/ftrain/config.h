@@ -52,6 +52,7 @@ typedef struct {
     int ckpt_level;
     int ckpt_threads;      /* compression threads per rank, 0: cores/ranks */
     int ckpt_buffered;     /* 1: shards through the page cache, not O_DIRECT */
+    int ckpt_no_adapt;     /* 1: never store frames to keep up with the disk */
     /* signals and logging */
     int stop_signal;       /* SIGUSR1 by default */
     double grace;          /* seconds a stop may take before we warn */
