@@ -65,6 +65,7 @@
 
 #include "ftrain/ckpt.h"
 #include "ftrain/comm.h"
+#include "ftrain/state.h"
 #include "ftrain/world.h"
 
 #define BENCH_COLS 4096
@@ -188,21 +189,6 @@ static void bench_expect(const ckpt_tensor_t *t, size_t n, uint64_t off, uint64_
     }
 }
 
-/* The commit's collectives can wait long: the peers may still be writing
- * (allgather) or rank 0 writing the manifest (bcast).  Wait idle first, so a
- * rank that is done does not take a core from one that is not. */
-static int coll_allgather(void *ctx, const void *send, void *recv, size_t bytes)
-{
-    return comm_wait_all((comm_t *)ctx) != COMM_OK ||
-           comm_allgather((comm_t *)ctx, send, recv, bytes) != COMM_OK;
-}
-
-static int coll_bcast(void *ctx, void *buf, size_t bytes, int root)
-{
-    return comm_wait_all((comm_t *)ctx) != COMM_OK ||
-           comm_bcast((comm_t *)ctx, buf, bytes, root) != COMM_OK;
-}
-
 static int parse_mb(const char *s)
 {
     char *end = NULL;
@@ -243,7 +229,7 @@ static int cmd_save(comm_t *c, const char *root, int mb)
     const char *dr = getenv("BENCH_CKPT_DIRECT"); /* 0: buffered (--ckpt-buffered) */
     if (dr && *dr)
         opts.direct = atoi(dr) != 0;
-    ckpt_coll_t coll = {c, comm_rank(c), comm_size(c), coll_allgather, coll_bcast};
+    ckpt_coll_t coll = state_ckpt_coll(c); /* ftrain's own commit collectives */
     BENCH_CHECK(comm_barrier(c) == COMM_OK, "barrier: %s", comm_last_error());
     struct rusage ru0, ru1;
     getrusage(RUSAGE_SELF, &ru0);

@@ -51,6 +51,12 @@ static int coll_bcast(void *ctx, void *buf, size_t bytes, int root)
            comm_bcast((comm_t *)ctx, buf, bytes, root) != COMM_OK;
 }
 
+ckpt_coll_t state_ckpt_coll(comm_t *c)
+{
+    ckpt_coll_t coll = {c, comm_rank(c), comm_size(c), coll_allgather, coll_bcast};
+    return coll;
+}
+
 /* Describe the model parameters and the optimizer moments as tensors. */
 static size_t state_tensors(const state_t *st, ckpt_tensor_t *t)
 {
@@ -238,7 +244,7 @@ int state_snapshot_write(state_snapshot_t *s, const char *root, int rank, int wo
 int state_snapshot_commit(state_snapshot_t *s, comm_t *c, const char *root, char *out,
                           size_t outcap, char *err, size_t cap)
 {
-    ckpt_coll_t coll = {c, comm_rank(c), comm_size(c), coll_allgather, coll_bcast};
+    ckpt_coll_t coll = state_ckpt_coll(c);
     int rc = ckpt_commit(root, s->step, s->t, s->n, s->record, &s->opts, s->write_rc,
                          &s->info, &coll);
     char name[64];

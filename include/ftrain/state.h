@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 
+#include "ftrain/ckpt.h"
 #include "ftrain/comm.h"
 #include "ftrain/config.h"
 #include "ftrain/model.h"
@@ -61,6 +62,10 @@ size_t state_floats(const state_t *st);
  *  result is kept in the snapshot for the commit.  @return STATE_OK or
  *  STATE_EFAIL. */
 int state_snapshot_write(state_snapshot_t *s, const char *root, int rank, int world);
+/** The checkpoint commit's collectives over c (ckpt_coll_t): each waits
+ * without spinning (comm_wait_all) before its MPI collective. */
+ckpt_coll_t state_ckpt_coll(comm_t *c);
+
 /** Phase two, collective: commit if every rank's write succeeded.  out gets
  *  the step dir.  @return the same on every rank. */
 int state_snapshot_commit(state_snapshot_t *s, comm_t *c, const char *root, char *out,
