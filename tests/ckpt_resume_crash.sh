@@ -117,7 +117,7 @@ while [ "$i" -le "$ROUNDS" ]; do
         ok 0 "round $i: no checkpoint committed yet"
     elif [ -x "$CKPTCTL" ]; then
         "$CKPTCTL" verify "$last" >"$T/verify" 2>&1
-        ok $? "round $i: $(basename "$last") verifies" || diag "$(cat "$T/verify")"
+        ok $? "round $i: $(basename "$last") verifies" || why "$(cat "$T/verify")"
     else
         ok "$([ -s "$last/manifest.json" ]; echo $?)" "round $i: $(basename "$last") has a manifest (no ckptctl: the next resume loads it)"
     fi
@@ -131,6 +131,6 @@ rc=$?
 got=$(sed -n 's/^resume: from \([^ ]*\) step .*/\1/p' "$T/final")  # stdout is complete here
 is "$(basename "$got")" "$(basename "$expect_from")" "final run: resumed from the newest committed checkpoint"
 is "$rc:$(hash_of "$T/final")" "0:$REF" "final run: exit 0 with the uninterrupted param_hash" ||
-    diag "$(tail -n 5 "$T/final.err")"
+    why "$(tail -n 5 "$T/final.err")"
 
 done_testing

@@ -23,7 +23,7 @@ bad() {
         ok 0 "$_name: exit 2, stderr names $_word"
     else
         ok 1 "$_name: exit 2, stderr names $_word"
-        diag "args: $*" "exit $_rc" "stderr: $_err" "stdout: $(head -c 300 "$T/out")"
+        why "args: $*" "exit $_rc" "stderr: $_err" "stdout: $(head -c 300 "$T/out")"
     fi
 }
 

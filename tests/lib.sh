@@ -17,7 +17,8 @@
 #
 # Helpers:
 #   plan N, ok RC NAME, is GOT WANT NAME, like TEXT REGEX NAME (grep -E),
-#   diag TEXT..., skip_all REASON, skip NAME REASON, done_testing.
+#   diag TEXT..., why TEXT... (a failure's details, on stderr),
+#   skip_all REASON, skip NAME REASON, done_testing.
 #   mpi N ARGS...   run "$FTRAIN ARGS..." on N ranks under mpirun with the
 #                   settings that work on one machine as root (shared-memory
 #                   transport only, oversubscription allowed), bounded by
@@ -81,6 +82,12 @@ diag() {
     printf '%s\n' "$*" | sed 's/^/# /'
 }
 
+# why TEXT...: the details of a failure, on stderr, so that prove shows them
+# without -v (a CI log keeps them).
+why() {
+    printf '%s\n' "$@" | sed 's/^/# /' >&2
+}
+
 # ok RC NAME: RC 0 passes.
 ok() {
     _tap_n=$((_tap_n + 1))
@@ -100,7 +107,7 @@ is() {
         return 0
     fi
     ok 1 "$3"
-    diag "     got: '$1'" "expected: '$2'"
+    why "     got: '$1'" "expected: '$2'"
     return 1
 }
 
@@ -111,7 +118,7 @@ like() {
         return 0
     fi
     ok 1 "$3"
-    diag "text: $(printf '%s' "$1" | head -c 600)" "does not match: $2"
+    why "text: $(printf '%s' "$1" | head -c 600)" "does not match: $2"
     return 1
 }
 

@@ -2,10 +2,11 @@
 # slurm_e2e.sh: end-to-end test of ftrain under a real SLURM (TAP).
 #
 # Starts the one-machine test cluster (tests/slurm/lab-up.sh), then:
-#   1. submits slurm/train.sbatch on -N 2 with --time=2 and
-#      --signal=B:USR1@60, running a slowed-down ftrain (--step-delay-ms) that
-#      would take longer than the time limit, so SLURM's own warning signal
-#      comes first (30 to 60 s after the start: SLURM checks every 30 s);
+#   1. submits slurm/train.sbatch on -N 2 with --time=3 and
+#      --signal=B:USR1@120, running a slowed-down ftrain (--step-delay-ms)
+#      that would take longer than the time limit, so SLURM's own warning
+#      signal comes first (60 to 90 s after the start: SLURM checks every
+#      30 s), with a minute of slack before the limit;
 #   2. checks that the batch shell forwarded USR1, that ftrain stopped on it,
 #      committed a checkpoint (ckptctl verify) and exited 75, and that the job
 #      requeued itself;
@@ -73,10 +74,18 @@ ok() { # STATUS DESCRIPTION: one TAP line; returns STATUS != 0 as failure
 	return 1
 }
 diag() { printf '%s\n' "$@" | sed 's/^/# /'; }
+# why ...: diagnostics of a failure, on stderr so that prove shows them
+# without -v (and CI logs keep them).
+why() { printf '%s\n' "$@" | sed 's/^/# /' >&2; }
+# show_logs: the jobs' output and the cluster's log tails, on stderr.
+show_logs() {
+	why "--- job A output (last 60 lines) ---" "$(tail -n 60 "${out_a:-/dev/null}" 2>/dev/null)"
+	[ -n "${out_b:-}" ] && why "--- job B output (last 60 lines) ---" "$(tail -n 60 "$out_b" 2>/dev/null)"
+	why "--- slurmctld.log (last 15 lines) ---" "$(tail -n 15 "$LAB/log/slurmctld.log" 2>/dev/null)"
+}
 # bail REASON: stop here (later steps depend on this one), showing the logs.
 bail() {
-	diag "--- job A output ---" "$(cat "${out_a:-/dev/null}" 2>/dev/null)"
-	diag "--- job B output ---" "$(cat "${out_b:-/dev/null}" 2>/dev/null)"
+	show_logs
 	echo "Bail out! $*"
 	exit 1
 }
@@ -128,7 +137,7 @@ FTRAIN_SLURM_CLEAN=1 "$here/slurm/lab-up.sh" >"$W/lab-up.log" 2>&1 9>&-
 rc=$?
 ok $rc "test cluster is up (4 idle fake nodes)"
 if [ $rc != 0 ]; then
-	diag "$(cat "$W/lab-up.log")"
+	why "$(cat "$W/lab-up.log")"
 	echo "Bail out! the SLURM test cluster did not start"
 	exit 1
 fi
@@ -141,9 +150,9 @@ export FTRAIN_ARGS="--data sine --steps $STEPS --global-batch 48 --seed 7 --dete
 out_a=$W/job-a.out
 
 # --- 1. SLURM's own USR1 stops the run; the job requeues itself. ---
-job_a=$(sbatch --parsable -N 2 --time=2 --signal=B:USR1@60 -o "$out_a" -J e2e-a \
-	"$root/slurm/train.sbatch" --step-delay-ms 100 2>"$W/sbatch-a.err")
-ok $? "sbatch -N 2 --time=2 --signal=B:USR1@60 slurm/train.sbatch (job ${job_a:-none})"
+job_a=$(sbatch --parsable -N 2 --time=3 --signal=B:USR1@120 -o "$out_a" -J e2e-a \
+	"$root/slurm/train.sbatch" --step-delay-ms 150 2>"$W/sbatch-a.err")
+ok $? "sbatch -N 2 --time=3 --signal=B:USR1@120 slurm/train.sbatch (job ${job_a:-none})"
 [ -n "$job_a" ] || bail "sbatch failed: $(cat "$W/sbatch-a.err")"
 
 wait_for "$out_a" 'train\.sbatch.*got USR1: forwarded USR1 to srun' 110
@@ -164,7 +173,7 @@ if [ "$program" = ftrain ]; then
 	"$bdir/ckptctl" verify "$step_dir" >"$W/verify.log" 2>&1
 	r=$?
 	ok $r "checkpoint of the stop step ${stop_step:-?} is committed and verifies"
-	[ $r = 0 ] || diag "$(cat "$W/verify.log")"
+	[ $r = 0 ] || why "$(cat "$W/verify.log")"
 else
 	ls "$run"/ckpt/step-*/manifest.json >/dev/null 2>&1
 	ok $? "a checkpoint step-*/manifest.json was committed"
@@ -195,7 +204,7 @@ ok $? "second stop: exit 75, restart cap reached, no requeue (JobState=$state Ex
 # --- 3. A manual resubmission on 3 nodes resumes on the same run dir. ---
 out_b=$W/job-b.out
 job_b=$(sbatch --parsable -N 3 --time=5 -o "$out_b" -J e2e-b "$root/slurm/train.sbatch" 2>"$W/sbatch-b.err")
-[ -n "$job_b" ] || diag "$(cat "$W/sbatch-b.err")"
+[ -n "$job_b" ] || why "$(cat "$W/sbatch-b.err")"
 wait_state "$job_b" 'FAILED|COMPLETED|CANCELLED|TIMEOUT' 180
 state=$(job_field "$job_b" JobState) code=$(job_field "$job_b" ExitCode)
 grep -Eq '^resume: .*world 2 -> 3' "$out_b"
@@ -212,14 +221,12 @@ if [ "$program" = ftrain ]; then
 	got_hash=${done_line##*param_hash=} ref_hash=${ref##*param_hash=}
 	[ -n "$ref" ] && [ "${got_hash%% *}" = "${ref_hash%% *}" ]
 	ok $? "stopped, requeued and resized run matches an uninterrupted 1-rank run (param_hash ${got_hash%% *})"
-	[ -n "$ref" ] || diag "reference run: $(cat "$W/ref.err")"
+	[ -n "$ref" ] || why "reference run: $(cat "$W/ref.err")"
 else
 	ok 0 "# SKIP parameter hash: the probe has no parameters"
 fi
 
-if [ "$failed" != 0 ]; then
-	diag "--- job A output ---" "$(cat "$out_a" 2>/dev/null)" "--- job B output ---" "$(cat "$out_b" 2>/dev/null)"
-fi
+[ "$failed" = 0 ] || show_logs
 
 # --- 4. The cluster goes away again. ---
 if [ "$was_up" = 0 ]; then

@@ -61,7 +61,7 @@ finish() {
 sig() {
     _p=$(rank_pid "$2.out" "$3")
     if [ -z "$_p" ]; then
-        diag "no pid for rank $3 in $2.out"
+        why "no pid for rank $3 in $2.out"
         return 1
     fi
     kill -"$1" "$_p"
@@ -89,7 +89,7 @@ stopped() {
         ok 0 "$1: exit 75 after '$(sed -n 's/^\(stop: signal [A-Z0-9]* ([^)]*) at step [0-9]*\).*/\1/p' "$2.out")', checkpoint verifies"
     else
         ok 1 "$1: exit 75, stop line, checkpoint verifies"
-        diag "$_why" "$(tail -n 5 "$2.out")" "$(tail -n 5 "$2.err")"
+        why "$_why" "$(tail -n 5 "$2.out")" "$(tail -n 5 "$2.err")"
     fi
 }
 
@@ -104,7 +104,7 @@ resumed() {
         ok 0 "$1: resumed $_from to the end with the uninterrupted param_hash"
     else
         ok 1 "$1: resumed on $3 ranks to the end with the uninterrupted param_hash"
-        diag "exit $_rc, resume '$_from', hash '$_h', expected '$REF'" \
+        why "exit $_rc, resume '$_from', hash '$_h', expected '$REF'" \
             "$(grep -E '^(resume|done|stop)' "$2.res")" "$(tail -n 5 "$2.reserr")"
     fi
 }
@@ -144,7 +144,7 @@ case_() {
             sig "$_s" "$_d" "$_r"
         done
     else
-        diag "$_c: training did not start in time"
+        why "$_c: training did not start in time"
     fi
     finish
     stopped "$_c" "$_d" "$_sn"
@@ -260,7 +260,7 @@ if [ -r "$FMNIST" ]; then
     fi
     ok "$([ "$RC" -eq 0 ] && printf '%s' "$acc" | grep -Eq '^[0-9]+\.[0-9]+$'; echo $?)" \
         "signal during the final evaluation: the run ends (exit 0) with a test accuracy" ||
-        diag "exit $RC, test_acc '$acc'" "$(grep -E '^(eval|stop|done|checkpoint)' "$d.out")"
+        why "exit $RC, test_acc '$acc'" "$(grep -E '^(eval|stop|done|checkpoint)' "$d.out")"
 else
     skip "signal during the final evaluation" "fashion-mnist is not installed"
 fi
@@ -342,7 +342,7 @@ rc=$?
 err=$(cat "$T/arch.err")
 ok "$([ "$rc" -ne 0 ] && ! grep -q '^done:' "$T/arch.out" &&
     printf '%s' "$err" | grep -q '1-16-1' && printf '%s' "$err" | grep -q '1-32-1'; echo $?)" \
-    "resume with another --layers: refused (exit $rc), naming 1-16-1 and 1-32-1" || diag "$err"
+    "resume with another --layers: refused (exit $rc), naming 1-16-1 and 1-32-1" || why "$err"
 
 # The newest checkpoint corrupt: fall back to the previous one and say why.
 d="$T/fallback"
@@ -367,9 +367,9 @@ done
 mpi 2 $RUN --step-delay-ms 0 --run-dir "$d" >"$T/allbad.out" 2>"$T/allbad.err"
 rc=$?
 ok "$([ "$rc" -ne 0 ] && [ "$rc" -ne 75 ] && ! grep -q '^epoch ' "$T/allbad.out"; echo $?)" \
-    "all checkpoints corrupt: refused with exit $rc, no training" || diag "$(tail -n 3 "$T/allbad.out")"
+    "all checkpoints corrupt: refused with exit $rc, no training" || why "$(tail -n 3 "$T/allbad.out")"
 like "$(cat "$T/allbad.err")" "none is good|refus" "all checkpoints corrupt: a clear message" ||
-    diag "$(cat "$T/allbad.err")"
+    why "$(cat "$T/allbad.err")"
 
 # ---- no run directory ---------------------------------------------------------
 d="$T/norun"

@@ -22,10 +22,10 @@ for n in 1 2 3 4 5; do
     if [ "$n" -eq 1 ]; then
         ref=$h
         ok "$([ "$rc" -eq 0 ] && [ -n "$h" ]; echo $?)" "line, 1 rank: finishes with a param_hash ($h)" ||
-            diag "exit $rc: $(cat "$T/err.$n")"
+            why "exit $rc: $(cat "$T/err.$n")"
     else
         is "$h" "$ref" "line, $n ranks: same param_hash as 1 rank" ||
-            diag "exit $rc: $(cat "$T/err.$n")"
+            why "exit $rc: $(cat "$T/err.$n")"
     fi
 done
 
@@ -48,10 +48,10 @@ if [ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
         if [ "$n" -eq 1 ]; then
             fref=$h
             ok "$([ "$rc" -eq 0 ] && [ -n "$h" ]; echo $?)" "fashion-mnist, 1 rank: finishes ($h)" ||
-                diag "exit $rc: $(cat "$T/fm.$n.err")"
+                why "exit $rc: $(cat "$T/fm.$n.err")"
         else
             is "$h" "$fref" "fashion-mnist, $n ranks: same param_hash as 1 rank" ||
-                diag "exit $rc: $(cat "$T/fm.$n.err")"
+                why "exit $rc: $(cat "$T/fm.$n.err")"
         fi
     done
     # A fast-reduction run follows nearly the same trajectory.
@@ -73,7 +73,7 @@ print("good" if good else "bad")
 print("# loss %g (fast) vs %g (deterministic), test_acc %g vs %g" % (lf, ld, af, ad))
 EOF
     is "$(head -n 1 "$T/fastpy")" good "fashion-mnist: a fast run (2 ranks) ends within 2% of the deterministic loss" ||
-        diag "$(tail -n +2 "$T/fastpy")" "$(cat "$T/fast.err")"
+        why "$(tail -n +2 "$T/fastpy")" "$(cat "$T/fast.err")"
 else
     for i in 1 2 3 4 5; do
         skip "fashion-mnist determinism" "the data set is not installed"
@@ -115,6 +115,6 @@ print("ok" if not errs else "not ok")
 for e in errs[:10]: print("# " + e)
 EOF
 is "$(head -n 1 "$T/py")" ok "metrics.jsonl: rows have step, epoch, loss, lr, samples_per_s, world_size; start and done events" ||
-    diag "$(tail -n +2 "$T/py")"
+    why "$(tail -n +2 "$T/py")"
 
 done_testing
