@@ -130,7 +130,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
-echo "1..17"
+echo "1..18"
 diag "program: $prog; work dir $W; cluster state $LAB"
 
 FTRAIN_SLURM_CLEAN=1 "$here/slurm/lab-up.sh" >"$W/lab-up.log" 2>&1 9>&-
@@ -155,17 +155,25 @@ job_a=$(sbatch --parsable -N 2 --time=3 --signal=B:USR1@120 -o "$out_a" -J e2e-a
 ok $? "sbatch -N 2 --time=3 --signal=B:USR1@120 slurm/train.sbatch (job ${job_a:-none})"
 [ -n "$job_a" ] || bail "sbatch failed: $(cat "$W/sbatch-a.err")"
 
+# The ranks must be training before SLURM's warning comes (60 s after the
+# start): a failure here is a launch problem, not a signal problem.
+if [ "$program" = ftrain ]; then start_re='^train: '; else start_re='sigprobe: rank 0/2 .* start at step'; fi
+wait_for "$out_a" "$start_re" 55
+ok $? "the ranks started (2 ranks, $(elapsed) s)" || why "job A has not started training: $(tail -n 5 "$out_a" 2>/dev/null)"
+
 wait_for "$out_a" 'train\.sbatch.*got USR1: forwarded USR1 to srun' 110
 ok $? "batch shell got USR1 from SLURM and forwarded it to srun ($(elapsed) s)" || bail "no USR1 forwarded"
 
 if [ "$program" = ftrain ]; then stop_re='^stop: signal USR1'; else stop_re='got SIGUSR1'; fi
 wait_for "$out_a" 'train\.sbatch.*ftrain exited with status' 60
-ok $? "the ftrain step ended" || bail "the ftrain step did not end"
+ok $? "the ftrain step ended ($(elapsed) s)" || bail "the ftrain step did not end"
 grep -Eq -- "$stop_re" "$out_a"
 ok $? "the ftrain ranks stopped on USR1"
 first_exit=$(grep -E 'train\.sbatch.*ftrain exited with status' "$out_a" | head -n1)
 case $first_exit in *"status 75 (after USR1)"*) r=0 ;; *) r=1 ;; esac
-ok $r "ftrain exited 75 after USR1"
+# The status seen goes into the test's name: a CI log shows "not ok" lines.
+ok $r "ftrain exited 75 after USR1 (saw: ${first_exit#*ftrain exited with })" ||
+	why "ranks' messages:" "$(grep -vE 'train\.sbatch|^(epoch|eval):' "$out_a" | tail -n 15)"
 
 if [ "$program" = ftrain ]; then
 	stop_step=$(sed -n 's/^stop: signal USR1.* at step \([0-9]*\).*/\1/p' "$out_a" | head -n1)
