@@ -693,10 +693,13 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
     /* The writer: frames in order.  With opts.adapt and direct writes it
      * also judges who waits for whom: when it had to wait for a frame while
      * the I/O thread sat idle, the disk is waiting for the encoders; when the
-     * frame was ready and the I/O thread busy, the encoders are ahead.  Two
-     * such findings more of the first than of the second (a score in 0..4)
-     * make the encoders store frames until the balance turns.  Nothing is
-     * judged before the first chunk went to the I/O thread. */
+     * frame was ready but fills the staging chunk while the I/O thread is
+     * still busy (the writer is about to wait for the disk), the encoders
+     * are ahead.  A frame that merely finds the disk busy, with room left in
+     * the chunk, is no finding: the double buffer absorbs it.  Two findings
+     * more of the first than of the second (a score in 0..4) make the
+     * encoders store frames until the balance turns.  Nothing is judged
+     * before the first chunk went to the I/O thread. */
     int score = 0;
     for (uint64_t f = 0; f < e.nframes; f++) {
         int slot = (int)(f % (uint64_t)e.S), waited = 0;
@@ -714,7 +717,7 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
             int io_busy = sink_busy(&sk);
             if (waited && !io_busy && score < 4)
                 score++;
-            else if (!waited && io_busy && score > 0)
+            else if (!waited && io_busy && sk.fill + len >= SINK_CHUNK && score > 0)
                 score--;
             atomic_store(&e.cpu_bound, score >= 2);
         }
