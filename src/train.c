@@ -484,7 +484,10 @@ static int evaluate(trainer_t *t, double *loss, double *acc, char *err, size_t c
                                       : t->max_micro_local * t->cfg->micro_batch;
     int64_t N = t->test.n, K = (N + C - 1) / C;
     int64_t a = K * t->rank / t->size, b = K * (t->rank + 1) / t->size;
-    int64_t v[4] = {0, 0, 0, 0}; /* loss (fixed point), hits, samples, aborted */
+    /* loss (fixed point), hits, samples, ranks cut short by a stop signal,
+     * ranks whose device failed: summed, so the last two count ranks (two
+     * ranks stopping are 2 stops, never a device failure). */
+    int64_t v[5] = {0, 0, 0, 0, 0};
     for (int64_t k = a; k < b; k++) {
         if (stop_local_signal()) {
             v[3] = 1;
@@ -498,8 +501,10 @@ static int evaluate(trainer_t *t, double *loss, double *acc, char *err, size_t c
         double ls = 0;
         int64_t hit = 0;
         if (t->gpu) {
-            if (gpu_model_evaluate(t->gm, x, lb, y, (int)n, &ls, &hit) != GPU_OK)
-                v[3] = 2; /* a device failure: reported below on every rank */
+            if (gpu_model_evaluate(t->gm, x, lb, y, (int)n, &ls, &hit) != GPU_OK) {
+                v[4] = 1; /* a device failure: reported below on every rank */
+                break;
+            }
         } else {
             model_evaluate(t->model, x, lb, y, (int)n, &ls, &hit);
         }
@@ -507,12 +512,14 @@ static int evaluate(trainer_t *t, double *loss, double *acc, char *err, size_t c
         v[1] += hit;
         v[2] += n;
     }
-    if (comm_allreduce(t->c, v, 4, COMM_I64, COMM_SUM) != COMM_OK) {
+    if (comm_allreduce(t->c, v, 5, COMM_I64, COMM_SUM) != COMM_OK) {
         snprintf(err, cap, "evaluation reduction failed: %s", comm_last_error());
         return -1;
     }
-    if (v[3] >= 2) {
-        snprintf(err, cap, "gpu evaluation failed on some rank: %s", gpu_last_error());
+    if (v[4]) {
+        const char *why = gpu_last_error();
+        snprintf(err, cap, "gpu evaluation failed on %lld rank(s)%s%s", (long long)v[4],
+                 why && why[0] ? ": " : "", why ? why : "");
         return -1;
     }
     if (v[3])

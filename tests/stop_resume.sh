@@ -265,6 +265,42 @@ else
     skip "signal during the final evaluation" "fashion-mnist is not installed"
 fi
 
+# The same, with the signal sent to every rank at once (as srun and mpirun
+# forward it) and a model large enough that the final evaluation lasts about
+# a second: every rank's evaluation is cut short.  Each rank's "cut short"
+# vote is summed with the others; two of them once read as a device failure
+# (exit 1, "gpu evaluation failed") instead of a stop.
+if [ -r "$FMNIST" ]; then
+    d="$T/evalall"
+    FA="--data fashion-mnist --layers 1024,1024 --steps 2 --deterministic --log-every 1"
+    mkdir -p "$d"
+    : >"$d.out"
+    mpi_bg 2 $FA --run-dir "$d" >>"$d.out" 2>"$d.err"
+    if wait_for 60 grep -q '"step":2,' "$d/metrics.jsonl"; then
+        sig USR1 "$d" 0
+        sig USR1 "$d" 1
+    fi
+    finish
+    if [ "$RC" -eq 0 ]; then
+        skip "signal to every rank during the final evaluation" "the run had finished before the signals"
+        skip "... the resume evaluates" "the run had finished before the signals"
+    else
+        ok "$([ "$RC" -eq 75 ] && grep -q '^stop: signal USR1' "$d.out" &&
+            ! grep -q 'evaluation failed' "$d.err"; echo $?)" \
+            "signal to every rank during the final evaluation: a stop (exit 75), not a failure" ||
+            why "exit $RC" "$(tail -n 5 "$d.out")" "$(tail -n 5 "$d.err")"
+        mpi 2 $FA --run-dir "$d" >"$d.res" 2>&1
+        RC=$?
+        acc=$(sed -n 's/^done: .*test_acc=\([^ ]*\).*/\1/p' "$d.res" | tail -n 1)
+        ok "$([ "$RC" -eq 0 ] && printf '%s' "$acc" | grep -Eq '^[0-9]+\.[0-9]+$'; echo $?)" \
+            "... the resume evaluates and ends (exit 0, test_acc $acc)" ||
+            why "exit $RC" "$(tail -n 5 "$d.res")"
+    fi
+else
+    skip "signal to every rank during the final evaluation" "fashion-mnist is not installed"
+    skip "... the resume evaluates" "fashion-mnist is not installed"
+fi
+
 # ---- a second signal while the stop's checkpoint is being written -----------
 # A 1M-parameter model (12 MB of state) saved at zstd level 19 makes the
 # save last a second or so; the second and third signals are sent once the
