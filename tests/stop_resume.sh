@@ -242,24 +242,38 @@ fi
 # evaluation, or it stops (exit 75) and a resume evaluates; a finished run
 # must not report test_acc=nan.
 FMNIST=/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz
+
+# last_eval_run DIR SECONDS RANKS ARGS...: start a 2-rank run of ARGS (its
+# last step is 2) under DIR, send USR1 to each rank in RANKS ("1", "0 1")
+# once step 2's metrics row is written (within SECONDS), wait for the end.
+last_eval_run() {
+    _d=$1 _w=$2 _rs=$3
+    shift 3
+    mkdir -p "$_d"
+    : >"$_d.out"
+    mpi_bg 2 "$@" --run-dir "$_d" >>"$_d.out" 2>"$_d.err"
+    if wait_for "$_w" grep -q '"step":2,' "$_d/metrics.jsonl"; then
+        for _k in $_rs; do sig USR1 "$_d" "$_k"; done
+    fi
+    finish
+}
+# test_acc FILE: the test accuracy of FILE's last "done:" line.
+test_acc() { sed -n 's/^done: .*test_acc=\([^ ]*\).*/\1/p' "$1" | tail -n 1; }
+# ends_with_acc RC ACC: 0 when RC is 0 and ACC is a number.
+ends_with_acc() { [ "$1" -eq 0 ] && printf '%s' "$2" | grep -Eq '^[0-9]+\.[0-9]+$'; }
+
 if [ -r "$FMNIST" ]; then
     d="$T/finaleval"
     FE="--data fashion-mnist --layers 256,256 --steps 2 --deterministic --log-every 1"
-    mkdir -p "$d"
-    : >"$d.out"
-    mpi_bg 2 $FE --run-dir "$d" >>"$d.out" 2>"$d.err"
-    if wait_for 40 grep -q '"step":2,' "$d/metrics.jsonl"; then
-        sig USR1 "$d" 1
-    fi
-    finish
-    acc=$(sed -n 's/^done: .*test_acc=\([^ ]*\).*/\1/p' "$d.out" | tail -n 1)
+    last_eval_run "$d" 40 1 $FE
+    acc=$(test_acc "$d.out")
     if [ "$RC" -eq 75 ]; then
         mpi 2 $FE --run-dir "$d" >"$d.res" 2>&1
         RC=$?
-        acc=$(sed -n 's/^done: .*test_acc=\([^ ]*\).*/\1/p' "$d.res" | tail -n 1)
+        acc=$(test_acc "$d.res")
     fi
-    ok "$([ "$RC" -eq 0 ] && printf '%s' "$acc" | grep -Eq '^[0-9]+\.[0-9]+$'; echo $?)" \
-        "signal during the final evaluation: the run ends (exit 0) with a test accuracy" ||
+    ends_with_acc "$RC" "$acc"
+    ok $? "signal during the final evaluation: the run ends (exit 0) with a test accuracy" ||
         why "exit $RC, test_acc '$acc'" "$(grep -E '^(eval|stop|done|checkpoint)' "$d.out")"
 else
     skip "signal during the final evaluation" "fashion-mnist is not installed"
@@ -273,14 +287,7 @@ fi
 if [ -r "$FMNIST" ]; then
     d="$T/evalall"
     FA="--data fashion-mnist --layers 1024,1024 --steps 2 --deterministic --log-every 1"
-    mkdir -p "$d"
-    : >"$d.out"
-    mpi_bg 2 $FA --run-dir "$d" >>"$d.out" 2>"$d.err"
-    if wait_for 60 grep -q '"step":2,' "$d/metrics.jsonl"; then
-        sig USR1 "$d" 0
-        sig USR1 "$d" 1
-    fi
-    finish
+    last_eval_run "$d" 60 "0 1" $FA
     if [ "$RC" -eq 0 ]; then
         skip "signal to every rank during the final evaluation" "the run had finished before the signals"
         skip "... the resume evaluates" "the run had finished before the signals"
@@ -291,9 +298,9 @@ if [ -r "$FMNIST" ]; then
             why "exit $RC" "$(tail -n 5 "$d.out")" "$(tail -n 5 "$d.err")"
         mpi 2 $FA --run-dir "$d" >"$d.res" 2>&1
         RC=$?
-        acc=$(sed -n 's/^done: .*test_acc=\([^ ]*\).*/\1/p' "$d.res" | tail -n 1)
-        ok "$([ "$RC" -eq 0 ] && printf '%s' "$acc" | grep -Eq '^[0-9]+\.[0-9]+$'; echo $?)" \
-            "... the resume evaluates and ends (exit 0, test_acc $acc)" ||
+        acc=$(test_acc "$d.res")
+        ends_with_acc "$RC" "$acc"
+        ok $? "... the resume evaluates and ends (exit 0, test_acc $acc)" ||
             why "exit $RC" "$(tail -n 5 "$d.res")"
     fi
 else
