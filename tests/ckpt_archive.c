@@ -308,10 +308,7 @@ static void expect_refused(const char *label, const char *path, int want)
 int main(void)
 {
     char path[2200], path2[2400], out[2200];
-    snprintf(base, sizeof base, "%s/ckpt_archive.XXXXXX",
-             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(base))
-        skip_all("cannot create a temp dir");
+    tap_tmpdir(base, sizeof base, "ckpt_archive");
     snprintf(src_root, sizeof src_root, "%s/src", base);
     snprintf(victim_parent, sizeof victim_parent, "%s/v", base);
     snprintf(victim_root, sizeof victim_root, "%s/root", victim_parent);
@@ -518,10 +515,7 @@ int main(void)
     ok(!exists(abs_target), "no stray file appeared at the absolute target");
 
     /* ---- clean up ---- */
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
-    if (system(cmd) != 0)
-        diag("could not remove %s", base);
+    tap_rmtree(base);
     free(manifest);
     free(shard0);
     return done_testing();

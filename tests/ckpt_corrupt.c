@@ -319,10 +319,7 @@ int main(void)
     char good[600], bad[600], shard[700], path[700], msg[512], *before, *after;
     int rc;
 
-    snprintf(root, sizeof root, "%s/ckpt_corrupt.XXXXXX",
-             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(root))
-        skip_all("cannot create a temp dir");
+    tap_tmpdir(root, sizeof root, "ckpt_corrupt");
     snprintf(good, sizeof good, "%s/step-00000001", root);
     snprintf(bad, sizeof bad, "%s/bad/step-00000001", root);
     sh("mkdir -p '%s/bad'", root);
@@ -400,15 +397,15 @@ int main(void)
     is_int(read_all(bad), CKPT_ECORRUPT, "flipped bit in the seek table");
 
     /* Frames that decompress to more than declared. */
-    sh("rm -rf '%s'", bad);
+    tap_rmtree(bad);
     make_liar(bad, 100, 100, 1);
     is_int(read_all(bad), CKPT_OK, "hand-made shard reads when honest");
     is_int(verify_dir(bad), CKPT_OK, "and verifies");
-    sh("rm -rf '%s'", bad);
+    tap_rmtree(bad);
     make_liar(bad, 100, 200, 1);
     is_int(read_all(bad), CKPT_ECORRUPT, "frame declaring 200 bytes where 100 "
            "are expected");
-    sh("rm -rf '%s'", bad);
+    tap_rmtree(bad);
     make_liar(bad, 100, 3000, 0);
     is_int(read_all(bad), CKPT_ECORRUPT, "frame without a content size that "
            "decompresses to 3000 bytes where 100 are expected");
@@ -505,7 +502,8 @@ int main(void)
         unlink(path);
         is_int(read_all(bad), CKPT_EINCOMPLETE, "no manifest: incomplete");
     }
-    sh("rm -rf '%s/bad'", root);
+    snprintf(path, sizeof path, "%s/bad", root);
+    tap_rmtree(path);
     after = fingerprint(good);
     free(before);
     before = fingerprint(good);
@@ -557,6 +555,6 @@ int main(void)
         free(after);
     }
 
-    sh("rm -rf '%s'", root);
+    tap_rmtree(root);
     return done_testing();
 }

@@ -118,10 +118,7 @@ int main(void)
     int commits_seen = 0, bad_dirs = 0, content_ok = 1, monotone = 1,
         child_died = 0;
 
-    snprintf(root, sizeof root, "%s/ckpt_crash.XXXXXX",
-             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(root))
-        skip_all("cannot create a temp dir");
+    tap_tmpdir(root, sizeof root, "ckpt_crash");
     srand((unsigned)time(NULL) ^ (unsigned)getpid());
     plan(7);
 
@@ -193,8 +190,6 @@ int main(void)
         free(v);
         is_int(ntmp, 0, "prune cleared crashed saves' temp dirs");
     }
-    snprintf(path, sizeof path, "rm -rf '%s'", root);
-    if (system(path) != 0)
-        diag("cleanup failed");
+    tap_rmtree(root);
     return done_testing();
 }

@@ -244,10 +244,7 @@ int main(void)
     char path[700];
     struct stat st;
 
-    snprintf(root, sizeof root, "%s/ckpt_direct.XXXXXX",
-             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(root))
-        skip_all("cannot create a temp dir");
+    tap_tmpdir(root, sizeof root, "ckpt_direct");
     make_state();
 
     /* Buffered references, compressed and stored. */
@@ -352,10 +349,6 @@ int main(void)
     free(w);
     free(b);
     free(meta);
-    /* Leave the temp dir to the shell: remove it here. */
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    if (system(cmd) != 0)
-        diag("could not remove %s", root);
+    tap_rmtree(root);
     return done_testing();
 }

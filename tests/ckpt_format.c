@@ -178,14 +178,6 @@ static unsigned char *flatten(const ckpt_tensor_t *t, size_t n, uint64_t total)
 
 static char root[256];
 
-static void rm_rf(const char *path)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
-    if (system(cmd) != 0)
-        diag("rm -rf %s failed", path);
-}
-
 static int exists(const char *dir, const char *name)
 {
     char p[1024];
@@ -259,10 +251,7 @@ int main(void)
     char dir[512], name[64];
     const size_t frames[] = {7, 100, 4096, 4u << 20};
 
-    snprintf(root, sizeof root, "%s/ckpt_format.XXXXXX",
-             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(root))
-        skip_all("cannot create a temp dir");
+    tap_tmpdir(root, sizeof root, "ckpt_format");
 
     /* Names and codes. */
     is_int(ckpt_dtype_size(CKPT_F32), 4, "f32 is 4 bytes");
@@ -520,6 +509,6 @@ int main(void)
                "open a missing directory");
     }
 
-    rm_rf(root);
+    tap_rmtree(root);
     return done_testing();
 }

@@ -66,10 +66,7 @@ static int read_with(uint64_t step, int threads, uint64_t off, uint64_t len, voi
 
 int main(void)
 {
-    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(root, sizeof root, "%s/ckpt_read_threads.XXXXXX", tmp);
-    if (!mkdtemp(root))
-        skip_all("cannot create a temporary directory");
+    tap_tmpdir(root, sizeof root, "ckpt_read_threads");
     w = malloc(NW * sizeof *w);
     d = malloc(ND * sizeof *d);
     uint32_t x = 2463534242u;
@@ -153,9 +150,6 @@ int main(void)
     free(got);
     free(w);
     free(d);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    if (system(cmd) != 0)
-        diag("could not remove %s", root);
+    tap_rmtree(root);
     return done_testing();
 }

@@ -71,10 +71,7 @@ static int read_back(uint64_t step, const float *a, const double *b, uint64_t *f
 
 int main(void)
 {
-    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(root, sizeof root, "%s/ckpt_stored.XXXXXX", tmp);
-    if (!mkdtemp(root))
-        skip_all("cannot create a temporary directory");
+    tap_tmpdir(root, sizeof root, "ckpt_stored");
     float *a = malloc(NF * sizeof *a);
     double b[1000];
     uint32_t x = 12345;
@@ -165,9 +162,6 @@ int main(void)
             close(fd);
     }
 
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    if (system(cmd) != 0)
-        diag("could not remove %s", root);
+    tap_rmtree(root);
     return done_testing();
 }

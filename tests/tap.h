@@ -3,17 +3,22 @@
  *
  * HowTo: plan(n) (or no plan and done_testing() at the end), then ok(),
  * is_int(), is_double(), is_str(); diag() writes a "# " comment; skip_all()
- * ends the test with a reason.  The process exit code is non-zero when a test
+ * ends the test with a reason.  tap_tmpdir() makes a fresh scratch directory
+ * (or bails out: a test that cannot run is not a skip), tap_rmtree() removes
+ * it at the end.  The process exit code is non-zero when a test
  * failed, so prove sees it twice.
  */
 #ifndef FTRAIN_TAP_H
 #define FTRAIN_TAP_H
 
+#include <ftw.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static int tap_n_ = 0, tap_failed_ = 0, tap_planned_ = 0;
 
@@ -92,6 +97,35 @@ static inline void skip(const char *why)
 {
     tap_n_++;
     printf("ok %d # skip %s\n", tap_n_, why);
+}
+
+/* Make a fresh directory $TMPDIR/NAME.XXXXXX (TMPDIR default /tmp) into buf,
+ * or bail out: without it the test cannot run, and that must not pass. */
+static inline void tap_tmpdir(char *buf, size_t cap, const char *name)
+{
+    const char *t = getenv("TMPDIR");
+    if (!t || !t[0])
+        t = "/tmp";
+    int n = snprintf(buf, cap, "%s/%s.XXXXXX", t, name);
+    if (n < 0 || (size_t)n >= cap || !mkdtemp(buf)) {
+        printf("Bail out! cannot create a temporary directory %s/%s.XXXXXX\n", t, name);
+        fflush(stdout);
+        exit(1);
+    }
+}
+
+static inline int tap_rm_one_(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+    (void)st, (void)f;
+    return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+/* Remove path and everything under it (no links followed; a missing path is
+ * fine); a diag line when something is left. */
+static inline void tap_rmtree(const char *path)
+{
+    if (nftw(path, tap_rm_one_, 16, FTW_DEPTH | FTW_PHYS) != 0 && access(path, F_OK) == 0)
+        diag("could not remove %s", path);
 }
 
 static inline int done_testing(void)
