@@ -148,6 +148,18 @@ void ckpt_opts_default(ckpt_opts_t *opts)
     opts->adapt = 1;
 }
 
+/* Make room in a growing array v of *cap elements of elem bytes: double it
+ * (first elements the first time).  Returns the array, with *cap updated, or
+ * NULL when out of memory (v and *cap unchanged). */
+static void *grow(void *v, size_t *cap, size_t elem, size_t first)
+{
+    size_t nc = *cap ? 2 * *cap : first;
+    void *p = nc <= SIZE_MAX / elem ? realloc(v, nc * elem) : NULL;
+    if (p)
+        *cap = nc;
+    return p;
+}
+
 static int check_opts(const ckpt_opts_t *o)
 {
     if (o->level < 0 || o->level > 19)
@@ -1059,14 +1071,12 @@ int ckpt_read_range(ckpt_t *c, uint64_t offset, uint64_t len, void *dst)
         take = f->raw_size - a < end - pos ? f->raw_size - a : end - pos;
         if (a == 0 && take == f->raw_size && c->threads > 1) {
             if (njobs == jcap) { /* a whole frame: a job for later */
-                size_t nc = jcap ? 2 * jcap : 64;
-                read_job_t *p = realloc(jobs, nc * sizeof *p);
+                read_job_t *p = grow(jobs, &jcap, sizeof *jobs, 64);
                 if (!p) {
                     rc = ckpt_seterr(CKPT_ENOMEM, "out of memory");
                     goto fail;
                 }
                 jobs = p;
-                jcap = nc;
             }
             jobs[njobs].r = r;
             jobs[njobs].frame = fi;
@@ -1209,14 +1219,12 @@ int ckpt_list(const char *root, int verify, ckpt_entry_t **out, size_t *n)
             tmp = 1;
         }
         if (cnt == cap) {
-            size_t nc = cap ? 2 * cap : 16;
-            ckpt_entry_t *p = realloc(v, nc * sizeof *v);
+            ckpt_entry_t *p = grow(v, &cap, sizeof *v, 16);
             if (!p) {
                 rc = ckpt_seterr(CKPT_ENOMEM, "out of memory");
                 goto fail;
             }
             v = p;
-            cap = nc;
         }
         e = &v[cnt++];
         memset(e, 0, sizeof *e);
