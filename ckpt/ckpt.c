@@ -53,6 +53,7 @@
  */
 #include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -132,15 +133,27 @@ const char *ckpt_dtype_name(ckpt_dtype_t d)
     return NULL;
 }
 
+/* The CPUs of this process's affinity mask (taskset, mpirun's binding, a
+ * SLURM cpuset), else the online CPUs; 1..8. */
+static int default_threads(void)
+{
+    cpu_set_t set;
+    long cpus = 0;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        cpus = CPU_COUNT(&set);
+    if (cpus < 1)
+        cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
+}
+
 void ckpt_opts_default(ckpt_opts_t *opts)
 {
     opts->level = 1; /* level 3 with shuffle compresses at about half the
                         speed for float data; see docs/checkpoint-format.md */
-    /* One encoder thread per online CPU (at most 8): frames are independent,
-     * so a shard compresses in parallel.  Callers running several processes
-     * per node should pass their share of the cores. */
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    opts->threads = cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
+    /* One encoder thread per CPU this process may use (at most 8): frames
+     * are independent, so a shard compresses in parallel.  Callers running
+     * several processes on the same CPUs should pass their share. */
+    opts->threads = default_threads();
     opts->shuffle = 1;
     opts->frame_bytes = CKPT_FRAME_DEFAULT;
     opts->fsync = 1;
@@ -865,10 +878,7 @@ int ckpt_open(const char *dir, ckpt_t **out)
     }
     strcpy(c->dir, dir);
     c->cache_shard = -1;
-    {
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        c->threads = cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
-    }
+    c->threads = default_threads();
     if ((rc = ckpt_manifest_parse(text, len, path, &c->m)) != CKPT_OK)
         goto fail;
     /* A canonical step-<N> directory must hold step N. */

@@ -39,7 +39,7 @@ wait_step() {
 
 # signal_rank LOG RANK: send SIGUSR1 to one rank, found in the world lines.
 signal_rank() {
-    pid=$(sed -n "s/^world: rank $2 local [0-9]* host [^ ]* pid \([0-9]*\)$/\1/p" "$1")
+    pid=$(sed -n "s/^world: rank $2 local [0-9]* host [^ ]* pid \([0-9]*\).*/\1/p" "$1")
     echo "demo: kill -USR1 $pid  (rank $2 only)"
     kill -USR1 "$pid"
 }

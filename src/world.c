@@ -5,13 +5,47 @@
  * comes from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED); on a one-machine SLURM
  * lab where several "nodes" share one kernel the split still groups by real
  * host, which is what the BLAS thread budget needs.
+ *
+ * The thread budget honours CPU affinity: a rank bound to some cores (mpirun
+ * binds to a core by default for two ranks or fewer; srun --cpu-bind, a
+ * SLURM cgroup cpuset with --cpus-per-task) gets the cores of its mask, not
+ * the node's, divided among the local ranks whose masks overlap it.  A job
+ * given 4 of a 128-core node's cores thus runs 4 threads, not 128.
  */
 #include "ftrain/world.h"
 
 #include <mpi.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* The CPUs this rank may use: its affinity mask, shared with the local
+ * ranks whose masks overlap it (all of them when no one is bound). */
+static int rank_cores(const world_t *w, MPI_Comm local)
+{
+    int fallback = w->node_cores / (w->local_size > 0 ? w->local_size : 1);
+    cpu_set_t mine, *all = calloc((size_t)w->local_size, sizeof *all);
+    CPU_ZERO(&mine);
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0 || CPU_COUNT(&mine) == 0)
+        for (int c = 0; c < w->node_cores && c < CPU_SETSIZE; c++)
+            CPU_SET(c, &mine);
+    /* Every local rank takes part, even one that has no memory for the
+     * answer: the collective must not hang. */
+    int got = MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all ? all : &mine,
+                            all ? (int)sizeof mine : 0, MPI_BYTE, local) == MPI_SUCCESS;
+    int sharers = 0;
+    for (int r = 0; got && all && r < w->local_size; r++) {
+        cpu_set_t both;
+        CPU_AND(&both, &mine, &all[r]);
+        sharers += CPU_COUNT(&both) > 0;
+    }
+    free(all);
+    if (!got || !all || sharers < 1)
+        return fallback > 0 ? fallback : 1;
+    int t = CPU_COUNT(&mine) / sharers;
+    return t > 0 ? t : 1;
+}
 
 int world_init(world_t *w, int *argc, char ***argv)
 {
@@ -44,6 +78,7 @@ int world_init(world_t *w, int *argc, char ***argv)
 
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     w->node_cores = n > 0 ? (int)n : 1;
+    w->rank_cores = rank_cores(w, *local);
     const char *node = getenv("SLURMD_NODENAME");
     if (node && *node)
         snprintf(w->host, sizeof w->host, "%s", node);
@@ -59,11 +94,13 @@ void world_print(const world_t *w, FILE *out)
         char host[64];
         int local_rank;
         int pid;
+        int cores;
     } me, *all = NULL;
     memset(&me, 0, sizeof me);
     snprintf(me.host, sizeof me.host, "%s", w->host);
     me.local_rank = w->local_rank;
     me.pid = (int)getpid();
+    me.cores = w->rank_cores;
     if (w->rank == 0)
         all = calloc((size_t)w->size, sizeof *all);
     MPI_Gather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, 0,
@@ -71,8 +108,8 @@ void world_print(const world_t *w, FILE *out)
     if (w->rank == 0 && all) {
         fprintf(out, "world: %d rank%s\n", w->size, w->size == 1 ? "" : "s");
         for (int r = 0; r < w->size; r++)
-            fprintf(out, "world: rank %d local %d host %s pid %d\n", r,
-                    all[r].local_rank, all[r].host, all[r].pid);
+            fprintf(out, "world: rank %d local %d host %s pid %d cores %d\n", r,
+                    all[r].local_rank, all[r].host, all[r].pid, all[r].cores);
         fflush(out);
     }
     free(all);
@@ -80,8 +117,7 @@ void world_print(const world_t *w, FILE *out)
 
 int world_default_threads(const world_t *w)
 {
-    int t = w->node_cores / (w->local_size > 0 ? w->local_size : 1);
-    return t > 0 ? t : 1;
+    return w->rank_cores > 0 ? w->rank_cores : 1;
 }
 
 int world_all_ok(const world_t *w, int ok)

@@ -181,4 +181,26 @@ is "$?" 0 "two --ckpt-no-adapt runs wrote byte-identical shards"
 "$BUILD/ckptctl" diff "$T/rd/ckpt" "$T/na1/ckpt" >"$T/out" 2>&1
 is "$?" 0 "with the same tensors as the default run (ckptctl diff)"
 
+# The thread budget follows the CPU affinity (taskset, mpirun's binding,
+# SLURM cpusets), not the node's core count: the "world:" lines show each
+# rank's cores and the "train:" line its BLAS threads.
+ncpu=$(nproc)
+"$FTRAIN" $L --steps 1 >"$T/out" 2>"$T/err"
+like "$(cat "$T/out")" "world: rank 0 .* cores $ncpu" "an unbound run gets all $ncpu cores"
+if [ "$ncpu" -ge 2 ] && command -v taskset >/dev/null 2>&1; then
+    cpu=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*\([0-9]*\).*/\1/p' /proc/self/status)
+    taskset -c "$cpu" "$FTRAIN" $L --steps 1 >"$T/out" 2>"$T/err"
+    like "$(cat "$T/out")" "world: rank 0 .* cores 1" "a run pinned to one CPU by taskset gets 1 core"
+    like "$(cat "$T/out")" " 1 BLAS thread per rank" "and runs 1 BLAS thread, not $ncpu"
+    timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --bind-to core -n 1 "$FTRAIN" $L --steps 1 >"$T/out" 2>"$T/err"
+    like "$(cat "$T/out")" "world: rank 0 .* cores 1" "a rank that mpirun binds to a core gets 1 core"
+    mpi 2 $L --steps 1 >"$T/out" 2>"$T/err"
+    half=$((ncpu / 2))
+    like "$(cat "$T/out")" "world: rank 1 .* cores $half" "two unbound ranks share the $ncpu cores: $half each"
+else
+    for n in 1 2 3 4; do
+        skip "affinity case $n" "needs taskset and 2 or more CPUs (have $ncpu)"
+    done
+fi
+
 done_testing

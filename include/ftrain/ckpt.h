@@ -119,8 +119,9 @@ typedef struct {
 typedef struct {
     int level;            /* zstd level 1..19 (default 1); 0 stores frames
                              uncompressed (still checksummed, seekable) */
-    int threads;          /* frame encoder threads per rank (default: online
-                             CPUs, at most 8); 0 = 1 */
+    int threads;          /* frame encoder threads per rank (default: the
+                             CPUs of the process's affinity mask, at most 8);
+                             0 = 1 */
     int shuffle;          /* byte-shuffle 4-byte elements before zstd (default 1) */
     size_t frame_bytes;   /* raw bytes per zstd frame, default 4 MiB */
     int fsync;            /* fsync files and directories (default 1) */
@@ -230,8 +231,8 @@ int64_t ckpt_created(const ckpt_t *c);
 int ckpt_read_range(ckpt_t *c, uint64_t offset, uint64_t len, void *dst);
 
 /** Threads that ckpt_read_range decodes whole frames with (frames are
- * independent): default the online CPUs, at most 8; processes sharing a node
- * should pass their share of the cores.  Clamped to 1..64. */
+ * independent): default the CPUs of the process's affinity mask, at most 8;
+ * processes sharing those CPUs should pass their share.  Clamped to 1..64. */
 void ckpt_set_read_threads(ckpt_t *c, int threads);
 
 /** Read a whole tensor (dst must hold t->nbytes).  @return as read_range. */

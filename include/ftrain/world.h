@@ -4,8 +4,9 @@
  * HowTo: world_init(&w, &argc, &argv) once at start (a plain run with no
  * launcher is a world of one), world_print() on every rank to have rank 0
  * print each rank's host and pid, world_free() at the end.  The world also
- * picks the BLAS threads per rank: the node's cores divided by the ranks on
- * the node unless the caller overrides it.
+ * picks the BLAS threads per rank: the cores of the rank's CPU affinity mask
+ * divided by the local ranks that share them, unless the caller overrides
+ * it.
  */
 #ifndef FTRAIN_WORLD_H
 #define FTRAIN_WORLD_H
@@ -16,6 +17,8 @@ typedef struct {
     int rank, size;             /* in MPI_COMM_WORLD */
     int local_rank, local_size; /* on this node (shared-memory split) */
     int node_cores;             /* online CPUs of this node */
+    int rank_cores;             /* CPUs for this rank: its affinity mask's,
+                                   divided by the local ranks sharing them */
     char host[64];              /* SLURMD_NODENAME when set, else hostname */
     void *mpi_world;            /* MPI_Comm of the world (opaque here) */
     void *mpi_local;            /* MPI_Comm of the node */
@@ -28,7 +31,8 @@ int world_init(world_t *w, int *argc, char ***argv);
  *  to out. */
 void world_print(const world_t *w, FILE *out);
 
-/** @return default BLAS threads per rank: max(1, cores / local_size). */
+/** @return default BLAS (and checkpoint compression) threads per rank:
+ *  rank_cores. */
 int world_default_threads(const world_t *w);
 
 /** Collective over the world: @return 1 on every rank when every rank
