@@ -30,18 +30,21 @@ static int rank_cores(const world_t *w, MPI_Comm local)
     if (sched_getaffinity(0, sizeof mine, &mine) != 0 || CPU_COUNT(&mine) == 0)
         for (int c = 0; c < w->node_cores && c < CPU_SETSIZE; c++)
             CPU_SET(c, &mine);
-    /* Every local rank takes part, even one that has no memory for the
-     * answer: the collective must not hang. */
-    int got = MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all ? all : &mine,
-                            all ? (int)sizeof mine : 0, MPI_BYTE, local) == MPI_SUCCESS;
+    /* Gather the masks only when every local rank has room for them (a
+     * rank that skipped the gather alone would leave the others hanging). */
+    int have = all != NULL, all_have = 0;
+    int got = MPI_Allreduce(&have, &all_have, 1, MPI_INT, MPI_MIN, local) == MPI_SUCCESS &&
+              all_have &&
+              MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine,
+                            MPI_BYTE, local) == MPI_SUCCESS;
     int sharers = 0;
-    for (int r = 0; got && all && r < w->local_size; r++) {
+    for (int r = 0; got && r < w->local_size; r++) {
         cpu_set_t both;
         CPU_AND(&both, &mine, &all[r]);
         sharers += CPU_COUNT(&both) > 0;
     }
     free(all);
-    if (!got || !all || sharers < 1)
+    if (!got || sharers < 1)
         return fallback > 0 ? fallback : 1;
     int t = CPU_COUNT(&mine) / sharers;
     return t > 0 ? t : 1;
