@@ -18,12 +18,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define XXH_INLINE_ALL
@@ -204,8 +204,13 @@ struct enc {
     size_t *len;            /* compressed length of the frame in a slot */
     int64_t *filled;        /* the frame a slot holds, -1 when free */
     uint64_t written;       /* frames written so far (in order) */
-    atomic_int cpu_bound;   /* adapt: the disk waits for the encoders, so
-                               frames are stored (set by the writer) */
+    /* adapt (opts.adapt, direct writes, level > 0): measured rates, under mu */
+    int adapt;
+    double z_spb, z_ratio;  /* compressed frames: encoder CPU seconds per raw
+                               byte, raw / stored bytes (moving averages) */
+    double h_spb;           /* hashing alone, CPU seconds per byte */
+    double disk_bps;        /* the I/O thread's rate, bytes/s (0: not yet) */
+    int stored_run;         /* frames stored since the last compressed one */
     int rc;                 /* first failure (ckpt_err_t), 0 when none */
     char msg[384];          /* its message: workers cannot use ckpt_seterr,
                                whose buffer is per thread */
@@ -290,6 +295,61 @@ static size_t ectx_setup(ZSTD_CCtx *ectx)
     return zr;
 }
 
+static double clock_s(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double mono_s(void)
+{
+    return clock_s(CLOCK_MONOTONIC);
+}
+
+/* CPU time of the calling thread: what a frame cost, whoever else ran. */
+static double cpu_s(void)
+{
+    return clock_s(CLOCK_THREAD_CPUTIME_ID);
+}
+
+static double ewma(double avg, double x)
+{
+    return avg > 0 ? 0.75 * avg + 0.25 * x : x;
+}
+
+/* Adaptive storing: should the next frame be stored?  Called under e->mu.
+ * The encoders are given K cores (the caller's share), which the writer
+ * thread shares: per raw byte, a mode costs the encoder's CPU time plus the
+ * writer's copy and hash of the bytes it produces; a stored frame's own
+ * encoder cost is a copy and a hash too.  A copy runs at about the speed of
+ * XXH64, so each is costed as twice the measured hash time.  The raw bytes
+ * per second a mode can deliver are then
+ *     min(K / (encoder + writer / ratio), disk rate x ratio)
+ * with ratio 1 for a stored frame, and the faster mode wins: compression
+ * pays only while the disk is the limit.  CPU times, not wall times, so
+ * that a frame preempted by the writer or another rank is not taken for
+ * slow (a stored frame's few copies are not timed: one page-faulting
+ * outlier would stop all storing, with nothing left to correct it).
+ * While storing, every 32nd frame is compressed all the same, so that the
+ * compression cost and ratio stay current.  Nothing is stored before a
+ * compressed frame and a disk write were measured. */
+static int adapt_store(enc_t *e)
+{
+    if (!e->adapt || e->z_spb <= 0 || e->disk_bps <= 0)
+        return 0;
+    double w = 2 * e->h_spb, s_spb = w;
+    double zc = e->K / (e->z_spb + w / e->z_ratio), zd = e->disk_bps * e->z_ratio;
+    double sc = e->K / (s_spb + w), sd = e->disk_bps;
+    double rate_z = zc < zd ? zc : zd, rate_s = sc < sd ? sc : sd;
+    if (rate_s <= 1.05 * rate_z || e->stored_run >= 31) {
+        e->stored_run = 0;
+        return 0;
+    }
+    e->stored_run++;
+    return 1;
+}
+
 static void *enc_worker(void *arg)
 {
     enc_worker_t *w = arg;
@@ -323,17 +383,20 @@ static void *enc_worker(void *arg)
         unsigned char *row = e->table + f * CKPT_SHARD_ENTRY_BYTES;
         int slot = (int)(f % (uint64_t)e->S);
 
+        double t0 = cpu_s();
         const unsigned char *fr = frame_bytes(raw, roff, len, e->tensors, e->n, &cursor, &b4);
+        double t1 = cpu_s();
         pthread_mutex_lock(&e->mu);
         while (!e->rc && f >= e->written + (uint64_t)e->S)
             pthread_cond_wait(&e->cv, &e->mu);
         int stop = e->rc != 0;
+        /* Stored: level 0, or (adapt) when storing is faster; decided now,
+         * when the frame's slot is free, on the latest rates. */
+        int store = opts->level == 0 || (!stop && adapt_store(e));
         pthread_mutex_unlock(&e->mu);
         if (stop)
             break;
-        /* Stored: level 0, or (adapt) while the disk waits for the encoders;
-         * decided now, when the frame's slot is free, on the latest news. */
-        int store = opts->level == 0 || atomic_load(&e->cpu_bound);
+        double t2 = cpu_s();
         src = fr;
         if (!store && opts->shuffle && len >= 8 && b4 * 2 >= len) {
             shuffle4(shuf, fr, len);
@@ -359,10 +422,19 @@ static void *enc_worker(void *arg)
         put_u64(row, roff - e->lo);
         put_u64(row + 8, len);
         put_u64(row + 24, zr);
+        double th = cpu_s();
         put_u64(row + 32, XXH64(fr, len, 0));
         put_u32(row + 40, flags);
         put_u32(row + 44, 0);
+        double t3 = cpu_s(), spb = ((t1 - t0) + (t3 - t2)) / (double)len;
         pthread_mutex_lock(&e->mu);
+        if (e->adapt) {
+            e->h_spb = ewma(e->h_spb, (t3 - th) / (double)len);
+            if (!store) {
+                e->z_spb = ewma(e->z_spb, spb);
+                e->z_ratio = ewma(e->z_ratio, (double)len / (double)(zr ? zr : 1));
+            }
+        }
         e->len[slot] = zr;
         e->filled[slot] = (int64_t)f;
         pthread_cond_broadcast(&e->cv);
@@ -418,6 +490,7 @@ typedef struct {
     size_t job_len;
     int busy, quit, err;    /* err: errno of a failed write, 0 when none */
     uint64_t handed;        /* jobs handed to the I/O thread so far */
+    double bps;             /* its write rate, bytes/s (moving average; 0: none yet) */
 } sink_t;
 
 /* Clear O_DIRECT: what follows goes through the page cache. */
@@ -463,10 +536,14 @@ static void *sink_io(void *arg)
         const unsigned char *p = s->job;
         size_t n = s->job_len;
         pthread_mutex_unlock(&s->mu);
+        double t0 = mono_s();
         int rc = write_direct(s->fd, p, n), e = errno;
+        double dt = mono_s() - t0;
         pthread_mutex_lock(&s->mu);
         if (rc != 0 && !s->err)
             s->err = e ? e : EIO;
+        if (rc == 0 && n > 0)
+            s->bps = ewma(s->bps, (double)n / (dt > 1e-9 ? dt : 1e-9));
         s->busy = 0;
         pthread_cond_broadcast(&s->cv);
     }
@@ -487,13 +564,13 @@ static int sink_wait(sink_t *s)
     return e ? -1 : 0;
 }
 
-/* Is the I/O thread writing a job right now? */
-static int sink_busy(sink_t *s)
+/* The I/O thread's write rate in bytes/s; 0 before its first write. */
+static double sink_rate(sink_t *s)
 {
     pthread_mutex_lock(&s->mu);
-    int busy = s->busy;
+    double bps = s->bps;
     pthread_mutex_unlock(&s->mu);
-    return busy;
+    return bps;
 }
 
 /* Stop the I/O thread (after its job) and free the staging buffers. */
@@ -659,7 +736,6 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
     int werr = 0;
 
     memset(&e, 0, sizeof e);
-    atomic_init(&e.cpu_bound, 0);
     memset(w, 0, sizeof w);
     memset(&sk, 0, sizeof sk);
     sk.fd = -1;
@@ -698,6 +774,7 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
         rc = ckpt_seterr(CKPT_EIO, "%s: cannot create: %s", path, strerror(errno));
         goto fail;
     }
+    e.adapt = opts->adapt && opts->level > 0 && sk.direct;
     memcpy(hdr, CKPT_SHARD_MAGIC, 8);
     put_u32(hdr + 8, CKPT_SHARD_VERSION);
     put_u32(hdr + 12, 0);
@@ -724,37 +801,18 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
         w[k].started = 1;
     }
 
-    /* The writer: frames in order.  With opts.adapt and direct writes it
-     * also judges who waits for whom: when it had to wait for a frame while
-     * the I/O thread sat idle, the disk is waiting for the encoders; when the
-     * frame was ready but fills the staging chunk while the I/O thread is
-     * still busy (the writer is about to wait for the disk), the encoders
-     * are ahead.  A frame that merely finds the disk busy, with room left in
-     * the chunk, is no finding: the double buffer absorbs it.  Two findings
-     * more of the first than of the second (a score in 0..4) make the
-     * encoders store frames until the balance turns.  Nothing is judged
-     * before the first chunk went to the I/O thread. */
-    int score = 0;
+    /* The writer: frames in order; with adapt it passes the I/O thread's
+     * write rate on to the encoders (adapt_store). */
     for (uint64_t f = 0; f < e.nframes; f++) {
-        int slot = (int)(f % (uint64_t)e.S), waited = 0;
+        int slot = (int)(f % (uint64_t)e.S);
         pthread_mutex_lock(&e.mu);
-        while (!e.rc && e.filled[slot] != (int64_t)f) {
-            waited = 1;
+        while (!e.rc && e.filled[slot] != (int64_t)f)
             pthread_cond_wait(&e.cv, &e.mu);
-        }
         int stop = e.rc != 0;
         size_t len = e.len[slot];
         pthread_mutex_unlock(&e.mu);
         if (stop)
             break;
-        if (opts->adapt && opts->level > 0 && sk.direct && sk.handed > 0) {
-            int io_busy = sink_busy(&sk);
-            if (waited && !io_busy && score < 4)
-                score++;
-            else if (!waited && io_busy && sk.fill + len >= SINK_CHUNK && score > 0)
-                score--;
-            atomic_store(&e.cpu_bound, score >= 2);
-        }
         put_u64(e.table + f * CKPT_SHARD_ENTRY_BYTES + 16, sk.pos);
         XXH64_update(fh, e.buf[slot], len);
         if (sink_put(&sk, e.buf[slot], len) != 0) {
@@ -764,7 +822,9 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
             enc_fail(&e, CKPT_EIO, msg);
             break;
         }
+        double bps = e.adapt ? sink_rate(&sk) : 0;
         pthread_mutex_lock(&e.mu);
+        e.disk_bps = bps;
         e.filled[slot] = -1;
         e.written = f + 1;
         pthread_cond_broadcast(&e.cv);

@@ -130,9 +130,9 @@ typedef struct {
                              evicting the training data; falls back to
                              buffered writes where the filesystem refuses */
     int adapt;            /* with direct writes, store frames uncompressed
-                             while the disk waits for the encoders (default
-                             1): a save never runs slower than the disk
-                             because of compression.  Which frames are stored
+                             when, by the rates measured during the save,
+                             that is faster than compressing them: the disk
+                             outruns the encoders (default 1).  Which frames are stored
                              depends on timing, so two saves of the same
                              state may differ in bytes (never in content);
                              0 gives reproducible files */
