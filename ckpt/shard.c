@@ -489,7 +489,6 @@ typedef struct {
     const unsigned char *job;
     size_t job_len;
     int busy, quit, err;    /* err: errno of a failed write, 0 when none */
-    uint64_t handed;        /* jobs handed to the I/O thread so far */
     double bps;             /* its write rate, bytes/s (moving average; 0: none yet) */
 } sink_t;
 
@@ -648,7 +647,6 @@ static int sink_handoff(sink_t *s)
     s->job = full;
     s->job_len = n;
     s->busy = 1;
-    s->handed++;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     memcpy(next, full + n, s->fill - n); /* the I/O thread reads [0, n) only */
