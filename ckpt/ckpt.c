@@ -923,6 +923,7 @@ int ckpt_world_size(const ckpt_t *c) { return c->m.nshards; }
 size_t ckpt_num_tensors(const ckpt_t *c) { return c->m.ntensors; }
 const char *ckpt_record_json(const ckpt_t *c) { return c->m.record; }
 int64_t ckpt_created(const ckpt_t *c) { return c->m.created; }
+int ckpt_manifest_checksummed(const ckpt_t *c) { return c->m.checksummed; }
 
 const ckpt_tensor_t *ckpt_tensor_at(const ckpt_t *c, size_t i)
 {

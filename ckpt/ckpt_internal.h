@@ -181,6 +181,7 @@ typedef struct {
     ckpt_shard_info_t *shards;
     ckpt_opts_t opts;            /* as recorded; informational */
     char *record;                /* compact JSON object text */
+    int checksummed;             /* manifest_xxh64 present and verified */
 } ckpt_manifest_t;
 
 /* Serialise m to JSON text (malloc'd, NUL-terminated).  m->record must be a

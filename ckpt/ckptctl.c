@@ -723,6 +723,8 @@ static int cmd_inspect(const args_t *a)
         json_object_set_new(doc, "world_size", json_integer(ckpt_world_size(c)));
         json_object_set_new(doc, "total_bytes", jint(ckpt_total_bytes(c)));
         json_object_set_new(doc, "file_bytes", jint(stored));
+        json_object_set_new(doc, "manifest_checksum",
+                            json_string(ckpt_manifest_checksummed(c) ? "verified" : "none"));
         for (size_t i = 0; i < ckpt_num_tensors(c); i++) {
             const ckpt_tensor_t *t = ckpt_tensor_at(c, i);
             json_t *o = json_object(), *shape = json_array();
@@ -766,6 +768,9 @@ static int cmd_inspect(const args_t *a)
     printf("world size   %d shards\n", ckpt_world_size(c));
     printf("flat bytes   %" PRIu64 " (%s), stored %" PRIu64 " (%s)\n",
            ckpt_total_bytes(c), raw, stored, st);
+    printf("manifest     %s\n", ckpt_manifest_checksummed(c)
+                                    ? "checksum verified"
+                                    : "no checksum (written by an older ftrain)");
 
     printf("\ntensors (%zu):\n", ckpt_num_tensors(c));
     printf("  %-32s %-5s %-20s %14s %14s\n", "NAME", "DTYPE", "SHAPE", "OFFSET",

@@ -5,6 +5,14 @@
  * the flat space without overlapping; shards must cover [0, total_bytes)
  * exactly and in order and be named exactly "shard-<index>.ftsh".  A failure
  * names the field.  The fields are specified in docs/checkpoint-format.md.
+ *
+ * The manifest carries its own checksum, "manifest_xxh64": XXH64 of the
+ * canonical text of the document without that key (jansson's compact dump
+ * with sorted keys), so whitespace and key order may change but no value
+ * can.  A reader checks it after every field has passed, so a bad field is
+ * reported by name and a valid-looking but altered value as a checksum
+ * mismatch.  Manifests written before the field existed have none and are
+ * read without it.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -12,11 +20,26 @@
 #include <string.h>
 
 #include <jansson.h>
+#include <xxhash.h>
 
 #include "ckpt_internal.h"
 
 /* Largest size or offset accepted: 2^53, exact in every JSON reader. */
 #define MAX_JSON_U64 ((uint64_t)1 << 53)
+
+#define CHECKSUM_KEY "manifest_xxh64"
+
+/* XXH64 of the canonical text of root (which must not hold CHECKSUM_KEY).
+ * @return 0, or -1 when out of memory. */
+static int canonical_xxh64(const json_t *root, uint64_t *out)
+{
+    char *text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!text)
+        return -1;
+    *out = XXH64(text, strlen(text), 0);
+    free(text);
+    return 0;
+}
 
 /* ---- writing ---------------------------------------------------------- */
 
@@ -84,6 +107,15 @@ int ckpt_manifest_dump(const ckpt_manifest_t *m, char **text)
     bad |= json_object_set(root, "record", rec);
     if (bad)
         goto fail;
+    {
+        uint64_t h;
+        char hex[17];
+        if (canonical_xxh64(root, &h) != 0)
+            goto fail;
+        snprintf(hex, sizeof hex, "%016" PRIx64, h);
+        if (put(root, CHECKSUM_KEY, json_string(hex)) != 0)
+            goto fail;
+    }
     *text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
     if (!*text)
         goto fail;
@@ -283,6 +315,38 @@ static int check_unique(const ckpt_tensor_t *t, size_t n, const char *what)
     return rc;
 }
 
+/* Check root's CHECKSUM_KEY, if present, against its canonical text (the
+ * key is removed from root).  *checked says whether there was one. */
+static int check_sum(json_t *root, const char *what, int *checked)
+{
+    json_t *v = json_object_get(root, CHECKSUM_KEY);
+    const char *hex;
+    char copy[17];
+    uint64_t stored, actual;
+
+    *checked = 0;
+    if (!v)
+        return CKPT_OK; /* written before manifests had a checksum */
+    if (!json_is_string(v) || json_string_length(v) != 16)
+        return ckpt_seterr(CKPT_EFORMAT, "%s: %s is not a string of 16 "
+                           "lowercase hex digits", what, CHECKSUM_KEY);
+    hex = json_string_value(v);
+    if (strspn(hex, "0123456789abcdef") != 16)
+        return ckpt_seterr(CKPT_EFORMAT, "%s: %s is not a string of 16 "
+                           "lowercase hex digits", what, CHECKSUM_KEY);
+    stored = strtoull(hex, NULL, 16);
+    memcpy(copy, hex, sizeof copy); /* v dies with the key */
+    json_object_del(root, CHECKSUM_KEY);
+    if (canonical_xxh64(root, &actual) != 0)
+        return ckpt_seterr(CKPT_ENOMEM, "%s: out of memory", what);
+    if (actual != stored)
+        return ckpt_seterr(CKPT_ECORRUPT, "%s: %s is %s but the content "
+                           "hashes to %016" PRIx64 ": the manifest was damaged "
+                           "or edited", what, CHECKSUM_KEY, copy, actual);
+    *checked = 1;
+    return CKPT_OK;
+}
+
 int ckpt_manifest_parse(const char *text, size_t len, const char *what,
                         ckpt_manifest_t *m)
 {
@@ -402,6 +466,8 @@ int ckpt_manifest_parse(const char *text, size_t len, const char *what,
     m->record = json_dumps(rec, JSON_COMPACT | JSON_PRESERVE_ORDER);
     if (!m->record)
         goto nomem;
+    if ((rc = check_sum(root, what, &m->checksummed)) != CKPT_OK)
+        goto fail;
     json_decref(root);
     return CKPT_OK;
 nomem:

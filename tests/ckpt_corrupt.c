@@ -4,6 +4,8 @@
  * missing and symlinked shards; manifests with wrong types, huge or negative
  * sizes, offsets out of range, overlaps, gaps and unsafe shard names; frames
  * that decompress to more than declared; bad footer magic; wrong versions;
+ * manifests edited without a matching manifest_xxh64 (and ones re-indented,
+ * or of older writers without one, that still open);
  * latest_good falling back past corrupt checkpoints.
  */
 #define _XOPEN_SOURCE 700
@@ -145,9 +147,24 @@ static int write_text(const char *path, const char *text)
     return rc;
 }
 
-/* Copy good/ to bad/, mutate its manifest, and return ckpt_open's code. */
-static int open_mutated(const char *good, const char *bad, const char *path,
-                        const char *value, char *msg, size_t cap)
+/* Recompute manifest_xxh64 as docs/checkpoint-format.md section 3 says:
+ * XXH64 of the compact, key-sorted dump of the document without it.  A
+ * forger who does this gets past the checksum; the field checks remain. */
+static void reseal(json_t *j)
+{
+    char *text, hex[17];
+    json_object_del(j, "manifest_xxh64");
+    text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+    snprintf(hex, sizeof hex, "%016llx",
+             (unsigned long long)XXH64(text, strlen(text), 0));
+    free(text);
+    json_object_set_new(j, "manifest_xxh64", json_string(hex));
+}
+
+/* Copy good/ to bad/, mutate its manifest (resealed when `sealed`), and
+ * return ckpt_open's code. */
+static int open_edited(const char *good, const char *bad, const char *path,
+                       const char *value, int sealed, char *msg, size_t cap)
 {
     char mp[600];
     json_t *j;
@@ -162,12 +179,20 @@ static int open_mutated(const char *good, const char *bad, const char *path,
         json_decref(j);
         return -101;
     }
+    if (sealed)
+        reseal(j);
     json_dump_file(j, mp, 0);
     json_decref(j);
     rc = ckpt_open(bad, &c);
     snprintf(msg, cap, "%s", ckpt_last_error());
     ckpt_close(c);
     return rc;
+}
+
+static int open_mutated(const char *good, const char *bad, const char *path,
+                        const char *value, char *msg, size_t cap)
+{
+    return open_edited(good, bad, path, value, 1, msg, cap);
 }
 
 /* Open dir and read everything: the first error, or CKPT_OK. */
@@ -482,6 +507,56 @@ int main(void)
                       sizeof msg);
     is_int(read_all(bad), CKPT_OK, "wrong file checksum: frames still read");
     is_int(verify_dir(bad), CKPT_ECORRUPT, "but verify catches it");
+
+    /* The manifest's own checksum: any changed value without a matching
+     * manifest_xxh64 is corrupt; layout changes are not. */
+    {
+        static const struct {
+            const char *path, *value;
+        } edits[] = {
+            {"record.epoch", "4"},       /* the data cursor's epoch */
+            {"record.extra", "1"},       /* an added key */
+            {"step", "1"},               /* the same value: still matches */
+            {"shards.0.file_bytes", "999999"},
+            {"tensors.1.name", "\"idz\""},
+            {"created", "2"},
+        };
+        for (size_t i = 0; i < sizeof edits / sizeof *edits; i++) {
+            int same = strcmp(edits[i].path, "step") == 0;
+            rc = open_edited(good, bad, edits[i].path, edits[i].value, 0, msg,
+                             sizeof msg);
+            ok(same ? rc == CKPT_OK
+                    : rc == CKPT_ECORRUPT && strstr(msg, "manifest_xxh64") &&
+                          strstr(msg, "manifest.json"),
+               "unsealed edit %s = %s: %s (%s)", edits[i].path, edits[i].value,
+               ckpt_strerror(rc), msg);
+        }
+        rc = open_edited(good, bad, "manifest_xxh64", "\"0123456789ABCDEF\"", 0,
+                         msg, sizeof msg);
+        ok(rc == CKPT_EFORMAT && strstr(msg, "manifest_xxh64"),
+           "manifest_xxh64 in capitals: %s (%s)", ckpt_strerror(rc), msg);
+        rc = open_edited(good, bad, "manifest_xxh64", "7", 0, msg, sizeof msg);
+        ok(rc == CKPT_EFORMAT && strstr(msg, "manifest_xxh64"),
+           "manifest_xxh64 a number: %s (%s)", ckpt_strerror(rc), msg);
+        /* Reformatted (sorted keys, 4-space indent): same values, opens. */
+        {
+            json_t *j;
+            snprintf(path, sizeof path, "%s/manifest.json", bad);
+            sh("rm -rf '%s' && cp -r '%s' '%s/bad/'", bad, good, root);
+            j = json_load_file(path, 0, NULL);
+            json_dump_file(j, path, JSON_INDENT(4) | JSON_SORT_KEYS);
+            json_decref(j);
+            is_int(read_all(bad), CKPT_OK, "manifest re-indented with sorted "
+                   "keys: still opens and reads");
+            /* An older writer's manifest, without the field: opens. */
+            j = json_load_file(path, 0, NULL);
+            json_object_del(j, "manifest_xxh64");
+            json_dump_file(j, path, JSON_INDENT(1));
+            json_decref(j);
+            is_int(verify_dir(bad), CKPT_OK, "manifest without manifest_xxh64 "
+                   "(an older writer): opens and verifies");
+        }
+    }
     {
         static const char *texts[] = {
             "", "{", "[]", "nul", "{\"format\":\"ftrain-ckpt\",\"format\":1}",

@@ -107,6 +107,8 @@ grep -q '^  shard-2.ftsh ' "$T/out"
 ok $? "inspect lists the third shard"
 grep -q '^  cursor  *640$' "$T/out"
 ok $? "inspect shows the data cursor from the record"
+grep -q '^manifest  *checksum verified$' "$T/out"
+ok $? "inspect says the manifest's own checksum was verified"
 
 run "$C" inspect --json "$R/step-00000010"
 is "$rc" 0 "inspect --json exits 0"
@@ -121,6 +123,7 @@ is "$(py 'all(len(s["xxh64"]) == 16 and int(s["xxh64"], 16) >= 0 and s["nframes"
     True "inspect --json shard checksums and frames"
 is "$(py 'd["record"]["epoch"], d["record"]["cursor"], d["record"]["world_size"]')" "(1, 640, 3)" \
     "inspect --json record"
+is "$(py 'd["manifest_checksum"]')" verified "inspect --json manifest_checksum"
 
 run "$C" inspect --json "$R" 20
 is "$(py 'd["step"]')" 20 "inspect ROOT STEP"
@@ -167,6 +170,22 @@ is "$(py '[c["status"] for c in d["checkpoints"]]')" "['committed', 'corrupt', '
     "list --verify marks them corrupt"
 run "$C" verify "$T/does-not-exist"
 is "$rc" 3 "verify of a missing path exits 3"
+
+# A hand-edited data cursor: valid JSON, valid fields, wrong manifest_xxh64.
+M=$T/edited
+cp -r "$R" "$M"
+sed -i 's/"cursor": *640/"cursor": 641/' "$M/step-00000010/manifest.json"
+grep -q '"cursor": *641' "$M/step-00000010/manifest.json"
+ok $? "manifest's cursor edited by hand (fixture)"
+run "$C" verify "$M/step-00000010"
+is "$rc" 1 "verify of an edited manifest exits 1"
+grep -q "step-00000010: corrupt: .*manifest_xxh64 is [0-9a-f]* but the content hashes to" "$T/out"
+ok $? "  and says the manifest checksum does not match"
+run "$C" inspect "$M/step-00000010"
+is "$rc" 1 "inspect refuses it too (exit 1)"
+run "$C" list --json "$M"
+is "$(py '[c["status"] for c in d["checkpoints"]]')" "['corrupt', 'committed', 'committed']" \
+    "list marks it corrupt without --verify"
 
 # ---- diff --------------------------------------------------------------------
 "$MK" "$T/same" 20 --world 2 --mb 0.25 --seed 1 &&

@@ -198,9 +198,11 @@ typedef struct ckpt ckpt_t;
 /**
  * Open a committed checkpoint directory (.../step-<N>) and validate its
  * manifest: types, sizes, offsets, shard names (no '/' or ".."), coverage of
- * the flat space without gaps or overlaps.  Shard files are opened lazily.
+ * the flat space without gaps or overlaps; then the manifest's own
+ * checksum (manifest_xxh64), when it has one.  Shard files are opened lazily.
  * @return CKPT_OK and *out, or CKPT_ENOTFOUND / CKPT_EINCOMPLETE (no
- *         manifest) / CKPT_EFORMAT / CKPT_EVERSION / CKPT_ENOMEM.
+ *         manifest) / CKPT_EFORMAT / CKPT_ECORRUPT (manifest checksum
+ *         mismatch) / CKPT_EVERSION / CKPT_ENOMEM.
  */
 int ckpt_open(const char *dir, ckpt_t **out);
 /** Close; accepts NULL. */
@@ -220,6 +222,9 @@ const char *ckpt_record_json(const ckpt_t *c);
 const ckpt_shard_info_t *ckpt_shard_at(const ckpt_t *c, int i);
 /** @return the manifest's creation time (seconds since the epoch). */
 int64_t ckpt_created(const ckpt_t *c);
+/** @return 1 when the manifest had a checksum (it matched, or open would
+ * have failed), 0 for a manifest of an older writer that has none. */
+int ckpt_manifest_checksummed(const ckpt_t *c);
 
 /**
  * Read bytes [offset, offset+len) of the flat space into dst.  Reads and
