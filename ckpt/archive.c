@@ -21,24 +21,41 @@
  *
  * A failure before the rename unlinks FILE.tmp, so no partial FILE is left.
  *
- * Import protocol.  An archive is untrusted input.  Invariants:
+ * Import protocol.  An archive is untrusted input, and it may be small while
+ * declaring a lot: an entry may claim up to 1 TiB, a GNU sparse entry or a
+ * compressed run of zeros expands to its full size when read.  So the archive
+ * is made to describe itself before anything big is written.  Invariants:
  *   - nothing is written outside <root>/.import-XXXXXX/ until the final
  *     rename, and the rename never replaces an existing entry (renameat2
  *     with RENAME_NOREPLACE);
  *   - every entry is checked before a byte of it is written: a relative path
  *     of exactly "step-<N>/<name>" (an optional leading "./" is accepted),
  *     the same step-<N> for every entry, no "." / ".." / empty component, a
- *     regular file (a directory entry only for step-<N> itself), a name that
- *     is "manifest.json" or "shard-<id>.ftsh", a declared size within limits;
+ *     regular file that is not sparse (a directory entry only for step-<N>
+ *     itself), a name that is "manifest.json" or "shard-<i>.ftsh" (decimal
+ *     i as ckpt_shard_name writes it), a declared size within limits;
+ *   - manifest.json is the first file entry (only the step-<N>/ directory
+ *     entry may precede it).  It is read into memory and parsed with
+ *     ckpt_manifest_parse (every field, and manifest_xxh64 when present)
+ *     before it or any shard is written, and its step must be the N of
+ *     step-<N>;
+ *   - every later file is shard-<i>.ftsh with i below the manifest's shard
+ *     count and a declared size equal to shards[i].file_bytes, and no entry
+ *     is written past its declared size: the bytes written are bounded by
+ *     what the manifest names (at most 1 TiB per shard);
+ *   - before the first file is written, the target file system must have
+ *     that many bytes free (statvfs f_bavail * f_frsize), else CKPT_EIO;
  *   - files are created by this code with O_CREAT|O_EXCL|O_NOFOLLOW relative
  *     to a directory descriptor (never archive_write_disk), so a duplicate or
  *     a planted link fails instead of being followed;
- *   - the extracted checkpoint passes ckpt_open + ckpt_verify before it gets
- *     its name.
+ *   - every shard the manifest names is present, and the extracted
+ *     checkpoint passes ckpt_open + ckpt_verify before it gets its name.
  *
  *     mkdtemp <root>/.import-XXXXXX/            temp dir, mode 0700
  *       -> mkdirat step-<N>/                    canonical name from the step
- *       -> extract + fsync each file, fsync dirs
+ *       -> read + parse manifest.json           EFORMAT/ECORRUPT/EARCHIVE
+ *       -> statvfs: room for the shards?        EIO if not
+ *       -> write manifest, extract + fsync each shard, fsync dirs
  *       -> ckpt_open + ckpt_verify              EARCHIVE/ECORRUPT on failure
  *       -> renameat2(NOREPLACE) to <root>/step-<N>   COMMIT (EEXIST if taken)
  *       -> fsync(root), rmdir temp dir, fsync(root)
@@ -58,6 +75,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -69,7 +87,6 @@
 #define ARC_MAX_FILE_BYTES (UINT64_C(1) << 40)
 #define ARC_MAX_MANIFEST_BYTES (UINT64_C(64) << 20)
 #define ARC_MAX_ENTRIES 65536
-#define ARC_MAX_ID_LEN 64
 #define ARC_IO_CHUNK (1u << 20)
 
 /* As arc_fail for a failed system call: appends strerror(errno). */
@@ -83,28 +100,37 @@ static int arc_fail_errno(const char *what, const char *path)
 
 /* ---- names ------------------------------------------------------------- */
 
-/* Is s a shard file name "shard-<id>.ftsh", id of [A-Za-z0-9_-]? */
-static int arc_is_shard_name(const char *s)
+/* Parse a shard file name exactly as ckpt_shard_name writes it:
+ * "shard-<i>.ftsh", i decimal without leading zeros, below CKPT_MAX_SHARDS
+ * (the manifest parser's limit).  Anything else ("shard-foo.ftsh",
+ * "shard-01.ftsh") could never be opened as a shard, so it is refused as a
+ * name rather than extracted.  @return 1 and *index on a match, 0 otherwise. */
+static int arc_parse_shard_name(const char *s, int *index)
 {
     size_t len = strlen(s);
     if (len <= 11 || strncmp(s, "shard-", 6) != 0 || strcmp(s + len - 5, ".ftsh") != 0)
         return 0;
-    size_t idlen = len - 11;
-    if (idlen > ARC_MAX_ID_LEN)
+    const char *d = s + 6;
+    size_t nd = len - 11;
+    if (nd > 5 || (nd > 1 && d[0] == '0'))
         return 0;
-    for (size_t i = 6; i < len - 5; i++) {
-        char ch = s[i];
-        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') ||
-              (ch >= 'A' && ch <= 'Z') || ch == '_' || ch == '-'))
+    long v = 0;
+    for (size_t i = 0; i < nd; i++) {
+        if (d[i] < '0' || d[i] > '9')
             return 0;
+        v = v * 10 + (d[i] - '0');
     }
+    if (v >= CKPT_MAX_SHARDS)
+        return 0;
+    *index = (int)v;
     return 1;
 }
 
 /* Is s one of the file names a checkpoint directory holds? */
 static int arc_is_member_name(const char *s)
 {
-    return strcmp(s, "manifest.json") == 0 || arc_is_shard_name(s);
+    int i;
+    return strcmp(s, CKPT_MANIFEST_NAME) == 0 || arc_parse_shard_name(s, &i);
 }
 
 /* Parse "step-<digits>" (1 to 20 digits, no overflow) into *step. */
@@ -416,6 +442,7 @@ typedef struct {
     char canon[64]; /* canonical step directory name */
     int stepfd;     /* <tmp>/<canon>, -1 until the first entry */
     int have_manifest;
+    ckpt_manifest_t man; /* parsed from the first file entry */
     size_t nshards;
     size_t nentries;
 } arc_import_t;
@@ -479,75 +506,167 @@ static int arc_check_path(arc_import_t *im, const char *raw, const char **leaf,
     if (!arc_is_member_name(name))
         return ckpt_seterr(CKPT_EARCHIVE,
                            "import: '%s': entry '%s': not a checkpoint file name "
-                           "(manifest.json or shard-<id>.ftsh)",
+                           "(manifest.json or shard-<i>.ftsh)",
                            im->archive, raw);
     *leaf = name;
     return CKPT_OK;
 }
 
-/* Copy the current entry's data into a new file leaf under im->stepfd. */
-static int arc_extract_file(arc_import_t *im, struct archive *a, const char *ename,
-                            const char *leaf, uint64_t size, void *buf)
+/* Create leaf under im->stepfd for entry ename.  @return the descriptor, or
+ * -1 with the message set (*rc: EARCHIVE for a duplicate, EIO otherwise). */
+static int arc_create(arc_import_t *im, const char *ename, const char *leaf, int *rc)
 {
-    int rc = CKPT_OK;
     int fd = openat(im->stepfd, leaf,
                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        if (errno == EEXIST)
-            return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': entry '%s': duplicate",
-                               im->archive, ename);
-        return ckpt_seterr(CKPT_EIO, "import: cannot create '%s' from '%s': %s", leaf,
-                           im->archive, strerror(errno));
-    }
+    if (fd >= 0)
+        return fd;
+    if (errno == EEXIST)
+        *rc = ckpt_seterr(CKPT_EARCHIVE, "import: '%s': entry '%s': duplicate",
+                          im->archive, ename);
+    else
+        *rc = ckpt_seterr(CKPT_EIO, "import: cannot create '%s' from '%s': %s", leaf,
+                          im->archive, strerror(errno));
+    return -1;
+}
+
+/* fsync and close a file made by arc_create; rc is the result so far.  The
+ * descriptor is closed whatever happens.  @return rc or the first error. */
+static int arc_finish(arc_import_t *im, int fd, const char *leaf, int rc)
+{
+    if (rc == CKPT_OK && fsync(fd) != 0)
+        rc = ckpt_seterr(CKPT_EIO, "import: cannot fsync '%s' from '%s': %s", leaf,
+                         im->archive, strerror(errno));
+    if (close(fd) != 0 && rc == CKPT_OK)
+        rc = ckpt_seterr(CKPT_EIO, "import: cannot close '%s' from '%s': %s", leaf,
+                         im->archive, strerror(errno));
+    return rc;
+}
+
+/* Read the current entry's data, exactly size bytes, into the file fd, or
+ * into mem (room for size bytes) when fd < 0.  A piece that
+ * would go past the declared size is refused before it is passed on, so an
+ * entry never yields more than it declared, whatever the archive holds. */
+static int arc_read_entry(arc_import_t *im, struct archive *a, const char *ename,
+                          const char *leaf, uint64_t size, void *buf, int fd,
+                          char *mem)
+{
     uint64_t done = 0;
     for (;;) {
         la_ssize_t got = archive_read_data(a, buf, ARC_IO_CHUNK);
         if (got == 0)
             break;
-        if (got < 0) {
-            rc = ckpt_seterr(CKPT_EARCHIVE, "import: '%s': entry '%s': %s", im->archive,
-                             ename, archive_error_string(a));
-            goto fail;
-        }
-        if ((uint64_t)got > size - done) {
-            rc = ckpt_seterr(CKPT_EARCHIVE,
-                             "import: '%s': entry '%s': more data than its size",
-                             im->archive, ename);
-            goto fail;
-        }
-        const char *q = buf;
-        size_t left = (size_t)got;
-        while (left > 0) {
-            ssize_t w = write(fd, q, left);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w < 0) {
-                rc = ckpt_seterr(CKPT_EIO, "import: cannot write '%s' from '%s': %s",
-                                 leaf, im->archive, strerror(errno));
-                goto fail;
-            }
-            q += w;
-            left -= (size_t)w;
-        }
+        if (got < 0)
+            return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': entry '%s': %s",
+                               im->archive, ename, archive_error_string(a));
+        if ((uint64_t)got > size - done)
+            return ckpt_seterr(CKPT_EARCHIVE,
+                               "import: '%s': entry '%s': more data than its size",
+                               im->archive, ename);
+        if (fd < 0)
+            memcpy(mem + done, buf, (size_t)got);
+        else if (ckpt_write_all(fd, buf, (size_t)got) != 0)
+            return ckpt_seterr(CKPT_EIO, "import: cannot write '%s' from '%s': %s",
+                               leaf, im->archive, strerror(errno));
         done += (uint64_t)got;
     }
-    if (done != size) {
+    if (done != size)
+        return ckpt_seterr(CKPT_EARCHIVE,
+                           "import: '%s': entry '%s': truncated (%" PRIu64 " of %" PRIu64
+                           " bytes)",
+                           im->archive, ename, done, size);
+    return CKPT_OK;
+}
+
+/* The manifest entry: read it into memory (at most ARC_MAX_MANIFEST_BYTES),
+ * parse and check it against the archive, check that the file system has
+ * room for the shards it names, and only then write it to disk.  After this
+ * every shard entry has a known name and size to be held to. */
+static int arc_take_manifest(arc_import_t *im, struct archive *a, int tmpfd,
+                             const char *ename, uint64_t size, void *buf)
+{
+    int rc;
+    char *text = malloc(size ? (size_t)size : 1);
+    if (!text)
+        return ckpt_seterr(CKPT_ENOMEM, "import: out of memory");
+    rc = arc_read_entry(im, a, ename, CKPT_MANIFEST_NAME, size, buf, -1, text);
+    if (rc != CKPT_OK)
+        goto out;
+
+    /* The parser validates every field (and manifest_xxh64 when present);
+     * its error, with its code (EFORMAT, ECORRUPT, EVERSION), is the
+     * import's, reported before any shard byte is written. */
+    char what[CKPT_PATH_MAX + 160];
+    snprintf(what, sizeof what, "import: '%s': %s", im->archive, ename);
+    rc = ckpt_manifest_parse(text, (size_t)size, what, &im->man);
+    if (rc != CKPT_OK)
+        goto out;
+    im->have_manifest = 1;
+    if (im->man.step != im->step) {
         rc = ckpt_seterr(CKPT_EARCHIVE,
-                         "import: '%s': entry '%s': truncated (%" PRIu64 " of %" PRIu64
-                         " bytes)",
-                         im->archive, ename, done, size);
-        goto fail;
+                         "import: '%s': directory '%s' holds the manifest of step "
+                         "%" PRIu64,
+                         im->archive, im->top, im->man.step);
+        goto out;
     }
-    if (fsync(fd) != 0) {
-        rc = ckpt_seterr(CKPT_EIO, "import: cannot fsync '%s' from '%s': %s", leaf,
-                         im->archive, strerror(errno));
-        goto fail;
+    /* The parser accepts sizes up to 2^53; an archive entry may not be over
+     * ARC_MAX_FILE_BYTES, so a manifest naming a bigger shard can never be
+     * satisfied.  With at most CKPT_MAX_SHARDS shards of 2^40 bytes the sum
+     * below cannot overflow. */
+    uint64_t need = 0;
+    for (int i = 0; i < im->man.nshards; i++) {
+        if (im->man.shards[i].file_bytes > ARC_MAX_FILE_BYTES) {
+            rc = ckpt_seterr(CKPT_EARCHIVE,
+                             "import: '%s': %s: shards[%d].file_bytes %" PRIu64
+                             " exceeds the limit of %" PRIu64,
+                             im->archive, ename, i, im->man.shards[i].file_bytes,
+                             ARC_MAX_FILE_BYTES);
+            goto out;
+        }
+        need += im->man.shards[i].file_bytes;
     }
-fail:
-    if (close(fd) != 0 && rc == CKPT_OK)
-        rc = ckpt_seterr(CKPT_EIO, "import: cannot close '%s' from '%s': %s", leaf,
-                         im->archive, strerror(errno));
+    /* Fail now rather than after filling the disk: the shards will take
+     * exactly `need` bytes (each is held to its file_bytes).  f_bavail is
+     * what an unprivileged writer may use. */
+    struct statvfs vfs;
+    if (fstatvfs(tmpfd, &vfs) != 0) {
+        rc = arc_fail_errno("import: cannot get free space of", im->root);
+        goto out;
+    }
+    uint64_t frsize = vfs.f_frsize ? (uint64_t)vfs.f_frsize : (uint64_t)vfs.f_bsize;
+    uint64_t avail = (uint64_t)vfs.f_bavail;
+    uint64_t free_bytes = frsize && avail > UINT64_MAX / frsize ? UINT64_MAX
+                                                                : avail * frsize;
+    if (need > free_bytes) {
+        rc = ckpt_seterr(CKPT_EIO,
+                         "import: '%s': not enough space in '%s': the checkpoint "
+                         "needs %" PRIu64 " bytes, %" PRIu64 " are free",
+                         im->archive, im->root, need, free_bytes);
+        goto out;
+    }
+
+    int fd = arc_create(im, ename, CKPT_MANIFEST_NAME, &rc);
+    if (fd < 0)
+        goto out;
+    if (ckpt_write_all(fd, text, (size_t)size) != 0)
+        rc = ckpt_seterr(CKPT_EIO, "import: cannot write '%s' from '%s': %s",
+                         CKPT_MANIFEST_NAME, im->archive, strerror(errno));
+    rc = arc_finish(im, fd, CKPT_MANIFEST_NAME, rc);
+out:
+    free(text);
     return rc;
+}
+
+/* Copy the current entry's data (a shard, size bytes) into a new file leaf
+ * under im->stepfd. */
+static int arc_extract_file(arc_import_t *im, struct archive *a, const char *ename,
+                            const char *leaf, uint64_t size, void *buf)
+{
+    int rc = CKPT_OK;
+    int fd = arc_create(im, ename, leaf, &rc);
+    if (fd < 0)
+        return rc;
+    rc = arc_read_entry(im, a, ename, leaf, size, buf, fd, NULL);
+    return arc_finish(im, fd, leaf, rc);
 }
 
 /* Read every entry of the archive into tmpfd/<canonical step dir>. */
@@ -598,6 +717,28 @@ static int arc_extract_all(arc_import_t *im, struct archive *a, int rootfd, int 
                                "import: '%s': entry '%s': not a regular file",
                                im->archive, ename);
         }
+        int is_manifest = !is_top_dir && strcmp(leaf, CKPT_MANIFEST_NAME) == 0;
+        /* The manifest comes first so that every shard can be checked
+         * against it before a byte of the shard is written. */
+        if (!is_top_dir && !is_manifest && !im->have_manifest)
+            return ckpt_seterr(CKPT_EARCHIVE,
+                               "import: '%s': entry '%s' comes before "
+                               "%s/manifest.json: the manifest must be the first "
+                               "file of the archive (ckptctl export writes it "
+                               "first; by hand: tar cf X.tar %s/manifest.json "
+                               "%s/shard-*.ftsh)",
+                               im->archive, ename, im->top, im->top, im->top);
+        if (is_manifest && im->have_manifest)
+            return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': entry '%s': duplicate",
+                               im->archive, ename);
+        /* libarchive fills the holes of a sparse entry with zeros: a tiny
+         * archive could expand to its whole declared size.  Export never
+         * writes one. */
+        if (!is_top_dir && archive_entry_sparse_count(e) > 0)
+            return ckpt_seterr(CKPT_EARCHIVE,
+                               "import: '%s': entry '%s': sparse file (not "
+                               "accepted: holes would be written as zeros)",
+                               im->archive, ename);
 
         if (im->stepfd < 0) {
             /* First entry: fix the destination name and fail fast when it is
@@ -629,20 +770,39 @@ static int arc_extract_all(arc_import_t *im, struct archive *a, int rootfd, int 
             return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': entry '%s': no size",
                                im->archive, ename);
         uint64_t size = (uint64_t)archive_entry_size(e);
-        int is_manifest = strcmp(leaf, "manifest.json") == 0;
         uint64_t limit = is_manifest ? ARC_MAX_MANIFEST_BYTES : ARC_MAX_FILE_BYTES;
         if (size > limit)
             return ckpt_seterr(CKPT_EARCHIVE,
                                "import: '%s': entry '%s': size %" PRIu64
                                " bytes exceeds the limit of %" PRIu64,
                                im->archive, ename, size, limit);
+        if (is_manifest) {
+            rc = arc_take_manifest(im, a, tmpfd, ename, size, buf);
+            if (rc != CKPT_OK)
+                return rc;
+            continue;
+        }
+
+        /* A shard: its index and size must be the manifest's. */
+        int idx = -1;
+        arc_parse_shard_name(leaf, &idx); /* arc_check_path checked the form */
+        if (idx < 0 || idx >= im->man.nshards)
+            return ckpt_seterr(CKPT_EARCHIVE,
+                               "import: '%s': entry '%s': shard %d, but the manifest "
+                               "names %d shard%s",
+                               im->archive, ename, idx, im->man.nshards,
+                               im->man.nshards == 1 ? "" : "s");
+        if (size != im->man.shards[idx].file_bytes)
+            return ckpt_seterr(CKPT_EARCHIVE,
+                               "import: '%s': entry '%s': declares %" PRIu64
+                               " bytes, the manifest's shards[%d].file_bytes is "
+                               "%" PRIu64,
+                               im->archive, ename, size, idx,
+                               im->man.shards[idx].file_bytes);
         rc = arc_extract_file(im, a, ename, leaf, size, buf);
         if (rc != CKPT_OK)
             return rc;
-        if (is_manifest)
-            im->have_manifest = 1;
-        else
-            im->nshards++;
+        im->nshards++;
     }
     if (im->nentries == 0)
         return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': archive is empty",
@@ -650,6 +810,22 @@ static int arc_extract_all(arc_import_t *im, struct archive *a, int rootfd, int 
     if (!im->have_manifest)
         return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': no %s/manifest.json",
                            im->archive, im->top);
+    /* Names are in range and unique (O_EXCL), so a short count means a
+     * missing shard: name the first one. */
+    if (im->nshards != (size_t)im->man.nshards) {
+        char name[64] = "";
+        struct stat st;
+        int i = 0;
+        for (; i < im->man.nshards; i++) {
+            ckpt_shard_name(i, name, sizeof name);
+            if (fstatat(im->stepfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+                break;
+        }
+        return ckpt_seterr(CKPT_EARCHIVE,
+                           "import: '%s': no %s/%s (%zu shard files, the manifest "
+                           "names %d)",
+                           im->archive, im->top, name, im->nshards, im->man.nshards);
+    }
     return CKPT_OK;
 }
 
@@ -755,19 +931,8 @@ int ckpt_import(const char *archive_path, const char *root, char *out, size_t ca
                          archive_path, why[0] ? why : ckpt_strerror(rc));
         goto fail;
     }
-    if (ckpt_step(c) != im.step) {
-        rc = ckpt_seterr(CKPT_EARCHIVE,
-                         "import: '%s': directory '%s' holds the manifest of step "
-                         "%" PRIu64,
-                         archive_path, im.top, ckpt_step(c));
-        goto fail;
-    }
-    if (im.nshards != (size_t)ckpt_world_size(c)) {
-        rc = ckpt_seterr(CKPT_EARCHIVE,
-                         "import: '%s': %zu shard files but the manifest names %d",
-                         archive_path, im.nshards, ckpt_world_size(c));
-        goto fail;
-    }
+    /* The step and the shard count were checked against the manifest
+     * during extraction; ckpt_open read the same bytes. */
     ckpt_close(c);
     c = NULL;
 
@@ -815,6 +980,7 @@ int ckpt_import(const char *archive_path, const char *root, char *out, size_t ca
 
 fail:
     ckpt_close(c);
+    ckpt_manifest_free(&im.man);
     if (im.stepfd >= 0)
         close(im.stepfd);
     if (tmpfd >= 0)

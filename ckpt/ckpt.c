@@ -31,6 +31,13 @@
  *   I7. Prune deletes a committed checkpoint by first renaming it back to
  *       .tmp-step-<N>/, so a crash while deleting never leaves a half-deleted
  *       step-<N>/ that looks committed.
+ *   I8. Nothing under the root is followed: temp dirs, shards and LATEST.tmp
+ *       are created afresh (a link or FIFO with the name is removed, never
+ *       written through), removal never descends through a link, and files
+ *       are opened O_NOFOLLOW | O_NONBLOCK and must be regular files.
+ *   I9. A checkpoint that fails to verify is never deleted by the library:
+ *       ckpt_set_aside_after renames newer bad ones to step-<N>.corrupt so
+ *       that a run resumed from an older step can save step N again.
  *
  * STATE DIAGRAM (one step N)
  *
@@ -290,7 +297,9 @@ int ckpt_read_small_file(const char *path, size_t max, char **out,
     char *buf = NULL;
 
     *out = NULL;
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    /* O_NONBLOCK: a FIFO planted under this name must not block the open;
+     * it is refused below as not a regular file. */
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
         return ckpt_seterr(errno == ENOENT ? CKPT_ENOTFOUND
                            : errno == ELOOP ? CKPT_EFORMAT : CKPT_EIO,
@@ -336,7 +345,12 @@ int ckpt_write_file_atomic(const char *dir, const char *name,
     if ((rc = ckpt_path_join(tmp, sizeof tmp, dir, tmpname)) != CKPT_OK ||
         (rc = ckpt_path_join(fin, sizeof fin, dir, name)) != CKPT_OK)
         return rc;
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* The temp name may be left by a crash, or be a link or FIFO someone
+     * planted: remove whatever it is (never follow it) and create afresh. */
+    if (unlink(tmp) != 0 && errno != ENOENT && errno != EISDIR)
+        return ckpt_seterr(CKPT_EIO, "%s: cannot remove: %s", tmp,
+                           strerror(errno));
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
         return ckpt_seterr(CKPT_EIO, "%s: cannot create: %s", tmp,
                            strerror(errno));
@@ -480,6 +494,30 @@ static int step_exists(const char *root, uint64_t step)
     return lstat(path, &st) == 0;
 }
 
+/* mkdir path, or accept the directory that is there (a crashed attempt at
+ * the same step, or another rank's mkdir).  Anything else with that name, a
+ * symbolic link in particular, is removed rather than followed: writing
+ * through it would put shards, and later deletions, outside the root.
+ * @return 0 or -1 with errno. */
+static int make_real_dir(const char *path)
+{
+    struct stat st;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (mkdir(path, 0755) == 0)
+            return 0;
+        if (errno != EEXIST)
+            return -1;
+        if (lstat(path, &st) != 0)
+            return -1;
+        if (S_ISDIR(st.st_mode))
+            return 0;
+        if (unlink(path) != 0 && errno != ENOENT)
+            return -1;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
 int ckpt_shard_write(const char *root, uint64_t step, int rank, int world,
                      const ckpt_tensor_t *tensors, size_t n,
                      const ckpt_opts_t *opts, ckpt_shard_info_t *info)
@@ -518,7 +556,7 @@ int ckpt_shard_write(const char *root, uint64_t step, int rank, int world,
              (unsigned long long)step);
     if ((rc = ckpt_path_join(tmpdir, sizeof tmpdir, root, name)) != CKPT_OK)
         return rc;
-    if (mkdir(tmpdir, 0755) != 0 && errno != EEXIST)
+    if (make_real_dir(tmpdir) != 0)
         return ckpt_seterr(CKPT_EIO, "%s: cannot create: %s", tmpdir,
                            strerror(errno));
     ckpt_shard_name(rank, name, sizeof name);
@@ -547,50 +585,86 @@ typedef struct {
     ckpt_shard_info_t info;
 } gather_msg_t;
 
-/* Remove the regular files in dir and dir itself (one level; used on
- * directories this library created).  @return 0 or -1 with errno. */
-static int remove_dir(const char *dir)
+/* Remove name (relative to the directory fd at): a file, link or FIFO is
+ * unlinked; a directory is emptied depth first and removed.  Nothing is
+ * followed: a symbolic link is removed itself, never what it points to, so
+ * a link planted as .tmp-step-<N> or inside one cannot make this delete
+ * files outside the root.  @return 0 or -1 with errno (the first error;
+ * the rest is still attempted). */
+static int remove_tree_at(int at, const char *name, int depth)
 {
-    DIR *d = opendir(dir);
+    struct stat st;
+    DIR *d;
     struct dirent *e;
-    int rc = 0, saved = 0;
-    if (!d)
+    int fd, rc = 0, saved = 0;
+
+    if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
         return errno == ENOENT ? 0 : -1;
+    if (!S_ISDIR(st.st_mode))
+        return unlinkat(at, name, 0) == 0 || errno == ENOENT ? 0 : -1;
+    if (depth > 16) { /* nothing this library writes is nested */
+        errno = ELOOP;
+        return -1;
+    }
+    fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (!(d = fdopendir(fd))) {
+        saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
     while ((e = readdir(d)) != NULL) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
-        if (unlinkat(dirfd(d), e->d_name, 0) != 0 && errno != ENOENT) {
+        if (remove_tree_at(dirfd(d), e->d_name, depth + 1) != 0 && !saved) {
             saved = errno;
             rc = -1;
         }
     }
     closedir(d);
-    if (rc == 0 && rmdir(dir) != 0)
+    if (rc == 0 && unlinkat(at, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
         return -1;
     errno = saved ? saved : errno;
     return rc;
 }
 
+/* Remove dir and everything in it, following no link (see remove_tree_at).
+ * @return 0 or -1 with errno. */
+static int remove_dir(const char *dir)
+{
+    return remove_tree_at(AT_FDCWD, dir, 0);
+}
+
 /* Remove everything in tmpdir that is not one of the world's shards, so a
- * crashed earlier attempt at the same step leaves nothing behind. */
+ * crashed earlier attempt at the same step leaves nothing behind (a shard
+ * name that is not a regular file goes too). */
 static void remove_strays(const char *tmpdir, int world)
 {
-    DIR *d = opendir(tmpdir);
+    int fd = open(tmpdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     struct dirent *e;
-    if (!d)
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
         return;
+    }
     while ((e = readdir(d)) != NULL) {
         int r;
         char want[64];
+        struct stat st;
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
         if (sscanf(e->d_name, "shard-%d.ftsh", &r) == 1 && r >= 0 &&
-            r < world) {
+            r < world &&
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISREG(st.st_mode)) {
             ckpt_shard_name(r, want, sizeof want);
             if (strcmp(want, e->d_name) == 0)
                 continue;
         }
-        (void)unlinkat(dirfd(d), e->d_name, 0);
+        (void)remove_tree_at(dirfd(d), e->d_name, 1);
     }
     closedir(d);
 }
@@ -618,6 +692,24 @@ static int read_latest(const char *root, char *name, size_t cap,
     }
     free(text);
     return ok;
+}
+
+/* rename(2) that never replaces an existing `to` (EEXIST instead).  Where
+ * the filesystem lacks RENAME_NOREPLACE, a check then a plain rename: a
+ * racing creator of `to` could still lose, but an existing entry never
+ * does.  @return 0 or -1 with errno. */
+static int rename_noreplace(const char *from, const char *to)
+{
+    struct stat st;
+    if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
+        return 0;
+    if (errno != EINVAL && errno != ENOSYS)
+        return -1;
+    if (lstat(to, &st) == 0) {
+        errno = EEXIST;
+        return -1;
+    }
+    return rename(from, to);
 }
 
 /* Rank 0's part of the commit, once every rank's shard is written. */
@@ -689,16 +781,14 @@ static int commit_rank0(const char *root, uint64_t step,
 
     /* The commit point: the directory becomes visible under its final name.
      * RENAME_NOREPLACE keeps a step-<N> that appeared meanwhile intact. */
-    if (renameat2(AT_FDCWD, tmpdir, AT_FDCWD, fin, RENAME_NOREPLACE) != 0) {
+    if (rename_noreplace(tmpdir, fin) != 0) {
         if (errno == EEXIST || errno == ENOTEMPTY) {
             rc = ckpt_seterr(CKPT_EEXIST, "%s already exists", fin);
             goto fail;
         }
-        if ((errno != EINVAL && errno != ENOSYS) || rename(tmpdir, fin) != 0) {
-            rc = ckpt_seterr(CKPT_EIO, "rename %s -> %s: %s", tmpdir, fin,
-                             strerror(errno));
-            goto fail;
-        }
+        rc = ckpt_seterr(CKPT_EIO, "rename %s -> %s: %s", tmpdir, fin,
+                         strerror(errno));
+        goto fail;
     }
     if (opts->fsync && ckpt_fsync_dir(root) != 0) {
         /* Renamed but perhaps not durable: report it, never undo it (I3). */
@@ -708,8 +798,10 @@ static int commit_rank0(const char *root, uint64_t step,
     }
 
     /* LATEST is a hint written after the commit point; it never moves back
-     * to an older step, and failing to write it does not undo the commit. */
-    if (!read_latest(root, latest, sizeof latest, &lstep) || lstep <= step) {
+     * to an older step that exists (an asynchronous save may commit after
+     * a newer one), and failing to write it does not undo the commit. */
+    if (!read_latest(root, latest, sizeof latest, &lstep) || lstep <= step ||
+        !step_exists(root, lstep)) {
         snprintf(latest, sizeof latest, "%s\n", name);
         (void)ckpt_write_file_atomic(root, CKPT_LATEST_NAME, CKPT_LATEST_TMP,
                                      latest, strlen(latest), opts->fsync);
@@ -881,13 +973,23 @@ int ckpt_open(const char *dir, ckpt_t **out)
     c->threads = default_threads();
     if ((rc = ckpt_manifest_parse(text, len, path, &c->m)) != CKPT_OK)
         goto fail;
-    /* A canonical step-<N> directory must hold step N. */
-    base = strrchr(dir, '/');
-    base = base ? base + 1 : dir;
-    if (ckpt_parse_dirname(base, 0, &dstep) && dstep != c->m.step) {
-        rc = ckpt_seterr(CKPT_EFORMAT, "%s: step is %llu but the directory "
-                         "is %s", path, (unsigned long long)c->m.step, base);
-        goto fail;
+    /* A canonical step-<N> directory must hold step N ("root/step-N/"
+     * counts: trailing slashes are not part of the name). */
+    {
+        char name[CKPT_PATH_MAX];
+        size_t l;
+        snprintf(name, sizeof name, "%s", dir);
+        l = strlen(name);
+        while (l > 1 && name[l - 1] == '/')
+            name[--l] = '\0';
+        base = strrchr(name, '/');
+        base = base ? base + 1 : name;
+        if (ckpt_parse_dirname(base, 0, &dstep) && dstep != c->m.step) {
+            rc = ckpt_seterr(CKPT_EFORMAT, "%s: step is %llu but the "
+                             "directory is %s", path,
+                             (unsigned long long)c->m.step, base);
+            goto fail;
+        }
     }
     c->readers = calloc((size_t)c->m.nshards, sizeof *c->readers);
     if (!c->readers) {
@@ -1323,6 +1425,55 @@ int ckpt_latest_good(const char *root, char *path, size_t cap,
         skipped(ctx, CKPT_LATEST_NAME, why);
     }
 fail:
+    free(v);
+    return rc;
+}
+
+int ckpt_set_aside_after(const char *root, uint64_t step,
+                         void (*moved)(void *ctx, const char *from,
+                                       const char *to),
+                         void *ctx)
+{
+    ckpt_entry_t *v = NULL;
+    size_t n = 0;
+    int rc, nmoved = 0;
+
+    if ((rc = ckpt_list(root, 0, &v, &n)) != CKPT_OK)
+        return rc == CKPT_ENOTFOUND ? CKPT_OK : rc;
+    for (size_t i = 0; i < n && rc == CKPT_OK; i++) {
+        char from[CKPT_PATH_MAX], to[CKPT_PATH_MAX], name[96];
+        int k;
+        if (v[i].name[0] == '.' || v[i].step <= step)
+            continue;
+        if (ckpt_path_join(from, sizeof from, root, v[i].name) != CKPT_OK)
+            continue;
+        for (k = 1; k <= 1000; k++) {
+            if (k == 1)
+                snprintf(name, sizeof name, "%s.corrupt", v[i].name);
+            else
+                snprintf(name, sizeof name, "%s.corrupt-%d", v[i].name, k);
+            if (ckpt_path_join(to, sizeof to, root, name) != CKPT_OK)
+                break;
+            if (rename_noreplace(from, to) == 0)
+                break;
+            if (errno != EEXIST && errno != ENOTEMPTY) {
+                rc = ckpt_seterr(CKPT_EIO, "rename %s -> %s: %s", from, to,
+                                 strerror(errno));
+                break;
+            }
+        }
+        if (rc == CKPT_OK && k > 1000)
+            rc = ckpt_seterr(CKPT_EIO, "%s: no free name to move it aside",
+                             from);
+        if (rc == CKPT_OK) {
+            nmoved++;
+            if (moved)
+                moved(ctx, v[i].name, name);
+        }
+    }
+    if (nmoved && ckpt_fsync_dir(root) != 0 && rc == CKPT_OK)
+        rc = ckpt_seterr(CKPT_EIO, "%s: fsync directory: %s", root,
+                         strerror(errno));
     free(v);
     return rc;
 }

@@ -95,6 +95,10 @@ int ckpt_manifest_dump(const ckpt_manifest_t *m, char **text)
         bad |= put(o, "file_bytes", json_integer((json_int_t)s->file_bytes));
         bad |= put(o, "xxh64", json_string(hex));
         bad |= put(o, "nframes", json_integer(s->nframes));
+        if (s->flags & CKPT_SHARD_TABLE_KNOWN) {
+            snprintf(hex, sizeof hex, "%016" PRIx64, s->table_xxh64);
+            bad |= put(o, "table_xxh64", json_string(hex));
+        }
         bad |= o ? json_array_append_new(shards, o) : -1;
     }
     bad |= put(opts, "level", json_integer(m->opts.level));
@@ -269,7 +273,17 @@ static int parse_shard(json_t *o, int i, const char *what, uint64_t *pos,
                            "digits", what, ctx);
     s->xxh64 = strtoull(hex, NULL, 16);
     s->nframes = (uint32_t)nframes;
-    s->reserved = 0;
+    s->flags = 0;
+    s->table_xxh64 = 0;
+    if (json_object_get(o, "table_xxh64")) { /* absent from older manifests */
+        if ((rc = get_str(o, "table_xxh64", what, ctx, &hex)) != CKPT_OK)
+            return rc;
+        if (strlen(hex) != 16 || strspn(hex, "0123456789abcdef") != 16)
+            return ckpt_seterr(CKPT_EFORMAT, "%s: %stable_xxh64 is not 16 "
+                               "lowercase hex digits", what, ctx);
+        s->table_xxh64 = strtoull(hex, NULL, 16);
+        s->flags = CKPT_SHARD_TABLE_KNOWN;
+    }
     if (s->raw_offset != *pos)
         return ckpt_seterr(CKPT_EFORMAT, "%s: %sraw_offset %llu leaves a gap "
                            "or overlap (expected %llu)", what, ctx,

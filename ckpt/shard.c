@@ -16,6 +16,7 @@
  * every size and offset is checked against the file size and the manifest.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -615,13 +616,24 @@ static int sink_start_direct(sink_t *s)
     return 0;
 }
 
+/* Create path anew: whatever has the name (a crashed attempt's shard, or a
+ * link or FIFO someone planted) is removed, never followed or written
+ * through. */
+static int create_fresh(const char *path, int flags)
+{
+    if (unlink(path) != 0 && errno != ENOENT)
+        return -1;
+    return open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | flags,
+                0644);
+}
+
 static int sink_open(sink_t *s, const char *path, const ckpt_opts_t *opts)
 {
     memset(s, 0, sizeof *s);
     s->do_fsync = opts->fsync;
     s->fd = -1;
     if (opts->direct) {
-        s->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
+        s->fd = create_fresh(path, O_DIRECT);
         if (s->fd < 0 && errno != EINVAL)
             return -1;
         if (s->fd >= 0 && sink_start_direct(s) != 0) {
@@ -631,7 +643,7 @@ static int sink_open(sink_t *s, const char *path, const ckpt_opts_t *opts)
         }
     }
     if (s->fd < 0)
-        s->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        s->fd = create_fresh(path, 0);
     return s->fd < 0 ? -1 : 0;
 }
 
@@ -860,7 +872,9 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
     info->raw_bytes = hi - lo;
     info->file_bytes = pos + e.nframes * CKPT_SHARD_ENTRY_BYTES + sizeof foot;
     info->xxh64 = XXH64_digest(fh);
+    info->table_xxh64 = get_u64(foot + 24);
     info->nframes = (uint32_t)e.nframes;
+    info->flags = CKPT_SHARD_TABLE_KNOWN;
     goto done;
 
 nothread:
@@ -987,8 +1001,9 @@ int ckpt_shard_reader_open(ckpt_shard_reader_t *r, const char *path,
         return ckpt_seterr(CKPT_EINVAL, "shard path too long");
     strcpy(r->path, path);
     /* O_NOFOLLOW: a shard that is a symbolic link could lead outside the
-     * checkpoint directory. */
-    r->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+     * checkpoint directory.  O_NONBLOCK: a FIFO in its place must not block
+     * the open; it is refused below as not a regular file. */
+    r->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (r->fd < 0) {
         rc = ckpt_seterr(errno == ENOENT ? CKPT_EINCOMPLETE
                          : errno == ELOOP ? CKPT_ECORRUPT : CKPT_EIO,
@@ -1079,6 +1094,17 @@ int ckpt_shard_reader_open(ckpt_shard_reader_t *r, const char *path,
     if (XXH64(table, tbytes, 0) != get_u64(foot + 24)) {
         rc = ckpt_seterr(CKPT_ECORRUPT, "%s: seek table checksum mismatch",
                          path);
+        goto fail;
+    }
+    /* The table lists every frame's offsets and checksum, so a table that
+     * matches the manifest ties every byte read to this checkpoint. */
+    if ((expect->flags & CKPT_SHARD_TABLE_KNOWN) &&
+        get_u64(foot + 24) != expect->table_xxh64) {
+        rc = ckpt_seterr(CKPT_ECORRUPT, "%s: seek table checksum %016" PRIx64
+                         ", the manifest says %016" PRIx64 ": the file is "
+                         "not this checkpoint's shard (another step's or "
+                         "rank's?)", path, get_u64(foot + 24),
+                         expect->table_xxh64);
         goto fail;
     }
     for (uint32_t i = 0; i < r->nframes; i++) {

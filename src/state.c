@@ -285,6 +285,28 @@ static void state_report_skip(void *ctx, const char *name, const char *why)
     fprintf(stderr, "ftrain: resume: skipping checkpoint '%s': %s\n", name, why);
 }
 
+static void state_report_aside(void *ctx, const char *from, const char *to)
+{
+    (void)ctx;
+    fprintf(stderr, "ftrain: resume: moved the bad checkpoint '%s' aside to '%s' (kept for "
+                    "inspection; this run saves that step anew)\n", from, to);
+}
+
+/* The run resumes from `found` because every newer checkpoint failed to
+ * verify: move those out of the way, or this run's own save of their
+ * steps would find the names taken and fail (and a requeued job would
+ * fail the same way each time). */
+static void state_set_aside_newer(const char *root, const char *found)
+{
+    ckpt_t *k = NULL;
+    if (ckpt_open(found, &k) != CKPT_OK)
+        return; /* it verified a moment ago; the load will say what is wrong */
+    if (ckpt_set_aside_after(root, ckpt_step(k), state_report_aside, NULL) != CKPT_OK)
+        fprintf(stderr, "ftrain: resume: could not move bad checkpoints aside: %s\n",
+                ckpt_last_error());
+    ckpt_close(k);
+}
+
 int state_resolve(const config_t *cfg, comm_t *c, const char *root, char *path,
                   size_t cap, char *err, size_t errcap)
 {
@@ -298,8 +320,10 @@ int state_resolve(const config_t *cfg, comm_t *c, const char *root, char *path,
             verdict = STATE_ENONE;
         } else if (strcmp(cfg->resume, "auto") == 0) {
             int rc = ckpt_latest_good(root, found, sizeof found, state_report_skip, NULL);
-            if (rc == CKPT_OK)
+            if (rc == CKPT_OK) {
                 verdict = STATE_OK;
+                state_set_aside_newer(root, found);
+            }
             else if (rc == CKPT_ENOTFOUND)
                 verdict = STATE_ENONE;
             else {

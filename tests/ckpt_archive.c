@@ -12,10 +12,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -246,20 +249,23 @@ out:
     return r;
 }
 
-/* A one-entry ustar archive whose size field declares `size` bytes in GNU
- * base-256 form (beyond what the writer would let us build without actually
- * writing that many bytes), followed by one block of data and the end. */
-static int write_giant(const char *path, const char *name, uint64_t size)
+/* Fill blk with a ustar header for a regular file: the size in octal, or in
+ * GNU base-256 form when it does not fit in 11 octal digits (beyond what the
+ * writer would let us build without actually writing that many bytes). */
+static void tar_header(unsigned char blk[512], const char *name, uint64_t size)
 {
-    unsigned char blk[512 * 4];
-    memset(blk, 0, sizeof blk);
+    memset(blk, 0, 512);
     snprintf((char *)blk, 100, "%s", name);
     memcpy(blk + 100, "0000644", 8);
     memcpy(blk + 108, "0000000", 8);
     memcpy(blk + 116, "0000000", 8);
-    blk[124] = 0x80; /* base-256 size */
-    for (int i = 0; i < 8; i++)
-        blk[135 - i] = (unsigned char)(size >> (8 * i));
+    if (size < (UINT64_C(1) << 33)) {
+        snprintf((char *)blk + 124, 12, "%011llo", (unsigned long long)size);
+    } else {
+        blk[124] = 0x80; /* base-256 size */
+        for (int i = 0; i < 8; i++)
+            blk[135 - i] = (unsigned char)(size >> (8 * i));
+    }
     memcpy(blk + 136, "00000000000", 12);
     blk[156] = '0';
     memcpy(blk + 257, "ustar", 6);
@@ -270,8 +276,194 @@ static int write_giant(const char *path, const char *name, uint64_t size)
         sum += blk[i];
     snprintf((char *)blk + 148, 8, "%06o", sum);
     blk[155] = ' ';
+}
+
+/* Append the ustar header and data (padded to 512) of one file to f. */
+static int put_file(FILE *f, const char *name, const void *data, size_t len)
+{
+    unsigned char blk[512];
+    tar_header(blk, name, len);
+    size_t pad = (512 - len % 512) % 512;
+    static const unsigned char zeros[512];
+    return fwrite(blk, 1, 512, f) == 512 && fwrite(data, 1, len, f) == len &&
+                   fwrite(zeros, 1, pad, f) == pad
+               ? 0
+               : -1;
+}
+
+/* An archive whose entry `name` declares `size` bytes, followed by one block
+ * of data and the end (no end-of-archive blocks).  With manifest_first, the
+ * good manifest comes first, as import requires. */
+static int write_giant(const char *path, const char *name, uint64_t size,
+                       int manifest_first)
+{
+    unsigned char blk[512 * 2];
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    int r = manifest_first ? put_file(f, "step-00000007/manifest.json", manifest,
+                                      manifest_len)
+                           : 0;
+    tar_header(blk, name, size);
     memset(blk + 512, 'A', 512);
-    return spit(path, blk, sizeof blk);
+    if (fwrite(blk, 1, sizeof blk, f) != sizeof blk)
+        r = -1;
+    return fclose(f) == 0 ? r : -1;
+}
+
+/* ---- a .tar.zst of zeros, written by hand ---------------------------------- */
+
+/* One zstd block: 3-byte header (last flag, type, size) and its content.  A
+ * raw block (type 0) holds n bytes; an RLE block (type 1) holds one byte to
+ * repeat n times, so 128 KiB of zeros cost 4 bytes. */
+static int zst_block(FILE *f, int last, int type, const void *data, size_t n)
+{
+    uint32_t h = (uint32_t)last | (uint32_t)type << 1 | (uint32_t)n << 3;
+    unsigned char b[3] = {(unsigned char)h, (unsigned char)(h >> 8),
+                          (unsigned char)(h >> 16)};
+    size_t body = type == 1 ? 1 : n;
+    return fwrite(b, 1, 3, f) == 3 && fwrite(data, 1, body, f) == body ? 0 : -1;
+}
+
+#define ZST_BLOCK (128u << 10)
+
+static int zst_raw(FILE *f, const void *data, size_t n)
+{
+    for (size_t off = 0; off < n; off += ZST_BLOCK) {
+        size_t k = n - off < ZST_BLOCK ? n - off : ZST_BLOCK;
+        if (zst_block(f, 0, 0, (const char *)data + off, k) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int zst_zeros(FILE *f, uint64_t n)
+{
+    static const unsigned char zero = 0;
+    for (uint64_t off = 0; off < n; off += ZST_BLOCK) {
+        size_t k = n - off < ZST_BLOCK ? (size_t)(n - off) : ZST_BLOCK;
+        if (zst_block(f, 0, 1, &zero, k) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* A .tar.zst holding step-00000007/manifest.json (the given text) and then
+ * `shard` declaring `size` bytes of zeros: the tiny archive that expands to
+ * a huge file on extraction (2 GiB in about 64 KiB). */
+static int write_zst_zeros(const char *path, const char *mtext, size_t mlen,
+                           const char *shard, uint64_t size)
+{
+    static const unsigned char frame[] = {0x28, 0xb5, 0x2f, 0xfd, /* magic */
+                                          0x00,  /* no content size, no checksum */
+                                          0x38}; /* window 128 KiB */
+    unsigned char hdr[512];
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    size_t pad = (512 - mlen % 512) % 512;
+    int r = fwrite(frame, 1, sizeof frame, f) == sizeof frame ? 0 : -1;
+    tar_header(hdr, "step-00000007/manifest.json", mlen);
+    if (r == 0)
+        r = zst_raw(f, hdr, 512);
+    if (r == 0)
+        r = zst_raw(f, mtext, mlen);
+    if (r == 0)
+        r = zst_zeros(f, pad);
+    tar_header(hdr, shard, size);
+    if (r == 0)
+        r = zst_raw(f, hdr, 512);
+    /* The data, its padding to 512 and the two end-of-archive blocks. */
+    if (r == 0)
+        r = zst_zeros(f, size + (512 - size % 512) % 512 + 1024);
+    if (r == 0)
+        r = zst_block(f, 1, 0, "", 0);
+    return fclose(f) == 0 ? r : -1;
+}
+
+/* A pax archive with the good manifest and step-00000007/shard-0.ftsh as a
+ * sparse entry of the real shard's size: only its first `data` bytes are
+ * stored, the rest is a hole libarchive would fill with zeros. */
+static int write_sparse(const char *path, size_t data)
+{
+    struct archive *a = archive_write_new();
+    struct archive_entry *ae = NULL;
+    int r = -1;
+    if (!a || archive_write_set_format_pax(a) != ARCHIVE_OK ||
+        archive_write_open_filename(a, path) != ARCHIVE_OK)
+        goto out;
+    ae = archive_entry_new();
+    archive_entry_set_pathname(ae, "step-00000007/manifest.json");
+    archive_entry_set_filetype(ae, AE_IFREG);
+    archive_entry_set_perm(ae, 0644);
+    archive_entry_set_size(ae, (la_int64_t)manifest_len);
+    if (archive_write_header(a, ae) != ARCHIVE_OK ||
+        archive_write_data(a, manifest, manifest_len) != (la_ssize_t)manifest_len)
+        goto out;
+    archive_entry_clear(ae);
+    archive_entry_set_pathname(ae, "step-00000007/shard-0.ftsh");
+    archive_entry_set_filetype(ae, AE_IFREG);
+    archive_entry_set_perm(ae, 0644);
+    archive_entry_set_size(ae, (la_int64_t)shard0_len);
+    archive_entry_sparse_add_entry(ae, 0, (la_int64_t)data);
+    if (archive_write_header(a, ae) != ARCHIVE_OK ||
+        archive_write_data(a, shard0, data) != (la_ssize_t)data)
+        goto out;
+    if (archive_write_close(a) != ARCHIVE_OK)
+        goto out;
+    r = 0;
+out:
+    if (r != 0)
+        diag("cannot build %s: %s", path, a ? archive_error_string(a) : "no memory");
+    archive_entry_free(ae);
+    archive_write_free(a);
+    return r;
+}
+
+/* Does the archive's reader see a sparse entry in it (so the test tests
+ * what it means to)? */
+static int has_sparse_entry(const char *path)
+{
+    struct archive *a = archive_read_new();
+    struct archive_entry *e;
+    int found = 0;
+    archive_read_support_format_tar(a);
+    if (archive_read_open_filename(a, path, 10240) == ARCHIVE_OK)
+        while (archive_read_next_header(a, &e) == ARCHIVE_OK)
+            found |= archive_entry_sparse_count(e) > 0;
+    archive_read_free(a);
+    return found;
+}
+
+/* The fixture's manifest rewritten as a valid one (no manifest_xxh64, which
+ * is optional) naming nshards shards of file_bytes each: shard 0 covers the
+ * tensors, the others are empty.  malloc'd text, or NULL. */
+static char *forge_manifest(int nshards, uint64_t file_bytes, size_t *len)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(manifest, manifest_len, 0, &jerr);
+    char *text = NULL;
+    if (!root)
+        return NULL;
+    json_object_del(root, "manifest_xxh64");
+    json_t *shards = json_object_get(root, "shards");
+    json_t *s0 = json_array_get(shards, 0);
+    uint64_t total = (uint64_t)json_integer_value(json_object_get(root, "total_bytes"));
+    json_object_set_new(s0, "file_bytes", json_integer((json_int_t)file_bytes));
+    for (int i = 1; i < nshards; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "shard-%d.ftsh", i);
+        json_array_append_new(
+            shards, json_pack("{s:s, s:I, s:I, s:I, s:I, s:s}", "file", name,
+                              "raw_offset", (json_int_t)total, "raw_bytes",
+                              (json_int_t)0, "file_bytes", (json_int_t)file_bytes,
+                              "nframes", (json_int_t)0, "xxh64", "0000000000000000"));
+    }
+    text = json_dumps(root, JSON_INDENT(2));
+    json_decref(root);
+    if (text)
+        *len = strlen(text);
+    return text;
 }
 
 /* ---- the bad-archive check ---------------------------------------------------- */
@@ -298,8 +490,19 @@ static void expect_refused(const char *label, const char *path, int want)
     if (!same)
         diag("before:\n%s\nafter:\n%s", before ? before : "", after ? after : "");
     is_int(count_prefix(victim_root, ".import-"), 0, "%s: no temp dir left", label);
+    /* An archive imported by mistake would make every later one fail with
+     * EEXIST: remove it so that each case is judged on its own. */
+    if (rc == CKPT_OK && out[0])
+        tap_rmtree(out);
     free(before);
     free(after);
+}
+
+/* After expect_refused: does the error message say what it should? */
+static void msg_has(const char *label, const char *want)
+{
+    const char *msg = ckpt_last_error();
+    ok(msg && strstr(msg, want), "%s: the message says \"%s\"", label, want);
 }
 
 /* ---- main --------------------------------------------------------------------------
@@ -410,6 +613,17 @@ int main(void)
     /* ---- malicious archives ---- */
     mkdir(victim_parent, 0755);
     mkdir(victim_root, 0755);
+    /* No import below may write a file over 64 MiB (the good shard is a few
+     * KiB): a write past the limit fails with EFBIG instead of filling the
+     * disk, so an import that extracts a forged size shows up as an EIO
+     * instead of the refusal each test expects. */
+    struct rlimit fsize_was, fsize_cap;
+    getrlimit(RLIMIT_FSIZE, &fsize_was);
+    fsize_cap = fsize_was;
+    if (fsize_cap.rlim_max == RLIM_INFINITY || fsize_cap.rlim_max > (64u << 20))
+        fsize_cap.rlim_cur = 64u << 20;
+    signal(SIGXFSZ, SIG_IGN);
+    ok(setrlimit(RLIMIT_FSIZE, &fsize_cap) == 0, "file size capped at 64 MiB");
     char evil[1024], abs_target[1024], rel_esc[1024];
     snprintf(abs_target, sizeof abs_target, "%s/abs-x", base);
     const char *m = "step-00000007/manifest.json";
@@ -477,11 +691,132 @@ int main(void)
     unlink(evil);
 
     snprintf(evil, sizeof evil, "%s/giant.tar", base);
-    write_giant(evil, s0, UINT64_C(1) << 50);
+    write_giant(evil, s0, UINT64_C(1) << 50, 1);
     expect_refused("giant declared size (1 PiB)", evil, CKPT_EARCHIVE);
-    write_giant(evil, m, UINT64_C(1) << 30);
+    msg_has("giant declared size (1 PiB)", "exceeds the limit");
+    write_giant(evil, m, UINT64_C(1) << 30, 0);
     expect_refused("giant manifest (1 GiB)", evil, CKPT_EARCHIVE);
     unlink(evil);
+
+    /* ---- the manifest comes first, and every shard is held to it ---- */
+    {
+        /* Accepted: a directory entry for step-<N>/ before the manifest,
+         * "./" prefixes. */
+        char root[1024];
+        snprintf(root, sizeof root, "%s/dst-dir-entry", base);
+        ent_t e[] = {{E_DIR, "./step-00000007/", NULL, NULL, 0},
+                     {E_FILE, "./step-00000007/manifest.json", NULL, manifest,
+                      manifest_len},
+                     {E_FILE, "./step-00000007/shard-0.ftsh", NULL, shard0, shard0_len}};
+        snprintf(evil, sizeof evil, "%s/dir-first.tar", base);
+        write_tar(evil, e, 3);
+        rc = ckpt_import(evil, root, out, sizeof out);
+        is_int(rc, CKPT_OK, "a step-<N>/ directory entry may precede the manifest");
+        if (rc != CKPT_OK)
+            diag("%s", ckpt_last_error());
+        unlink(evil);
+        tap_rmtree(root);
+    }
+    EVIL("manifest not first", CKPT_EARCHIVE, {E_FILE, s0, NULL, shard0, shard0_len},
+         {E_FILE, m, NULL, manifest, manifest_len});
+    msg_has("manifest not first", "the manifest must be the first file");
+    msg_has("manifest not first",
+            "tar cf X.tar step-00000007/manifest.json step-00000007/shard-*.ftsh");
+    EVIL("shard-foo.ftsh", CKPT_EARCHIVE, {E_FILE, m, NULL, manifest, manifest_len},
+         {E_FILE, "step-00000007/shard-foo.ftsh", NULL, shard0, shard0_len});
+    msg_has("shard-foo.ftsh", "shard-foo.ftsh': not a checkpoint file name");
+    EVIL("shard-00.ftsh (leading zero)", CKPT_EARCHIVE,
+         {E_FILE, m, NULL, manifest, manifest_len},
+         {E_FILE, "step-00000007/shard-00.ftsh", NULL, shard0, shard0_len});
+    msg_has("shard-00.ftsh (leading zero)", "not a checkpoint file name");
+    EVIL("shard-7.ftsh in a 1-shard checkpoint", CKPT_EARCHIVE,
+         {E_FILE, m, NULL, manifest, manifest_len},
+         {E_FILE, "step-00000007/shard-7.ftsh", NULL, shard0, shard0_len});
+    msg_has("shard-7.ftsh in a 1-shard checkpoint",
+            "shard-7.ftsh': shard 7, but the manifest names 1 shard");
+    {
+        char want[160];
+        snprintf(want, sizeof want,
+                 "declares %zu bytes, the manifest's shards[0].file_bytes is %zu",
+                 shard0_len - 1, shard0_len);
+        EVIL("shard one byte shorter than the manifest says", CKPT_EARCHIVE,
+             {E_FILE, m, NULL, manifest, manifest_len},
+             {E_FILE, s0, NULL, shard0, shard0_len - 1});
+        msg_has("shard one byte shorter than the manifest says", want);
+    }
+    {
+        /* 2 GiB of zeros in a ~64 KiB .tar.zst: refused from its header,
+         * before a byte of it is written (the 64 MiB cap would turn any
+         * extraction into EIO). */
+        const char *label = "shard of 2 GiB of zeros in a small .tar.zst";
+        struct stat st;
+        snprintf(evil, sizeof evil, "%s/zeros.tar.zst", base);
+        int built = write_zst_zeros(evil, manifest, manifest_len, s0,
+                                    UINT64_C(2) << 30) == 0 &&
+                    stat(evil, &st) == 0;
+        ok(built && st.st_size < (1 << 20), "%s: archive built (%lld bytes)", label,
+           built ? (long long)st.st_size : -1LL);
+        expect_refused(label, evil, CKPT_EARCHIVE);
+        msg_has(label, "declares 2147483648 bytes, the manifest's shards[0].file_bytes");
+
+        /* The same shard behind a manifest that does not parse, or whose
+         * checksum does not match: the manifest's own error, before the
+         * shard is touched. */
+        const char *bad = "{\"format\": \"ftrain-ckpt\", \"version\": ";
+        write_zst_zeros(evil, bad, strlen(bad), s0, UINT64_C(2) << 30);
+        expect_refused("corrupt JSON manifest", evil, CKPT_EFORMAT);
+        msg_has("corrupt JSON manifest", "manifest.json: not valid JSON");
+
+        char *edited = malloc(manifest_len + 1);
+        memcpy(edited, manifest, manifest_len + 1);
+        char *key = strstr(edited, "\"epoch\"");
+        char *ep = key ? strchr(key, '3') : NULL;
+        ok(ep && ep - key < 12, "edited manifest: the record's epoch found");
+        if (ep)
+            *ep = '4';
+        write_zst_zeros(evil, edited, manifest_len, s0, UINT64_C(2) << 30);
+        expect_refused("manifest edited by hand", evil, CKPT_ECORRUPT);
+        msg_has("manifest edited by hand", "manifest_xxh64 is");
+        free(edited);
+        unlink(evil);
+    }
+    {
+        const char *label = "sparse shard entry";
+        snprintf(evil, sizeof evil, "%s/sparse.tar", base);
+        if (write_sparse(evil, 1024) == 0) {
+            ok(has_sparse_entry(evil), "%s: libarchive reads it as sparse", label);
+            expect_refused(label, evil, CKPT_EARCHIVE);
+            msg_has(label, "shard-0.ftsh': sparse file");
+        } else {
+            ok(0, "%s: archive built", label);
+        }
+        unlink(evil);
+    }
+    {
+        /* A valid manifest (without the optional manifest_xxh64) naming
+         * 4096 shards of 1 TiB: no file system has 4 PiB free. */
+        size_t flen = 0;
+        char *forged = forge_manifest(4096, UINT64_C(1) << 40, &flen);
+        ok(forged != NULL, "forged manifest of 4096 x 1 TiB shards");
+        if (forged) {
+            EVIL("not enough space", CKPT_EIO, {E_FILE, m, NULL, forged, flen},
+                 {E_FILE, s0, NULL, shard0, shard0_len});
+            msg_has("not enough space", "not enough space in '");
+            msg_has("not enough space", "the checkpoint needs 4503599627370496 bytes");
+        }
+        free(forged);
+        /* One shard of 2 TiB: over the per-entry limit, never satisfiable. */
+        forged = forge_manifest(1, UINT64_C(2) << 40, &flen);
+        if (forged) {
+            EVIL("manifest names a 2 TiB shard", CKPT_EARCHIVE,
+                 {E_FILE, m, NULL, forged, flen},
+                 {E_FILE, s0, NULL, shard0, shard0_len});
+            msg_has("manifest names a 2 TiB shard", "exceeds the limit");
+        } else {
+            ok(0, "forged manifest of one 2 TiB shard");
+        }
+        free(forged);
+    }
 
     snprintf(evil, sizeof evil, "%s/garbage.tar", base);
     {
@@ -513,6 +848,8 @@ int main(void)
         unlink(evil);
     }
     ok(!exists(abs_target), "no stray file appeared at the absolute target");
+    setrlimit(RLIMIT_FSIZE, &fsize_was);
+    signal(SIGXFSZ, SIG_DFL);
 
     /* ---- clean up ---- */
     tap_rmtree(base);

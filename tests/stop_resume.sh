@@ -12,7 +12,8 @@
 # evaluation and during the final evaluation, a second signal during the
 # stop's save; resume 4->3, 2->5, 3->1, 1->2 and 4->3->2->finish with a
 # sample trace (no sample repeated or skipped within an epoch); a corrupt
-# newest checkpoint (fallback to the previous one), all corrupt (refusal), a
+# newest checkpoint (fallback to the previous one; a bad newer one moved
+# aside so its step can be saved again), all corrupt (refusal), a
 # different --layers (refusal); no run directory (exit 128+10).
 #
 # Rank pids come from the "world: rank R ... pid P" lines rank 0 prints; a
@@ -401,6 +402,31 @@ rc=$?
 like "$(cat "$d.reserr")" "skip.*$(basename "$newest").*: [a-z]" "corrupt newest checkpoint: stderr names it and says why it is skipped"
 like "$(grep '^resume:' "$d.res")" "$(basename "$prev")" "corrupt newest checkpoint: resumed from the previous one"
 is "$rc:$(hash_of "$d.res")" "0:$REF" "corrupt newest checkpoint: the run still ends with the uninterrupted param_hash"
+
+# The newest checkpoint corrupt and on a step the resumed run saves again
+# (--ckpt-every): it is moved aside, so that save succeeds, instead of
+# failing with "already exists" (and failing the same way after every
+# requeue).
+d="$T/aside"
+launch 2 "$d" --ckpt-every 4
+started "$d" 14 && sig USR1 "$d" 1
+finish
+stopped "periodic saves, then a stop (for set-aside)" "$d" USR1
+stopsave=$(ls -d "$d"/ckpt/step-* | tail -n 1)
+rm -rf "$stopsave" "$d/ckpt/LATEST"
+bad=$(ls -d "$d"/ckpt/step-* | tail -n 1)
+flip "$bad/shard-1.ftsh"
+mpi 2 $RUN --step-delay-ms 0 --ckpt-every 4 --run-dir "$d" >"$d.res" 2>"$d.reserr"
+rc=$?
+b=$(basename "$bad")
+like "$(cat "$d.reserr")" "moved the bad checkpoint '$b' aside to '$b.corrupt'" \
+    "bad periodic checkpoint: moved aside, and stderr says so"
+ok "$([ -d "$bad.corrupt" ] && [ -s "$bad.corrupt/manifest.json" ]; echo $?)" \
+    "bad periodic checkpoint: its files are kept under $b.corrupt"
+like "$(grep '^checkpoint: ' "$d.res")" "$b committed" \
+    "bad periodic checkpoint: the resumed run saved $b anew"
+is "$rc:$(hash_of "$d.res")" "0:$REF" \
+    "bad periodic checkpoint: the run ends with the uninterrupted param_hash"
 
 # All checkpoints corrupt: refuse, do not start over.
 d="$D_USR2"

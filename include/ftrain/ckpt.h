@@ -147,9 +147,16 @@ typedef struct {
     uint64_t raw_bytes;    /* length of the slice */
     uint64_t file_bytes;   /* shard file size */
     uint64_t xxh64;        /* checksum of the whole shard file */
+    uint64_t table_xxh64;  /* checksum of its seek table (valid when flags
+                              has CKPT_SHARD_TABLE_KNOWN) */
     uint32_t nframes;
-    uint32_t reserved;
+    uint32_t flags;        /* CKPT_SHARD_TABLE_KNOWN */
 } ckpt_shard_info_t;
+
+/* table_xxh64 is known: the manifest carries it (every writer since it was
+ * added), and a reader refuses a shard whose seek table differs, such as the
+ * same rank's shard of another checkpoint. */
+#define CKPT_SHARD_TABLE_KNOWN 1u
 
 /**
  * Assign each tensor an offset in the flat space (in array order, each
@@ -290,6 +297,20 @@ int ckpt_latest_good(const char *root, char *path, size_t cap,
                      void *ctx);
 
 /**
+ * Move every step-<N> directory with N > step out of the way, renaming it to
+ * step-<N>.corrupt (or .corrupt-2, -3, ...; a name that readers, prune and
+ * saves never touch).  For a run that resumes from `step` because every
+ * newer checkpoint failed to verify (ckpt_latest_good): its later saves of
+ * those steps would otherwise meet CKPT_EEXIST.  Nothing is deleted; each
+ * move is reported through moved(ctx, from, to) when moved is not NULL.
+ * @return CKPT_OK, or CKPT_EIO (what was moved stays moved).
+ */
+int ckpt_set_aside_after(const char *root, uint64_t step,
+                         void (*moved)(void *ctx, const char *from,
+                                       const char *to),
+                         void *ctx);
+
+/**
  * Remove all but the newest `keep` committed checkpoints, never the one named
  * in_use (may be NULL), and temp dirs of crashed saves older than the newest
  * committed step.  *removed gets the count when not NULL.
@@ -312,10 +333,13 @@ int ckpt_export(const char *ckpt_dir, const char *archive_path);
 /**
  * Extract an exported checkpoint into root (created if missing).  Refuses
  * absolute paths, "..", links, devices and anything outside one step-<N>/
- * directory; never overwrites an existing checkpoint; extracts into a temp
+ * directory; manifest.json must come first, and each shard entry must be
+ * one the manifest lists, of the size it gives (so a forged size writes
+ * nothing); never overwrites an existing checkpoint; extracts into a temp
  * dir, verifies, then renames into place.  The new dir's path goes to out.
  * @return CKPT_OK, CKPT_EARCHIVE (unsafe or malformed entry), CKPT_EEXIST,
- *         CKPT_ECORRUPT, or CKPT_EIO.
+ *         CKPT_EFORMAT / CKPT_EVERSION (the manifest), CKPT_ECORRUPT, or
+ *         CKPT_EIO (including not enough free space).
  */
 int ckpt_import(const char *archive_path, const char *root, char *out,
                 size_t cap);
