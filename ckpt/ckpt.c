@@ -549,9 +549,27 @@ int ckpt_shard_write(const char *root, uint64_t step, int rank, int world,
         ckpt_step_dirname(step, name, sizeof name);
         return ckpt_seterr(CKPT_EEXIST, "%s/%s already exists", root, name);
     }
-    if (mkdir(root, 0755) != 0 && errno != EEXIST)
+    if (mkdir(root, 0755) == 0) {
+        /* A new root: its own name must be durable too, or a crash could
+         * take the root, and the checkpoints committed in it, away. */
+        char parent[CKPT_PATH_MAX];
+        char *slash;
+        snprintf(parent, sizeof parent, "%s", root);
+        while ((slash = strrchr(parent, '/')) && slash[1] == '\0' &&
+               slash != parent)
+            *slash = '\0';
+        slash = strrchr(parent, '/');
+        if (!slash)
+            snprintf(parent, sizeof parent, ".");
+        else
+            slash[slash == parent ? 1 : 0] = '\0';
+        if (opts->fsync && ckpt_fsync_dir(parent) != 0)
+            return ckpt_seterr(CKPT_EIO, "%s: fsync directory: %s", parent,
+                               strerror(errno));
+    } else if (errno != EEXIST) {
         return ckpt_seterr(CKPT_EIO, "%s: cannot create: %s", root,
                            strerror(errno));
+    }
     snprintf(name, sizeof name, CKPT_TMP_PREFIX "%08llu",
              (unsigned long long)step);
     if ((rc = ckpt_path_join(tmpdir, sizeof tmpdir, root, name)) != CKPT_OK)

@@ -53,10 +53,12 @@ is "$(hash_of "$T/b2.out")" "$sref" "and ends with the uninterrupted hash"
 
 # 3 -------------------------------------------------------------------------
 mkdir -p "$T/c/ckpt"
-: >"$T/c/ckpt/.tmp-step-00000020"
+# A directory where rank 0's shard of step 20 goes: its save fails (a stray
+# file or link there would simply be replaced).
+mkdir -p "$T/c/ckpt/.tmp-step-00000020/shard-0.ftsh"
 mpi 2 $L --steps 40 --run-dir "$T/c" --ckpt-every 10 --ckpt-async >"$T/c.out" 2>"$T/c.err"
 is "$?" 1 "a failed async save makes the exit code 1"
-like "$(cat "$T/c.err")" "asynchronous checkpoint of step 20 failed: .*Not a directory" \
+like "$(cat "$T/c.err")" "asynchronous checkpoint of step 20 failed: .*Is a directory" \
     "the failure is reported with its cause"
 ok "$([ -d "$T/c/ckpt/step-00000030" ] && [ -d "$T/c/ckpt/step-00000040" ]; echo $?)" \
     "later saves still commit"
