@@ -1496,29 +1496,40 @@ int ckpt_set_aside_after(const char *root, uint64_t step,
     return rc;
 }
 
-int ckpt_prune(const char *root, int keep, const char *in_use, int *removed)
+/* The last path component of path, trailing slashes ignored, into buf;
+ * @return buf's component, or NULL for a NULL path. */
+static const char *base_name(const char *path, char *buf, size_t cap)
+{
+    size_t l;
+    const char *b;
+    if (!path)
+        return NULL;
+    snprintf(buf, cap, "%s", path);
+    l = strlen(buf);
+    while (l > 1 && buf[l - 1] == '/')
+        buf[--l] = '\0';
+    b = strrchr(buf, '/');
+    return b ? b + 1 : buf;
+}
+
+/* ckpt_prune, never removing the checkpoints named use or use2 (NULL: none;
+ * compared by the last path component). */
+static int prune_impl(const char *root, int keep, const char *in_use,
+                      const char *in_use2, int *removed)
 {
     int rc = CKPT_OK, nrm = 0, kept = 0, have_newest = 0;
     ckpt_entry_t *v = NULL;
     size_t n = 0;
     uint64_t newest = 0;
-    const char *use = NULL;
-    char usebuf[CKPT_PATH_MAX];
+    const char *use, *use2;
+    char usebuf[CKPT_PATH_MAX], usebuf2[CKPT_PATH_MAX];
 
     if (removed)
         *removed = 0;
     if (keep < 0)
         return ckpt_seterr(CKPT_EINVAL, "prune: keep %d is negative", keep);
-    if (in_use) {
-        /* Compare by the last path component, ignoring trailing slashes. */
-        size_t l;
-        snprintf(usebuf, sizeof usebuf, "%s", in_use);
-        l = strlen(usebuf);
-        while (l > 1 && usebuf[l - 1] == '/')
-            usebuf[--l] = '\0';
-        use = strrchr(usebuf, '/');
-        use = use ? use + 1 : usebuf;
-    }
+    use = base_name(in_use, usebuf, sizeof usebuf);
+    use2 = base_name(in_use2, usebuf2, sizeof usebuf2);
     if ((rc = ckpt_list(root, 0, &v, &n)) != CKPT_OK)
         return rc;
     for (size_t i = 0; i < n; i++)
@@ -1544,7 +1555,8 @@ int ckpt_prune(const char *root, int keep, const char *in_use, int *removed)
         }
         if (e->status != CKPT_ST_COMMITTED)
             continue; /* left for inspection */
-        if (kept < keep || (use && strcmp(use, e->name) == 0)) {
+        if (kept < keep || (use && strcmp(use, e->name) == 0) ||
+            (use2 && strcmp(use2, e->name) == 0)) {
             kept += kept < keep;
             continue;
         }
@@ -1570,4 +1582,24 @@ fail:
         *removed = nrm;
     free(v);
     return rc;
+}
+
+int ckpt_prune(const char *root, int keep, const char *in_use, int *removed)
+{
+    return prune_impl(root, keep, in_use, NULL, removed);
+}
+
+int ckpt_prune_keep_good(const char *root, int keep, const char *in_use,
+                         int *removed, char *good, size_t cap)
+{
+    char path[CKPT_PATH_MAX];
+    int rc = ckpt_latest_good(root, path, sizeof path, NULL, NULL);
+    if (good && cap)
+        good[0] = '\0';
+    if (rc == CKPT_OK && good && cap)
+        snprintf(good, cap, "%s", path);
+    if (rc != CKPT_OK && rc != CKPT_ENOTFOUND && rc != CKPT_ECORRUPT)
+        return rc;
+    return prune_impl(root, keep, in_use, rc == CKPT_OK ? path : NULL,
+                      removed);
 }

@@ -134,7 +134,9 @@ static const cmd_def_t commands[] = {
      "remove all but the newest K committed checkpoints (default 3)",
      "Remove all but the newest K committed checkpoints under DIR, and temp\n"
      "dirs of crashed saves older than the newest committed step.  The\n"
-     "checkpoint LATEST names is never removed.  K must be at least 1.",
+     "checkpoint LATEST names is never removed, nor the newest one that\n"
+     "verifies (checkpoints are read, newest first, until one does).  K must\n"
+     "be at least 1.",
      OPT_KEEP, 1, 1, cmd_prune},
     {"help", "[COMMAND]", "show help for ckptctl or a command",
      "Print the list of commands, or one command's usage and options.", 0, 0, 1,
@@ -1215,7 +1217,10 @@ static int cmd_prune(const args_t *a)
     for (size_t i = 0; i < nb; i++)
         if (before[i].is_latest)
             in_use = before[i].name;
-    rc = ckpt_prune(root, keep, in_use, &removed);
+    /* Nor the newest one that verifies: newer ones with damaged shards
+     * would otherwise count among the K and the only good one could go. */
+    char good[CKPT_PATH_MAX];
+    rc = ckpt_prune_keep_good(root, keep, in_use, &removed, good, sizeof good);
     if (rc != CKPT_OK) {
         free(before);
         return lib_fail("cannot prune", root, rc);
@@ -1235,6 +1240,11 @@ static int cmd_prune(const args_t *a)
         kept += after[j].status == CKPT_ST_COMMITTED;
     printf("removed %d, %zu committed checkpoint%s left in '%s'\n", removed, kept,
            kept == 1 ? "" : "s", root);
+    if (!good[0])
+        printf("note: no checkpoint in '%s' verifies\n", root);
+    else if (nb && strcmp(strrchr(good, '/') ? strrchr(good, '/') + 1 : good,
+                          before[nb - 1].name) != 0)
+        printf("kept %s: the newest checkpoint that verifies\n", good);
     free(before);
     free(after);
     return EXIT_GOOD;

@@ -270,6 +270,20 @@ run "$C" list --json "$P3"
 is "$(py '[c["step"] for c in d["checkpoints"]]')" "[2, 4]" \
     "prune never removes the checkpoint LATEST names"
 
+# The newest two have damaged shards (their manifests are fine): prune --keep
+# 1 must not remove step 2, the newest one that verifies.
+P4=$T/prune4
+for s in 1 2 3 4; do "$MK" "$P4" $s --mb 0.1 || break; done
+flip_byte "$P4/step-00000003/shard-0.ftsh" 100
+flip_byte "$P4/step-00000004/shard-0.ftsh" 100
+run "$C" prune --keep 1 "$P4"
+is "$rc" 0 "prune with damaged newer checkpoints exits 0"
+run "$C" list --json "$P4"
+is "$(py '[c["step"] for c in d["checkpoints"]]')" "[2, 4]" \
+    "prune keeps the newest checkpoint that verifies (step 2) beside the newest (4)"
+run "$C" verify "$P4/step-00000002"
+is "$rc" 0 "  and step 2 still verifies"
+
 # ---- usage errors ------------------------------------------------------------
 usage_case() { # usage_case DESCRIPTION ARGS...
     d=$1

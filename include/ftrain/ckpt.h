@@ -318,6 +318,20 @@ int ckpt_set_aside_after(const char *root, uint64_t step,
  */
 int ckpt_prune(const char *root, int keep, const char *in_use, int *removed);
 
+/**
+ * ckpt_prune that also never removes the newest checkpoint that verifies
+ * (found with ckpt_latest_good, which reads checkpoints fully, newest first,
+ * until one verifies): "committed" only means a valid manifest, so newer
+ * checkpoints with damaged shards would otherwise count among the `keep`
+ * and the only good one could go.  For callers that do not know which
+ * checkpoint is good (a person, a script); a trainer that has just
+ * committed one knows, and uses ckpt_prune.  Its path goes to good (when
+ * not NULL; "" when none verifies).
+ * @return as ckpt_prune.
+ */
+int ckpt_prune_keep_good(const char *root, int keep, const char *in_use,
+                         int *removed, char *good, size_t cap);
+
 /** Step directory name for a step: "step-%08llu". */
 void ckpt_step_dirname(uint64_t step, char *buf, size_t cap);
 
