@@ -384,6 +384,14 @@ fail:
 
 /* ---- layout ----------------------------------------------------------- */
 
+int ckpt_name_printable(const char *name)
+{
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return 0;
+    return 1;
+}
+
 /* Check a tensor's name, dtype and shape; *nbytes gets its size. */
 static int check_tensor(const ckpt_tensor_t *t, size_t i, uint64_t *nbytes)
 {
@@ -392,6 +400,9 @@ static int check_tensor(const ckpt_tensor_t *t, size_t i, uint64_t *nbytes)
     if (nl == 0 || nl >= CKPT_NAME_MAX)
         return ckpt_seterr(CKPT_EINVAL, "tensor %zu: name is empty or not "
                            "NUL-terminated within %d bytes", i, CKPT_NAME_MAX);
+    if (!ckpt_name_printable(t->name))
+        return ckpt_seterr(CKPT_EINVAL, "tensor %zu: name holds a control "
+                           "character", i);
     if (esz == 0)
         return ckpt_seterr(CKPT_EINVAL, "tensor \"%s\": unknown dtype %d",
                            t->name, (int)t->dtype);

@@ -40,6 +40,8 @@ int ckpt_seterr(int rc, const char *fmt, ...)
  * tmp is non-zero, ".tmp-step-<digits>".  @return 1 and *step on a match, 0
  * otherwise. */
 int ckpt_parse_dirname(const char *name, int tmp, uint64_t *step);
+/* 1 when name has no control character (bytes below 0x20, and 0x7f). */
+int ckpt_name_printable(const char *name);
 
 /* Write the shard file name of a rank ("shard-<rank>.ftsh") into buf. */
 void ckpt_shard_name(int rank, char *buf, size_t cap);

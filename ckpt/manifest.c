@@ -203,6 +203,10 @@ static int parse_tensor(json_t *o, size_t i, const char *what,
     if (name[0] == '\0' || strlen(name) >= CKPT_NAME_MAX)
         return ckpt_seterr(CKPT_EFORMAT, "%s: %sname is empty or longer than "
                            "%d bytes", what, ctx, CKPT_NAME_MAX - 1);
+    /* Names are printed by ckptctl: no terminal control sequences. */
+    if (!ckpt_name_printable(name))
+        return ckpt_seterr(CKPT_EFORMAT, "%s: %sname holds a control "
+                           "character", what, ctx);
     strcpy(t->name, name);
     if (!dtype_from_name(dtype, &t->dtype))
         return ckpt_seterr(CKPT_EFORMAT, "%s: %sdtype \"%s\" is unknown", what,

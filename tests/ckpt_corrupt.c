@@ -455,6 +455,8 @@ int main(void)
             {"tensors", "{}", "tensors", CKPT_EFORMAT},
             {"tensors.0", "7", "tensors[0]", CKPT_EFORMAT},
             {"tensors.0.name", "\"\"", "tensors[0].name", CKPT_EFORMAT},
+            {"tensors.0.name", "\"w\\u001b[2J\"", "tensors[0].name",
+             CKPT_EFORMAT},
             {"tensors.0.name", "\"ids\"", "tensors[1].name", CKPT_EFORMAT},
             {"tensors.0.dtype", "\"f16\"", "tensors[0].dtype", CKPT_EFORMAT},
             {"tensors.0.shape", "\"x\"", "tensors[0].shape", CKPT_EFORMAT},

@@ -286,6 +286,10 @@ int main(void)
     bad[1].name[0] = '\0';
     is_int(ckpt_layout(bad, 2, &total), CKPT_EINVAL, "empty name refused");
     memcpy(bad, t, sizeof bad);
+    snprintf(bad[1].name, CKPT_NAME_MAX, "w\033[2J");
+    is_int(ckpt_layout(bad, 2, &total), CKPT_EINVAL,
+           "name with a control character refused");
+    memcpy(bad, t, sizeof bad);
     bad[1].shape[0] = INT64_MAX / 2, bad[1].shape[1] = 1 << 20;
     is_int(ckpt_layout(bad, 2, &total), CKPT_EINVAL, "overflowing shape refused");
     ckpt_layout(t, NT, &total);
