@@ -620,6 +620,22 @@ static void print_shape(const ckpt_tensor_t *t, char *buf, size_t cap)
         snprintf(buf + off, cap - off, "]");
 }
 
+/* s with control characters (a record is anyone's JSON; it must not
+ * drive the terminal) written as \xNN, into buf. */
+static const char *clean(const char *s, char *buf, size_t cap)
+{
+    size_t o = 0;
+    for (; *s && o + 5 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == 0x7f)
+            o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", c);
+        else
+            buf[o++] = (char)c;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
 /* Print one record value as "  prefix.key = value", flattening objects. */
 static void print_record_value(const char *prefix, json_t *v)
 {
@@ -634,10 +650,12 @@ static void print_record_value(const char *prefix, json_t *v)
         return;
     }
     char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    char kb[1100], vb[4100];
     if (json_is_string(v))
-        printf("  %-28s %s\n", prefix, json_string_value(v));
+        printf("  %-28s %s\n", clean(prefix, kb, sizeof kb),
+               clean(json_string_value(v), vb, sizeof vb));
     else
-        printf("  %-28s %.200s%s\n", prefix, s ? s : "?",
+        printf("  %-28s %.200s%s\n", clean(prefix, kb, sizeof kb), s ? s : "?",
                s && strlen(s) > 200 ? "..." : "");
     free(s);
 }

@@ -125,6 +125,14 @@ is "$(py 'd["record"]["epoch"], d["record"]["cursor"], d["record"]["world_size"]
     "inspect --json record"
 is "$(py 'd["manifest_checksum"]')" verified "inspect --json manifest_checksum"
 
+# A record string with an escape sequence is printed escaped.
+"$MK" "$T/esc" 5 --mb 0 --note 'red \e[31m here'
+run "$C" inspect "$T/esc/step-00000005"
+is "$rc" 0 "inspect of a record with an escape character exits 0"
+ok "$(! grep -q "$(printf '\033')" "$T/out"; echo $?)" "  no escape character reaches the terminal"
+grep -q 'note  *red \\x1b\[31m here$' "$T/out"
+ok $? "  it is shown as \\x1b"
+
 run "$C" inspect --json "$R" 20
 is "$(py 'd["step"]')" 20 "inspect ROOT STEP"
 run "$C" inspect --json "$R/20"

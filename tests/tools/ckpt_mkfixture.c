@@ -1,12 +1,13 @@
 /*
  * ckpt_mkfixture - write a committed checkpoint for tests to read.
  *
- *   ckpt_mkfixture ROOT STEP [--world W] [--mb MiB] [--seed S]
+ *   ckpt_mkfixture ROOT STEP [--world W] [--mb MiB] [--seed S] [--note TEXT]
  *
  * The checkpoint holds a few named tensors whose contents derive only from
  * the seed and the step (see fill() below), written by W simulated ranks
  * (threads sharing an in-process collective), and the record
- * {"epoch":1,"cursor":640,"world_size":W}.  Tensors:
+ * {"epoch":1,"cursor":640,"world_size":W} (plus "note":TEXT with --note;
+ * "\e" in TEXT stands for the escape character).  Tensors:
  *
  *   model.fc1.weight  f32 [rows, 256]  rows = max(1, MiB * 1024)
  *   model.fc1.bias    f32 [256]
@@ -98,7 +99,7 @@ static void fill(float *p, size_t n, uint64_t seed, uint64_t step, uint64_t t)
 static int usage(void)
 {
     fprintf(stderr, "usage: ckpt_mkfixture ROOT STEP [--world W] [--mb MiB] "
-                    "[--seed S]\n");
+                    "[--seed S] [--note TEXT]\n");
     return 2;
 }
 
@@ -107,7 +108,7 @@ int main(int argc, char **argv)
     int world = 1, rc = 0;
     double mb = 1.0;
     uint64_t seed = 1, step, rows;
-    char *end, record[128];
+    char *end, record[1024], note[256] = "";
     float *w = NULL, *b = NULL;
     int64_t ostep[1], sstate[4];
     shared_t sh;
@@ -126,7 +127,25 @@ int main(int argc, char **argv)
             world = atoi(argv[++i]);
         else if (strcmp(argv[i], "--mb") == 0)
             mb = strtod(argv[++i], NULL);
-        else if (strcmp(argv[i], "--seed") == 0)
+        else if (strcmp(argv[i], "--note") == 0) {
+            /* a JSON string; "\e" becomes \u001b */
+            const char *p = argv[++i];
+            size_t o = 0;
+            note[o++] = '"';
+            for (; *p && o + 8 < sizeof note; p++) {
+                if (p[0] == '\\' && p[1] == 'e') {
+                    o += (size_t)snprintf(note + o, sizeof note - o, "\\u001b");
+                    p++;
+                } else if (*p == '"' || *p == '\\') {
+                    note[o++] = '\\';
+                    note[o++] = *p;
+                } else {
+                    note[o++] = *p;
+                }
+            }
+            note[o++] = '"';
+            note[o] = '\0';
+        } else if (strcmp(argv[i], "--seed") == 0)
             seed = strtoull(argv[++i], NULL, 10);
         else
             return usage();
@@ -175,7 +194,8 @@ int main(int argc, char **argv)
     t[3].shape[0] = 4;
     t[3].data = sstate;
     snprintf(record, sizeof record,
-             "{\"epoch\":1,\"cursor\":640,\"world_size\":%d}", world);
+             "{\"epoch\":1,\"cursor\":640,\"world_size\":%d%s%s}", world,
+             note[0] ? ",\"note\":" : "", note);
 
     sh.size = world;
     pthread_barrier_init(&sh.bar, NULL, (unsigned)world);
