@@ -24,22 +24,10 @@
 #include <zstd.h>
 
 #include "ftrain/ckpt.h"
+#include "ckpt_test.h"
 #include "tap.h"
 
 static char root[256];
-
-static int gather1(void *ctx, const void *send, void *recv, size_t bytes)
-{
-    (void)ctx;
-    memcpy(recv, send, bytes);
-    return 0;
-}
-
-static int bcast1(void *ctx, void *buf, size_t bytes, int r)
-{
-    (void)ctx, (void)buf, (void)bytes, (void)r;
-    return 0;
-}
 
 static float wts[20000];
 static int64_t ids[300];
@@ -49,7 +37,7 @@ static int save(const char *dir_root, uint64_t step, size_t frame)
 {
     ckpt_tensor_t t[2];
     ckpt_opts_t o;
-    ckpt_coll_t coll = {NULL, 0, 1, gather1, bcast1};
+    ckpt_coll_t coll = SOLO_COLL;
     for (size_t i = 0; i < 20000; i++)
         wts[i] = (float)((i * 2654435761u + step) % 1000) / 997.0f;
     for (size_t i = 0; i < 300; i++)
@@ -147,20 +135,6 @@ static int write_text(const char *path, const char *text)
     return rc;
 }
 
-/* Recompute manifest_xxh64 as docs/checkpoint-format.md section 3 says:
- * XXH64 of the compact, key-sorted dump of the document without it.  A
- * forger who does this gets past the checksum; the field checks remain. */
-static void reseal(json_t *j)
-{
-    char *text, hex[17];
-    json_object_del(j, "manifest_xxh64");
-    text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
-    snprintf(hex, sizeof hex, "%016llx",
-             (unsigned long long)XXH64(text, strlen(text), 0));
-    free(text);
-    json_object_set_new(j, "manifest_xxh64", json_string(hex));
-}
-
 /* Copy good/ to bad/, mutate its manifest (resealed when `sealed`), and
  * return ckpt_open's code. */
 static int open_edited(const char *good, const char *bad, const char *path,
@@ -180,7 +154,7 @@ static int open_edited(const char *good, const char *bad, const char *path,
         return -101;
     }
     if (sealed)
-        reseal(j);
+        manifest_reseal(j);
     json_dump_file(j, mp, 0);
     json_decref(j);
     rc = ckpt_open(bad, &c);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ftrain/ckpt.h"
+#include "ckpt_test.h"
 #include "tap.h"
 
 enum { NW = 3 << 18, NMETA = 4, KILLS = 30 };  /* 3 MiB of floats */
@@ -37,19 +38,6 @@ static void fill(float *w, int64_t *meta, uint64_t step)
     meta[3] = -1;
 }
 
-static int gather1(void *ctx, const void *send, void *recv, size_t bytes)
-{
-    (void)ctx;
-    memcpy(recv, send, bytes);
-    return 0;
-}
-
-static int bcast1(void *ctx, void *buf, size_t bytes, int r)
-{
-    (void)ctx, (void)buf, (void)bytes, (void)r;
-    return 0;
-}
-
 /* The child: save step, step+1, ... until killed. */
 static void child(const char *root, uint64_t step)
 {
@@ -57,7 +45,7 @@ static void child(const char *root, uint64_t step)
     int64_t meta[NMETA];
     ckpt_tensor_t t[2];
     ckpt_opts_t o;
-    ckpt_coll_t coll = {NULL, 0, 1, gather1, bcast1};
+    ckpt_coll_t coll = SOLO_COLL;
     char rec[64];
 
     ckpt_opts_default(&o);

@@ -41,6 +41,7 @@
 #include <xxhash.h>
 
 #include "ftrain/ckpt.h"
+#include "ckpt_test.h"
 #include "tap.h"
 
 #define NFIX 3
@@ -131,24 +132,11 @@ static int64_t ids[500];
 static unsigned char text[3000];
 static double dbl[700];
 
-static int gather1(void *ctx, const void *send, void *recv, size_t bytes)
-{
-    (void)ctx;
-    memcpy(recv, send, bytes);
-    return 0;
-}
-
-static int bcast1(void *ctx, void *buf, size_t bytes, int r)
-{
-    (void)ctx, (void)buf, (void)bytes, (void)r;
-    return 0;
-}
-
 static int make_fixture(fixture_t *f, uint64_t step, int level, int shuffle)
 {
     ckpt_tensor_t t[NT];
     ckpt_opts_t o;
-    ckpt_coll_t coll = {NULL, 0, 1, gather1, bcast1};
+    ckpt_coll_t coll = SOLO_COLL;
     ckpt_t *c = NULL;
     char path[600];
     int rc;
@@ -299,19 +287,6 @@ static json_t *hostile_value(void)
                       NULL);
 }
 
-static void reseal(json_t *j)
-{
-    char *t, hex[17];
-    json_object_del(j, "manifest_xxh64");
-    t = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
-    if (!t)
-        return;
-    snprintf(hex, sizeof hex, "%016llx",
-             (unsigned long long)XXH64(t, strlen(t), 0));
-    free(t);
-    json_object_set_new(j, "manifest_xxh64", json_string(hex));
-}
-
 /* Change one JSON value of the manifest in b; re-seal when asked. */
 static void damage_json(blob_t *b, int sealed)
 {
@@ -337,7 +312,7 @@ static void damage_json(blob_t *b, int sealed)
             json_array_set_new(t->parent, t->index, hostile_value());
     }
     if (sealed)
-        reseal(j);
+        manifest_reseal(j);
     out = json_dumps(j, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
     json_decref(j);
     if (!out)

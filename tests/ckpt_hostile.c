@@ -31,30 +31,18 @@
 #include <xxhash.h>
 
 #include "ftrain/ckpt.h"
+#include "ckpt_test.h"
 #include "tap.h"
 
 static char root[256];
 static float wts[5000];
-
-static int gather1(void *ctx, const void *send, void *recv, size_t bytes)
-{
-    (void)ctx;
-    memcpy(recv, send, bytes);
-    return 0;
-}
-
-static int bcast1(void *ctx, void *buf, size_t bytes, int r)
-{
-    (void)ctx, (void)buf, (void)bytes, (void)r;
-    return 0;
-}
 
 /* Save one f32 tensor (values from the step) at dir_root/step. */
 static int save_at(const char *dir_root, uint64_t step, int level)
 {
     ckpt_tensor_t t;
     ckpt_opts_t o;
-    ckpt_coll_t coll = {NULL, 0, 1, gather1, bcast1};
+    ckpt_coll_t coll = SOLO_COLL;
     for (size_t i = 0; i < 5000; i++)
         wts[i] = (float)((i * 2654435761u + step * 977) % 1000) / 997.0f;
     memset(&t, 0, sizeof t);
