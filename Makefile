@@ -40,6 +40,7 @@ CKPT_OBJ   := $(CKPT_SRC:%.c=$(BUILD)/%.o)
 FTRAIN_OBJ := $(FTRAIN_SRC:%.c=$(BUILD)/%.o)
 TESTS      := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%.t)
 TOOLS      := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(wildcard tests/tools/*.c))
+PRELOADS   := $(patsubst tests/preload/%.c,$(BUILD)/tests/preload/%.so,$(wildcard tests/preload/*.c))
 
 # The GPU path (CUDA, cuBLAS, NCCL) when nvcc is found; CUDA=0 builds
 # without it.  See mk/cuda.mk and docs/gpu.md.
@@ -48,7 +49,7 @@ CFLAGS        += $(CUDA_CFLAGS)
 FTRAIN_OBJ    += $(CUDA_OBJ)
 LDLIBS_FTRAIN += $(CUDA_LDLIBS)
 
-all: $(BUILD)/ftrain $(BUILD)/ckptctl $(TESTS) $(TOOLS)
+all: $(BUILD)/ftrain $(BUILD)/ckptctl $(TESTS) $(TOOLS) $(PRELOADS)
 
 $(BUILD)/src/%.o: src/%.c
 	@mkdir -p $(@D)
@@ -89,6 +90,12 @@ $(BUILD)/tests/%.t: $(BUILD)/tests/%.o $(BUILD)/libftrain.a $(BUILD)/libckpt.a
 $(BUILD)/tests/tools/%: tests/tools/%.c $(BUILD)/libckpt.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests $^ -o $@ $(LDLIBS_CKPT) -lm
+
+# LD_PRELOAD shims the tests use for fault injection (never sanitized:
+# they replace the allocator).
+$(BUILD)/tests/preload/%.so: tests/preload/%.c
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O2 -Wall -Wextra -fPIC -shared $< -o $@
 
 deps:
 	@sh scripts/deps.sh

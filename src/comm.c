@@ -40,6 +40,28 @@ static MPI_Datatype comm_mpi_type(comm_dtype_t t, size_t *size)
     return MPI_DATATYPE_NULL;
 }
 
+/* MAX of floating point values where a NaN on any rank wins.  MPI_MAX makes
+ * no such promise (Open MPI computes a > b ? a : b, so a NaN survives only
+ * on the last rank), and the trainer's divergence vote needs it. */
+static void nan_max(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    if (*dt == MPI_DOUBLE) {
+        const double *a = in;
+        double *b = inout;
+        for (int i = 0; i < *len; i++)
+            if (a[i] != a[i] || a[i] > b[i])
+                b[i] = a[i];
+    } else {
+        const float *a = in;
+        float *b = inout;
+        for (int i = 0; i < *len; i++)
+            if (a[i] != a[i] || a[i] > b[i])
+                b[i] = a[i];
+    }
+}
+
+static MPI_Op nan_max_op = MPI_OP_NULL; /* made on first use (main thread) */
+
 static int mpi_allreduce(comm_t *c, void *buf, size_t n, comm_dtype_t t, comm_op_t op)
 {
     size_t es = 0;
@@ -47,6 +69,14 @@ static int mpi_allreduce(comm_t *c, void *buf, size_t n, comm_dtype_t t, comm_op
     if (dt == MPI_DATATYPE_NULL)
         return COMM_EINVAL;
     MPI_Op mop = op == COMM_MAX ? MPI_MAX : MPI_SUM;
+    if (op == COMM_MAX && (t == COMM_F32 || t == COMM_F64)) {
+        if (nan_max_op == MPI_OP_NULL) {
+            int rc = MPI_Op_create(nan_max, 1, &nan_max_op);
+            if (rc != MPI_SUCCESS)
+                return comm_mpi_fail("MPI_Op_create", rc);
+        }
+        mop = nan_max_op;
+    }
     for (size_t done = 0; done < n;) {
         size_t k = n - done < COMM_CHUNK ? n - done : COMM_CHUNK;
         int rc = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + done * es, (int)k, dt,

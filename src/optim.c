@@ -149,6 +149,11 @@ void optim_free(optim_t *o)
     free(o);
 }
 
+const optim_cfg_t *optim_config(const optim_t *o)
+{
+    return &o->cfg;
+}
+
 double optim_lr(const optim_cfg_t *cfg, int64_t step)
 {
     if (!cfg)

@@ -34,7 +34,9 @@
 
 #include "ftrain/ckpt.h"
 
-#define STATE_MAX_TENSORS (4 * MODEL_MAX_LAYERS)
+/* Parameters and the optimizer's two moment buffers, a weight and a bias
+ * per layer each (state_tensors). */
+#define STATE_MAX_TENSORS (3 * 2 * MODEL_MAX_LAYERS)
 
 /* The commit's collectives can wait long: the peers may still be writing
  * (allgather) or rank 0 writing the manifest (bcast).  Wait idle first, so a
@@ -68,7 +70,7 @@ static size_t state_tensors(const state_t *st, ckpt_tensor_t *t)
     for (int b = 0; b < 3; b++) {
         if (!bufs[b])
             continue;
-        for (int l = 0; l < a->nlayers; l++) {
+        for (int l = 0; l < a->nlayers && l < MODEL_MAX_LAYERS; l++) {
             size_t w_off, b_off;
             model_layer_offsets(a, l, &w_off, &b_off);
             for (int k = 0; k < 2; k++) {
@@ -131,7 +133,7 @@ static char *state_record(const state_t *st, int world)
         "rng", "generator", "splitmix64-counter", "seed", (json_int_t)st->cfg->seed,
         "stream", (json_int_t)st->epoch,
         "schedule", "update", (json_int_t)st->step, "lr",
-        optim_lr(&st->cfg->opt, st->step),
+        optim_lr(optim_config(st->optim), st->step),
         "optimizer", "kind", optim_kind_name(st->cfg->opt.kind), "updates",
         (json_int_t)optim_updates(st->optim),
         "arch", state_arch_json(model_arch(st->model)),
@@ -307,6 +309,25 @@ static void state_set_aside_newer(const char *root, const char *found)
     ckpt_close(k);
 }
 
+/* The newest step-<N> under root (any status), into *step and name; 0 when
+ * there is none (or no root). */
+static int state_newest_step(const char *root, uint64_t *step, char *name, size_t cap)
+{
+    ckpt_entry_t *v = NULL;
+    size_t n = 0;
+    int found = 0;
+    if (!root || !root[0] || ckpt_list(root, 0, &v, &n) != CKPT_OK)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (v[i].name[0] != '.') {
+            *step = v[i].step;
+            snprintf(name, cap, "%s", v[i].name);
+            found = 1;
+        }
+    free(v);
+    return found;
+}
+
 int state_resolve(const config_t *cfg, comm_t *c, const char *root, char *path,
                   size_t cap, char *err, size_t errcap)
 {
@@ -316,8 +337,20 @@ int state_resolve(const config_t *cfg, comm_t *c, const char *root, char *path,
     if (comm_rank(c) == 0) {
         int verdict = STATE_ENONE;
         char found[STATE_PATH_MAX] = "";
+        uint64_t newest = 0;
+        char newest_name[128];
+        int have = state_newest_step(root, &newest, newest_name, sizeof newest_name);
         if (strcmp(cfg->resume, "none") == 0) {
             verdict = STATE_ENONE;
+            /* A fresh run would save steps that exist, or be pruned away
+             * beside newer ones: never mix two runs in one directory. */
+            if (have) {
+                verdict = STATE_EFAIL;
+                snprintf(found, sizeof found,
+                         "--resume none: '%.600s' already holds checkpoints (newest %s) of another "
+                         "run; use a new --run-dir, or move them away to start over", root,
+                         newest_name);
+            }
         } else if (strcmp(cfg->resume, "auto") == 0) {
             int rc = ckpt_latest_good(root, found, sizeof found, state_report_skip, NULL);
             if (rc == CKPT_OK) {
@@ -338,7 +371,16 @@ int state_resolve(const config_t *cfg, comm_t *c, const char *root, char *path,
             int rc = ckpt_open(cfg->resume, &k);
             if (rc == CKPT_OK)
                 rc = ckpt_verify(k);
-            if (rc == CKPT_OK) {
+            if (rc == CKPT_OK && have && newest > ckpt_step(k)) {
+                /* This run would save steps that exist (and fail), or have
+                 * its own checkpoints pruned beside the newer ones. */
+                verdict = STATE_EFAIL;
+                snprintf(found, sizeof found,
+                         "--resume '%.300s' is step %llu, but '%.300s' already holds newer "
+                         "checkpoints (newest %s); move them away, use another --run-dir, or "
+                         "--resume auto to continue from the newest", cfg->resume,
+                         (unsigned long long)ckpt_step(k), root, newest_name);
+            } else if (rc == CKPT_OK) {
                 verdict = STATE_OK;
                 snprintf(found, sizeof found, "%s", cfg->resume);
             } else {

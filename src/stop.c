@@ -57,6 +57,18 @@ int stop_install(int stop_signal)
     for (int i = 0; i < 3; i++)
         if (sigaction(sigs[i], &sa, NULL) != 0)
             return -1;
+    /* Installed again with another stop signal (--stop-signal): SIGUSR1,
+     * trapped from the start so that none is lost before the options are
+     * read, goes back to its default action. */
+    if (stop_signal != SIGUSR1) {
+        struct sigaction cur, dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigemptyset(&dfl.sa_mask);
+        if (sigaction(SIGUSR1, NULL, &cur) == 0 && cur.sa_handler == stop_handler &&
+            sigaction(SIGUSR1, &dfl, NULL) != 0)
+            return -1;
+    }
     return 0;
 }
 

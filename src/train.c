@@ -45,8 +45,12 @@
 #include "ftrain/state.h"
 #include "ftrain/stop.h"
 
-/* The control vector reduced with MAX each step. */
-enum { CTL_GMAX, CTL_STOP_RANK, CTL_SAVE, CTL_SIG_TIME, CTL_SIGNO, CTL_ASYNC_BUSY, CTL_N };
+/* The control vector reduced with MAX each step.  CTL_BAD: this rank's
+ * loss was not finite or too large for the deterministic fixed-point sum
+ * (1), or its device failed (2).  Nothing NaN enters the reduction: MPI's
+ * MAX drops a NaN unless it sits on the last rank. */
+enum { CTL_GMAX, CTL_STOP_RANK, CTL_SAVE, CTL_SIG_TIME, CTL_SIGNO, CTL_ASYNC_BUSY, CTL_BAD,
+       CTL_N };
 
 /* An asynchronous save (--ckpt-async): at most one in flight.  The
  * background thread only writes this rank's shard (local I/O); the commit,
@@ -103,6 +107,8 @@ typedef struct {
     double async_stall_s;
     double reduce_s, control_s;
     int64_t reduce_n;
+    int dev_failed;    /* a device call failed on this rank: voted at the next
+                          control reduction (CTL_BAD), never acted on alone */
 } trainer_t;
 
 static double now_s(void)
@@ -342,9 +348,11 @@ static void step_compute(trainer_t *t, int64_t j, int64_t nmicro_first, int64_t 
                 t->mloss[i] = ls;
                 *loss += ls;
                 *correct += hit;
-                /* A device failure votes NaN: every rank stops with an error. */
-                if (rc != GPU_OK || m != m || m > *gmax)
-                    *gmax = rc != GPU_OK ? NAN : m;
+                /* A device failure is voted (CTL_BAD): every rank stops with an error. */
+                if (rc != GPU_OK)
+                    t->dev_failed = 1;
+                else if (m != m || m > *gmax)
+                    *gmax = m;
                 continue;
             }
             float *g = t->mgrad + (size_t)i * t->P;
@@ -365,7 +373,7 @@ static void step_compute(trainer_t *t, int64_t j, int64_t nmicro_first, int64_t 
     }
     memset(t->grad, 0, (t->P + 2) * sizeof *t->grad);
     if (t->gpu && gpu_memset0(t->gpu, t->dgrad, t->P * sizeof(float)) != GPU_OK)
-        *gmax = NAN;
+        t->dev_failed = 1; /* voted: CTL_BAD */
     if (nmicro == 0)
         return;
     /* This rank's micro-batches are consecutive in the permutation. */
@@ -381,10 +389,37 @@ static void step_compute(trainer_t *t, int64_t j, int64_t nmicro_first, int64_t 
     if (t->gpu) {
         if (gpu_model_forward_backward(t->gm, t->xb, t->lb, t->yb, (int)len, t->dgrad, loss,
                                        correct) != GPU_OK)
-            *gmax = NAN;
+            t->dev_failed = 1; /* voted: CTL_BAD */
         return;
     }
     model_forward_backward(t->model, t->xb, t->lb, t->yb, (int)len, t->grad, loss, correct);
+}
+
+/* Micro-batches per step, rounded up to a power of two: 2^m. */
+static int micro_bits(const trainer_t *t)
+{
+    int64_t micros = (t->cfg->global_batch + t->cfg->micro_batch - 1) / t->cfg->micro_batch;
+    int m = 0;
+    while ((INT64_C(1) << m) < micros)
+        m++;
+    return m;
+}
+
+/* 1 when this rank's loss cannot be reduced: not finite, or (deterministic
+ * mode) a micro-batch loss so large that its 2^24 fixed-point form could
+ * overflow the int64 sum over all micro-batches (|loss| >= 2^(38-m)); such
+ * a loss only comes from a run that has diverged. */
+static int step_loss_bad(const trainer_t *t, int64_t nmicro, double loss)
+{
+    if (!isfinite(loss))
+        return 1;
+    if (!t->cfg->deterministic)
+        return 0;
+    double lim = ldexp(1.0, 38 - micro_bits(t));
+    for (int64_t i = 0; i < nmicro; i++)
+        if (!(fabs(t->mloss[i]) < lim))
+            return 1;
+    return 0;
 }
 
 /* The deterministic reduction on the GPU: fixed point on the device, the
@@ -399,13 +434,17 @@ static int step_reduce_gpu_det(trainer_t *t, int64_t nmicro, int e, int64_t nste
         rc = gpu_fixed_accumulate(t->gpu, t->dacc, t->dmgrad + (size_t)i * t->P, t->P, e);
         v[0] += llrint(ldexp(t->mloss[i], 24));
     }
+    /* A device failure here is this rank's alone: it still takes part in
+     * both reductions (the others are in them), and the failure is voted
+     * at the next control reduction, where every rank stops together. */
     if (rc != GPU_OK)
-        return -1;
+        t->dev_failed = 1;
     if (comm_allreduce(t->c, t->dacc, t->P, COMM_I64, COMM_SUM) != COMM_OK ||
         comm_allreduce(t->c, v, 2, COMM_I64, COMM_SUM) != COMM_OK)
         return -1;
-    if (gpu_fixed_to_float(t->gpu, t->dgrad, t->dacc, t->P, e, nstep) != GPU_OK)
-        return -1;
+    if (!t->dev_failed &&
+        gpu_fixed_to_float(t->gpu, t->dgrad, t->dacc, t->P, e, nstep) != GPU_OK)
+        t->dev_failed = 1;
     *loss = ldexp((double)v[0], -24);
     *correct = v[1];
     return 0;
@@ -420,12 +459,9 @@ static int step_reduce(trainer_t *t, int64_t nmicro, double gmax, int64_t nstep,
     if (t->cfg->deterministic) {
         /* Pick e so that the sum of all micro-batches fits in 62 bits:
          * |g| < 2^k, micro-batches < 2^m  =>  |sum * 2^e| < 2^(k+m+e) <= 2^62. */
-        int k = 0, m = 0;
+        int k = 0, m = micro_bits(t);
         if (gmax > 0)
             frexp(gmax, &k);
-        int64_t micros = (t->cfg->global_batch + t->cfg->micro_batch - 1) / t->cfg->micro_batch;
-        while ((INT64_C(1) << m) < micros)
-            m++;
         int e = gmax > 0 ? 62 - k - m : 0;
         if (e > 1000)
             e = 1000;
@@ -457,7 +493,7 @@ static int step_reduce(trainer_t *t, int64_t nmicro, double gmax, int64_t nstep,
         *loss = v[0];
         *correct = (int64_t)llrint(v[1]);
         if (gpu_scale(t->gpu, t->dgrad, t->P, 1.0f / (float)nstep) != GPU_OK)
-            return -1;
+            t->dev_failed = 1; /* voted at the next control reduction */
     } else {
         t->grad[t->P] = (float)*loss;
         t->grad[t->P + 1] = (float)*correct;
@@ -485,9 +521,17 @@ static int evaluate(trainer_t *t, double *loss, double *acc, char *err, size_t c
     int64_t N = t->test.n, K = (N + C - 1) / C;
     int64_t a = K * t->rank / t->size, b = K * (t->rank + 1) / t->size;
     /* loss (fixed point), hits, samples, ranks cut short by a stop signal,
-     * ranks whose device failed: summed, so the last two count ranks (two
-     * ranks stopping are 2 stops, never a device failure). */
-    int64_t v[5] = {0, 0, 0, 0, 0};
+     * ranks whose device failed, ranks with a loss out of range: summed, so
+     * the last three count ranks (two ranks stopping are 2 stops, never a
+     * device failure). */
+    int64_t v[6] = {0, 0, 0, 0, 0, 0};
+    /* A chunk loss below 2^(38-kb), with K <= 2^kb chunks, keeps the sum of
+     * all chunks in 2^24 fixed point below 2^62.  Only a diverged model
+     * goes past it; its loss is reported as infinite, not as garbage. */
+    int kb = 0;
+    while ((INT64_C(1) << kb) < K)
+        kb++;
+    double lim = ldexp(1.0, 38 - kb);
     for (int64_t k = a; k < b; k++) {
         if (stop_local_signal()) {
             v[3] = 1;
@@ -508,11 +552,14 @@ static int evaluate(trainer_t *t, double *loss, double *acc, char *err, size_t c
         } else {
             model_evaluate(t->model, x, lb, y, (int)n, &ls, &hit);
         }
-        v[0] += llrint(ldexp(ls, 24));
+        if (!(fabs(ls) < lim))
+            v[5] = 1;
+        else
+            v[0] += llrint(ldexp(ls, 24));
         v[1] += hit;
         v[2] += n;
     }
-    if (comm_allreduce(t->c, v, 5, COMM_I64, COMM_SUM) != COMM_OK) {
+    if (comm_allreduce(t->c, v, 6, COMM_I64, COMM_SUM) != COMM_OK) {
         snprintf(err, cap, "evaluation reduction failed: %s", comm_last_error());
         return -1;
     }
@@ -524,7 +571,7 @@ static int evaluate(trainer_t *t, double *loss, double *acc, char *err, size_t c
     }
     if (v[3])
         return 1;
-    *loss = v[2] ? ldexp((double)v[0], -24) / (double)v[2] : 0;
+    *loss = v[5] ? INFINITY : v[2] ? ldexp((double)v[0], -24) / (double)v[2] : 0;
     *acc = v[2] ? (double)v[1] / (double)v[2] : 0;
     return 0;
 }
@@ -536,7 +583,14 @@ static int evaluate(trainer_t *t, double *loss, double *acc, char *err, size_t c
 static int state_at(trainer_t *t, int64_t step, char *err, size_t cap)
 {
     err[0] = '\0';
-    if (comm_any_failed(t->c, gpu_to_host(t, err, cap))) {
+    int local = 0;
+    if (t->dev_failed) {
+        snprintf(err, cap, "gpu: a device call failed: %s", gpu_last_error());
+        local = -1;
+    } else {
+        local = gpu_to_host(t, err, cap);
+    }
+    if (comm_any_failed(t->c, local)) {
         if (!err[0])
             snprintf(err, cap, "another rank could not copy its state from the GPU");
         return -1;
@@ -791,8 +845,16 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
         snprintf(tp, sizeof tp, "%s.%d", cfg->trace_samples, t->rank);
         t->trace_fd = open(tp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     }
-    if ((ret = trainer_setup(t, err, cap)) != TRAIN_DONE)
+    /* Set-up fails on one rank alone (memory, the device): every rank must
+     * learn it here, before the first collective of the resume, or the
+     * others would wait there for ever. */
+    ret = trainer_setup(t, err, cap);
+    if (comm_any_failed(c, ret != TRAIN_DONE)) {
+        if (ret == TRAIN_DONE || !err[0])
+            snprintf(err, cap, "set-up failed on another rank");
+        ret = TRAIN_EFAIL;
         goto out;
+    }
     ret = TRAIN_EFAIL;
 
     t->st.model = t->model;
@@ -893,6 +955,9 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
         double gmax = 0, loss = 0;
         int64_t hits = 0;
         step_compute(t, j, first, nm, &gmax, &loss, &hits);
+        int bad = t->dev_failed ? 2 : step_loss_bad(t, nm, loss);
+        if (gmax != gmax)
+            gmax = INFINITY;
 
         /* Control reduction: stop votes, save-now vote, global max |g|. */
         double c0 = now_s();
@@ -904,12 +969,24 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
         ctl[CTL_SIG_TIME] = sig ? -stop_local_time() : -1e300;
         ctl[CTL_SIGNO] = sig;
         ctl[CTL_ASYNC_BUSY] = t->async.active && !atomic_load(&t->async.done);
+        ctl[CTL_BAD] = bad;
         if (comm_allreduce(c, ctl, CTL_N, COMM_F64, COMM_MAX) != COMM_OK) {
             snprintf(err, cap, "control reduction failed: %s", comm_last_error());
             goto out;
         }
         double t_agreed = wall_s();
         t->control_s += now_s() - c0;
+        if (ctl[CTL_BAD] >= 2) {
+            snprintf(err, cap, "a device failed at step %lld%s%s", (long long)step,
+                     t->dev_failed && gpu_last_error() ? ": " : " (on another rank)",
+                     t->dev_failed && gpu_last_error() ? gpu_last_error() : "");
+            goto out;
+        }
+        if (ctl[CTL_BAD] > 0) {
+            snprintf(err, cap, "non-finite or runaway loss at step %lld: training diverged "
+                     "(lower --lr?)", (long long)step);
+            goto out;
+        }
         if (!isfinite(ctl[CTL_GMAX])) {
             snprintf(err, cap, "non-finite gradient at step %lld: training diverged (lower --lr?)",
                      (long long)step);
@@ -944,7 +1021,7 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
                          (double)(run_samples ? (double)run_samples / (double)cfg->global_batch : 1);
             char etab[32];
             fmt_eta(eta, etab, sizeof etab);
-            double lr = optim_lr(&cfg->opt, step - 1);
+            double lr = optim_lr(optim_config(t->opt), step - 1);
             if (!cfg->quiet)
                 printf("epoch %lld/%lld step %lld/%lld loss %.4f acc %.4f lr %.2e %.0f samples/s eta %s\n",
                        (long long)((step - 1) / t->spe + 1), (long long)epochs_total, (long long)step,

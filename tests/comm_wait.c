@@ -9,9 +9,11 @@
  * mpirun (with the one-machine settings the shell tests use); rank 0 prints
  * the TAP.  Rank 1 arrives LATE_S seconds after rank 0; rank 0 measures its
  * own wall and CPU time in comm_wait_all(), and, for comparison, in
- * comm_barrier() (a blocking MPI barrier, which polls).
+ * comm_barrier() (a blocking MPI barrier, which polls).  Also: a float MAX
+ * reduction keeps a NaN from whichever rank has it.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +124,20 @@ int main(int argc, char **argv)
     for (int i = 0; i < 200 && !bad; i++)
         bad = comm_wait_all(c) != COMM_OK;
     ok(!bad, "200 back-to-back waits succeed");
+
+    /* MAX of floats: a NaN on any rank reaches every rank (the trainer's
+     * divergence vote depends on it; MPI_MAX keeps it only on the last). */
+    for (int r = 0; r < 2; r++) {
+        double d[2] = {rank == r ? NAN : 1.0, (double)rank};
+        float f[2] = {rank == r ? NAN : 1.0f, (float)rank};
+        int rd = comm_allreduce(c, d, 2, COMM_F64, COMM_MAX);
+        int rf = comm_allreduce(c, f, 2, COMM_F32, COMM_MAX);
+        ok(rd == COMM_OK && d[0] != d[0] && d[1] == 1.0,
+           "f64 MAX with a NaN on rank %d: NaN (%g), the other element 1 (%g)", r, d[0],
+           d[1]);
+        ok(rf == COMM_OK && f[0] != f[0] && f[1] == 1.0f,
+           "f32 MAX with a NaN on rank %d: NaN (%g)", r, (double)f[0]);
+    }
 
     comm_close(c);
     world_free(&w);

@@ -50,6 +50,10 @@ void optim_free(optim_t *o);
 /** @return the learning rate of the 0-based update `step`. */
 double optim_lr(const optim_cfg_t *cfg, int64_t step);
 
+/** The configuration o runs with, total_steps included (optim_lr of it is
+ * the rate o applies; the caller's copy may lack total_steps). */
+const optim_cfg_t *optim_config(const optim_t *o);
+
 /** Apply update number `step` (0-based).  @return 0. */
 int optim_step(optim_t *o, float *params, const float *grad, int64_t step);
 
