@@ -49,8 +49,7 @@
  * loss was not finite or too large for the deterministic fixed-point sum
  * (1), or its device failed (2).  Nothing NaN enters the reduction: MPI's
  * MAX drops a NaN unless it sits on the last rank. */
-enum { CTL_GMAX, CTL_STOP_RANK, CTL_SAVE, CTL_SIG_TIME, CTL_SIGNO, CTL_ASYNC_BUSY, CTL_BAD,
-       CTL_N };
+enum { CTL_GMAX, CTL_STOP, CTL_SAVE, CTL_SIG_TIME, CTL_ASYNC_BUSY, CTL_BAD, CTL_N };
 
 /* An asynchronous save (--ckpt-async): at most one in flight.  The
  * background thread only writes this rank's shard (local I/O); the commit,
@@ -576,6 +575,26 @@ static int evaluate(trainer_t *t, double *loss, double *acc, char *err, size_t c
     return 0;
 }
 
+/* Collective, once a stop is agreed: which rank saw a signal first (the
+ * lowest such rank on a tie) and which signal it was.  neg_first is the
+ * agreed -(earliest signal time); the rank whose own time gives it exactly
+ * is the first.  (A MAX of rank numbers would name the highest rank that
+ * had a signal, and of signal numbers the largest.) */
+static int first_stop(trainer_t *t, double neg_first, int *signo, int *rank, char *err,
+                      size_t cap)
+{
+    int sig = stop_local_signal();
+    int mine = sig && -stop_local_time() == neg_first;
+    double v[2] = {mine ? -(double)t->rank : -1e300, mine ? (double)sig : 0};
+    if (comm_allreduce(t->c, v, 2, COMM_F64, COMM_MAX) != COMM_OK) {
+        snprintf(err, cap, "control reduction failed: %s", comm_last_error());
+        return -1;
+    }
+    *rank = v[0] > -1e300 ? (int)-v[0] : 0;
+    *signo = (int)v[1];
+    return 0;
+}
+
 /* ---- saving -------------------------------------------------------------- */
 
 /* Collective: bring the state of `step` to the host (from the GPU when there
@@ -963,11 +982,10 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
         double c0 = now_s();
         int sig = stop_local_signal();
         ctl[CTL_GMAX] = gmax;
-        ctl[CTL_STOP_RANK] = sig ? t->rank + 1 : 0;
+        ctl[CTL_STOP] = sig != 0;
         ctl[CTL_SAVE] = t->rank == 0 && cfg->ckpt_interval > 0 &&
                         now_s() - t->last_save_time >= cfg->ckpt_interval;
         ctl[CTL_SIG_TIME] = sig ? -stop_local_time() : -1e300;
-        ctl[CTL_SIGNO] = sig;
         ctl[CTL_ASYNC_BUSY] = t->async.active && !atomic_load(&t->async.done);
         ctl[CTL_BAD] = bad;
         if (comm_allreduce(c, ctl, CTL_N, COMM_F64, COMM_MAX) != COMM_OK) {
@@ -1037,7 +1055,7 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
             win_t0 = now_s();
         }
 
-        int stop = ctl[CTL_STOP_RANK] > 0;
+        int stop = ctl[CTL_STOP] > 0;
         if (!stop && step % t->spe == 0) {
             double tl = 0, ta = 0;
             int e = evaluate(t, &tl, &ta, err, cap);
@@ -1066,8 +1084,11 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
         }
 
         if (stop) {
-            if (stop_and_save(t, step, (int)ctl[CTL_SIGNO], (int)ctl[CTL_STOP_RANK] - 1,
-                              -ctl[CTL_SIG_TIME], t_agreed, res, err, cap) != 0)
+            int first_sig = 0, first_rank = 0;
+            if (first_stop(t, ctl[CTL_SIG_TIME], &first_sig, &first_rank, err, cap) != 0)
+                goto out;
+            if (stop_and_save(t, step, first_sig, first_rank, -ctl[CTL_SIG_TIME], t_agreed, res,
+                              err, cap) != 0)
                 goto out;
             ret = TRAIN_STOPPED;
             goto finish;
@@ -1117,15 +1138,17 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
         if (e < 0)
             goto out;
         if (e == 1) {
-            int sig = stop_local_signal();
-            double v[3] = {sig, sig ? t->rank : -1, sig ? -stop_local_time() : -1e300};
-            if (comm_allreduce(c, v, 3, COMM_F64, COMM_MAX) != COMM_OK) {
+            int sig = stop_local_signal(), first_sig = 0, first_rank = 0;
+            double when = sig ? -stop_local_time() : -1e300;
+            if (comm_allreduce(c, &when, 1, COMM_F64, COMM_MAX) != COMM_OK) {
                 snprintf(err, cap, "control reduction failed: %s", comm_last_error());
                 goto out;
             }
+            if (first_stop(t, when, &first_sig, &first_rank, err, cap) != 0)
+                goto out;
             if (t->rank == 0 && !cfg->quiet)
                 printf("eval: final evaluation cut short by a stop signal\n");
-            if (stop_and_save(t, step, (int)v[0], (int)v[1], -v[2], wall_s(), res, err, cap) != 0)
+            if (stop_and_save(t, step, first_sig, first_rank, -when, wall_s(), res, err, cap) != 0)
                 goto out;
             ret = TRAIN_STOPPED;
             goto finish;

@@ -5,7 +5,8 @@
 # cosine schedule's rate is what is logged; --resume none and an explicit
 # older --resume refuse a run directory that holds (newer) checkpoints and
 # leave them untouched; a set-up failure on one rank ends the whole job
-# quickly instead of hanging it; --stop-signal USR2 leaves SIGUSR1 alone.
+# quickly instead of hanging it; of two ranks signalled in one step the
+# first is named; --stop-signal USR2 leaves SIGUSR1 alone.
 . "$(dirname "$0")/lib.sh"
 : "${FTRAIN_TIMEOUT:=60}"
 need_mpi
@@ -76,6 +77,22 @@ else
     like "$(cat "$T/oom.err")" "rank 1: .*cannot create|rank 0: set-up failed on another rank" \
         "  and the ranks say why"
 fi
+
+# ---- two ranks signalled within one step: the first one is named -------
+d="$T/first"
+: >"$d.out"
+mpi_bg 2 $LINE --steps 100000 --log-every 1 --step-delay-ms 1500 --run-dir "$d" >>"$d.out" 2>"$d.err"
+_ge() { [ "$(grep -c '^epoch ' "$1")" -ge "$2" ]; }
+if wait_for 30 _ge "$d.out" 1; then
+    kill -USR1 "$(rank_pid "$d.out" 0)"
+    sleep 0.3
+    kill -TERM "$(rank_pid "$d.out" 1)"
+fi
+wait "$MPI_PID"
+rc=$?
+MPI_PID=
+like "$(grep '^stop:' "$d.out")" "stop: signal USR1 \(first seen by rank 0\)" \
+    "USR1 to rank 0, then TERM to rank 1 within the step: the stop names USR1 and rank 0 (exit $rc)"
 
 # ---- --stop-signal USR2: SIGUSR1 is not a stop signal -----------------
 d="$T/usr2"
