@@ -178,10 +178,19 @@ int comm_allgatherv_inplace(comm_t *c, void *recv, const uint64_t *counts,
     int fits = c->mpi != MPI_COMM_NULL;
     for (int r = 0; r < c->size && fits; r++)
         fits = counts[r] <= INT_MAX && displs[r] <= INT_MAX;
+    int *cnt = fits ? malloc((size_t)c->size * sizeof *cnt) : NULL;
+    int *dsp = fits ? malloc((size_t)c->size * sizeof *dsp) : NULL;
+    /* No room for the counts on some rank: every rank takes the broadcasts
+     * below, which need none (a rank that returned, or took the other path
+     * alone, would leave the others waiting in a collective). */
+    if (fits && comm_any_failed(c, !cnt || !dsp)) {
+        free(cnt);
+        free(dsp);
+        cnt = dsp = NULL;
+        fits = 0;
+    }
     if (fits) {
-        int *cnt = malloc((size_t)c->size * sizeof *cnt);
-        int *dsp = malloc((size_t)c->size * sizeof *dsp);
-        int rc = cnt && dsp ? MPI_SUCCESS : MPI_ERR_NO_MEM;
+        int rc = MPI_SUCCESS;
         for (int r = 0; rc == MPI_SUCCESS && r < c->size; r++) {
             cnt[r] = (int)counts[r];
             dsp[r] = (int)displs[r];

@@ -7,6 +7,7 @@
  */
 #include "ftrain/config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -163,10 +164,18 @@ static int config_fail(char *err, size_t cap, const char *fmt, ...)
     return CONFIG_EUSAGE;
 }
 
+/* A number as a person writes it: an optional sign, then a digit or a
+ * point; no blanks, no hex ("0x10" would be 16), no "inf" or "nan". */
+static int plain_number(const char *s, const char *allowed)
+{
+    const char *p = s + (*s == '-' || *s == '+');
+    return (isdigit((unsigned char)*p) || *p == '.') && strspn(s, allowed) == strlen(s);
+}
+
 /* Parse a whole number in [lo, hi]. */
 static int parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
-    if (!s || !*s)
+    if (!s || !*s || !plain_number(s, "+-0123456789"))
         return -1;
     errno = 0;
     char *end = NULL;
@@ -180,7 +189,7 @@ static int parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
 /* Parse a finite real number in [lo, hi]. */
 static int parse_real(const char *s, double lo, double hi, double *out)
 {
-    if (!s || !*s)
+    if (!s || !*s || !plain_number(s, "+-0123456789.eE"))
         return -1;
     errno = 0;
     char *end = NULL;

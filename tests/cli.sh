@@ -36,6 +36,10 @@ bad "value given to a flag" --deterministic --deterministic=yes
 bad "stray argument" extra $L extra
 bad "--epochs with --steps" --epochs --epochs 2 --steps 5
 bad "--steps with --epochs" --steps --steps 5 --epochs 2
+bad "--lr in hex" --lr $L --lr 0x10
+bad "--lr nan" --lr $L --lr nan
+bad "--steps with a leading blank" --steps $L --steps " 5"
+bad "--seed in hex" --seed $L --seed 0x1F
 bad "micro-batch does not divide global batch" --micro-batch --global-batch 32 --micro-batch 5
 bad "micro-batch larger than global batch" --micro-batch --global-batch 8 --micro-batch 16
 for v in abc 0 -1 1e9999 nan ""; do
