@@ -107,8 +107,9 @@ int main(int argc, char **argv)
     int code = 1;
     if (rc == TRAIN_DONE || rc == TRAIN_STOPPED) {
         if (w.rank == 0) {
-            /* test_acc is nan when this process stopped before any
-             * evaluation. */
+            /* nan means "not measured by this process": test_acc when it
+             * stopped before any evaluation, loss when it trained no step
+             * (a resume at or past the last step). */
             printf("done: step=%lld epoch=%lld loss=%.6f test_acc=%.4f param_hash=%016llx\n",
                    (long long)res.step, (long long)res.epoch, res.loss,
                    res.evaluated ? res.test_acc : NAN, (unsigned long long)res.param_hash);

@@ -8,11 +8,12 @@
  *   S2  Every rank makes the same sequence of collectives.  The stop flag is
  *       never acted on locally: it is a vote that rides in a collective all
  *       ranks make anyway (the per-step control reduction in train.c, or
- *       stop_agree() during evaluation and start-up), and every rank acts
- *       on the reduced result, so all ranks stop after the same step.
+ *       the evaluation's own reduction), and every rank acts on the reduced
+ *       result, so all ranks stop after the same step.  A signal during
+ *       start-up waits in its flag for the first of these.
  *   S3  After the agreement the ranks save (ckpt_save, itself collective and
- *       committed once by rank 0) and exit 75.  Further signals only bump a
- *       counter: a save in progress is never interrupted by us; SIGKILL is
+ *       committed once by rank 0) and exit 75.  Further signals change
+ *       nothing: a save in progress is never interrupted by us; SIGKILL is
  *       covered by the checkpoint commit protocol instead.
  *
  * STATES (per process)
@@ -29,26 +30,29 @@
 #include <time.h>
 
 static volatile sig_atomic_t stop_sig = 0;
-static volatile sig_atomic_t stop_count = 0;
-static volatile sig_atomic_t stop_sec = 0;
+static volatile sig_atomic_t stop_sec = 0;  /* seconds after stop_base: an int holds them */
 static volatile sig_atomic_t stop_nsec = 0;
+static time_t stop_base;                    /* set before any handler is installed */
 
 static void stop_handler(int sig)
 {
     if (!stop_sig) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        stop_sec = (sig_atomic_t)ts.tv_sec;
+        stop_sec = (sig_atomic_t)(ts.tv_sec - stop_base);
         stop_nsec = (sig_atomic_t)ts.tv_nsec;
         stop_sig = sig;
     }
-    if (stop_count < 1000000)
-        stop_count = stop_count + 1;
 }
 
 int stop_install(int stop_signal)
 {
     struct sigaction sa;
+    if (!stop_base) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        stop_base = ts.tv_sec;
+    }
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = stop_handler;
     sigemptyset(&sa.sa_mask);
@@ -73,21 +77,11 @@ int stop_install(int stop_signal)
 }
 
 int stop_local_signal(void) { return stop_sig; }
-int stop_local_count(void) { return stop_count; }
 
 double stop_local_time(void)
 {
     if (!stop_sig)
         return 0;
-    return (double)stop_sec + (double)stop_nsec * 1e-9;
+    return (double)stop_base + (double)stop_sec + (double)stop_nsec * 1e-9;
 }
 
-int stop_agree(comm_t *c)
-{
-    int64_t v = stop_sig != 0;
-    if (comm_allreduce(c, &v, 1, COMM_I64, COMM_MAX) != COMM_OK)
-        return -1;
-    return v != 0;
-}
-
-void stop_inject(int sig) { stop_handler(sig); }

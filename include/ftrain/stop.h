@@ -2,15 +2,14 @@
  * stop.h - signal flags and the cross-rank stop agreement.
  *
  * HowTo: stop_install(SIGUSR1) once, first thing in main.  Handlers only set
- * flags.  The train loop folds stop_local_vote() into the control reduction
- * it makes every step (and evaluation and start-up do the same through
- * stop_agree()), so every rank learns at the same step that some rank was
- * signalled, and no rank skips a collective another enters.
+ * flags.  The train loop folds stop_local_signal() into the control
+ * reduction it makes every step (the evaluation into its own reduction; a
+ * signal during start-up waits in its flag for the first of these), so every
+ * rank learns at the same step that some rank was signalled, and no rank
+ * skips a collective another enters.
  */
 #ifndef FTRAIN_STOP_H
 #define FTRAIN_STOP_H
-
-#include "ftrain/comm.h"
 
 /** Install handlers (sigaction, SA_RESTART off) for stop_signal, SIGTERM and
  *  SIGINT.  @return 0 or -1 (errno set). */
@@ -19,18 +18,8 @@ int stop_install(int stop_signal);
 /** @return the first signal this process received, 0 when none. */
 int stop_local_signal(void);
 
-/** @return how many stop signals this process received. */
-int stop_local_count(void);
-
 /** @return the wall-clock time (seconds since the epoch) of the first
  *  signal, 0 when none. */
 double stop_local_time(void);
-
-/** Collective: @return 1 on every rank if any rank has a flag, else 0; -1
- *  when the collective failed. */
-int stop_agree(comm_t *c);
-
-/** Test aid: raise the local flag as if sig had arrived. */
-void stop_inject(int sig);
 
 #endif
