@@ -451,6 +451,19 @@ static int state_check_record(const state_t *st, json_t *rec, char *err, size_t 
         }
     }
     json_decref(ours);
+    /* Deterministic mode promises bit-identical weights, and OpenBLAS gives
+     * other bits with another thread count (docs/determinism.md). */
+    json_t *th = json_object_get(rec, "threads");
+    if (rc == STATE_OK && st->cfg->deterministic && json_is_integer(th) &&
+        json_integer_value(th) != st->threads) {
+        snprintf(err, cap,
+                 "BLAS threads differ: the checkpoint was written with %lld per rank, this run "
+                 "has %d; --deterministic results depend on it (pass --threads %lld, or use a "
+                 "new --run-dir)",
+                 (long long)json_integer_value(th), st->threads,
+                 (long long)json_integer_value(th));
+        rc = STATE_EMISMATCH;
+    }
     return rc;
 }
 

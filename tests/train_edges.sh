@@ -1,7 +1,8 @@
 #!/bin/sh
 # train_edges.sh - the trainer at its edges: the deepest model (15 hidden
 # layers) with Adam saves and resumes; a diverging deterministic run stops
-# with an error instead of printing a wrapped-around negative loss; the
+# with an error instead of printing a wrapped-around negative loss; a
+# deterministic resume with another BLAS thread count is refused; the
 # cosine schedule's rate is what is logged; --resume none and an explicit
 # older --resume refuse a run directory that holds (newer) checkpoints and
 # leave them untouched; a set-up failure on one rank ends the whole job
@@ -34,6 +35,16 @@ ok "$([ "$rc" -eq 1 ] && grep -q 'runaway loss at step [0-9]*: training diverged
     "diverging deterministic run: exit 1, 'training diverged' (exit $rc)" || why "$(tail -n 2 "$T/div.err")"
 ok "$(! grep -Eq '(loss|test_loss) -[0-9]' "$T/div.out"; echo $?)" \
     "  no negative (wrapped-around) loss was printed" || why "$(grep -E 'loss -' "$T/div.out" | head -n 2)"
+
+# ---- a deterministic resume with another BLAS thread count ------------
+d="$T/thr"
+mpi 1 --data line --deterministic --steps 4 --run-dir "$d" >"$d.out" 2>&1
+mpi 1 --data line --deterministic --steps 6 --threads 2 --run-dir "$d" >"$d.res" 2>"$d.err"
+rc=$?
+ok "$([ "$rc" -ne 0 ] && grep -q 'BLAS threads differ: the checkpoint was written with 1 per rank, this run has 2' "$d.err"; echo $?)" \
+    "--deterministic resume with --threads 2 after 1: refused (exit $rc), bits would differ" || why "$(cat "$d.err")"
+mpi 1 --data line --deterministic --steps 6 --run-dir "$d" >"$d.res2" 2>&1
+is "$?" 0 "  the same resume with the same thread count runs"
 
 # ---- the cosine schedule's rate is logged ------------------------------
 mpi 1 $LINE --schedule cosine --lr 0.1 --steps 6 --log-every 1 >"$T/cos.out" 2>&1
