@@ -663,11 +663,11 @@ static void print_record_value(const char *prefix, json_t *v)
 /* Sections of the record shown by inspect, by top-level key. */
 static const struct {
     const char *title;
-    const char *keys[8];
+    const char *keys[10];
 } record_sections[] = {
     {"data cursor",
      {"epoch", "cursor", "steps_per_epoch", "samples_seen", "step", "rng", "schedule",
-      NULL}},
+      "data", NULL}},
     {"lineage",
      {"lineage", "slurm", "saved_at", "run_seconds", "ftrain_version", "world_size",
       NULL}},

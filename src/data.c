@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 #include <zlib.h>
 
 /* The largest payload one IDX file may describe; Fashion-MNIST's biggest
@@ -571,6 +572,31 @@ fail:
     data_free(train);
     data_free(test);
     return rc;
+}
+
+uint64_t data_fingerprint(const dataset_t *d)
+{
+    XXH64_state_t *h = d ? XXH64_createState() : NULL;
+    if (!h)
+        return 0;
+    /* Sizes as fixed-width little-endian fields, then the arrays. */
+    int64_t head[4] = {d->n, d->in_dim, d->out_dim, d->classification};
+    uint8_t le[32];
+    for (int i = 0; i < 4; i++)
+        for (int b = 0; b < 8; b++)
+            le[8 * i + b] = (uint8_t)((uint64_t)head[i] >> (8 * b));
+    XXH64_reset(h, 0);
+    XXH64_update(h, le, sizeof le);
+    size_t n = d->n > 0 ? (size_t)d->n : 0;
+    if (d->x)
+        XXH64_update(h, d->x, n * (size_t)d->in_dim * sizeof *d->x);
+    if (d->classification && d->labels)
+        XXH64_update(h, d->labels, n * sizeof *d->labels);
+    if (!d->classification && d->y)
+        XXH64_update(h, d->y, n * (size_t)d->out_dim * sizeof *d->y);
+    uint64_t v = XXH64_digest(h);
+    XXH64_freeState(h);
+    return v;
 }
 
 int data_known(const char *name)

@@ -38,6 +38,10 @@
  * per layer each (state_tensors). */
 #define STATE_MAX_TENSORS (3 * 2 * MODEL_MAX_LAYERS)
 
+/* The record's own format (docs/checkpoint-format.md, section 9). */
+#define STATE_RECORD_FORMAT "ftrain-state"
+#define STATE_RECORD_VERSION 1
+
 /* The commit's collectives can wait long: the peers may still be writing
  * (allgather) or rank 0 writing the manifest (bcast).  Wait idle first, so a
  * rank that is done does not take a core from one that is not. */
@@ -119,11 +123,13 @@ static char *state_record(const state_t *st, int world)
         json_object_set_new(slurm, "array_task_id", json_string(task));
     }
     json_object_set_new(slurm, "restart_count", json_integer(rc ? atoll(rc) : 0));
+    char dfp[17];
+    snprintf(dfp, sizeof dfp, "%016llx", (unsigned long long)st->data_fp);
     json_t *rec = json_pack(
         "{s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:o, s:{s:s, s:I, s:I}, "
-        "s:{s:I, s:f}, s:{s:s, s:I}, s:o, s:i, s:i, s:b, s:o, s:{s:o}, s:f, "
-        "s:I, s:s}",
-        "format", "ftrain-state", "version", 1,
+        "s:{s:I, s:f}, s:{s:s, s:I}, s:o, s:{s:s, s:I, s:s}, s:i, s:i, s:b, s:o, "
+        "s:{s:o}, s:f, s:I, s:s}",
+        "format", STATE_RECORD_FORMAT, "version", STATE_RECORD_VERSION,
         "step", (json_int_t)st->step,
         "epoch", (json_int_t)st->epoch,
         "cursor", (json_int_t)st->cursor,
@@ -137,6 +143,8 @@ static char *state_record(const state_t *st, int world)
         "optimizer", "kind", optim_kind_name(st->cfg->opt.kind), "updates",
         (json_int_t)optim_updates(st->optim),
         "arch", state_arch_json(model_arch(st->model)),
+        "data", "name", st->cfg->data, "train_samples", (json_int_t)st->n_train,
+        "fingerprint", dfp,
         "world_size", world,
         "threads", st->threads,
         "deterministic", st->cfg->deterministic,
@@ -408,9 +416,52 @@ int state_resolve(const config_t *cfg, comm_t *c, const char *root, char *path,
     return STATE_EFAIL;
 }
 
+/* The training data must be the data the checkpoint was trained on: the
+ * cursor and the sampler's permutation index into it.  Records written
+ * before the fingerprint existed have no "data" object and are not checked. */
+static int state_check_data(const state_t *st, json_t *data, char *err, size_t cap)
+{
+    if (!data)
+        return STATE_OK;
+    json_int_t n = -1;
+    const char *fp = NULL;
+    char mine[17];
+    snprintf(mine, sizeof mine, "%016llx", (unsigned long long)st->data_fp);
+    if (json_unpack(data, "{s:I, s:s}", "train_samples", &n, "fingerprint", &fp) != 0) {
+        snprintf(err, cap, "checkpoint record's \"data\" object lacks train_samples "
+                           "(integer) or fingerprint (string)");
+        return STATE_EMISMATCH;
+    }
+    if (n != st->n_train || strcmp(fp, mine) != 0) {
+        snprintf(err, cap,
+                 "training data differs: the checkpoint was trained on %lld samples "
+                 "(fingerprint %.16s), this run loaded %lld (fingerprint %s); resume with the "
+                 "same data (--data-dir), or use a new --run-dir",
+                 (long long)n, fp, (long long)st->n_train, mine);
+        return STATE_EMISMATCH;
+    }
+    return STATE_OK;
+}
+
 /* Compare the checkpoint's record with this run; R4. */
 static int state_check_record(const state_t *st, json_t *rec, char *err, size_t cap)
 {
+    const char *format = json_string_value(json_object_get(rec, "format"));
+    json_t *version = json_object_get(rec, "version");
+    if (!format || strcmp(format, STATE_RECORD_FORMAT) != 0 || !json_is_integer(version)) {
+        snprintf(err, cap, "not an ftrain training checkpoint: its record's format is %s%.64s%s "
+                           "(expected \"%s\" with an integer version)",
+                 format ? "\"" : "", format ? format : "missing", format ? "\"" : "",
+                 STATE_RECORD_FORMAT);
+        return STATE_EMISMATCH;
+    }
+    if (json_integer_value(version) < 1 || json_integer_value(version) > STATE_RECORD_VERSION) {
+        snprintf(err, cap, "record version %lld: this ftrain reads version %d%s",
+                 (long long)json_integer_value(version), STATE_RECORD_VERSION,
+                 json_integer_value(version) > STATE_RECORD_VERSION
+                     ? " (the checkpoint was written by a newer ftrain)" : "");
+        return STATE_EMISMATCH;
+    }
     json_t *arch = json_object_get(rec, "arch");
     const char *fp = json_string_value(json_object_get(arch, "fingerprint"));
     const char *astr = json_string_value(json_object_get(arch, "string"));
@@ -451,6 +502,8 @@ static int state_check_record(const state_t *st, json_t *rec, char *err, size_t 
         }
     }
     json_decref(ours);
+    if (rc == STATE_OK)
+        rc = state_check_data(st, json_object_get(rec, "data"), err, cap);
     /* Deterministic mode promises bit-identical weights, and OpenBLAS gives
      * other bits with another thread count (docs/determinism.md). */
     json_t *th = json_object_get(rec, "threads");

@@ -881,6 +881,7 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
     t->st.cfg = cfg;
     t->st.steps_per_epoch = t->spe;
     t->st.n_train = t->train.n;
+    t->st.data_fp = data_fingerprint(&t->train);
     t->st.threads = threads;
     t->st.ckpt_threads = world_default_threads(w);
 

@@ -60,6 +60,14 @@ int data_load(const char *name, const char *dir, dataset_t *train,
 int data_read_idx(const char *path, int expect_dims, uint32_t dims[3],
                   uint8_t **data, char *err, size_t errcap);
 
+/**
+ * XXH64 of a data set's sizes and arrays (features, then labels or targets,
+ * as loaded: floats in host byte order).  A checkpoint stores it for its
+ * training set so that a resume on other data is refused.
+ * @return the fingerprint; 0 only if a hashing state cannot be allocated.
+ */
+uint64_t data_fingerprint(const dataset_t *d);
+
 /** @return 1 if name is a known data set, else 0. */
 int data_known(const char *name);
 

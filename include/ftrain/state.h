@@ -30,6 +30,7 @@ typedef struct {
     int64_t cursor;          /* samples of that epoch already consumed */
     int64_t steps_per_epoch;
     int64_t n_train;         /* samples in the training set */
+    uint64_t data_fp;        /* data_fingerprint() of the training set */
     int threads;             /* BLAS threads per rank */
     int ckpt_threads;        /* default checkpoint encoder threads */
     char resumed_from[STATE_PATH_MAX]; /* lineage: "" for a fresh start */
