@@ -614,6 +614,11 @@ typedef struct {
     ckpt_shard_info_t info;
 } gather_msg_t;
 
+/* The allgather's buffer when calloc fails (ckpt_commit); untouched, and so
+ * not resident, until then. */
+static gather_msg_t gather_spare[CKPT_MAX_SHARDS];
+static pthread_mutex_t gather_spare_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* Remove name (relative to the directory fd at): a file, link or FIFO is
  * unlinked; a directory is emptied depth first and removed.  Nothing is
  * followed: a symbolic link is removed itself, never what it points to, so
@@ -885,9 +890,18 @@ int ckpt_commit(const char *root, uint64_t step, const ckpt_tensor_t *tensors,
     }
     if (msg.rc == CKPT_OK)
         msg.info = *info;
+    /* Every rank must reach the allgather, or the others wait for ever:
+     * without memory for it, take the spare buffer and vote failure. */
+    int spare = 0;
     all = calloc((size_t)world, sizeof *all);
-    if (!all)
-        return ckpt_seterr(CKPT_ENOMEM, "out of memory");
+    if (!all) {
+        pthread_mutex_lock(&gather_spare_lock);
+        spare = 1;
+        all = gather_spare;
+        if (msg.rc == CKPT_OK)
+            msg.rc = ckpt_seterr(CKPT_ENOMEM, "commit of step %llu: out of memory for "
+                                 "%d ranks' shard descriptions", (unsigned long long)step, world);
+    }
     if (!coll) {
         all[0] = msg;
     } else if (coll->allgather(coll->ctx, &msg, all, sizeof msg) != 0) {
@@ -935,7 +949,10 @@ int ckpt_commit(const char *root, uint64_t step, const ckpt_tensor_t *tensors,
     else
         rc = decision;
 fail:
-    free(all);
+    if (spare)
+        pthread_mutex_unlock(&gather_spare_lock);
+    else
+        free(all);
     return rc;
 }
 

@@ -6,7 +6,8 @@
 # cosine schedule's rate is what is logged; --resume none and an explicit
 # older --resume refuse a run directory that holds (newer) checkpoints and
 # leave them untouched; a set-up failure on one rank ends the whole job
-# quickly instead of hanging it; of two ranks signalled in one step the
+# quickly instead of hanging it, and so does one that cannot allocate the
+# commit's table of shard descriptions; of two ranks signalled in one step the
 # first is named; --stop-signal USR2 leaves SIGUSR1 alone.
 . "$(dirname "$0")/lib.sh"
 : "${FTRAIN_TIMEOUT:=60}"
@@ -73,7 +74,7 @@ is "$?" 0 "  the same --resume into a new --run-dir runs"
 
 # ---- a set-up failure on one rank ends the job ------------------------
 if ldd "$FTRAIN" 2>/dev/null | grep -q 'libasan'; then
-    skip "sanitized build: the allocation-failure shim cannot replace ASan's allocator" 2
+    skip "sanitized build: the allocation-failure shim cannot replace ASan's allocator" 5
 else
     t0=$(date +%s)
     FAILALLOC_RANK=1 FAILALLOC_MIN=30000000 \
@@ -87,6 +88,25 @@ else
         why "$(tail -n 3 "$T/oom.err")"
     like "$(cat "$T/oom.err")" "rank 1: .*cannot create|rank 0: set-up failed on another rank" \
         "  and the ranks say why"
+
+    # The commit's table of the ranks' shard descriptions (2 x 56 bytes)
+    # cannot be allocated on rank 1: it still takes part in the allgather
+    # (the others would wait for ever), and nothing is committed.
+    d="$T/commit-oom"
+    mpi 2 $LINE --steps 2 --run-dir "$d" >/dev/null 2>&1
+    before=$(ls "$d/ckpt" | tr '\n' ' ')
+    t0=$(date +%s)
+    FAILALLOC_RANK=1 FAILALLOC_CALLOC=2,56 \
+        timeout -k 5 60 mpirun --oversubscribe -n 2 -x LD_PRELOAD="$BUILD/tests/preload/failalloc.so" \
+        -x FAILALLOC_RANK -x FAILALLOC_CALLOC "$FTRAIN" $LINE --steps 4 --run-dir "$d" \
+        >"$T/coom.out" 2>"$T/coom.err"
+    rc=$?
+    secs=$(($(date +%s) - t0))
+    ok "$([ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] && [ "$secs" -lt 45 ]; echo $?)" \
+        "out of memory on rank 1 in the commit: the job ends (exit $rc after ${secs} s), no hang" ||
+        why "$(tail -n 3 "$T/coom.err")"
+    like "$(cat "$T/coom.err")" "out of memory for 2 ranks' shard descriptions" "  and rank 1 says why"
+    is "$(ls "$d/ckpt" | tr '\n' ' ')" "$before" "  nothing was committed, the earlier checkpoint stays"
 fi
 
 # ---- two ranks signalled within one step: the first one is named -------
