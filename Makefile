@@ -89,7 +89,7 @@ $(BUILD)/tests/%.t: $(BUILD)/tests/%.o $(BUILD)/libftrain.a $(BUILD)/libckpt.a
 # Helper programs the tests run (fixture makers), not tests themselves.
 $(BUILD)/tests/tools/%: tests/tools/%.c $(BUILD)/libckpt.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Itests $^ -o $@ $(LDLIBS_CKPT) -lm
+	$(CC) $(CFLAGS) -Itests $(filter %.c %.a,$^) -o $@ $(LDLIBS_CKPT) -lm
 
 # LD_PRELOAD shims the tests use for fault injection (never sanitized:
 # they replace the allocator).
@@ -116,9 +116,11 @@ bench: deps
 	BUILD=$(BUILD) sh bench/run.sh
 
 # Benchmark programs: bench/NAME.c -> build/bench/NAME (MPI, BLAS, ckpt).
+# Compiled and linked in one step: -MMD lists headers among the
+# prerequisites, so only the sources and libraries of $^ are passed.
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libftrain.a $(BUILD)/libckpt.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) $^ -o $@ $(LDLIBS_FTRAIN) $(LDLIBS_CKPT)
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(filter %.c %.a,$^) -o $@ $(LDLIBS_FTRAIN) $(LDLIBS_CKPT)
 
 clean:
 	rm -rf build build-san
