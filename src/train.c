@@ -99,6 +99,8 @@ typedef struct {
     char root[1200];
     int64_t last_saved;
     double last_save_time;
+    double run_base;   /* training seconds of earlier processes (the record's) */
+    double run_start;  /* when this process's training loop began; 0 before */
     async_save_t async;
     float *snap_buf;   /* --ckpt-async: the snapshot copy, reused */
     size_t snap_floats;
@@ -617,6 +619,7 @@ static int state_at(trainer_t *t, int64_t step, char *err, size_t cap)
     t->st.step = step;
     t->st.epoch = step / t->spe;
     t->st.cursor = (step % t->spe) * t->cfg->global_batch;
+    t->st.run_seconds = t->run_base + (t->run_start > 0 ? now_s() - t->run_start : 0);
     return 0;
 }
 
@@ -960,6 +963,8 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
     double win_loss = 0, win_t0 = now_s();
     int64_t win_hits = 0, win_n = 0, run_samples = 0;
     double run_t0 = now_s(), loop_t0 = now_s(), t_loop_end = 0;
+    t->run_base = t->st.run_seconds; /* 0, or what state_load read */
+    t->run_start = run_t0;
     t->last_save_time = now_s();
     double last_loss = NAN;
     int evaluated_at_end = 0;

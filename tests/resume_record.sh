@@ -8,6 +8,7 @@
 # other samples).  The same files in another directory resume; a record of
 # a writer from before the fingerprint (no "data" object) still resumes.
 # A record of a newer version, or of another format, is refused by name.
+# The record's run_seconds adds up the training time across resumes.
 . "$(dirname "$0")/lib.sh"
 : "${FTRAIN_TIMEOUT:=120}"
 need_mpi
@@ -93,6 +94,17 @@ ok "$([ "$rc" -eq 0 ] && grep -q '^resume: ' "$T/f.out"; echo $?)" \
 is "$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["record"]["data"]["fingerprint"]))' "$T/f.json" 2>&1)" 16 \
     "  and its next checkpoint records the data again"
 is "$(ls "$d2/ckpt" | grep -c '^step-')" 2 "  (steps 2 and 4 are there)"
+
+# run_seconds: the run's training time, carried across a resume.
+d4="$T/secs"
+rsec() { "$CKPTCTL" inspect --json "$d4/ckpt" 2>/dev/null |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["record"]["run_seconds"])'; }
+mpi 1 --data line --steps 4 --step-delay-ms 100 --run-dir "$d4" >/dev/null 2>&1
+s1=$(rsec)
+mpi 2 --data line --steps 7 --step-delay-ms 100 --run-dir "$d4" >/dev/null 2>&1
+s2=$(rsec)
+ok "$(awk -v a="$s1" -v b="$s2" 'BEGIN { exit !(a >= 0.35 && b >= a + 0.25) }'; echo $?)" \
+    "run_seconds counts the training time of both processes: $s1 s after 4 steps of 0.1 s, $s2 s after 3 more"
 
 # A newer record version, or a record that is not ftrain's.
 d3="$T/ver"

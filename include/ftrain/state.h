@@ -34,7 +34,8 @@ typedef struct {
     int threads;             /* BLAS threads per rank */
     int ckpt_threads;        /* default checkpoint encoder threads */
     char resumed_from[STATE_PATH_MAX]; /* lineage: "" for a fresh start */
-    double run_seconds;      /* training time before this process */
+    double run_seconds;      /* training seconds of the run up to step, all
+                                processes together (state_load: as saved) */
 } state_t;
 
 typedef enum {
