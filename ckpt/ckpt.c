@@ -33,8 +33,9 @@
  *       step-<N>/ that looks committed.
  *   I8. Nothing under the root is followed: temp dirs, shards and LATEST.tmp
  *       are created afresh (a link or FIFO with the name is removed, never
- *       written through), removal never descends through a link, and files
- *       are opened O_NOFOLLOW | O_NONBLOCK and must be regular files.
+ *       written through), removal never descends through a link, files
+ *       are opened O_NOFOLLOW | O_NONBLOCK and must be regular files, and a
+ *       step-<N> that is a link is listed as corrupt, never resumed from.
  *   I9. A checkpoint that fails to verify is never deleted by the library:
  *       ckpt_set_aside_after renames newer bad ones to step-<N>.corrupt so
  *       that a run resumed from an older step can save step N again.
@@ -1372,6 +1373,7 @@ int ckpt_list(const char *root, int verify, ckpt_entry_t **out, size_t *n)
         uint64_t step;
         int tmp = 0;
         ckpt_entry_t *e;
+        struct stat st;
         if (!ckpt_parse_dirname(de->d_name, 0, &step)) {
             if (!ckpt_parse_dirname(de->d_name, 1, &step))
                 continue;
@@ -1393,6 +1395,13 @@ int ckpt_list(const char *root, int verify, ckpt_entry_t **out, size_t *n)
             e->status = CKPT_ST_INCOMPLETE;
             snprintf(e->why, sizeof e->why, "temporary directory of an "
                      "unfinished or crashed save");
+        } else if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                   S_ISLNK(st.st_mode)) {
+            /* I8: a link is not followed, whatever it points to. */
+            e->status = CKPT_ST_CORRUPT;
+            snprintf(e->why, sizeof e->why, "a symbolic link, not a directory (links "
+                     "under a checkpoint root are not followed)");
+            e->is_latest = strcmp(latest, e->name) == 0;
         } else {
             inspect_step(root, verify, e);
             e->is_latest = strcmp(latest, e->name) == 0;

@@ -12,7 +12,9 @@
  *   - a shard copied from another checkpoint of the same size is refused
  *     (the manifest's table_xxh64), while a manifest without it still reads;
  *   - ckpt_set_aside_after moves bad newer checkpoints out of the way so the
- *     same steps can be saved again, and LATEST follows.
+ *     same steps can be saved again, and LATEST follows;
+ *   - a step-<N> that is a link is listed as corrupt and never resumed
+ *     from, even when it points to a good checkpoint.
  *
  * Every call that could block runs under alarm(20): a hang fails the test.
  */
@@ -386,6 +388,34 @@ int main(void)
             ok(strcmp(read_text(p), "step-00000005\n") == 0,
                "LATEST never moves back to an older step that exists");
         }
+    }
+
+    /* ---- a step-<N> link is never resumed from ----------------------- */
+    {
+        char r9[400], ext[400], got[1024];
+        ckpt_entry_t *v = NULL;
+        size_t n = 0;
+        snprintf(r9, sizeof r9, "%s/r9", root);
+        snprintf(ext, sizeof ext, "%s/elsewhere9", root);
+        save_at(r9, 2, 1);
+        is_int(save_at(ext, 6, 1), CKPT_OK, "a good checkpoint elsewhere (step 6)");
+        path_of(q, sizeof q, ext, "step-00000006");
+        path_of(p, sizeof p, r9, "step-00000006");
+        ok(symlink(q, p) == 0, "link r9/step-00000006 -> it");
+        is_int(ckpt_list(r9, 0, &v, &n), CKPT_OK, "list r9");
+        ok(n == 2 && v[1].step == 6 && v[1].status == CKPT_ST_CORRUPT &&
+               strstr(v[1].why, "symbolic link") != NULL,
+           "the link is listed as corrupt: %s", n == 2 ? v[1].why : "?");
+        free(v);
+        is_int(ckpt_latest_good(r9, got, sizeof got, NULL, NULL), CKPT_OK, "latest good");
+        path_of(p, sizeof p, r9, "step-00000002");
+        is_str(got, p, "the latest good checkpoint is step 2, not the link");
+        nmoved = 0;
+        is_int(ckpt_set_aside_after(r9, 2, on_moved, NULL), CKPT_OK,
+               "set aside what is newer than step 2");
+        path_of(p, sizeof p, r9, "step-00000006.corrupt");
+        ok(nmoved == 1 && is_link(p), "the link itself was moved to step-00000006.corrupt");
+        ok(read_ckpt(q) == CKPT_OK, "the checkpoint it points to is whole");
     }
 
     tap_rmtree(root);
