@@ -85,6 +85,19 @@ is "$rc" 2 "--stop-signal USR2 in FTRAIN_ARGS with FTRAIN_STOP_SIGNAL unset: ref
 like "$(cat "$T/out")" "given --stop-signal USR2 but FTRAIN_STOP_SIGNAL is USR1" "  saying why"
 ok "$(! srun_started; echo $?)" "  nothing launched"
 
+# ---- the SIG prefix names the same signal, as for ftrain -----------------
+run_script FTRAIN_ARGS="--stop-signal SIGUSR1"
+wait_for 10 srun_started
+ok "$?" "--stop-signal SIGUSR1 in FTRAIN_ARGS with FTRAIN_STOP_SIGNAL unset: accepted, launched"
+kill -USR1 "$SPID" 2>/dev/null
+{ wait "$SPID"; } 2>/dev/null
+is "$(grep '^srun ' "$LOG" | grep -o -- '--stop-signal' | wc -l | tr -d ' ')" 1 "  and passed once"
+run_script FTRAIN_STOP_SIGNAL=SIGUSR2
+wait_for 10 srun_started
+kill -USR1 "$SPID"
+{ wait "$SPID"; } 2>/dev/null
+like "$(cat "$LOG")" "srun got USR2" "FTRAIN_STOP_SIGNAL=SIGUSR2: the warning is forwarded as USR2"
+
 # ---- a warning while the script is still setting up ---------------------
 run_script MKDIR_DELAY=2
 sleep 0.5
