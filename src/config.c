@@ -95,7 +95,7 @@ static const char config_help[] =
     "  --step-delay-ms MS     sleep per step (for tests and demos)\n"
     "  --trace-samples PFX    append each rank's trained sample indices to\n"
     "                         PFX.<rank> as 'epoch step index...' lines (tests)\n"
-    "  --quiet                only the summary line\n"
+    "  --quiet                only the resume, stop and summary (done:) lines\n"
     "  --help, --version\n"
     "\n"
     "exit codes: 0 finished, 75 stopped after a committed checkpoint (requeue\n"

@@ -101,6 +101,9 @@ typedef struct {
     double last_save_time;
     double run_base;   /* training seconds of earlier processes (the record's) */
     double run_start;  /* when this process's training loop began; 0 before */
+    double ctl_last;   /* when the last control reduction (stop check) ended */
+    double ctl_gap_max; /* the longest time between two stop checks: a step,
+                           with any evaluation or save in between */
     async_save_t async;
     float *snap_buf;   /* --ckpt-async: the snapshot copy, reused */
     size_t snap_floats;
@@ -765,15 +768,17 @@ static int stop_and_save(trainer_t *t, int64_t step, int signo, int first_rank,
     if (t->rank == 0) {
         double total = t_end - t_sig;
         printf("stop: signal %s (first seen by rank %d) at step %lld: agreed %.3f s after "
-               "the signal, checkpoint %.3f s, total %.3f s%s\n",
+               "the signal, checkpoint %.3f s, total %.3f s; longest step %.3f s%s\n",
                config_signal_name(signo), first_rank, (long long)step, t_agreed - t_sig,
-               t_end - c1, total, res->saved ? "" : " (no run directory: nothing saved)");
+               t_end - c1, total, t->ctl_gap_max,
+               res->saved ? "" : " (no run directory: nothing saved)");
         if (total > cfg->grace)
             fprintf(stderr, "ftrain: warning: the stop took %.1f s, more than --grace %.1f s: "
                     "raise the signal lead time (see docs/slurm.md)\n", total, cfg->grace);
         char extra[160];
-        snprintf(extra, sizeof extra, "\"signal\":\"%s\",\"seconds\":%.4f",
-                 config_signal_name(signo), total);
+        snprintf(extra, sizeof extra,
+                 "\"signal\":\"%s\",\"seconds\":%.4f,\"longest_step_seconds\":%.4f",
+                 config_signal_name(signo), total, t->ctl_gap_max);
         metrics_event(&t->met, "stop", step, t->size, extra);
         fflush(stdout);
     }
@@ -965,6 +970,7 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
     double run_t0 = now_s(), loop_t0 = now_s(), t_loop_end = 0;
     t->run_base = t->st.run_seconds; /* 0, or what state_load read */
     t->run_start = run_t0;
+    t->ctl_last = run_t0;
     t->last_save_time = now_s();
     double last_loss = NAN;
     int evaluated_at_end = 0;
@@ -999,7 +1005,11 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
             goto out;
         }
         double t_agreed = wall_s();
-        t->control_s += now_s() - c0;
+        double c1 = now_s();
+        t->control_s += c1 - c0;
+        if (c1 - t->ctl_last > t->ctl_gap_max)
+            t->ctl_gap_max = c1 - t->ctl_last;
+        t->ctl_last = c1;
         if (ctl[CTL_BAD] >= 2) {
             snprintf(err, cap, "a device failed at step %lld%s%s", (long long)step,
                      t->dev_failed && gpu_last_error() ? ": " : " (on another rank)",
