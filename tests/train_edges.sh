@@ -8,7 +8,8 @@
 # leave them untouched; a set-up failure on one rank ends the whole job
 # quickly instead of hanging it, and so does one that cannot allocate the
 # commit's table of shard descriptions; of two ranks signalled in one step the
-# first is named; --stop-signal USR2 leaves SIGUSR1 alone.
+# first is named, and the stop line gives the longest step; --stop-signal
+# USR2 leaves SIGUSR1 alone.
 . "$(dirname "$0")/lib.sh"
 : "${FTRAIN_TIMEOUT:=60}"
 need_mpi
@@ -114,7 +115,8 @@ d="$T/first"
 : >"$d.out"
 mpi_bg 2 $LINE --steps 100000 --log-every 1 --step-delay-ms 1500 --run-dir "$d" >>"$d.out" 2>"$d.err"
 _ge() { [ "$(grep -c '^epoch ' "$1")" -ge "$2" ]; }
-if wait_for 30 _ge "$d.out" 1; then
+# After the second step: the first 1.5 s delay (a whole step) is behind.
+if wait_for 30 _ge "$d.out" 2; then
     kill -USR1 "$(rank_pid "$d.out" 0)"
     sleep 0.3
     kill -TERM "$(rank_pid "$d.out" 1)"
@@ -124,6 +126,12 @@ rc=$?
 MPI_PID=
 like "$(grep '^stop:' "$d.out")" "stop: signal USR1 \(first seen by rank 0\)" \
     "USR1 to rank 0, then TERM to rank 1 within the step: the stop names USR1 and rank 0 (exit $rc)"
+ls=$(sed -n 's/^stop: .*; longest step \([0-9.]*\) s.*/\1/p' "$d.out")
+ok "$(awk -v v="$ls" 'BEGIN { exit !(v >= 1.4 && v < 30) }'; echo $?)" \
+    "  the stop line gives the longest step, at least the 1.5 s step delay ($ls s)" ||
+    why "$(grep '^stop:' "$d.out")"
+like "$(grep '"event":"stop"' "$d/metrics.jsonl")" '"longest_step_seconds":1\.[4-9]|"longest_step_seconds":[2-9]' \
+    "  and so does the metrics file's stop event"
 
 # ---- --stop-signal USR2: SIGUSR1 is not a stop signal -----------------
 d="$T/usr2"
