@@ -566,11 +566,14 @@ static int cmd_list(const args_t *a)
             json_object_set_new(o, "latest", json_boolean(e[i].is_latest));
             json_object_set_new(o, "epoch",
                                 have_epoch ? json_integer(epoch) : json_null());
-            json_object_set_new(o, "world_size", json_integer(e[i].world_size));
-            json_object_set_new(o, "raw_bytes", jint(e[i].raw_bytes));
-            json_object_set_new(o, "file_bytes", jint(e[i].file_bytes));
-            json_object_set_new(o, "created", json_integer(e[i].created));
-            json_object_set_new(o, "created_utc", json_string(utc));
+            /* Known only when a manifest was read; null otherwise. */
+            int known = e[i].world_size > 0;
+            json_object_set_new(o, "world_size",
+                                known ? json_integer(e[i].world_size) : json_null());
+            json_object_set_new(o, "raw_bytes", known ? jint(e[i].raw_bytes) : json_null());
+            json_object_set_new(o, "file_bytes", known ? jint(e[i].file_bytes) : json_null());
+            json_object_set_new(o, "created", known ? json_integer(e[i].created) : json_null());
+            json_object_set_new(o, "created_utc", known ? json_string(utc) : json_null());
             json_object_set_new(
                 o, "why",
                 e[i].status == CKPT_ST_COMMITTED ? json_null() : json_string(e[i].why));
@@ -839,16 +842,17 @@ static int verify_one(const char *dir, const char *name, json_t *arr)
         json_t *o = json_object();
         json_object_set_new(o, "name", json_string(name));
         json_object_set_new(o, "path", json_string(dir));
-        json_object_set_new(o, "step", c ? jint(ckpt_step(c)) : json_null());
+        uint64_t named;
+        json_object_set_new(o, "step", c ? jint(ckpt_step(c))
+                                       : ckpt_parse_dirname(name, 0, &named) ? jint(named)
+                                                                             : json_null());
         json_object_set_new(o, "status", json_string(status));
         json_object_set_new(o, "ok", json_boolean(rc == CKPT_OK));
         json_object_set_new(
             o, "error", rc == CKPT_OK ? json_null() : json_string(ckpt_strerror(rc)));
         json_object_set_new(o, "why", rc == CKPT_OK ? json_null() : json_string(why));
-        if (c) {
-            json_object_set_new(o, "world_size", json_integer(ckpt_world_size(c)));
-            json_object_set_new(o, "total_bytes", jint(ckpt_total_bytes(c)));
-        }
+        json_object_set_new(o, "world_size", c ? json_integer(ckpt_world_size(c)) : json_null());
+        json_object_set_new(o, "total_bytes", c ? jint(ckpt_total_bytes(c)) : json_null());
         json_array_append_new(arr, o);
     } else if (rc == CKPT_OK) {
         char raw[32];
@@ -895,11 +899,17 @@ static int cmd_verify(const args_t *a)
                 if (json) {
                     json_t *o = json_object();
                     json_object_set_new(o, "name", json_string(e[i].name));
+                    json_object_set_new(o, "path", snprintf(dir, sizeof dir, "%s/%s", arg,
+                                                            e[i].name) < (int)sizeof dir
+                                                       ? json_string(dir) : json_null());
                     json_object_set_new(o, "step", jint(e[i].step));
                     json_object_set_new(o, "status", json_string("skipped"));
                     json_object_set_new(o, "ok", json_null());
+                    json_object_set_new(o, "error", json_null());
                     json_object_set_new(o, "why",
                                         json_string("temp dir of an unfinished save"));
+                    json_object_set_new(o, "world_size", json_null());
+                    json_object_set_new(o, "total_bytes", json_null());
                     json_array_append_new(arr, o);
                 } else {
                     printf("%s: skipped: temp dir of an unfinished save\n", e[i].name);
@@ -1258,10 +1268,13 @@ static int cmd_prune(const args_t *a)
         kept += after[j].status == CKPT_ST_COMMITTED;
     printf("removed %d, %zu committed checkpoint%s left in '%s'\n", removed, kept,
            kept == 1 ? "" : "s", root);
+    const char *newest = NULL; /* the newest committed checkpoint before */
+    for (size_t i = 0; i < nb; i++)
+        if (before[i].status == CKPT_ST_COMMITTED)
+            newest = before[i].name;
     if (!good[0])
         printf("note: no checkpoint in '%s' verifies\n", root);
-    else if (nb && strcmp(strrchr(good, '/') ? strrchr(good, '/') + 1 : good,
-                          before[nb - 1].name) != 0)
+    else if (newest && strcmp(strrchr(good, '/') ? strrchr(good, '/') + 1 : good, newest) != 0)
         printf("kept %s: the newest checkpoint that verifies\n", good);
     free(before);
     free(after);

@@ -92,6 +92,20 @@ is "$(py 'all(c["raw_bytes"] == 256*256*4 + 256*4 + 8 + 32 for c in d["checkpoin
     True "list --json raw_bytes equals the tensors' bytes"
 is "$(py 'all(0 < c["file_bytes"] and c["created"] > 0 for c in d["checkpoints"])')" True \
     "list --json file_bytes and created are set"
+R0=$T/root-unfinished
+cp -r "$R" "$R0" && mkdir "$R0/.tmp-step-00000040" "$R0/step-00000050"
+run "$C" list --json "$R0"
+is "$(py '[(c["name"], c["status"], c["world_size"], c["raw_bytes"], c["file_bytes"], c["created"], c["created_utc"]) for c in d["checkpoints"] if c["status"] != "committed"]')" \
+    "[('.tmp-step-00000040', 'incomplete', None, None, None, None, None), ('step-00000050', 'incomplete', None, None, None, None, None)]" \
+    "list --json: a temp dir and a step without manifest have null sizes, world and times"
+run "$C" verify --json "$R0"
+is "$rc" 1 "verify --json of a root with an unfinished step: exit 1"
+is "$(py 'sorted(set(tuple(c) for c in d["checkpoints"]))')" \
+    "[('name', 'path', 'step', 'status', 'ok', 'error', 'why', 'world_size', 'total_bytes')]" \
+    "verify --json: every entry has the same keys, whatever its status"
+is "$(py '[(c["step"], c["status"], c["world_size"]) for c in d["checkpoints"][3:]]')" \
+    "[(40, 'skipped', None), (50, 'incomplete', None)]" \
+    "  the step of an entry without manifest comes from its name; unknown sizes are null"
 
 run "$C" list "$T/does-not-exist"
 is "$rc" 3 "list of a missing dir exits 3"
@@ -286,6 +300,14 @@ flip_byte "$P4/step-00000003/shard-0.ftsh" 100
 flip_byte "$P4/step-00000004/shard-0.ftsh" 100
 run "$C" prune --keep 1 "$P4"
 is "$rc" 0 "prune with damaged newer checkpoints exits 0"
+like "$(cat "$T/out")" "^kept $P4/step-00000002: the newest checkpoint that verifies" "  and says it kept step 2"
+P5=$T/prune5
+for s in 1 2 3; do "$MK" "$P5" $s --mb 0.1 || break; done
+mkdir "$P5/step-00000009"
+run "$C" prune --keep 1 "$P5"
+ok "$([ "$rc" -eq 0 ] && ! grep -q '^kept' "$T/out"; echo $?)" \
+    "prune says nothing of the newest committed checkpoint when it verifies (an unfinished step 9 beside it)" ||
+    why "$(cat "$T/out")"
 run "$C" list --json "$P4"
 is "$(py '[c["step"] for c in d["checkpoints"]]')" "[2, 4]" \
     "prune keeps the newest checkpoint that verifies (step 2) beside the newest (4)"
