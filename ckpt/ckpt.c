@@ -615,10 +615,27 @@ typedef struct {
     ckpt_shard_info_t info;
 } gather_msg_t;
 
-/* The allgather's buffer when calloc fails (ckpt_commit); untouched, and so
- * not resident, until then. */
-static gather_msg_t gather_spare[CKPT_MAX_SHARDS];
-static pthread_mutex_t gather_spare_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The allgather's buffers when calloc fails (ckpt_commit); untouched, and so
+ * not resident, until then.  A lock is held across the commit's collectives,
+ * so each commit in flight needs its own: up to GATHER_SPARES ranks of one
+ * process (threads sharing a collective) can be out of memory in one commit
+ * at once; a further one waits for a spare, which can deadlock only if all
+ * of them belong to the same collective. */
+#define GATHER_SPARES 4
+static gather_msg_t gather_spare[GATHER_SPARES][CKPT_MAX_SHARDS];
+static pthread_mutex_t gather_spare_lock[GATHER_SPARES] = {
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+    PTHREAD_MUTEX_INITIALIZER};
+
+/* Take a free spare; its index.  Blocks only when all are taken. */
+static int gather_spare_take(void)
+{
+    for (int i = 0; i < GATHER_SPARES; i++)
+        if (pthread_mutex_trylock(&gather_spare_lock[i]) == 0)
+            return i;
+    pthread_mutex_lock(&gather_spare_lock[0]);
+    return 0;
+}
 
 /* Remove name (relative to the directory fd at): a file, link or FIFO is
  * unlinked; a directory is emptied depth first and removed.  Nothing is
@@ -893,12 +910,11 @@ int ckpt_commit(const char *root, uint64_t step, const ckpt_tensor_t *tensors,
         msg.info = *info;
     /* Every rank must reach the allgather, or the others wait for ever:
      * without memory for it, take the spare buffer and vote failure. */
-    int spare = 0;
+    int spare = -1;
     all = calloc((size_t)world, sizeof *all);
     if (!all) {
-        pthread_mutex_lock(&gather_spare_lock);
-        spare = 1;
-        all = gather_spare;
+        spare = gather_spare_take();
+        all = gather_spare[spare];
         if (msg.rc == CKPT_OK)
             msg.rc = ckpt_seterr(CKPT_ENOMEM, "commit of step %llu: out of memory for "
                                  "%d ranks' shard descriptions", (unsigned long long)step, world);
@@ -950,8 +966,8 @@ int ckpt_commit(const char *root, uint64_t step, const ckpt_tensor_t *tensors,
     else
         rc = decision;
 fail:
-    if (spare)
-        pthread_mutex_unlock(&gather_spare_lock);
+    if (spare >= 0)
+        pthread_mutex_unlock(&gather_spare_lock[spare]);
     else
         free(all);
     return rc;

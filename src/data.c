@@ -576,27 +576,24 @@ fail:
 
 uint64_t data_fingerprint(const dataset_t *d)
 {
-    XXH64_state_t *h = d ? XXH64_createState() : NULL;
-    if (!h)
+    if (!d)
         return 0;
-    /* Sizes as fixed-width little-endian fields, then the arrays. */
+    /* Sizes as fixed-width little-endian fields, then each array hashed with
+     * the hash so far as its seed (no hashing state to allocate). */
     int64_t head[4] = {d->n, d->in_dim, d->out_dim, d->classification};
     uint8_t le[32];
     for (int i = 0; i < 4; i++)
         for (int b = 0; b < 8; b++)
             le[8 * i + b] = (uint8_t)((uint64_t)head[i] >> (8 * b));
-    XXH64_reset(h, 0);
-    XXH64_update(h, le, sizeof le);
+    uint64_t h = XXH64(le, sizeof le, 0);
     size_t n = d->n > 0 ? (size_t)d->n : 0;
     if (d->x)
-        XXH64_update(h, d->x, n * (size_t)d->in_dim * sizeof *d->x);
+        h = XXH64(d->x, n * (size_t)d->in_dim * sizeof *d->x, h);
     if (d->classification && d->labels)
-        XXH64_update(h, d->labels, n * sizeof *d->labels);
+        h = XXH64(d->labels, n * sizeof *d->labels, h);
     if (!d->classification && d->y)
-        XXH64_update(h, d->y, n * (size_t)d->out_dim * sizeof *d->y);
-    uint64_t v = XXH64_digest(h);
-    XXH64_freeState(h);
-    return v;
+        h = XXH64(d->y, n * (size_t)d->out_dim * sizeof *d->y, h);
+    return h;
 }
 
 int data_known(const char *name)

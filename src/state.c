@@ -416,6 +416,18 @@ int state_resolve(const config_t *cfg, comm_t *c, const char *root, char *path,
     return STATE_EFAIL;
 }
 
+/* A string from a checkpoint's record, for a message: at most cap - 1
+ * bytes, control characters shown as '?', so a record cannot drive the
+ * terminal. */
+static const char *printable(const char *str, char *buf, size_t cap)
+{
+    size_t i = 0;
+    for (; str && str[i] && i + 1 < cap; i++)
+        buf[i] = (unsigned char)str[i] < 0x20 || str[i] == 0x7f ? '?' : str[i];
+    buf[i] = '\0';
+    return buf;
+}
+
 /* The training data must be the data the checkpoint was trained on: the
  * cursor and the sampler's permutation index into it.  Records written
  * before the fingerprint existed have no "data" object and are not checked. */
@@ -425,7 +437,7 @@ static int state_check_data(const state_t *st, json_t *data, char *err, size_t c
         return STATE_OK;
     json_int_t n = -1;
     const char *fp = NULL;
-    char mine[17];
+    char mine[17], pb[17];
     snprintf(mine, sizeof mine, "%016llx", (unsigned long long)st->data_fp);
     if (json_unpack(data, "{s:I, s:s}", "train_samples", &n, "fingerprint", &fp) != 0) {
         snprintf(err, cap, "checkpoint record's \"data\" object lacks train_samples "
@@ -435,9 +447,9 @@ static int state_check_data(const state_t *st, json_t *data, char *err, size_t c
     if (n != st->n_train || strcmp(fp, mine) != 0) {
         snprintf(err, cap,
                  "training data differs: the checkpoint was trained on %lld samples "
-                 "(fingerprint %.16s), this run loaded %lld (fingerprint %s); resume with the "
+                 "(fingerprint %s), this run loaded %lld (fingerprint %s); resume with the "
                  "same data (--data-dir), or use a new --run-dir",
-                 (long long)n, fp, (long long)st->n_train, mine);
+                 (long long)n, printable(fp, pb, sizeof pb), (long long)st->n_train, mine);
         return STATE_EMISMATCH;
     }
     return STATE_OK;
@@ -449,10 +461,11 @@ static int state_check_record(const state_t *st, json_t *rec, char *err, size_t 
     const char *format = json_string_value(json_object_get(rec, "format"));
     json_t *version = json_object_get(rec, "version");
     if (!format || strcmp(format, STATE_RECORD_FORMAT) != 0 || !json_is_integer(version)) {
-        snprintf(err, cap, "not an ftrain training checkpoint: its record's format is %s%.64s%s "
+        char fb[65];
+        snprintf(err, cap, "not an ftrain training checkpoint: its record's format is %s%s%s "
                            "(expected \"%s\" with an integer version)",
-                 format ? "\"" : "", format ? format : "missing", format ? "\"" : "",
-                 STATE_RECORD_FORMAT);
+                 format ? "\"" : "", format ? printable(format, fb, sizeof fb) : "missing",
+                 format ? "\"" : "", STATE_RECORD_FORMAT);
         return STATE_EMISMATCH;
     }
     if (json_integer_value(version) < 1 || json_integer_value(version) > STATE_RECORD_VERSION) {
@@ -470,8 +483,9 @@ static int state_check_record(const state_t *st, json_t *rec, char *err, size_t 
     snprintf(mine, sizeof mine, "%016llx", (unsigned long long)model_arch_fingerprint(a));
     model_arch_string(a, mystr, sizeof mystr);
     if (!fp || strcmp(fp, mine) != 0) {
+        char ab[256];
         snprintf(err, cap, "architecture differs: the checkpoint has %s, this run asks for %s",
-                 astr ? astr : "(unknown)", mystr);
+                 astr ? printable(astr, ab, sizeof ab) : "(unknown)", mystr);
         return STATE_EMISMATCH;
     }
     char cfgbuf[4096];

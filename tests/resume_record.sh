@@ -120,6 +120,10 @@ mpi 1 --data line --steps 4 --run-dir "$d3" >"$T/i.out" 2>"$T/i.err"
 rc=$?
 ok "$([ "$rc" -ne 0 ] && grep -q 'not an ftrain training checkpoint: its record.s format is "other-trainer"' "$T/i.err"; echo $?)" \
     "a record of another format: refused, naming it (exit $rc)" || why "$(tail -n 3 "$T/i.err")"
+"$EDIT" "$m" record.format '"x\u001b[31my"'
+mpi 1 --data line --steps 4 --run-dir "$d3" >"$T/j.out" 2>"$T/j.err"
+ok "$(grep -q 'format is "x?\[31my"' "$T/j.err" && ! grep -q "$(printf '\033')" "$T/j.err"; echo $?)" \
+    "  a control character from the record is shown as '?', never printed" || why "$(cat "$T/j.err")"
 is "$(ls "$d3/ckpt" | grep -c '^step-')" 1 "  nothing was written"
 
 done_testing

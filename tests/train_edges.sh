@@ -75,7 +75,7 @@ is "$?" 0 "  the same --resume into a new --run-dir runs"
 
 # ---- a set-up failure on one rank ends the job ------------------------
 if ldd "$FTRAIN" 2>/dev/null | grep -q 'libasan'; then
-    skip "sanitized build: the allocation-failure shim cannot replace ASan's allocator" 5
+    skip "sanitized build: the allocation-failure shim cannot replace ASan's allocator" 6
 else
     t0=$(date +%s)
     FAILALLOC_RANK=1 FAILALLOC_MIN=30000000 \
@@ -108,6 +108,18 @@ else
         why "$(tail -n 3 "$T/coom.err")"
     like "$(cat "$T/coom.err")" "out of memory for 2 ranks' shard descriptions" "  and rank 1 says why"
     is "$(ls "$d/ckpt" | tr '\n' ' ')" "$before" "  nothing was committed, the earlier checkpoint stays"
+
+    # Three ranks in one process (threads sharing a collective) all out of
+    # memory in one commit: each takes its own spare table, none waits for
+    # another's (a single shared spare would deadlock them).
+    OMPI_COMM_WORLD_RANK=0 FAILALLOC_RANK=0 FAILALLOC_CALLOC=3,56 \
+        LD_PRELOAD="$BUILD/tests/preload/failalloc.so" timeout 20 \
+        "$BUILD/tests/tools/ckpt_mkfixture" "$T/fx" 5 --world 3 >"$T/fx.out" 2>"$T/fx.err"
+    rc=$?
+    ok "$([ "$rc" -eq 1 ] && grep -q "out of memory for 3 ranks' shard descriptions" "$T/fx.err" &&
+        [ -z "$(ls "$T/fx" 2>/dev/null | grep '^step-')" ]; echo $?)" \
+        "3 in-process ranks out of memory in one commit: all fail (exit $rc), none hangs, nothing committed" ||
+        why "$(cat "$T/fx.err")"
 fi
 
 # ---- two ranks signalled within one step: the first one is named -------

@@ -61,10 +61,13 @@ int data_read_idx(const char *path, int expect_dims, uint32_t dims[3],
                   uint8_t **data, char *err, size_t errcap);
 
 /**
- * XXH64 of a data set's sizes and arrays (features, then labels or targets,
- * as loaded: floats in host byte order).  A checkpoint stores it for its
- * training set so that a resume on other data is refused.
- * @return the fingerprint; 0 only if a hashing state cannot be allocated.
+ * A data set's fingerprint: h = XXH64 (seed 0) of its four sizes (n, in_dim,
+ * out_dim, classification as 8-byte little-endian integers), then
+ * h = XXH64(features, seed h), then h = XXH64(labels or targets, seed h),
+ * the arrays as loaded (floats and int32 in host byte order).  A checkpoint
+ * stores it for its training set so that a resume on other data is
+ * refused.  Allocates nothing and cannot fail.
+ * @return the fingerprint (0 for d == NULL).
  */
 uint64_t data_fingerprint(const dataset_t *d);
 
