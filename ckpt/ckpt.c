@@ -1415,6 +1415,7 @@ int ckpt_list(const char *root, int verify, ckpt_entry_t **out, size_t *n)
                    S_ISLNK(st.st_mode)) {
             /* I8: a link is not followed, whatever it points to. */
             e->status = CKPT_ST_CORRUPT;
+            e->is_link = 1;
             snprintf(e->why, sizeof e->why, "a symbolic link, not a directory (links "
                      "under a checkpoint root are not followed)");
             e->is_latest = strcmp(latest, e->name) == 0;

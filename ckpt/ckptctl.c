@@ -827,13 +827,11 @@ static int cmd_inspect(const args_t *a)
 
 /* Verify one checkpoint dir; add its result to arr (JSON) or print a line.
  * @return 1 when it is good. */
-static int verify_one(const char *dir, const char *name, json_t *arr)
+/* Report one checkpoint's verdict (rc, why) on stdout or into arr; c is its
+ * open handle, or NULL when its manifest could not be read. */
+static void verify_report(const char *dir, const char *name, ckpt_t *c, int rc,
+                          const char *why, json_t *arr)
 {
-    ckpt_t *c = NULL;
-    int rc = ckpt_open(dir, &c);
-    if (rc == CKPT_OK)
-        rc = ckpt_verify(c);
-    const char *why = rc == CKPT_OK ? "" : lib_why(rc, "verify", dir);
     const char *status = rc == CKPT_OK ? "ok"
                          : (rc == CKPT_EINCOMPLETE || rc == CKPT_ENOTFOUND)
                              ? "incomplete"
@@ -861,6 +859,15 @@ static int verify_one(const char *dir, const char *name, json_t *arr)
     } else {
         printf("%s: %s: %s\n", name, status, why);
     }
+}
+
+static int verify_one(const char *dir, const char *name, json_t *arr)
+{
+    ckpt_t *c = NULL;
+    int rc = ckpt_open(dir, &c);
+    if (rc == CKPT_OK)
+        rc = ckpt_verify(c);
+    verify_report(dir, name, c, rc, rc == CKPT_OK ? "" : lib_why(rc, "verify", dir), arr);
     ckpt_close(c);
     return rc == CKPT_OK;
 }
@@ -919,6 +926,10 @@ static int cmd_verify(const args_t *a)
             if (snprintf(dir, sizeof dir, "%s/%s", arg, e[i].name) >= (int)sizeof dir)
                 continue;
             total++;
+            if (e[i].is_link) { /* listed corrupt; never opened through the link */
+                verify_report(dir, e[i].name, NULL, CKPT_ECORRUPT, e[i].why, arr);
+                continue;
+            }
             good += (size_t)verify_one(dir, e[i].name, arr);
         }
         free(e);

@@ -98,6 +98,20 @@ run "$C" list --json "$R0"
 is "$(py '[(c["name"], c["status"], c["world_size"], c["raw_bytes"], c["file_bytes"], c["created"], c["created_utc"]) for c in d["checkpoints"] if c["status"] != "committed"]')" \
     "[('.tmp-step-00000040', 'incomplete', None, None, None, None, None), ('step-00000050', 'incomplete', None, None, None, None, None)]" \
     "list --json: a temp dir and a step without manifest have null sizes, world and times"
+# A step-<N> that is a link to a good checkpoint elsewhere: corrupt, never
+# opened through the link, by list, verify and prune alike.
+RL=$T/root-link
+mkdir "$RL" && cp -r "$R/step-00000010" "$RL/" && ln -s "$R/step-00000020" "$RL/step-00000020"
+run "$C" list "$RL"
+ok "$([ "$rc" -eq 1 ] && grep -q '^step-00000020 .*corrupt: a symbolic link' "$T/out"; echo $?)" \
+    "list: a linked step-<N> is corrupt, a symbolic link (exit $rc)" || why "$(cat "$T/out")"
+run "$C" verify "$RL"
+ok "$([ "$rc" -eq 1 ] && grep -q '^step-00000020: corrupt: a symbolic link' "$T/out" &&
+    grep -q '^step-00000010: ok' "$T/out"; echo $?)" \
+    "verify of the root: the linked step is corrupt, not ok through the link (exit $rc)" || why "$(cat "$T/out")"
+run "$C" prune --keep 1 "$RL"
+ok "$([ "$rc" -eq 0 ] && [ -L "$RL/step-00000020" ] && [ -f "$R/step-00000020/manifest.json" ]; echo $?)" \
+    "prune leaves the link (listed corrupt) and what it points to"
 run "$C" verify --json "$R0"
 is "$rc" 1 "verify --json of a root with an unfinished step: exit 1"
 is "$(py 'sorted(set(tuple(c) for c in d["checkpoints"]))')" \

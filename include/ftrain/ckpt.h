@@ -269,6 +269,7 @@ typedef struct {
     uint64_t step;
     ckpt_status_t status;
     int is_latest;
+    int is_link;            /* a symbolic link: CKPT_ST_CORRUPT, never opened */
     int world_size;
     uint64_t raw_bytes;
     uint64_t file_bytes;
