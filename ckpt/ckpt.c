@@ -39,6 +39,10 @@
  *   I9. A checkpoint that fails to verify is never deleted by the library:
  *       ckpt_set_aside_after renames newer bad ones to step-<N>.corrupt so
  *       that a run resumed from an older step can save step N again.
+ *   I10. A reader opens the step directory once and every file in it
+ *       relative to that descriptor (openat), so a directory renamed or a
+ *       link swapped in while it is read cannot mix two checkpoints; a
+ *       step-<N> that is a link is refused at open, as ckpt_list lists it.
  *
  * STATE DIAGRAM (one step N)
  *
@@ -293,6 +297,12 @@ int ckpt_fsync_dir(const char *dir)
 int ckpt_read_small_file(const char *path, size_t max, char **out,
                          size_t *len)
 {
+    return ckpt_read_small_file_at(AT_FDCWD, path, path, max, out, len);
+}
+
+int ckpt_read_small_file_at(int dirfd, const char *name, const char *path,
+                            size_t max, char **out, size_t *len)
+{
     int rc = CKPT_OK, fd;
     struct stat st;
     char *buf = NULL;
@@ -300,7 +310,7 @@ int ckpt_read_small_file(const char *path, size_t max, char **out,
     *out = NULL;
     /* O_NONBLOCK: a FIFO planted under this name must not block the open;
      * it is refused below as not a regular file. */
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
         return ckpt_seterr(errno == ENOENT ? CKPT_ENOTFOUND
                            : errno == ELOOP ? CKPT_EFORMAT : CKPT_EIO,
@@ -993,6 +1003,7 @@ int ckpt_save(const char *root, uint64_t step, ckpt_tensor_t *tensors,
 
 struct ckpt {
     char dir[CKPT_PATH_MAX];
+    int dfd;                      /* the step directory, opened once (I10) */
     ckpt_manifest_t m;
     ckpt_shard_reader_t *readers; /* fd < 0 until first used */
     unsigned char *cache;         /* last partially used frame */
@@ -1004,55 +1015,71 @@ struct ckpt {
 
 int ckpt_open(const char *dir, ckpt_t **out)
 {
-    int rc = CKPT_OK;
+    int rc = CKPT_OK, dfd = -1, is_step;
     ckpt_t *c = NULL;
-    char path[CKPT_PATH_MAX], *text = NULL;
+    char path[CKPT_PATH_MAX], name[CKPT_PATH_MAX], *text = NULL;
     const char *base;
-    size_t len;
+    size_t len, l;
     struct stat st;
-    uint64_t dstep;
+    uint64_t dstep = 0;
 
     if (!dir || !out)
         return ckpt_seterr(CKPT_EINVAL, "open: dir or out is NULL");
     *out = NULL;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return ckpt_seterr(CKPT_ENOTFOUND, "%s: no such checkpoint directory",
-                           dir);
+    /* "root/step-N/" names root/step-N: trailing slashes are not part of
+     * the name (and would make the kernel follow a link there). */
+    if (strlen(dir) >= sizeof name)
+        return ckpt_seterr(CKPT_EINVAL, "%.200s...: path too long", dir);
+    strcpy(name, dir);
+    l = strlen(name);
+    while (l > 1 && name[l - 1] == '/')
+        name[--l] = '\0';
+    base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    is_step = ckpt_parse_dirname(base, 0, &dstep);
+    /* I10: the directory is opened once and every file is opened relative
+     * to it, so a rename or a link swapped in while it is read cannot mix
+     * two checkpoints.  A step-<N> itself is never followed when it is a
+     * link, as ckpt_list calls such an entry corrupt (I8); a link of
+     * another name (".../best") is the user's and is followed. */
+    dfd = open(name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (is_step ? O_NOFOLLOW : 0));
+    if (dfd < 0) {
+        int e = errno;
+        if (is_step && (e == ELOOP || e == ENOTDIR) &&
+            lstat(name, &st) == 0 && S_ISLNK(st.st_mode))
+            return ckpt_seterr(CKPT_ECORRUPT, "%s: a symbolic link, not a directory "
+                               "(a step-<N> that is a link is not followed)", dir);
+        if (e == ENOENT || e == ENOTDIR)
+            return ckpt_seterr(CKPT_ENOTFOUND, "%s: no such checkpoint directory", dir);
+        return ckpt_seterr(CKPT_EIO, "%s: cannot open: %s", dir, strerror(e));
+    }
     if ((rc = ckpt_path_join(path, sizeof path, dir, CKPT_MANIFEST_NAME)))
-        return rc;
-    rc = ckpt_read_small_file(path, CKPT_MANIFEST_MAX, &text, &len);
+        goto fail;
+    rc = ckpt_read_small_file_at(dfd, CKPT_MANIFEST_NAME, path, CKPT_MANIFEST_MAX,
+                                 &text, &len);
     if (rc == CKPT_ENOTFOUND)
-        return ckpt_seterr(CKPT_EINCOMPLETE, "%s: no manifest.json (not "
-                           "committed)", dir);
+        rc = ckpt_seterr(CKPT_EINCOMPLETE, "%s: no manifest.json (not "
+                         "committed)", dir);
     if (rc != CKPT_OK)
-        return rc;
+        goto fail;
     c = calloc(1, sizeof *c);
     if (!c) {
         rc = ckpt_seterr(CKPT_ENOMEM, "out of memory");
         goto fail;
     }
     strcpy(c->dir, dir);
+    c->dfd = dfd;
+    dfd = -1;
     c->cache_shard = -1;
     c->threads = default_threads();
     if ((rc = ckpt_manifest_parse(text, len, path, &c->m)) != CKPT_OK)
         goto fail;
-    /* A canonical step-<N> directory must hold step N ("root/step-N/"
-     * counts: trailing slashes are not part of the name). */
-    {
-        char name[CKPT_PATH_MAX];
-        size_t l;
-        snprintf(name, sizeof name, "%s", dir);
-        l = strlen(name);
-        while (l > 1 && name[l - 1] == '/')
-            name[--l] = '\0';
-        base = strrchr(name, '/');
-        base = base ? base + 1 : name;
-        if (ckpt_parse_dirname(base, 0, &dstep) && dstep != c->m.step) {
-            rc = ckpt_seterr(CKPT_EFORMAT, "%s: step is %llu but the "
-                             "directory is %s", path,
-                             (unsigned long long)c->m.step, base);
-            goto fail;
-        }
+    /* A canonical step-<N> directory must hold step N. */
+    if (is_step && dstep != c->m.step) {
+        rc = ckpt_seterr(CKPT_EFORMAT, "%s: step is %llu but the "
+                         "directory is %s", path,
+                         (unsigned long long)c->m.step, base);
+        goto fail;
     }
     c->readers = calloc((size_t)c->m.nshards, sizeof *c->readers);
     if (!c->readers) {
@@ -1064,6 +1091,8 @@ int ckpt_open(const char *dir, ckpt_t **out)
     *out = c;
     c = NULL;
 fail:
+    if (dfd >= 0)
+        close(dfd);
     free(text);
     ckpt_close(c);
     return rc;
@@ -1079,6 +1108,8 @@ void ckpt_close(ckpt_t *c)
     free(c->readers);
     free(c->cache);
     ckpt_manifest_free(&c->m);
+    if (c->dfd >= 0)
+        close(c->dfd);
     free(c);
 }
 
@@ -1120,7 +1151,7 @@ static int reader(ckpt_t *c, int s, ckpt_shard_reader_t **out)
     ckpt_shard_name(s, name, sizeof name);
     if ((rc = ckpt_path_join(path, sizeof path, c->dir, name)) != CKPT_OK)
         return rc;
-    rc = ckpt_shard_reader_open(&c->readers[s], path, &c->m.shards[s]);
+    rc = ckpt_shard_reader_open(&c->readers[s], c->dfd, name, path, &c->m.shards[s]);
     if (rc == CKPT_OK)
         *out = &c->readers[s];
     return rc;

@@ -61,6 +61,10 @@ int ckpt_fsync_dir(const char *dir);
  * (too big) or CKPT_ENOMEM; the message names the file. */
 int ckpt_read_small_file(const char *path, size_t max, char **out,
                          size_t *len);
+/* The same for name under dirfd (AT_FDCWD: the working directory); path is
+ * the file's full name, for messages. */
+int ckpt_read_small_file_at(int dirfd, const char *name, const char *path,
+                            size_t max, char **out, size_t *len);
 /* Write data to dir/name via dir/tmpname: write, fsync (if do_fsync), rename,
  * fsync dir.  The temp file is removed on failure.  @return CKPT_OK or
  * CKPT_EIO with errno kept. */
@@ -149,12 +153,12 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
                       const ckpt_tensor_t *tensors, size_t n,
                       const ckpt_opts_t *opts, ckpt_shard_info_t *info);
 
-/* Open path and load its seek table, checking the header, footer, table
+/* Open name under dirfd (path: its full name, for messages) and load its seek table, checking the header, footer, table
  * checksum and every entry against expect (file_bytes, raw_bytes, nframes).
  * @return CKPT_OK, CKPT_EINCOMPLETE (file missing), CKPT_EIO, CKPT_ECORRUPT,
  * CKPT_EVERSION or CKPT_ENOMEM.  Close with ckpt_shard_reader_close. */
-int ckpt_shard_reader_open(ckpt_shard_reader_t *r, const char *path,
-                           const ckpt_shard_info_t *expect);
+int ckpt_shard_reader_open(ckpt_shard_reader_t *r, int dirfd, const char *name,
+                           const char *path, const ckpt_shard_info_t *expect);
 /* Release a reader (safe on a zeroed or half-opened one). */
 void ckpt_shard_reader_close(ckpt_shard_reader_t *r);
 /* Decode frame i into dst (room for its raw_size), checking its size and

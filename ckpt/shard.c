@@ -984,8 +984,8 @@ static int check_entry(const ckpt_shard_reader_t *r, uint32_t i,
     return CKPT_OK;
 }
 
-int ckpt_shard_reader_open(ckpt_shard_reader_t *r, const char *path,
-                           const ckpt_shard_info_t *expect)
+int ckpt_shard_reader_open(ckpt_shard_reader_t *r, int dirfd, const char *name,
+                           const char *path, const ckpt_shard_info_t *expect)
 {
     int rc = CKPT_OK;
     unsigned char hdr[CKPT_SHARD_HEADER_BYTES], foot[CKPT_SHARD_FOOTER_BYTES];
@@ -1003,7 +1003,7 @@ int ckpt_shard_reader_open(ckpt_shard_reader_t *r, const char *path,
     /* O_NOFOLLOW: a shard that is a symbolic link could lead outside the
      * checkpoint directory.  O_NONBLOCK: a FIFO in its place must not block
      * the open; it is refused below as not a regular file. */
-    r->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    r->fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (r->fd < 0) {
         rc = ckpt_seterr(errno == ENOENT ? CKPT_EINCOMPLETE
                          : errno == ELOOP ? CKPT_ECORRUPT : CKPT_EIO,

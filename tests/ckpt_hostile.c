@@ -14,7 +14,11 @@
  *   - ckpt_set_aside_after moves bad newer checkpoints out of the way so the
  *     same steps can be saved again, and LATEST follows;
  *   - a step-<N> that is a link is listed as corrupt and never resumed
- *     from, even when it points to a good checkpoint.
+ *     from, even when it points to a good checkpoint; ckpt_open refuses it
+ *     by that name, with or without a trailing slash, and follows a link
+ *     of another name;
+ *   - an open checkpoint keeps reading the directory it opened when another
+ *     checkpoint is renamed into its place (shards are opened lazily).
  *
  * Every call that could block runs under alarm(20): a hang fails the test.
  */
@@ -38,6 +42,7 @@
 
 static char root[256];
 static float wts[5000];
+static unsigned salt; /* two checkpoints of one step with other values */
 
 /* Save one f32 tensor (values from the step) at dir_root/step. */
 static int save_at(const char *dir_root, uint64_t step, int level)
@@ -46,7 +51,7 @@ static int save_at(const char *dir_root, uint64_t step, int level)
     ckpt_opts_t o;
     ckpt_coll_t coll = SOLO_COLL;
     for (size_t i = 0; i < 5000; i++)
-        wts[i] = (float)((i * 2654435761u + step * 977) % 1000) / 997.0f;
+        wts[i] = (float)((i * 2654435761u + step * 977 + salt) % 1000) / 997.0f;
     memset(&t, 0, sizeof t);
     snprintf(t.name, CKPT_NAME_MAX, "w");
     t.dtype = CKPT_F32, t.ndim = 1, t.shape[0] = 5000, t.data = wts;
@@ -416,6 +421,54 @@ int main(void)
         path_of(p, sizeof p, r9, "step-00000006.corrupt");
         ok(nmoved == 1 && is_link(p), "the link itself was moved to step-00000006.corrupt");
         ok(read_ckpt(q) == CKPT_OK, "the checkpoint it points to is whole");
+    }
+
+    /* ---- ckpt_open and links; a reader keeps its directory (I10) ------ */
+    {
+        char ra[400], rb[400], best[2100], want[5000 * sizeof(float)];
+        float back[5000];
+        ckpt_t *c = NULL;
+        snprintf(ra, sizeof ra, "%s/r10", root);
+        snprintf(rb, sizeof rb, "%s/r10b", root);
+        salt = 0;
+        is_int(save_at(ra, 7, 0), CKPT_OK, "checkpoint A of step 7");
+        memcpy(want, wts, sizeof want);
+        salt = 1;
+        is_int(save_at(rb, 7, 0), CKPT_OK, "checkpoint B of step 7, other values, same size");
+        salt = 0;
+        ok(memcmp(want, wts, sizeof want) != 0, "A and B hold different values");
+
+        path_of(p, sizeof p, ra, "step-00000007");
+        is_int(ckpt_open(p, &c), CKPT_OK, "open A");
+        path_of(q, sizeof q, ra, "old-a");
+        ok(rename(p, q) == 0, "rename A away while it is open");
+        path_of(q, sizeof q, rb, "step-00000007");
+        ok(rename(q, p) == 0, "rename B into A's place");
+        rc = c ? ckpt_read_tensor(c, "w", back, sizeof back) : -1;
+        ok(rc == CKPT_OK && memcmp(back, want, sizeof want) == 0,
+           "the open reader still reads A's values (rc %d)", rc);
+        is_int(c ? ckpt_verify(c) : -1, CKPT_OK, "and A verifies through it");
+        ckpt_close(c);
+        c = NULL;
+
+        path_of(q, sizeof q, ra, "old-a");
+        path_of(p, sizeof p, rb, "step-00000007");
+        ok(symlink(q, p) == 0, "link r10b/step-00000007 -> A");
+        rc = ckpt_open(p, &c);
+        ok(rc == CKPT_ECORRUPT && strstr(ckpt_last_error(), "symbolic link") != NULL,
+           "ckpt_open refuses a step-<N> that is a link: %s", ckpt_last_error());
+        ckpt_close(c);
+        c = NULL;
+        snprintf(best, sizeof best, "%s/", p);
+        rc = ckpt_open(best, &c);
+        ok(rc == CKPT_ECORRUPT, "the same with a trailing slash (rc %d)", rc);
+        ckpt_close(c);
+        c = NULL;
+        path_of(best, sizeof best, rb, "best");
+        ok(symlink(q, best) == 0, "link r10b/best -> A");
+        is_int(read_ckpt(best), CKPT_OK, "a link of another name is followed");
+        is_int(ckpt_open(rb, &c), CKPT_EINCOMPLETE, "a root is not a checkpoint");
+        ckpt_close(c);
     }
 
     tap_rmtree(root);

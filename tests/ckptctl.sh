@@ -46,6 +46,13 @@ is() { # is GOT WANT DESCRIPTION
     ok $s "$3"
     [ $s -eq 0 ] || printf '#   got:      %s\n#   expected: %s\n' "$1" "$2"
 }
+like() { # like TEXT REGEX DESCRIPTION: TEXT matches the extended regex
+    printf '%s\n' "$1" | grep -Eq -- "$2"
+    s=$?
+    ok $s "$3"
+    [ $s -eq 0 ] || printf '#   text:           %s\n#   does not match: %s\n' \
+        "$(printf '%s' "$1" | head -c 600)" "$2"
+}
 run() { # run ARGS...: stdout in $T/out, stderr in $T/err, status in $rc
     "$@" >"$T/out" 2>"$T/err"
     rc=$?
