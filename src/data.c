@@ -6,17 +6,22 @@
  * also reads uncompressed files, straight into one buffer sized from the
  * header; the header's sizes are bounded before anything is allocated, and
  * the file must hold exactly the bytes the header describes: a short file
- * is "truncated", a long one has "trailing bytes".  Every message starts with
- * the file's path.
+ * is "truncated", a long one has "trailing bytes".  A header that promises
+ * more than the file can hold (its own size when plain; 1032 times it when
+ * gzip, deflate's largest ratio) is refused as truncated before anything is
+ * allocated.  Every message starts with the file's path.
  */
 #include "ftrain/data.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <xxhash.h>
 #include <zlib.h>
 
@@ -128,19 +133,28 @@ static int idx_open(const char *path, int expect_dims, uint32_t dims[3],
     int rc = DATA_OK;
     gzFile f = NULL;
     uint8_t hdr[16];
-    uint64_t hdr_len, got = 0, n = 1;
+    uint64_t hdr_len, got = 0, n = 1, room;
+    int fd = -1;
+    struct stat st;
 
     *out = NULL;
     *total = 0;
     dims[0] = dims[1] = dims[2] = 0;
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        set_err(err, errcap, "%s: cannot open: %s", path, strerror(errno));
+        rc = DATA_EIO;
+        goto fail;
+    }
     errno = 0;
-    f = gzopen(path, "rb");
+    f = gzdopen(fd, "rb");
     if (!f) {
         set_err(err, errcap, "%s: cannot open: %s", path,
                 errno ? strerror(errno) : "out of memory");
         rc = errno ? DATA_EIO : DATA_ENOMEM;
         goto fail;
     }
+    fd = -1; /* f owns it */
     gzbuffer(f, 1u << 18);
 
     hdr_len = 4 + 4 * (uint64_t)expect_dims;
@@ -201,12 +215,33 @@ static int idx_open(const char *path, int expect_dims, uint32_t dims[3],
         }
         n *= dims[i];
     }
+    /* What the file can hold at most; regular files only (a pipe or a
+     * device has no size to judge by). */
+    room = (uint64_t)st.st_size;
+    if (!gzdirect(f))
+        room = room > UINT64_MAX / 1032 ? UINT64_MAX : room * 1032;
+    if (S_ISREG(st.st_mode) && hdr_len + n > room) {
+        if (gzdirect(f))
+            set_err(err, errcap, "%s: truncated: header says %s (%lu bytes) "
+                    "but the file has %lu", path, what, (unsigned long)n,
+                    (unsigned long)(st.st_size > (off_t)hdr_len
+                                    ? (uint64_t)st.st_size - hdr_len : 0));
+        else
+            set_err(err, errcap, "%s: truncated: header says %s (%lu bytes), "
+                    "more than a gzip file of %lu bytes can hold (deflate "
+                    "expands at most 1032 times)", path, what,
+                    (unsigned long)n, (unsigned long)st.st_size);
+        rc = DATA_EFORMAT;
+        goto fail;
+    }
     *total = n;
     *out = f;
     return DATA_OK;
 fail:
     if (f)
         gzclose(f);
+    if (fd >= 0)
+        close(fd);
     return rc;
 }
 

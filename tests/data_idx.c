@@ -462,6 +462,26 @@ static void test_fixtures(void)
     expect_fail("huge label count", DATA_EFORMAT, fmnist_files[1],
                 "header says");
 
+    /* A header that promises more than the file can hold is refused
+     * before the loader allocates room for it (here 784 MB of bytes and
+     * 3.1 GB of floats), gzip or plain. */
+    write_valid_set(1);
+    {
+        static const uint8_t some[1000];
+        uint32_t d3[3] = {1000000, SIDE, SIDE};
+        write_idx(fmnist_files[0], 1, 0x00000803, 3, d3, some, sizeof some);
+    }
+    expect_fail("small gzip file, header of 784 MB", DATA_EFORMAT, fmnist_files[0],
+                "more than a gzip file of");
+    write_valid_set(1);
+    {
+        static const uint8_t some[1000];
+        uint32_t d3[3] = {1000000, SIDE, SIDE};
+        write_idx(fmnist_files[2], 0, 0x00000803, 3, d3, some, sizeof some);
+    }
+    expect_fail("small plain file, header of 784 MB", DATA_EFORMAT, fmnist_files[2],
+                "but the file has 1000");
+
     /* Zero-length file. */
     write_valid_set(1);
     write_bytes(fmnist_files[3], 0, NULL, 0);
