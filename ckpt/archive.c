@@ -77,6 +77,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
+#include <time.h>
 #include <xxhash.h>
 
 #include "ftrain/ckpt.h"
@@ -271,7 +272,30 @@ fail:
     return rc;
 }
 
-int ckpt_export(const char *ckpt_dir, const char *archive_path)
+/* Create a fresh temporary file beside path: "<path>.tmp.<pid>.<n>", made
+ * with O_EXCL so that it is never a file, link or FIFO someone else has
+ * (or another export's).  @return the descriptor, or -1 with errno set. */
+static int arc_create_tmp(const char *path, char *tmp, size_t cap)
+{
+    static unsigned counter;
+    for (int tries = 0; tries < 100; tries++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        unsigned n = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED) ^
+                     (unsigned)ts.tv_nsec;
+        if (snprintf(tmp, cap, "%s.tmp.%ld.%08x", path, (long)getpid(), n) >= (int)cap) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+int ckpt_export(const char *ckpt_dir, const char *archive_path, int replace)
 {
     int rc = CKPT_OK;
     ckpt_t *c = NULL;
@@ -290,8 +314,13 @@ int ckpt_export(const char *ckpt_dir, const char *archive_path)
                          archive_path);
         goto fail;
     }
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", archive_path) >= (int)sizeof tmp) {
+    if (strlen(archive_path) + 32 >= sizeof tmp) {
         rc = ckpt_seterr(CKPT_EINVAL, "export: '%s': path too long", archive_path);
+        goto fail;
+    }
+    if (!replace && access(archive_path, F_OK) == 0) {
+        /* Checked again, atomically, at the rename; this saves the work. */
+        rc = ckpt_seterr(CKPT_EEXIST, "export: '%s': file exists", archive_path);
         goto fail;
     }
 
@@ -309,9 +338,10 @@ int ckpt_export(const char *ckpt_dir, const char *archive_path)
         rc = ckpt_seterr(CKPT_ENOMEM, "export: out of memory");
         goto fail;
     }
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    fd = arc_create_tmp(archive_path, tmp, sizeof tmp);
     if (fd < 0) {
-        rc = arc_fail_errno("export: cannot create", tmp);
+        rc = arc_fail_errno("export: cannot create a temporary file beside",
+                            archive_path);
         goto fail;
     }
     tmp_made = 1;
@@ -355,8 +385,12 @@ int ckpt_export(const char *ckpt_dir, const char *archive_path)
         goto fail;
     }
     fd = -1;
-    if (rename(tmp, archive_path) != 0) {
-        rc = arc_fail_errno("export: cannot rename into place", archive_path);
+    if ((replace ? rename(tmp, archive_path) : ckpt_rename_noreplace(tmp, archive_path)) != 0) {
+        if (errno == EEXIST)
+            rc = ckpt_seterr(CKPT_EEXIST, "export: '%s': file exists (it appeared "
+                             "during the export; kept as it is)", archive_path);
+        else
+            rc = arc_fail_errno("export: cannot rename into place", archive_path);
         goto fail;
     }
     tmp_made = 0;

@@ -83,13 +83,73 @@
 
 static _Thread_local char errbuf[512];
 
+/* Length of the valid UTF-8 sequence at p (at most n bytes), or 0. */
+static size_t utf8_len(const unsigned char *p, size_t n)
+{
+    size_t len;
+    uint32_t cp;
+    if (p[0] < 0x80)
+        return 1;
+    if (p[0] >= 0xc2 && p[0] <= 0xdf)
+        len = 2, cp = p[0] & 0x1fu;
+    else if (p[0] >= 0xe0 && p[0] <= 0xef)
+        len = 3, cp = p[0] & 0x0fu;
+    else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+        len = 4, cp = p[0] & 0x07u;
+    else
+        return 0;
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (p[i] & 0x3fu);
+    }
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0; /* overlong, a surrogate, or past U+10FFFF */
+    if (cp >= 0x80 && cp <= 0x9f)
+        return 0; /* a C1 control: escaped like C0 ones */
+    return len;
+}
+
+size_t ckpt_text_clean(const char *s, char *buf, size_t cap)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strlen(s), o = 0;
+    if (cap == 0)
+        return 0;
+    while (n > 0) {
+        size_t k = utf8_len(p, n);
+        if (k == 1 && (*p < 0x20 || *p == 0x7f))
+            k = 0;
+        if (k == 0) { /* a control or a byte that is not UTF-8: \xNN */
+            if (o + 4 >= cap)
+                break;
+            snprintf(buf + o, cap - o, "\\x%02x", *p);
+            o += 4, p++, n--;
+            continue;
+        }
+        if (o + k >= cap)
+            break; /* never cut a character in two */
+        memcpy(buf + o, p, k);
+        o += k, p += k, n -= k;
+    }
+    buf[o] = '\0';
+    return o;
+}
+
 int ckpt_seterr(int rc, const char *fmt, ...)
 {
     int saved = errno;
+    char raw[sizeof errbuf];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    /* Messages carry paths and manifest strings (anyone's bytes): they
+     * reach terminals and JSON as valid UTF-8 without control codes. */
+    ckpt_text_clean(raw, errbuf, sizeof errbuf);
     errno = saved;
     return rc;
 }
@@ -670,7 +730,7 @@ static int remove_tree_at(int at, const char *name, int depth)
     }
     fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
-        return -1;
+        return errno == ENOENT ? 0 : -1; /* removed meanwhile: done */
     if (!(d = fdopendir(fd))) {
         saved = errno;
         close(fd);
@@ -760,7 +820,7 @@ static int read_latest(const char *root, char *name, size_t cap,
  * the filesystem lacks RENAME_NOREPLACE, a check then a plain rename: a
  * racing creator of `to` could still lose, but an existing entry never
  * does.  @return 0 or -1 with errno. */
-static int rename_noreplace(const char *from, const char *to)
+int ckpt_rename_noreplace(const char *from, const char *to)
 {
     struct stat st;
     if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
@@ -794,11 +854,17 @@ static int commit_rank0(const char *root, uint64_t step,
     if ((rc = ckpt_path_join(tmpdir, sizeof tmpdir, root, tname)) ||
         (rc = ckpt_path_join(fin, sizeof fin, root, name)))
         return rc;
-    if (lstat(fin, &st) == 0)
-        return ckpt_seterr(CKPT_EEXIST, "%s already exists", fin);
+    if (lstat(fin, &st) == 0) {
+        /* It appeared after phase one (an import, another job): this
+         * save's temp dir is removed like any failed commit's. */
+        rc = ckpt_seterr(CKPT_EEXIST, "%s already exists", fin);
+        goto fail;
+    }
     infos = calloc((size_t)world, sizeof *infos);
-    if (!infos)
-        return ckpt_seterr(CKPT_ENOMEM, "out of memory");
+    if (!infos) {
+        rc = ckpt_seterr(CKPT_ENOMEM, "out of memory");
+        goto fail;
+    }
     for (int i = 0; i < world; i++) {
         char sname[64];
         infos[i] = all[i].info;
@@ -843,7 +909,7 @@ static int commit_rank0(const char *root, uint64_t step,
 
     /* The commit point: the directory becomes visible under its final name.
      * RENAME_NOREPLACE keeps a step-<N> that appeared meanwhile intact. */
-    if (rename_noreplace(tmpdir, fin) != 0) {
+    if (ckpt_rename_noreplace(tmpdir, fin) != 0) {
         if (errno == EEXIST || errno == ENOTEMPTY) {
             rc = ckpt_seterr(CKPT_EEXIST, "%s already exists", fin);
             goto fail;
@@ -1049,6 +1115,8 @@ int ckpt_open(const char *dir, ckpt_t **out)
             lstat(name, &st) == 0 && S_ISLNK(st.st_mode))
             return ckpt_seterr(CKPT_ECORRUPT, "%s: a symbolic link, not a directory "
                                "(a step-<N> that is a link is not followed)", dir);
+        if (e == ENOTDIR && lstat(name, &st) == 0 && !S_ISDIR(st.st_mode))
+            return ckpt_seterr(CKPT_ECORRUPT, "%s: not a directory", dir);
         if (e == ENOENT || e == ENOTDIR)
             return ckpt_seterr(CKPT_ENOTFOUND, "%s: no such checkpoint directory", dir);
         return ckpt_seterr(CKPT_EIO, "%s: cannot open: %s", dir, strerror(e));
@@ -1557,7 +1625,7 @@ int ckpt_set_aside_after(const char *root, uint64_t step,
                 snprintf(name, sizeof name, "%s.corrupt-%d", v[i].name, k);
             if (ckpt_path_join(to, sizeof to, root, name) != CKPT_OK)
                 break;
-            if (rename_noreplace(from, to) == 0)
+            if (ckpt_rename_noreplace(from, to) == 0)
                 break;
             if (errno != EEXIST && errno != ENOTEMPTY) {
                 rc = ckpt_seterr(CKPT_EIO, "rename %s -> %s: %s", from, to,
@@ -1652,8 +1720,13 @@ static int prune_impl(const char *root, int keep, const char *in_use,
         if (ckpt_path_join(path, sizeof path, root, e->name) != CKPT_OK ||
             ckpt_path_join(tpath, sizeof tpath, root, tname) != CKPT_OK)
             continue;
-        if (remove_dir(tpath) != 0 || rename(path, tpath) != 0 ||
-            ckpt_fsync_dir(root) != 0 || remove_dir(tpath) != 0) {
+        int r = remove_dir(tpath);
+        if (r == 0 && rename(path, tpath) != 0) {
+            if (errno == ENOENT)
+                continue; /* another prune (the trainer's, ckptctl's) took it */
+            r = -1;
+        }
+        if (r != 0 || ckpt_fsync_dir(root) != 0 || remove_dir(tpath) != 0) {
             rc = ckpt_seterr(CKPT_EIO, "%s: cannot remove: %s", path,
                              strerror(errno));
             goto fail;

@@ -42,6 +42,11 @@ int ckpt_seterr(int rc, const char *fmt, ...)
 int ckpt_parse_dirname(const char *name, int tmp, uint64_t *step);
 /* 1 when name has no control character (bytes below 0x20, and 0x7f). */
 int ckpt_name_printable(const char *name);
+/* Copy s into buf (cap bytes, NUL-terminated) as valid UTF-8 without
+ * control codes: C0, DEL and C1 controls and bytes that are not UTF-8 are
+ * written as \xNN; a character is never cut in two when s does not fit.
+ * @return the length written. */
+size_t ckpt_text_clean(const char *s, char *buf, size_t cap);
 
 /* Write the shard file name of a rank ("shard-<rank>.ftsh") into buf. */
 void ckpt_shard_name(int rank, char *buf, size_t cap);
@@ -54,6 +59,10 @@ int ckpt_write_all(int fd, const void *buf, size_t len);
 /* pread(2) exactly len bytes at off.  @return 0, or -1 with errno set (EIO
  * is used for a short read at end of file). */
 int ckpt_pread_all(int fd, void *buf, size_t len, uint64_t off);
+/* rename(2) that fails with EEXIST when to exists (renameat2
+ * RENAME_NOREPLACE; where the filesystem lacks it, a check then rename).
+ * @return 0 or -1 with errno set. */
+int ckpt_rename_noreplace(const char *from, const char *to);
 /* fsync a directory by path.  @return 0 or -1 with errno set. */
 int ckpt_fsync_dir(const char *dir);
 /* Read a whole small file (at most max bytes) into a NUL-terminated malloc'd

@@ -296,18 +296,38 @@ static void fmt_time_local(int64_t t, char *buf, size_t cap)
 {
     time_t tt = (time_t)t;
     struct tm tm;
-    if (t <= 0 || !localtime_r(&tt, &tm) ||
+    if (t < 0 || !localtime_r(&tt, &tm) ||
         strftime(buf, cap, "%Y-%m-%d %H:%M:%S", &tm) == 0)
         snprintf(buf, cap, "-");
 }
 
-static void fmt_time_utc(int64_t t, char *buf, size_t cap)
+/* @return 1, or 0 with "-" in buf when t cannot be shown as a date. */
+static int fmt_time_utc(int64_t t, char *buf, size_t cap)
 {
     time_t tt = (time_t)t;
     struct tm tm;
-    if (t <= 0 || !gmtime_r(&tt, &tm) ||
-        strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+    if (t < 0 || !gmtime_r(&tt, &tm) ||
+        strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
         snprintf(buf, cap, "-");
+        return 0;
+    }
+    return 1;
+}
+
+/* A JSON string of s, made valid UTF-8 without control codes first
+ * (paths and names are anyone's bytes; json_string would refuse them and
+ * the key would silently go missing). */
+static json_t *jstr(const char *s)
+{
+    size_t cap = strlen(s) * 4 + 1;
+    char *b = malloc(cap);
+    json_t *j;
+    if (!b)
+        return NULL;
+    ckpt_text_clean(s, b, cap);
+    j = json_string(b);
+    free(b);
+    return j;
 }
 
 static json_t *jint(uint64_t v)
@@ -319,7 +339,7 @@ static json_t *jhex64(uint64_t v)
 {
     char b[17];
     snprintf(b, sizeof b, "%016" PRIx64, v);
-    return json_string(b);
+    return jstr(b);
 }
 
 /* Print a JSON document on stdout.  @return 0, or 3 if it cannot. */
@@ -558,11 +578,11 @@ static int cmd_list(const args_t *a)
             bad = 1;
         if (json) {
             char utc[32];
-            fmt_time_utc(e[i].created, utc, sizeof utc);
+            int dated = fmt_time_utc(e[i].created, utc, sizeof utc);
             json_t *o = json_object();
-            json_object_set_new(o, "name", json_string(e[i].name));
+            json_object_set_new(o, "name", jstr(e[i].name));
             json_object_set_new(o, "step", jint(e[i].step));
-            json_object_set_new(o, "status", json_string(status_name(e[i].status)));
+            json_object_set_new(o, "status", jstr(status_name(e[i].status)));
             json_object_set_new(o, "latest", json_boolean(e[i].is_latest));
             json_object_set_new(o, "epoch",
                                 have_epoch ? json_integer(epoch) : json_null());
@@ -573,10 +593,10 @@ static int cmd_list(const args_t *a)
             json_object_set_new(o, "raw_bytes", known ? jint(e[i].raw_bytes) : json_null());
             json_object_set_new(o, "file_bytes", known ? jint(e[i].file_bytes) : json_null());
             json_object_set_new(o, "created", known ? json_integer(e[i].created) : json_null());
-            json_object_set_new(o, "created_utc", known ? json_string(utc) : json_null());
+            json_object_set_new(o, "created_utc", known && dated ? jstr(utc) : json_null());
             json_object_set_new(
                 o, "why",
-                e[i].status == CKPT_ST_COMMITTED ? json_null() : json_string(e[i].why));
+                e[i].status == CKPT_ST_COMMITTED ? json_null() : jstr(e[i].why));
             json_array_append_new(arr, o);
             continue;
         }
@@ -597,7 +617,7 @@ static int cmd_list(const args_t *a)
     int r = bad ? EXIT_BAD : EXIT_GOOD;
     if (json) {
         json_t *doc = json_object();
-        json_object_set_new(doc, "root", json_string(root));
+        json_object_set_new(doc, "root", jstr(root));
         json_object_set_new(doc, "verified", json_boolean(a->set & OPT_VERIFY));
         json_object_set_new(doc, "checkpoints", arr);
         int jr = json_print(doc);
@@ -639,28 +659,38 @@ static const char *clean(const char *s, char *buf, size_t cap)
     return buf;
 }
 
-/* Print one record value as "  prefix.key = value", flattening objects. */
-static void print_record_value(const char *prefix, json_t *v)
+/* Print "  key value" for one record value that is not flattened further. */
+static void print_record_leaf(const char *prefix, json_t *v)
 {
-    if (json_is_object(v) && json_object_size(v) > 0) {
-        const char *k;
-        json_t *sub;
-        json_object_foreach (v, k, sub) {
-            char key[256];
-            snprintf(key, sizeof key, "%s.%s", prefix, k);
-            print_record_value(key, sub);
-        }
-        return;
-    }
     char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
     char kb[1100], vb[4100];
     if (json_is_string(v))
         printf("  %-28s %s\n", clean(prefix, kb, sizeof kb),
                clean(json_string_value(v), vb, sizeof vb));
     else
-        printf("  %-28s %.200s%s\n", clean(prefix, kb, sizeof kb), s ? s : "?",
-               s && strlen(s) > 200 ? "..." : "");
+        printf("  %-28s %.200s%s\n", clean(prefix, kb, sizeof kb),
+               s ? clean(s, vb, 210) : "?", s && strlen(s) > 200 ? "..." : "");
     free(s);
+}
+
+/* Objects nested deeper than this are printed as compact JSON, not
+ * flattened: a record is anyone's JSON, and jansson accepts 2048 levels. */
+#define RECORD_FLATTEN_DEPTH 8
+
+/* Print one record value as "  prefix.key = value", flattening objects. */
+static void print_record_value(const char *prefix, json_t *v, int depth)
+{
+    if (json_is_object(v) && json_object_size(v) > 0 && depth < RECORD_FLATTEN_DEPTH) {
+        const char *k;
+        json_t *sub;
+        json_object_foreach (v, k, sub) {
+            char key[256];
+            snprintf(key, sizeof key, "%s.%s", prefix, k);
+            print_record_value(key, sub, depth + 1);
+        }
+        return;
+    }
+    print_record_leaf(prefix, v);
 }
 
 /* Sections of the record shown by inspect, by top-level key. */
@@ -699,7 +729,7 @@ static void print_record(json_t *rec)
             if (!printed)
                 printf("\n%s:\n", record_sections[s].title);
             printed = 1;
-            print_record_value(strcmp(k, "config") == 0 ? "config" : k, v);
+            print_record_value(strcmp(k, "config") == 0 ? "config" : k, v, 0);
         }
     }
     int printed = 0;
@@ -711,7 +741,7 @@ static void print_record(json_t *rec)
         if (!printed)
             printf("\nrecord (other):\n");
         printed = 1;
-        print_record_value(k, v);
+        print_record_value(k, v, 0);
     }
 }
 
@@ -737,24 +767,24 @@ static int cmd_inspect(const args_t *a)
 
     if (a->set & OPT_JSON) {
         char utc[32];
-        fmt_time_utc(ckpt_created(c), utc, sizeof utc);
+        int dated = fmt_time_utc(ckpt_created(c), utc, sizeof utc);
         json_t *doc = json_object(), *ts = json_array(), *ss = json_array();
-        json_object_set_new(doc, "path", json_string(dir));
+        json_object_set_new(doc, "path", jstr(dir));
         json_object_set_new(doc, "step", jint(ckpt_step(c)));
         json_object_set_new(doc, "created", json_integer(ckpt_created(c)));
-        json_object_set_new(doc, "created_utc", json_string(utc));
+        json_object_set_new(doc, "created_utc", dated ? jstr(utc) : json_null());
         json_object_set_new(doc, "world_size", json_integer(ckpt_world_size(c)));
         json_object_set_new(doc, "total_bytes", jint(ckpt_total_bytes(c)));
         json_object_set_new(doc, "file_bytes", jint(stored));
         json_object_set_new(doc, "manifest_checksum",
-                            json_string(ckpt_manifest_checksummed(c) ? "verified" : "none"));
+                            jstr(ckpt_manifest_checksummed(c) ? "verified" : "none"));
         for (size_t i = 0; i < ckpt_num_tensors(c); i++) {
             const ckpt_tensor_t *t = ckpt_tensor_at(c, i);
             json_t *o = json_object(), *shape = json_array();
             for (int d = 0; d < t->ndim; d++)
                 json_array_append_new(shape, json_integer(t->shape[d]));
-            json_object_set_new(o, "name", json_string(t->name));
-            json_object_set_new(o, "dtype", json_string(ckpt_dtype_name(t->dtype)));
+            json_object_set_new(o, "name", jstr(t->name));
+            json_object_set_new(o, "dtype", jstr(ckpt_dtype_name(t->dtype)));
             json_object_set_new(o, "shape", shape);
             json_object_set_new(o, "offset", jint(t->offset));
             json_object_set_new(o, "nbytes", jint(t->nbytes));
@@ -766,7 +796,7 @@ static int cmd_inspect(const args_t *a)
             ckpt_shard_name(i, file, sizeof file);
             json_t *o = json_object();
             json_object_set_new(o, "index", json_integer(i));
-            json_object_set_new(o, "file", json_string(file));
+            json_object_set_new(o, "file", jstr(file));
             json_object_set_new(o, "raw_offset", jint(s->raw_offset));
             json_object_set_new(o, "raw_bytes", jint(s->raw_bytes));
             json_object_set_new(o, "file_bytes", jint(s->file_bytes));
@@ -838,17 +868,17 @@ static void verify_report(const char *dir, const char *name, ckpt_t *c, int rc,
                              : "corrupt";
     if (arr) {
         json_t *o = json_object();
-        json_object_set_new(o, "name", json_string(name));
-        json_object_set_new(o, "path", json_string(dir));
+        json_object_set_new(o, "name", jstr(name));
+        json_object_set_new(o, "path", jstr(dir));
         uint64_t named;
         json_object_set_new(o, "step", c ? jint(ckpt_step(c))
                                        : ckpt_parse_dirname(name, 0, &named) ? jint(named)
                                                                              : json_null());
-        json_object_set_new(o, "status", json_string(status));
+        json_object_set_new(o, "status", jstr(status));
         json_object_set_new(o, "ok", json_boolean(rc == CKPT_OK));
         json_object_set_new(
-            o, "error", rc == CKPT_OK ? json_null() : json_string(ckpt_strerror(rc)));
-        json_object_set_new(o, "why", rc == CKPT_OK ? json_null() : json_string(why));
+            o, "error", rc == CKPT_OK ? json_null() : jstr(ckpt_strerror(rc)));
+        json_object_set_new(o, "why", rc == CKPT_OK ? json_null() : jstr(why));
         json_object_set_new(o, "world_size", c ? json_integer(ckpt_world_size(c)) : json_null());
         json_object_set_new(o, "total_bytes", c ? jint(ckpt_total_bytes(c)) : json_null());
         json_array_append_new(arr, o);
@@ -905,16 +935,16 @@ static int cmd_verify(const args_t *a)
                 skipped++;
                 if (json) {
                     json_t *o = json_object();
-                    json_object_set_new(o, "name", json_string(e[i].name));
+                    json_object_set_new(o, "name", jstr(e[i].name));
                     json_object_set_new(o, "path", snprintf(dir, sizeof dir, "%s/%s", arg,
                                                             e[i].name) < (int)sizeof dir
-                                                       ? json_string(dir) : json_null());
+                                                       ? jstr(dir) : json_null());
                     json_object_set_new(o, "step", jint(e[i].step));
-                    json_object_set_new(o, "status", json_string("skipped"));
+                    json_object_set_new(o, "status", jstr("skipped"));
                     json_object_set_new(o, "ok", json_null());
                     json_object_set_new(o, "error", json_null());
                     json_object_set_new(o, "why",
-                                        json_string("temp dir of an unfinished save"));
+                                        jstr("temp dir of an unfinished save"));
                     json_object_set_new(o, "world_size", json_null());
                     json_object_set_new(o, "total_bytes", json_null());
                     json_array_append_new(arr, o);
@@ -942,7 +972,7 @@ static int cmd_verify(const args_t *a)
     r = good == total && total > 0 ? EXIT_GOOD : EXIT_BAD;
     if (json) {
         json_t *doc = json_object();
-        json_object_set_new(doc, "path", json_string(arg));
+        json_object_set_new(doc, "path", jstr(arg));
         json_object_set_new(doc, "ok", json_boolean(r == EXIT_GOOD));
         json_object_set_new(doc, "good", json_integer((json_int_t)good));
         json_object_set_new(doc, "bad", json_integer((json_int_t)(total - good)));
@@ -1053,8 +1083,8 @@ static int same_shape(const ckpt_tensor_t *x, const ckpt_tensor_t *y)
 static json_t *diff_entry(const char *name, const char *status)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "name", json_string(name));
-    json_object_set_new(o, "status", json_string(status));
+    json_object_set_new(o, "name", jstr(name));
+    json_object_set_new(o, "status", jstr(status));
     return o;
 }
 
@@ -1109,8 +1139,8 @@ static int cmd_diff(const args_t *a)
                 char da_s[160], db_s[160];
                 snprintf(da_s, sizeof da_s, "%s %s", ckpt_dtype_name(ta->dtype), sa);
                 snprintf(db_s, sizeof db_s, "%s %s", ckpt_dtype_name(tb->dtype), sb);
-                json_object_set_new(o, "a", json_string(da_s));
-                json_object_set_new(o, "b", json_string(db_s));
+                json_object_set_new(o, "a", jstr(da_s));
+                json_object_set_new(o, "b", jstr(db_s));
                 json_array_append_new(arr, o);
             } else {
                 printf("mismatch   %s: %s %s vs %s %s\n", ta->name,
@@ -1140,10 +1170,10 @@ static int cmd_diff(const args_t *a)
             json_t *o = diff_entry(ta->name, "different");
             json_object_set_new(o, "max_abs",
                                 isfinite(st.max_abs) ? json_real(st.max_abs)
-                                                     : json_string("inf"));
+                                                     : jstr("inf"));
             json_object_set_new(o, "max_rel",
                                 isfinite(st.max_rel) ? json_real(st.max_rel)
-                                                     : json_string("inf"));
+                                                     : jstr("inf"));
             json_object_set_new(o, "max_abs_at", jint(st.at));
             json_object_set_new(o, "ndiff", jint(st.ndiff));
             json_object_set_new(o, "nelem", jint(nelem));
@@ -1169,8 +1199,8 @@ static int cmd_diff(const args_t *a)
     r = same ? EXIT_GOOD : EXIT_BAD;
     if (json) {
         json_t *doc = json_object();
-        json_object_set_new(doc, "a", json_string(da));
-        json_object_set_new(doc, "b", json_string(db));
+        json_object_set_new(doc, "a", jstr(da));
+        json_object_set_new(doc, "b", jstr(db));
         json_object_set_new(doc, "identical", json_boolean(same));
         json_object_set_new(doc, "tensors", arr);
         arr = NULL;
@@ -1212,11 +1242,17 @@ static int cmd_export(const args_t *a)
                          sizeof dir);
     if (r != EXIT_GOOD)
         return r;
-    if (!(a->set & OPT_FORCE) && path_exists(file)) {
+    int force = !!(a->set & OPT_FORCE);
+    if (!force && path_exists(file)) {
         errorf("export", file, "file exists (use --force to replace it)");
         return EXIT_ERROR;
     }
-    int rc = ckpt_export(dir, file);
+    int rc = ckpt_export(dir, file, force);
+    if (rc == CKPT_EEXIST) {
+        errorf("export", file, "file exists (it appeared while exporting; use --force "
+               "to replace it)");
+        return EXIT_ERROR;
+    }
     if (rc != CKPT_OK)
         return lib_fail("export", dir, rc);
     struct stat st;
@@ -1235,6 +1271,34 @@ static int cmd_import(const args_t *a)
     if (rc != CKPT_OK)
         return lib_fail("import", file, rc);
     printf("imported '%s' as '%s'\n", file, out);
+    /* LATEST stays as it was, but a trainer resuming with --resume auto
+     * takes the newest checkpoint that verifies: say so when the import
+     * is newer than checkpoints that were already here (a run's own). */
+    ckpt_entry_t *e = NULL;
+    size_t n = 0;
+    char base[256];
+    const char *mine = base_name(out, base, sizeof base);
+    if (ckpt_list(root, 0, &e, &n) == CKPT_OK) {
+        uint64_t step = 0, newest_other = 0;
+        int others = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (e[i].status != CKPT_ST_COMMITTED || e[i].name[0] == '.')
+                continue;
+            if (strcmp(e[i].name, mine) == 0)
+                step = e[i].step;
+            else {
+                others++;
+                if (e[i].step > newest_other)
+                    newest_other = e[i].step;
+            }
+        }
+        if (others > 0 && step > newest_other)
+            fprintf(stderr, "ckptctl: import: note: %s is now the newest checkpoint in "
+                    "'%s' (the newest before was step %" PRIu64 "): a run resumed "
+                    "with --resume auto from this directory continues from it\n",
+                    mine, root, newest_other);
+    }
+    free(e);
     return EXIT_GOOD;
 }
 

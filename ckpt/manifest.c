@@ -372,7 +372,7 @@ int ckpt_manifest_parse(const char *text, size_t len, const char *what,
     json_error_t jerr;
     json_t *root = NULL, *tens, *shards, *opts, *rec;
     const char *fmt;
-    uint64_t v, prev_end = 0, pos = 0;
+    uint64_t v, prev_end = 0, pos = 0, stored = 0;
 
     memset(m, 0, sizeof *m);
     root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
@@ -443,6 +443,14 @@ int ckpt_manifest_parse(const char *text, size_t len, const char *what,
                          &m->shards[i]);
         if (rc != CKPT_OK)
             goto fail;
+        /* The files together stay within what one number can hold, so
+         * every sum of file sizes a reader makes is exact. */
+        stored += m->shards[i].file_bytes;
+        if (stored > MAX_JSON_U64) {
+            rc = ckpt_seterr(CKPT_EFORMAT, "%s: the shards' file_bytes add up to "
+                             "more than %llu", what, (unsigned long long)MAX_JSON_U64);
+            goto fail;
+        }
     }
     if (pos != m->total_bytes) {
         rc = ckpt_seterr(CKPT_EFORMAT, "%s: shards cover %llu bytes, "

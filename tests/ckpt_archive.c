@@ -537,7 +537,7 @@ int main(void)
         char arch[1024], root[1024];
         snprintf(arch, sizeof arch, "%s/%s", base, kinds[k]);
         snprintf(root, sizeof root, "%s/dst%d/nested", base, k);
-        rc = ckpt_export(src_dir, arch);
+        rc = ckpt_export(src_dir, arch, 1);
         is_int(rc, CKPT_OK, "export to %s", kinds[k]);
         if (rc != CKPT_OK)
             diag("%s", ckpt_last_error());
@@ -585,10 +585,10 @@ int main(void)
 
     /* ---- export failures leave no file ---- */
     snprintf(path, sizeof path, "%s/bad.zip", base);
-    is_int(ckpt_export(src_dir, path), CKPT_EINVAL, "export refuses a .zip name");
+    is_int(ckpt_export(src_dir, path, 1), CKPT_EINVAL, "export refuses a .zip name");
     ok(!exists(path), "no .zip written");
     snprintf(path, sizeof path, "%s/no-such-dir/x.tar", base);
-    ok(ckpt_export(src_dir, path) != CKPT_OK, "export into a missing dir fails");
+    ok(ckpt_export(src_dir, path, 1) != CKPT_OK, "export into a missing dir fails");
     {
         /* A corrupt checkpoint is not exported. */
         char croot[1024], cdir[1200];
@@ -602,7 +602,7 @@ int main(void)
         spit(path, bytes, shard0_len);
         free(bytes);
         snprintf(path, sizeof path, "%s/corrupt.tar", base);
-        rc = ckpt_export(cdir, path);
+        rc = ckpt_export(cdir, path, 1);
         ok(rc != CKPT_OK, "export of a corrupt checkpoint fails (%s)",
            ckpt_strerror(rc));
         ok(!exists(path), "no archive written for it");

@@ -445,7 +445,7 @@ static void fuzz_archive(const fixture_t *f, const char *name, int iters,
 
     memset(&t, 0, sizeof t);
     snprintf(arc, sizeof arc, "%s/%s", scratch, name);
-    rc = ckpt_export(f->dir, arc);
+    rc = ckpt_export(f->dir, arc, 1);
     is_int(rc, CKPT_OK, "export %s", name);
     if (rc != CKPT_OK || slurp(arc, &good) != 0)
         return;

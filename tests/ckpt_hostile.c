@@ -471,6 +471,54 @@ int main(void)
         ckpt_close(c);
     }
 
+    /* ---- a step that appears between the phases; export's own names -- */
+    {
+        char r11[400], arc[600], name[700];
+        ckpt_tensor_t t;
+        ckpt_opts_t o;
+        ckpt_coll_t coll = SOLO_COLL;
+        ckpt_shard_info_t info;
+        snprintf(r11, sizeof r11, "%s/r11", root);
+        memset(&t, 0, sizeof t);
+        snprintf(t.name, CKPT_NAME_MAX, "w");
+        t.dtype = CKPT_F32, t.ndim = 1, t.shape[0] = 5000, t.data = wts;
+        ckpt_opts_default(&o);
+        o.fsync = 0;
+        memset(&info, 0, sizeof info);
+        uint64_t total = 0;
+        rc = ckpt_layout(&t, 1, &total);
+        if (rc == CKPT_OK)
+            rc = ckpt_shard_write(r11, 5, 0, 1, &t, 1, &o, &info);
+        is_int(rc, CKPT_OK, "phase one of step 5");
+        path_of(p, sizeof p, r11, "step-00000005");
+        ok(mkdir(p, 0755) == 0, "step-00000005 appears before the commit (an import)");
+        rc = ckpt_commit(r11, 5, &t, 1, "{}", &o, rc, &info, &coll);
+        is_int(rc, CKPT_EEXIST, "the commit fails: exists");
+        path_of(q, sizeof q, r11, ".tmp-step-00000005");
+        ok(!exists(q), "and removes its own temp dir");
+        ok(is_real_dir(p), "the step-00000005 that appeared is left alone");
+
+        is_int(save_at(r11, 6, 1), CKPT_OK, "a checkpoint to export (step 6)");
+        path_of(p, sizeof p, r11, "step-00000006");
+        snprintf(arc, sizeof arc, "%s/out.tar", r11);
+        ok(write_text(arc, "someone's file\n") == 0, "an existing out.tar");
+        is_int(ckpt_export(p, arc, 0), CKPT_EEXIST, "export without replace: exists");
+        is_str(read_text(arc), "someone's file\n", "the existing file is untouched");
+        snprintf(name, sizeof name, "%s.tmp", arc);
+        ok(mkfifo(name, 0644) == 0, "a FIFO named out.tar.tmp");
+        alarm(20);
+        is_int(ckpt_export(p, arc, 1), CKPT_OK, "export with replace, never blocking on it");
+        alarm(0);
+        ok(read_text(arc) && strcmp(read_text(arc), "someone's file\n") != 0,
+           "out.tar is the archive now");
+        ok(exists(name) && !is_real_dir(name), "the FIFO is not touched");
+        {
+            char cmd[1400];
+            snprintf(cmd, sizeof cmd, "ls %s | grep -F 'out.tar.tmp.' >/dev/null", r11);
+            ok(system(cmd) != 0, "no temporary file is left behind");
+        }
+    }
+
     tap_rmtree(root);
     return done_testing();
 }

@@ -388,6 +388,120 @@ for c in $COMMANDS; do
     fi
 done
 
+# ---- hostile manifests and names (review findings) ---------------------------
+ME=$BUILD/tests/tools/manifest_edit
+H=$T/hostile
+"$MK" "$H" 20 --mb 0.05 --seed 3 >/dev/null
+# A record nested 2040 deep: jansson reads it; inspect must not recurse that deep.
+deep=$("$PY" -c 'print("{\"a\":" * 2040 + "1" + "}" * 2040)')
+"$ME" "$H/step-00000020/manifest.json" record.deep "$deep"
+ok $? "a record nested 2040 levels deep"
+run "$C" inspect "$H/step-00000020"
+ok "$([ "$rc" -eq 0 ] && grep -q '^  deep\(\.a\)\{8\} *{"a":{"a":' "$T/out"; echo $?)" \
+    "inspect prints it flattened 8 levels deep, then as JSON (exit $rc)" || show_err
+# Manifest strings with terminal control codes never reach the terminal raw.
+H2=$T/hostile2
+"$MK" "$H2" 20 --mb 0.05 --seed 3 >/dev/null
+"$PY" - "$H2/step-00000020/manifest.json" <<'PYEOF'
+import json, sys
+p = sys.argv[1]
+m = json.load(open(p))
+m.pop("manifest_xxh64", None)
+m["tensors"][0]["dtype"] = "\u001b]0;pwned\u0007\u001b[2J\u009b31m"
+json.dump(m, open(p, "w"))
+PYEOF
+run "$C" list "$H2"
+ok "$([ "$rc" -eq 1 ] && ! grep -q "$(printf '\033')" "$T/out" "$T/err" &&
+    ! grep -q "$(printf '\302\233')" "$T/out" "$T/err" && grep -q 'x1b]0;pwned' "$T/out"; echo $?)" \
+    "a dtype with control codes is shown escaped (exit $rc)" || why "$(cat -v "$T/out")"
+# A root whose name is not UTF-8, and a why cut in the middle of a character:
+# every key is still in the JSON.
+BAD=$T/$(printf 'bad\377dir')
+mkdir -p "$BAD" && cp -r "$R/step-00000010" "$BAD/" && mkdir "$BAD/step-00000011"
+run "$C" list --json "$BAD"
+is "$(py '[sorted(d.keys()), [sorted(c.keys()) == sorted(d["checkpoints"][0].keys()) for c in d["checkpoints"]], "xff" in d["root"]]')" \
+    "[['checkpoints', 'root', 'verified'], [True, True], True]" \
+    "list --json: a root that is not UTF-8 keeps its key, escaped"
+run "$C" verify --json "$BAD"
+is "$(py '[("path" in c and "why" in c) for c in d["checkpoints"]] + ["xff" in d["path"]]')" \
+    "[True, True, True]" "verify --json: the same"
+LONG=$T/$("$PY" -c 'print("a" + "\u00e9" * 120)')
+mkdir -p "$LONG/step-00000010"
+run "$C" list --json "$LONG"
+is "$(py 'd["checkpoints"][0]["why"] is not None')" "True" \
+    "list --json: a why cut inside a character is still there"
+# A step-<N> that is a file or a FIFO: list and verify say the same.
+H3=$T/hostile3
+"$MK" "$H3" 4 --mb 0.05 >/dev/null
+: >"$H3/step-00000005"
+mkfifo "$H3/step-00000006"
+run "$C" list "$H3"
+ok "$([ "$rc" -eq 1 ] && grep -q '^step-00000005 .*corrupt: .*not a directory' "$T/out" &&
+    grep -q '^step-00000006 .*corrupt: .*not a directory' "$T/out"; echo $?)" \
+    "list: a step-<N> that is a file or a FIFO is corrupt, not a directory" || why "$(cat "$T/out")"
+run timeout 20 "$C" verify "$H3"
+ok "$([ "$rc" -eq 1 ] && grep -q '^step-00000005: corrupt: .*not a directory' "$T/out" &&
+    grep -q '^step-00000006: corrupt: .*not a directory' "$T/out"; echo $?)" \
+    "verify says the same (exit $rc)" || why "$(cat "$T/out")"
+# created 0 is a date (1970), not unknown.
+"$ME" "$H3/step-00000004/manifest.json" created 0
+run "$C" list --json "$H3"
+is "$(py '[c["created_utc"] for c in d["checkpoints"] if c["step"] == 4]')" \
+    "['1970-01-01T00:00:00Z']" "list --json: created 0 is 1970-01-01T00:00:00Z"
+# Shards whose file sizes add up past 2^53 are refused, not summed into a wrap.
+H4=$T/hostile4
+"$MK" "$H4" 7 --world 2 --mb 0.05 >/dev/null
+"$PY" - "$H4/step-00000007/manifest.json" <<'PYEOF'
+import json, sys
+p = sys.argv[1]
+m = json.load(open(p))
+m.pop("manifest_xxh64", None)
+for s in m["shards"]:
+    s["file_bytes"] = 2**53
+json.dump(m, open(p, "w"))
+PYEOF
+run "$C" inspect "$H4/step-00000007"
+ok "$([ "$rc" -eq 1 ] && grep -q 'add up to more than' "$T/err"; echo $?)" \
+    "inspect: shard sizes adding up past 2^53 are refused (exit $rc)" || show_err
+
+# ---- export and import side by side --------------------------------------------
+E=$T/exports
+mkdir -p "$E"
+for s in 10 20 30; do "$C" export --force "$R" "$s" "$E/same.tar" >"$E/out.$s" 2>&1 & done
+wait
+ok "$(grep -q 'exported' "$E/out.10" && grep -q 'exported' "$E/out.20" &&
+    grep -q 'exported' "$E/out.30"; echo $?)" "three exports at once to one file all succeed" ||
+    why "$(cat "$E"/out.*)"
+run "$C" import "$E/same.tar" "$E/imp"
+ok "$([ "$rc" -eq 0 ] && "$C" verify "$E/imp" >/dev/null; echo $?)" \
+    "the file is one whole checkpoint" || show_err
+ok "$(ls "$E" | grep -q 'tmp'; [ $? -ne 0 ]; echo $?)" "no temporary file left" || why "$(ls "$E")"
+mkfifo "$E/fifo.tar.tmp"
+run timeout 20 "$C" export "$R" 20 "$E/fifo.tar"
+is "$rc" 0 "export does not wait on a FIFO named like a temporary file"
+# An import newer than a run's own checkpoints says where --resume auto goes.
+I=$T/importnote
+"$MK" "$I" 4 --mb 0.05 >/dev/null
+"$C" export "$R" 10 "$E/s10.tar" >/dev/null
+run "$C" import "$E/s10.tar" "$I"
+ok "$([ "$rc" -eq 0 ] && grep -q 'note: step-00000010 is now the newest checkpoint' "$T/err"; echo $?)" \
+    "import of a newer step into a run's directory says it is now the newest" || show_err
+run "$C" import "$E/s10.tar" "$T/importfresh"
+ok "$([ "$rc" -eq 0 ] && ! grep -q 'note:' "$T/err"; echo $?)" \
+    "import into a new directory says nothing more" || show_err
+# Two prunes at once (the trainer's and a person's) both succeed.
+P6=$T/prune6
+for s in 1 2 3 4 5 6 7 8 9 10 11 12; do "$MK" "$P6" $s --mb 0.02 >/dev/null || break; done
+"$C" prune --keep 1 "$P6" >"$T/p1" 2>&1 &
+pa=$!
+"$C" prune --keep 1 "$P6" >"$T/p2" 2>&1
+rb=$?
+wait $pa
+ra=$?
+run "$C" list "$P6"
+ok "$([ "$ra" -eq 0 ] && [ "$rb" -eq 0 ] && [ "$(grep -c '^step-' "$T/out")" -eq 1 ]; echo $?)" \
+    "two prunes at once both exit 0 and keep one (exit $ra, $rb)" || why "$(cat "$T/p1" "$T/p2" "$T/out")"
+
 # Under BUILD=build-san a sanitizer report may hide behind an expected exit
 # status; look for one in everything the tool wrote to stderr.
 ! grep -q -e 'Sanitizer' -e 'runtime error:' "$T/all-err" 2>/dev/null

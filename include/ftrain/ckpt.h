@@ -340,10 +340,14 @@ void ckpt_step_dirname(uint64_t step, char *buf, size_t cap);
 
 /**
  * Write a committed checkpoint directory into a tar file (.tar, or .tar.zst
- * when the name ends so).  Verifies before exporting.
+ * when the name ends so).  Verifies before exporting.  The archive is
+ * written under a temporary name of its own (so that exports at once never
+ * share one) and renamed into place: over an existing file only when
+ * replace is non-zero, else that file is kept and the result is
+ * CKPT_EEXIST.
  * @return CKPT_OK or an error code.
  */
-int ckpt_export(const char *ckpt_dir, const char *archive_path);
+int ckpt_export(const char *ckpt_dir, const char *archive_path, int replace);
 
 /**
  * Extract an exported checkpoint into root (created if missing).  Refuses
