@@ -28,6 +28,19 @@
 
 #define EXIT_REQUEUE 75
 
+/* Runs before any shared library's constructor (cuBLAS, NCCL, Open MPI and
+ * OpenBLAS take most of a second to load): a stop signal sent to a rank
+ * that is still starting waits, blocked, for main's handlers instead of
+ * killing it (the batch script forwards and repeats the signal as soon as
+ * the launcher runs). */
+static void preinit_block(int argc, char **argv, char **envp)
+{
+    (void)argc, (void)argv, (void)envp;
+    stop_block_early();
+}
+__attribute__((section(".preinit_array"), used))
+static void (*const ftrain_preinit)(int, char **, char **) = preinit_block;
+
 int main(int argc, char **argv)
 {
     config_t cfg;
@@ -55,6 +68,11 @@ int main(int argc, char **argv)
     }
     if (cfg.stop_signal != SIGUSR1 && stop_install(cfg.stop_signal) != 0) {
         perror("ftrain: sigaction");
+        return 1;
+    }
+    /* The handlers are final: what came while loading is delivered now. */
+    if (stop_unblock() != 0) {
+        perror("ftrain: sigprocmask");
         return 1;
     }
 

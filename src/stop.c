@@ -10,7 +10,10 @@
  *       ranks make anyway (the per-step control reduction in train.c, or
  *       the evaluation's own reduction), and every rank acts on the reduced
  *       result, so all ranks stop after the same step.  A signal during
- *       start-up waits in its flag for the first of these.
+ *       start-up waits in its flag for the first of these; one that comes
+ *       while the libraries load, before main, waits blocked
+ *       (stop_block_early from the executable's .preinit_array) until the
+ *       handlers are in place.
  *   S3  After the agreement the ranks save (ckpt_save, itself collective and
  *       committed once by rank 0) and exit 75.  Further signals change
  *       nothing: a save in progress is never interrupted by us; SIGKILL is
@@ -26,8 +29,11 @@
 #include "ftrain/stop.h"
 
 #include <signal.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 static volatile sig_atomic_t stop_sig = 0;
 static volatile sig_atomic_t stop_sec = 0;  /* seconds after stop_base: an int holds them */
@@ -74,6 +80,29 @@ int stop_install(int stop_signal)
             return -1;
     }
     return 0;
+}
+
+/* The kernel's signal mask: 64 bits, signal n is bit n - 1. */
+#define KMASK(sig) ((uint64_t)1 << ((sig) - 1))
+static uint64_t early_old_mask;
+static int early_blocked;
+
+void stop_block_early(void)
+{
+    uint64_t set = KMASK(SIGUSR1) | KMASK(SIGUSR2) | KMASK(SIGTERM) | KMASK(SIGINT);
+    /* The raw call: the C library (and a sanitizer's interceptors) may not
+     * be initialised yet. */
+    if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, &set, &early_old_mask, sizeof set) == 0)
+        early_blocked = 1;
+}
+
+int stop_unblock(void)
+{
+    if (!early_blocked)
+        return 0;
+    early_blocked = 0;
+    return (int)syscall(SYS_rt_sigprocmask, SIG_SETMASK, &early_old_mask, NULL,
+                        sizeof early_old_mask);
 }
 
 int stop_local_signal(void) { return stop_sig; }

@@ -210,6 +210,32 @@ else
     skip "signal during start-up: resume" "cannot find the ranks in /proc"
 fi
 
+# ---- a signal while a rank loads its libraries ---------------------------------
+# Before main, the libraries' constructors run (cuBLAS's and NCCL's take most
+# of a second): a rank must not die of a stop signal that comes then.  The
+# slowstart shim stands for such a library: its constructor marks a file and
+# sleeps 1.5 s; the signal goes to the rank once the mark is there.  The rank
+# blocked the stop signals before any constructor ran, so it takes the
+# signal when its handlers are in place and stops after its first step.
+d="$T/loading"
+if ldd "$FTRAIN" 2>/dev/null | grep -q 'libasan'; then
+    skip "signal while loading libraries" "an LD_PRELOAD shim cannot come before the ASan runtime"
+else
+    rm -f "$d.mark"
+    : >"$d.out"
+    SLOWSTART_MARK=$d.mark timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n 2 \
+        -x LD_PRELOAD="$BUILD/tests/preload/slowstart.so" -x SLOWSTART_MARK \
+        "$FTRAIN" $RUN --run-dir "$d" >>"$d.out" 2>>"$d.err" &
+    MPI_PID=$!
+    if wait_for 20 test -s "$d.mark"; then
+        kill -USR1 "$(head -n 1 "$d.mark")"
+    else
+        why "no rank reached the slow constructor"
+    fi
+    finish
+    stopped "signal while a rank loads its libraries" "$d" USR1
+fi
+
 # ---- a signal near an epoch-end evaluation -----------------------------------
 # Rank 0 writes the metrics row of step 32 (the end of epoch 1) before it
 # evaluates; the signal is sent as soon as that row shows.  The line data's
