@@ -33,6 +33,7 @@
  * that is still starting waits, blocked, for main's handlers instead of
  * killing it (the batch script forwards and repeats the signal as soon as
  * the launcher runs). */
+__attribute__((no_sanitize("address", "undefined")))
 static void preinit_block(int argc, char **argv, char **envp)
 {
     (void)argc, (void)argv, (void)envp;

@@ -87,6 +87,8 @@ int stop_install(int stop_signal)
 static uint64_t early_old_mask;
 static int early_blocked;
 
+/* Not instrumented: it may run before a sanitizer's runtime is set up. */
+__attribute__((no_sanitize("address", "undefined")))
 void stop_block_early(void)
 {
     uint64_t set = KMASK(SIGUSR1) | KMASK(SIGUSR2) | KMASK(SIGTERM) | KMASK(SIGINT);
