@@ -433,8 +433,19 @@ int config_parse(config_t *c, int argc, char **argv, char *err, size_t cap)
         case OPT_VERSION: return CONFIG_VERSION;
         case '?':
         default:
-            if (optopt)
-                return config_fail(err, cap, "option '%s' needs a value or takes none", argv[optind - 1]);
+            /* optopt: a short option's letter (ftrain has none; in "-xy"
+             * argv[optind - 1] is not the option), or the value of a long
+             * option that lacks its argument or was given one it takes not. */
+            if (optopt > 0 && optopt < 256)
+                return config_fail(err, cap, "unknown option '-%c' (%s)", optopt,
+                                   optopt == 'h' ? "did you mean --help?"
+                                                 : "ftrain's options are long: --help lists them");
+            for (const struct option *op = config_opts; optopt && op->name; op++)
+                if (op->val == optopt)
+                    return config_fail(err, cap, op->has_arg == required_argument
+                                                     ? "option '--%s' needs a value"
+                                                     : "option '--%s' takes no value",
+                                       op->name);
             return config_fail(err, cap, "unknown option '%s'", argv[optind - 1]);
         }
     }

@@ -154,8 +154,11 @@ int main(int argc, char **argv)
             code = 128 + res.stop_signal;
     } else {
         /* Every rank returns the same failure; rank 0 reports it, and other
-         * ranks only when their message differs (a local cause). */
-        fprintf(stderr, "ftrain: rank %d: %s\n", w.rank, err);
+         * ranks only when their message differs (a local cause) or when
+         * that cannot be known within 10 s. */
+        int same = world_same_text(&w, err, 10.0); /* every rank takes part */
+        if (w.rank == 0 || same != 1)
+            fprintf(stderr, "ftrain: rank %d: %s\n", w.rank, err);
         code = 1;
     }
     comm_close(comm);

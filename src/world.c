@@ -16,9 +16,11 @@
 
 #include <mpi.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 /* The CPUs this rank may use: its affinity mask, shared with the local
  * ranks whose masks overlap it (all of them when no one is bound). */
@@ -129,6 +131,29 @@ int world_all_ok(const world_t *w, int ok)
     if (MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MIN, *(MPI_Comm *)w->mpi_world) != MPI_SUCCESS)
         return 0;
     return all;
+}
+
+int world_same_text(const world_t *w, const char *text, double timeout_s)
+{
+    /* The maxima of h and ~h equal this rank's own on every rank only when
+     * every rank has the same h. */
+    uint64_t h = XXH64(text, strlen(text), 0), v[2] = {h, ~h};
+    static uint64_t mx[2]; /* static: a request left pending still has it */
+    MPI_Request req;
+    int done = 0;
+    if (MPI_Iallreduce(v, mx, 2, MPI_UINT64_T, MPI_MAX, *(MPI_Comm *)w->mpi_world, &req) !=
+        MPI_SUCCESS)
+        return -1;
+    double end = MPI_Wtime() + timeout_s;
+    while (!done) {
+        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return -1;
+        if (!done && MPI_Wtime() > end)
+            return -1;
+        if (!done)
+            usleep(1000);
+    }
+    return mx[0] == h && mx[1] == ~h;
 }
 
 void world_abort(const world_t *w, int code)

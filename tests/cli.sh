@@ -34,6 +34,10 @@ bad "missing value at the end" --lr $L --lr
 bad "missing value: --layers" --layers --layers
 bad "value given to a flag" --deterministic --deterministic=yes
 bad "stray argument" extra $L extra
+bad "a short option in a cluster is named, not the word before it" "'-x'" $L -xy
+bad "-h points to --help" "did you mean --help" -h
+bad "missing value names the option" "'--data' needs a value" --data
+bad "a value given to a flag names the flag" "'--quiet' takes no value" --quiet=1
 bad "--epochs with --steps" --epochs --epochs 2 --steps 5
 bad "--steps with --epochs" --steps --steps 5 --epochs 2
 bad "--lr in hex" --lr $L --lr 0x10

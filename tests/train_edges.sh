@@ -163,4 +163,11 @@ ok "$([ "$rc" -ne 75 ] && ! grep -q '^stop: signal USR1' "$d.out"; echo $?)" \
     "--stop-signal USR2: SIGUSR1 is not taken as a stop (exit $rc, no 'stop: signal USR1')" ||
     why "$(grep '^stop:' "$d.out")"
 
+# ---- the same failure on every rank is said once ------------------------
+mpi 3 --data fashion-mnist --data-dir "$T/no-such-dir" --steps 2 >"$T/same.out" 2>"$T/same.err"
+rc=$?
+ok "$([ "$rc" -eq 1 ] && [ "$(grep -c '^ftrain: rank' "$T/same.err")" -eq 1 ] &&
+    grep -q '^ftrain: rank 0: .*no-such-dir' "$T/same.err"; echo $?)" \
+    "the same error on 3 ranks is printed once, by rank 0 (exit $rc)" || why "$(cat "$T/same.err")"
+
 done_testing

@@ -39,6 +39,12 @@ int world_default_threads(const world_t *w);
  *  passed ok != 0, else 0 (also when the collective itself failed). */
 int world_all_ok(const world_t *w, int ok);
 
+/** Collective over the world, bounded: whether every rank holds the same
+ *  text (compared by a 64-bit hash).  Waits at most timeout_s seconds for
+ *  the other ranks.  @return 1 all the same, 0 some differ, -1 unknown (the
+ *  collective failed or timed out; it is then left pending). */
+int world_same_text(const world_t *w, const char *text, double timeout_s);
+
 /** Abort every rank (used only by main on fatal errors). */
 void world_abort(const world_t *w, int code);
 
