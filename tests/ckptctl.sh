@@ -389,6 +389,16 @@ for c in $COMMANDS; do
 done
 
 # ---- hostile manifests and names (review findings) ---------------------------
+# unsealed_edit MANIFEST PYTHON: run PYTHON on the manifest as m and write it
+# back without its checksum (as an older writer would have left it).
+unsealed_edit() {
+    "$PY" -c 'import json, sys
+p = sys.argv[1]
+m = json.load(open(p))
+m.pop("manifest_xxh64", None)
+exec(sys.argv[2])
+json.dump(m, open(p, "w"))' "$1" "$2"
+}
 ME=$BUILD/tests/tools/manifest_edit
 H=$T/hostile
 "$MK" "$H" 20 --mb 0.05 --seed 3 >/dev/null
@@ -402,14 +412,8 @@ ok "$([ "$rc" -eq 0 ] && grep -q '^  deep\(\.a\)\{8\} *{"a":{"a":' "$T/out"; ech
 # Manifest strings with terminal control codes never reach the terminal raw.
 H2=$T/hostile2
 "$MK" "$H2" 20 --mb 0.05 --seed 3 >/dev/null
-"$PY" - "$H2/step-00000020/manifest.json" <<'PYEOF'
-import json, sys
-p = sys.argv[1]
-m = json.load(open(p))
-m.pop("manifest_xxh64", None)
-m["tensors"][0]["dtype"] = "\u001b]0;pwned\u0007\u001b[2J\u009b31m"
-json.dump(m, open(p, "w"))
-PYEOF
+unsealed_edit "$H2/step-00000020/manifest.json" \
+    'm["tensors"][0]["dtype"] = "\u001b]0;pwned\u0007\u001b[2J\u009b31m"'
 run "$C" list "$H2"
 ok "$([ "$rc" -eq 1 ] && ! grep -q "$(printf '\033')" "$T/out" "$T/err" &&
     ! grep -q "$(printf '\302\233')" "$T/out" "$T/err" && grep -q 'x1b]0;pwned' "$T/out"; echo $?)" \
@@ -451,15 +455,8 @@ is "$(py '[c["created_utc"] for c in d["checkpoints"] if c["step"] == 4]')" \
 # Shards whose file sizes add up past 2^53 are refused, not summed into a wrap.
 H4=$T/hostile4
 "$MK" "$H4" 7 --world 2 --mb 0.05 >/dev/null
-"$PY" - "$H4/step-00000007/manifest.json" <<'PYEOF'
-import json, sys
-p = sys.argv[1]
-m = json.load(open(p))
-m.pop("manifest_xxh64", None)
-for s in m["shards"]:
-    s["file_bytes"] = 2**53
-json.dump(m, open(p, "w"))
-PYEOF
+unsealed_edit "$H4/step-00000007/manifest.json" \
+    'for s in m["shards"]: s["file_bytes"] = 2**53'
 run "$C" inspect "$H4/step-00000007"
 ok "$([ "$rc" -eq 1 ] && grep -q 'add up to more than' "$T/err"; echo $?)" \
     "inspect: shard sizes adding up past 2^53 are refused (exit $rc)" || show_err
