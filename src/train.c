@@ -153,6 +153,21 @@ static int mkdir_p(const char *path)
     return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
+/* 1 when `from` is this run's own checkpoint of `step`: the very directory
+ * root/step-<N>, however either path is spelled (relative, through a link,
+ * with "..").  No run directory (root "") has no checkpoint of its own. */
+static int own_checkpoint(const char *root, int64_t step, const char *from)
+{
+    char dn[64], mine[1300];
+    struct stat a, b;
+    if (!root[0])
+        return 0;
+    ckpt_step_dirname((uint64_t)step, dn, sizeof dn);
+    snprintf(mine, sizeof mine, "%s/%s", root, dn);
+    return stat(mine, &a) == 0 && stat(from, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
+
 /* Copy the samples idx[0..n) into the batch buffers. */
 static void gather(trainer_t *t, const dataset_t *d, const int64_t *idx, int64_t n)
 {
@@ -929,9 +944,15 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
             }
             step = t->st.step;
             /* A checkpoint of this step exists in our root only when we
-             * resumed from our own root (--resume DIR may name another). */
-            size_t rl = strlen(t->root);
-            t->last_saved = strncmp(from, t->root, rl) == 0 && from[rl] == '/' ? step : -1;
+             * resumed from our own root (--resume DIR may name another, or
+             * ours by another spelling).  Rank 0 looks and tells: the
+             * saves this decides are collective. */
+            int own = t->rank == 0 && own_checkpoint(t->root, step, from);
+            if (comm_bcast(c, &own, sizeof own, 0) != COMM_OK) {
+                snprintf(err, cap, "resume: broadcast failed: %s", comm_last_error());
+                goto out;
+            }
+            t->last_saved = own ? step : -1;
             if (step / t->spe != t->st.epoch || (step % t->spe) * cfg->global_batch != t->st.cursor) {
                 snprintf(err, cap, "checkpoint '%s': position (epoch %lld, cursor %lld) does not match step %lld",
                          from, (long long)t->st.epoch, (long long)t->st.cursor, (long long)step);

@@ -1,0 +1,74 @@
+#!/bin/sh
+# train_review.sh - the trainer at the edges of its run directory, resume,
+# epoch evaluations and schedule, and docs that must say what the code does.
+# Each section's comment says what it checks.
+. "$(dirname "$0")/lib.sh"
+: "${FTRAIN_TIMEOUT:=60}"
+need_mpi
+command -v python3 >/dev/null 2>&1 || skip_all "python3 not installed"
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+EDIT="$BUILD/tests/tools/manifest_edit"
+# An absolute path to the binary, for runs from another directory.
+FTRAIN_ABS=$(cd "$(dirname "$FTRAIN")" && pwd)/$(basename "$FTRAIN")
+LINE="--data line --layers 8"
+
+_ge() { [ "$(grep -c '^epoch ' "$1")" -ge "$2" ]; }
+
+# ---- 1. a stop without --run-dir after --resume /abs/path -------------------
+# Resumed at its last step, the run only evaluates; a signal sent as soon as
+# the rank has installed its handler (SigCgt in /proc shows USR1, before
+# MPI_Init) cuts that evaluation short: a stop at the resumed step.  With no
+# run directory nothing is saved, whatever path --resume named.
+handler_in() {
+    _mp=$(pgrep -P "$MPI_PID" 2>/dev/null | head -n 1)
+    [ -n "$_mp" ] || return 1
+    for _p in $(pgrep -P "$_mp" -x ftrain 2>/dev/null); do
+        _m=$(sed -n 's/^SigCgt:[[:space:]]*//p' "/proc/$_p/status" 2>/dev/null)
+        # SIGUSR1 is signal 10: bit 9 of the caught-signal mask.
+        [ -n "$_m" ] && [ $((0x$_m & 0x200)) -ne 0 ] && SIG_PID=$_p && return 0
+    done
+    return 1
+}
+d="$T/abs"
+mpi 1 $LINE --steps 2 --run-dir "$d" >"$d.out" 2>&1
+if [ -d /proc/self ] && command -v pgrep >/dev/null 2>&1; then
+    : >"$T/norun.out"
+    mpi_bg 1 $LINE --steps 2 --resume "$d/ckpt/step-00000002" >>"$T/norun.out" 2>"$T/norun.err"
+    SIG_PID=
+    wait_for 20 handler_in && kill -USR1 "$SIG_PID"
+    wait "$MPI_PID"
+    rc=$?
+    MPI_PID=
+    is "$rc" 138 "stop without --run-dir after --resume of an absolute path: exit 128+USR1, not 75" ||
+        why "$(grep -E '^(resume|stop|eval)' "$T/norun.out")" "$(tail -n 3 "$T/norun.err")"
+    like "$(grep '^stop:' "$T/norun.out")" "at step 2: .*no run directory: nothing saved" \
+        "  and the stop line (at the resumed step) says nothing was saved"
+else
+    skip "stop without --run-dir after --resume of an absolute path" "no /proc or pgrep"
+    skip "  and the stop line says nothing was saved" "no /proc or pgrep"
+fi
+
+# ---- 2. --resume of this run's own checkpoint, nothing left to train -------
+# The run's last checkpoint is its own however the paths are spelled: the
+# end does not try to save that step again (which failed, "already exists").
+d="$T/own"
+mpi 2 $LINE --steps 10 --run-dir "$d" >"$d.out" 2>&1
+ln -s own "$T/ownlink"
+# Run from $T: each spelling of the checkpoint beside another of the run
+# directory.
+for how in relative absolute link; do
+    case $how in
+    relative) rd=$d from=own/ckpt/step-00000010 ;;
+    absolute) rd=own from=$d/ckpt/step-00000010 ;;
+    link) rd=own from=$T/ownlink/ckpt/step-00000010 ;;
+    esac
+    (cd "$T" && FTRAIN=$FTRAIN_ABS && mpi 2 $LINE --steps 10 --run-dir "$rd" --resume "$from" \
+        >"$T/own-$how.out" 2>"$T/own-$how.err")
+    rc=$?
+    ok "$([ "$rc" -eq 0 ] && ! grep -q 'not saved' "$T/own-$how.err"; echo $?)" \
+        "--resume of the run's own last checkpoint ($how path), --steps 10: exit 0 (exit $rc)" ||
+        why "$(tail -n 3 "$T/own-$how.err")"
+done
+is "$(ls "$d/ckpt" | grep -c '^step-')" 1 "  the run directory still holds its one checkpoint"
+
+done_testing
