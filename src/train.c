@@ -153,6 +153,35 @@ static int mkdir_p(const char *path)
     return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
+/* Rank 0: create the run directory and its checkpoint root and open the
+ * metrics file; err names the path that failed.  The root is checked now,
+ * not at the first save: mkdir_p takes an existing name for success, so a
+ * file in its place (or a root we cannot write) would otherwise only show
+ * when the stop's save fails, after all the training. */
+static int run_dir_setup(trainer_t *t, char *err, size_t cap)
+{
+    const char *why = NULL;
+    struct stat sb;
+    if (mkdir_p(t->root) != 0)
+        why = strerror(errno);
+    else if (stat(t->root, &sb) != 0)
+        why = strerror(errno);
+    else if (!S_ISDIR(sb.st_mode))
+        why = "not a directory";
+    else if (access(t->root, W_OK | X_OK) != 0)
+        why = strerror(errno);
+    if (why) {
+        snprintf(err, cap, "cannot use the checkpoint directory '%s': %s", t->root, why);
+        return -1;
+    }
+    if (metrics_open(&t->met, t->cfg->run_dir) != 0) {
+        snprintf(err, cap, "cannot open the metrics file '%s/metrics.jsonl': %s",
+                 t->cfg->run_dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 /* 1 when `from` is this run's own checkpoint of `step`: the very directory
  * root/step-<N>, however either path is spelled (relative, through a link,
  * with "..").  No run directory (root "") has no checkpoint of its own. */
@@ -872,13 +901,11 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
     int rc = 0;
     if (cfg->run_dir[0]) {
         snprintf(t->root, sizeof t->root, "%s/ckpt", cfg->run_dir);
-        if (t->rank == 0 && (mkdir_p(t->root) != 0 || metrics_open(&t->met, cfg->run_dir) != 0)) {
-            snprintf(err, cap, "cannot create run directory '%s': %s", cfg->run_dir, strerror(errno));
-            rc = -1;
-        }
+        if (t->rank == 0)
+            rc = run_dir_setup(t, err, cap);
         if (comm_any_failed(c, rc)) {
             if (!rc)
-                snprintf(err, cap, "rank 0 could not create run directory '%s'", cfg->run_dir);
+                snprintf(err, cap, "rank 0 could not set up run directory '%s'", cfg->run_dir);
             goto out;
         }
     }

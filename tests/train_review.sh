@@ -71,4 +71,28 @@ for how in relative absolute link; do
 done
 is "$(ls "$d/ckpt" | grep -c '^step-')" 1 "  the run directory still holds its one checkpoint"
 
+# ---- 3. a checkpoint root that is not a directory ---------------------------
+# Found at start-up on every rank, not at the first save after the training.
+d="$T/rootfile"
+mkdir -p "$d"
+echo x >"$d/ckpt"
+mpi 2 $LINE --steps 3 --log-every 1 --run-dir "$d" >"$d.out" 2>"$d.err"
+rc=$?
+ok "$([ "$rc" -ne 0 ] && [ "$rc" -ne 75 ] && ! grep -q '^epoch ' "$d.out"; echo $?)" \
+    "RUN_DIR/ckpt is a file: refused before training (exit $rc)" ||
+    why "$(grep -c '^epoch ' "$d.out") progress lines" "$(cat "$d.err")"
+like "$(cat "$d.err")" "rank 0: cannot use the checkpoint directory '$d/ckpt': not a directory" \
+    "  rank 0 names the path and what is wrong"
+like "$(cat "$d.err")" "rank 1: rank 0 could not set up run directory" "  and rank 1 agrees"
+
+# ---- 4. a metrics file that cannot be opened ---------------------------------
+d="$T/metricsdir"
+mkdir -p "$d/metrics.jsonl"
+mpi 1 $LINE --steps 2 --run-dir "$d" >"$d.out" 2>"$d.err"
+rc=$?
+ok "$([ "$rc" -ne 0 ] && ! grep -q '^epoch ' "$d.out"; echo $?)" \
+    "metrics.jsonl is a directory: refused before training (exit $rc)"
+like "$(cat "$d.err")" "cannot open the metrics file '$d/metrics.jsonl': Is a directory" \
+    "  the message names the metrics file, not the run directory" || why "$(cat "$d.err")"
+
 done_testing
