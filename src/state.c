@@ -355,9 +355,9 @@ int state_resolve(const config_t *cfg, comm_t *c, const char *root, char *path,
             if (have) {
                 verdict = STATE_EFAIL;
                 snprintf(found, sizeof found,
-                         "--resume none: '%.600s' already holds checkpoints (newest %s) of another "
-                         "run; use a new --run-dir, or move them away to start over", root,
-                         newest_name);
+                         "--resume none: '%.600s' already holds checkpoints (newest %s); a fresh "
+                         "run would save beside them: use a new --run-dir, or move them away to "
+                         "start over", root, newest_name);
             }
         } else if (strcmp(cfg->resume, "auto") == 0) {
             int rc = ckpt_latest_good(root, found, sizeof found, state_report_skip, NULL);
@@ -371,7 +371,7 @@ int state_resolve(const config_t *cfg, comm_t *c, const char *root, char *path,
                 verdict = STATE_EFAIL;
                 snprintf(found, sizeof found,
                          "checkpoints exist under '%s' but none is good (%s); refusing to start over: "
-                         "move them away or pass --resume none to start fresh", root,
+                         "move them away, or use a new --run-dir, to start fresh", root,
                          ckpt_strerror(rc));
             }
         } else {

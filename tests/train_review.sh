@@ -95,4 +95,32 @@ ok "$([ "$rc" -ne 0 ] && ! grep -q '^epoch ' "$d.out"; echo $?)" \
 like "$(cat "$d.err")" "cannot open the metrics file '$d/metrics.jsonl': Is a directory" \
     "  the message names the metrics file, not the run directory" || why "$(cat "$d.err")"
 
+# ---- 5. no good checkpoint: the advice works ---------------------------------
+# Its only checkpoint corrupt: the refusal offers no --resume none (which is
+# refused too, checkpoints being there), and that refusal does not say they
+# are another run's.
+d="$T/bad"
+mpi 1 $LINE --steps 2 --run-dir "$d" >"$d.out" 2>&1
+python3 - "$d/ckpt/step-00000002/shard-0.ftsh" <<'EOF'
+import os, sys
+p = sys.argv[1]
+n = os.path.getsize(p)
+with open(p, "r+b") as f:
+    f.seek(n // 2)
+    b = f.read(1)
+    f.seek(n // 2)
+    f.write(bytes([b[0] ^ 0xff]))
+EOF
+mpi 1 $LINE --steps 4 --run-dir "$d" >"$T/bad1.out" 2>"$T/bad1.err"
+rc=$?
+ok "$([ "$rc" -ne 0 ] && grep -q 'none is good' "$T/bad1.err" &&
+    ! grep -q -- '--resume none' "$T/bad1.err"; echo $?)" \
+    "no good checkpoint: refused (exit $rc), without advising --resume none" || why "$(cat "$T/bad1.err")"
+mpi 1 $LINE --steps 4 --run-dir "$d" --resume none >"$T/bad2.out" 2>"$T/bad2.err"
+rc=$?
+ok "$([ "$rc" -ne 0 ] && grep -q 'already holds checkpoints' "$T/bad2.err" &&
+    ! grep -q 'another run' "$T/bad2.err"; echo $?)" \
+    "  --resume none is refused (exit $rc) without calling them another run's" ||
+    why "$(cat "$T/bad2.err")"
+
 done_testing
