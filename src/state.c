@@ -128,7 +128,7 @@ static char *state_record(const state_t *st, int world)
     json_t *rec = json_pack(
         "{s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:o, s:{s:s, s:I, s:I}, "
         "s:{s:I, s:f}, s:{s:s, s:I}, s:o, s:{s:s, s:I, s:s}, s:i, s:i, s:b, s:o, "
-        "s:{s:o}, s:f, s:I, s:s}",
+        "s:{s:o}, s:f, s:I, s:s, s:b}",
         "format", STATE_RECORD_FORMAT, "version", STATE_RECORD_VERSION,
         "step", (json_int_t)st->step,
         "epoch", (json_int_t)st->epoch,
@@ -153,7 +153,8 @@ static char *state_record(const state_t *st, int world)
         st->resumed_from[0] ? json_string(st->resumed_from) : json_null(),
         "run_seconds", st->run_seconds,
         "saved_at", (json_int_t)time(NULL),
-        "ftrain_version", FTRAIN_VERSION);
+        "ftrain_version", FTRAIN_VERSION,
+        "eval_pending", st->eval_pending);
     if (!rec)
         return NULL;
     char *s = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
@@ -640,6 +641,9 @@ int state_load(state_t *st, comm_t *c, const char *dir, int *saved_world,
     optim_set_updates(st->optim, updates);
     json_t *rs = json_object_get(rec, "run_seconds");
     st->run_seconds = json_is_number(rs) ? json_number_value(rs) : 0;
+    /* Absent in records written before it: those resumes go on as they
+     * did then, without evaluating first. */
+    st->eval_pending = json_is_true(json_object_get(rec, "eval_pending"));
     snprintf(st->resumed_from, sizeof st->resumed_from, "%s", dir);
     *saved_world = ckpt_world_size(k);
     ret = STATE_OK;

@@ -98,6 +98,7 @@ typedef struct {
     state_t st;
     char root[1200];
     int64_t last_saved;
+    int64_t evaluated_step; /* the last epoch end whose evaluation ran, -1 */
     double last_save_time;
     double run_base;   /* training seconds of earlier processes (the record's) */
     double run_start;  /* when this process's training loop began; 0 before */
@@ -666,6 +667,9 @@ static int state_at(trainer_t *t, int64_t step, char *err, size_t cap)
     t->st.step = step;
     t->st.epoch = step / t->spe;
     t->st.cursor = (step % t->spe) * t->cfg->global_batch;
+    /* A stop at an epoch end saves before that epoch's evaluation; the
+     * record says so, and the resumed run evaluates first. */
+    t->st.eval_pending = step > 0 && step % t->spe == 0 && t->evaluated_step != step;
     t->st.run_seconds = t->run_base + (t->run_start > 0 ? now_s() - t->run_start : 0);
     return 0;
 }
@@ -829,6 +833,52 @@ static int stop_and_save(trainer_t *t, int64_t step, int signo, int first_rank,
     return 0;
 }
 
+/* Collective: the evaluation at the end of the epoch that `step` completes,
+ * reported (rank 0) and remembered.  It reads the weights only: no
+ * parameter or random stream changes.  Returns evaluate()'s 1 (cut short by
+ * a stop signal), 0 or -1. */
+static int epoch_eval(trainer_t *t, int64_t step, train_result_t *res, char *err, size_t cap)
+{
+    double tl = 0, ta = 0;
+    int e = evaluate(t, &tl, &ta, err, cap);
+    if (e == 1 && t->rank == 0 && !t->cfg->quiet)
+        printf("eval: epoch %lld cut short by a stop signal\n", (long long)(step / t->spe));
+    if (e != 0)
+        return e;
+    res->test_loss = tl;
+    res->test_acc = ta;
+    res->evaluated = 1;
+    t->evaluated_step = step;
+    if (t->rank == 0) {
+        if (!t->cfg->quiet)
+            printf("eval: epoch %lld test_loss %.4f test_acc %.4f\n",
+                   (long long)(step / t->spe), tl, ta);
+        char extra[128];
+        snprintf(extra, sizeof extra, "\"test_loss\":%.6g,\"test_acc\":%.6g", tl, ta);
+        metrics_event(&t->met, "eval", step, t->size, extra);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+/* Collective, after an evaluation outside the loop's steps was cut short by
+ * a stop signal: agree on the first signal (there is no control reduction
+ * to carry it) and stop at `step`, saving it unless it is saved.  Returns 0
+ * or -1 (err set). */
+static int stop_after_eval(trainer_t *t, int64_t step, train_result_t *res, char *err,
+                           size_t cap)
+{
+    int sig = stop_local_signal(), first_sig = 0, first_rank = 0;
+    double when = sig ? -stop_local_time() : -1e300;
+    if (comm_allreduce(t->c, &when, 1, COMM_F64, COMM_MAX) != COMM_OK) {
+        snprintf(err, cap, "control reduction failed: %s", comm_last_error());
+        return -1;
+    }
+    if (first_stop(t, when, &first_sig, &first_rank, err, cap) != 0)
+        return -1;
+    return stop_and_save(t, step, first_sig, first_rank, -when, wall_s(), res, err, cap);
+}
+
 /* ---- the loop ------------------------------------------------------------ */
 
 static void fmt_eta(double s, char *buf, size_t cap)
@@ -891,6 +941,7 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
     t->rank = comm_rank(c);
     t->size = comm_size(c);
     t->last_saved = -1;
+    t->evaluated_step = -1;
     int ret = TRAIN_EFAIL;
     double t_start = now_s();
 
@@ -1024,6 +1075,23 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
     int evaluated_at_end = 0;
     double ctl[CTL_N];
 
+    /* Resumed at an epoch end whose evaluation the stop skipped: run it
+     * now, on the restored weights, so the epoch is evaluated once. */
+    if (t->st.eval_pending && step > 0 && step % t->spe == 0) {
+        int e = epoch_eval(t, step, res, err, cap);
+        if (e < 0)
+            goto out;
+        if (e == 1) { /* still pending in the checkpoint of this step */
+            if (stop_after_eval(t, step, res, err, cap) != 0)
+                goto out;
+            ret = TRAIN_STOPPED;
+            goto finish;
+        }
+        evaluated_at_end = step == t->total_steps;
+    } else {
+        t->evaluated_step = step; /* done before that checkpoint was saved */
+    }
+
     while (step < t->total_steps) {
         int64_t epoch = step / t->spe, j = step % t->spe;
         sampler_set_epoch(&t->smp, epoch);
@@ -1120,31 +1188,16 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
         }
 
         int stop = ctl[CTL_STOP] > 0;
+        /* A stop skips the epoch's evaluation (it would delay the save);
+         * the checkpoint records it as pending and the resume runs it. */
         if (!stop && step % t->spe == 0) {
-            double tl = 0, ta = 0;
-            int e = evaluate(t, &tl, &ta, err, cap);
+            /* A stop signal that cuts the evaluation short (1) is left to
+             * the next step's control reduction. */
+            int e = epoch_eval(t, step, res, err, cap);
             if (e < 0)
                 goto out;
-            if (e == 1) {
-                /* A stop signal cut the evaluation short on some rank; the
-                 * next step's control reduction makes the stop decision. */
-                if (t->rank == 0 && !cfg->quiet)
-                    printf("eval: epoch %lld cut short by a stop signal\n", (long long)(step / t->spe));
-            } else {
-                res->test_loss = tl;
-                res->test_acc = ta;
-                res->evaluated = 1;
+            if (e == 0)
                 evaluated_at_end = step == t->total_steps;
-                if (t->rank == 0) {
-                    if (!cfg->quiet)
-                        printf("eval: epoch %lld test_loss %.4f test_acc %.4f\n",
-                               (long long)(step / t->spe), tl, ta);
-                    char extra[128];
-                    snprintf(extra, sizeof extra, "\"test_loss\":%.6g,\"test_acc\":%.6g", tl, ta);
-                    metrics_event(&t->met, "eval", step, t->size, extra);
-                    fflush(stdout);
-                }
-            }
         }
 
         if (stop) {
@@ -1202,17 +1255,9 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
         if (e < 0)
             goto out;
         if (e == 1) {
-            int sig = stop_local_signal(), first_sig = 0, first_rank = 0;
-            double when = sig ? -stop_local_time() : -1e300;
-            if (comm_allreduce(c, &when, 1, COMM_F64, COMM_MAX) != COMM_OK) {
-                snprintf(err, cap, "control reduction failed: %s", comm_last_error());
-                goto out;
-            }
-            if (first_stop(t, when, &first_sig, &first_rank, err, cap) != 0)
-                goto out;
             if (t->rank == 0 && !cfg->quiet)
                 printf("eval: final evaluation cut short by a stop signal\n");
-            if (stop_and_save(t, step, first_sig, first_rank, -when, wall_s(), res, err, cap) != 0)
+            if (stop_after_eval(t, step, res, err, cap) != 0)
                 goto out;
             ret = TRAIN_STOPPED;
             goto finish;

@@ -123,4 +123,55 @@ ok "$([ "$rc" -ne 0 ] && grep -q 'already holds checkpoints' "$T/bad2.err" &&
     "  --resume none is refused (exit $rc) without calling them another run's" ||
     why "$(cat "$T/bad2.err")"
 
+# ---- 6. a stop at an epoch end: the resume evaluates that epoch --------------
+# One step per epoch (the line set's 1000 samples in one global batch), so
+# every stop is at an epoch end.
+EP="--data line --layers 8 --global-batch 1000 --micro-batch 125 --steps 10 --deterministic"
+mpi 2 $EP >"$T/ep-ref.out" 2>&1
+REF=$(hash_of "$T/ep-ref.out")
+d="$T/epoch"
+: >"$d.out"
+mpi_bg 2 $EP --log-every 1 --step-delay-ms 300 --run-dir "$d" >>"$d.out" 2>"$d.err"
+if wait_for 30 _ge "$d.out" 3; then
+    kill -USR1 "$(rank_pid "$d.out" 0)"
+fi
+wait "$MPI_PID"
+rc=$?
+MPI_PID=
+at=$(sed -n 's/^stop: .* at step \([0-9]*\):.*/\1/p' "$d.out")
+ok "$([ "$rc" -eq 75 ] && [ "${at:-10}" -lt 10 ]; echo $?)" \
+    "one step per epoch, USR1: stopped at step $at before the end (exit $rc)" || why "$(tail -n 3 "$d.err")"
+mpi 3 $EP --run-dir "$d" >"$d.res" 2>"$d.reserr"
+rc=$?
+is "$rc:$(hash_of "$d.res")" "0:$REF" "  resumed on 3 ranks: the uninterrupted param_hash (evaluation changes nothing)"
+evals=$(python3 -c '
+import json, sys
+s = [json.loads(l)["step"] for l in open(sys.argv[1]) if "\"event\":\"eval\"" in l]
+print(" ".join(map(str, sorted(s))))' "$d/metrics.jsonl" 2>&1)
+is "$evals" "1 2 3 4 5 6 7 8 9 10" "  metrics.jsonl has one eval event per epoch, the stop's ($at) included"
+like "$(sed -n '/^resume:/,$p' "$d.res" | sed -n 2,4p)" "^eval: epoch $at test_loss" \
+    "  the resume evaluates epoch $at before it trains on"
+
+# A checkpoint of a writer from before the flag (no "eval_pending"): it
+# resumes as it did then, without evaluating first.
+d="$T/epoch-old"
+: >"$d.out"
+mpi_bg 1 $EP --log-every 1 --step-delay-ms 300 --run-dir "$d" >>"$d.out" 2>"$d.err"
+if wait_for 30 _ge "$d.out" 3; then
+    kill -USR1 "$(rank_pid "$d.out" 0)"
+fi
+wait "$MPI_PID"
+MPI_PID=
+at=$(sed -n 's/^stop: .* at step \([0-9]*\):.*/\1/p' "$d.out")
+m=$(ls -d "$d"/ckpt/step-* | tail -n 1)/manifest.json
+pending=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["record"].get("eval_pending"))' "$m" 2>&1)
+is "$pending" True "the stop's checkpoint records its epoch evaluation as pending"
+"$EDIT" "$m" record.eval_pending
+mpi 2 $EP --run-dir "$d" >"$d.res" 2>"$d.reserr"
+rc=$?
+ok "$([ "$rc" -eq 0 ] && [ "$(hash_of "$d.res")" = "$REF" ] &&
+    ! sed -n '/^resume:/,/^epoch /p' "$d.res" | grep -q '^eval:'; echo $?)" \
+    "  a record without eval_pending resumes (exit $rc), trains on without evaluating first" ||
+    why "$(sed -n 1,8p "$d.res")" "$(tail -n 3 "$d.reserr")"
+
 done_testing
