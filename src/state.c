@@ -17,7 +17,8 @@
  *       on while another gave up.
  *   R4  A checkpoint whose architecture or trajectory options differ from
  *       the run's is refused, naming the difference; only --epochs/--steps
- *       may change (to extend or shorten a run).
+ *       may change (to extend or shorten a run), with a warning when a
+ *       cosine schedule, which spans the total, changes shape.
  *
  *   resolve:  rank 0 ckpt_latest_good() -> bcast path -> all ckpt_open()
  *   load:     check record and tensors -> read own range into the tensors
@@ -535,6 +536,31 @@ static int state_check_record(const state_t *st, json_t *rec, char *err, size_t 
     return rc;
 }
 
+/* R4 lets --steps/--epochs change, but the cosine schedule is spread over
+ * the run's total steps: another total reshapes it from the resumed step on
+ * (the rate there jumps).  Allowed, as extending a run is legitimate, but
+ * said, naming both totals and the rate before and after. */
+static void state_warn_schedule(const state_t *st, json_t *rec, int64_t step)
+{
+    const optim_cfg_t *oc = optim_config(st->optim);
+    json_t *cfg = json_object_get(rec, "config");
+    json_int_t steps = json_integer_value(json_object_get(cfg, "steps"));
+    json_int_t epochs = json_integer_value(json_object_get(cfg, "epochs"));
+    json_int_t spe = json_integer_value(json_object_get(rec, "steps_per_epoch"));
+    json_t *lr = json_object_get(json_object_get(rec, "schedule"), "lr");
+    int64_t theirs = steps > 0 ? steps : epochs * spe;
+    if (oc->schedule != SCHED_COSINE || theirs <= 0 || theirs == oc->total_steps)
+        return;
+    fprintf(stderr,
+            "ftrain: warning: resume: this run has %lld steps in all, the checkpoint's run had "
+            "%lld; the cosine learning-rate schedule spans the total, so from step %lld on it "
+            "follows the new one (%.3g there",
+            (long long)oc->total_steps, (long long)theirs, (long long)step, optim_lr(oc, step));
+    if (json_is_number(lr))
+        fprintf(stderr, ", the old one gave %.3g", json_number_value(lr));
+    fprintf(stderr, ")\n");
+}
+
 /* The part of the byte range [lo, hi) of the flat space that falls in a
  * tensor at [off, off + nb): *count bytes from *displ into the tensor. */
 static void overlap(uint64_t lo, uint64_t hi, uint64_t off, uint64_t nb,
@@ -644,6 +670,8 @@ int state_load(state_t *st, comm_t *c, const char *dir, int *saved_world,
     /* Absent in records written before it: those resumes go on as they
      * did then, without evaluating first. */
     st->eval_pending = json_is_true(json_object_get(rec, "eval_pending"));
+    if (rank == 0)
+        state_warn_schedule(st, rec, step);
     snprintf(st->resumed_from, sizeof st->resumed_from, "%s", dir);
     *saved_world = ckpt_world_size(k);
     ret = STATE_OK;

@@ -174,4 +174,24 @@ ok "$([ "$rc" -eq 0 ] && [ "$(hash_of "$d.res")" = "$REF" ] &&
     "  a record without eval_pending resumes (exit $rc), trains on without evaluating first" ||
     why "$(sed -n 1,8p "$d.res")" "$(tail -n 3 "$d.reserr")"
 
+# ---- 7. a cosine schedule resumed with another total --------------------------
+d="$T/cos"
+COS="--data line --layers 8 --schedule cosine --lr 0.1"
+mpi 1 $COS --steps 4 --run-dir "$d" >"$d.out" 2>&1
+mpi 1 $COS --steps 4 --run-dir "$d" >"$T/cos-same.out" 2>"$T/cos-same.err"
+rc=$?
+ok "$([ "$rc" -eq 0 ] && ! grep -q 'warning' "$T/cos-same.err"; echo $?)" \
+    "cosine, resumed with the same total: no warning" || why "$(cat "$T/cos-same.err")"
+mpi 1 $COS --steps 40 --run-dir "$d" >"$T/cos-long.out" 2>"$T/cos-long.err"
+rc=$?
+is "$rc" 0 "cosine, resumed with --steps 40 after 4: allowed"
+like "$(cat "$T/cos-long.err")" "warning: resume: this run has 40 steps in all, the checkpoint's run had 4; the cosine learning-rate schedule" \
+    "  and warned about, naming both totals" || why "$(cat "$T/cos-long.err")"
+d="$T/const"
+mpi 1 --data line --layers 8 --steps 4 --run-dir "$d" >"$d.out" 2>&1
+mpi 1 --data line --layers 8 --steps 8 --run-dir "$d" >"$d.res" 2>"$d.reserr"
+rc=$?
+ok "$([ "$rc" -eq 0 ] && ! grep -q 'warning' "$d.reserr"; echo $?)" \
+    "constant schedule, resumed with another total: no warning" || why "$(cat "$d.reserr")"
+
 done_testing
