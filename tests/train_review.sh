@@ -194,4 +194,14 @@ rc=$?
 ok "$([ "$rc" -eq 0 ] && ! grep -q 'warning' "$d.reserr"; echo $?)" \
     "constant schedule, resumed with another total: no warning" || why "$(cat "$d.reserr")"
 
+# ---- 8. docs and comments say what the code does ----------------------------
+n=$(sed -n 's/^enum { *\(CTL_[A-Z_, ]*\)CTL_N *};.*/\1/p' "$SRC/src/train.c" | tr -cd ',' | wc -c)
+like "$(cat "$SRC/docs/determinism.md")" "MPI_Allreduce\(MAX\)\` of $n doubles" \
+    "docs/determinism.md: the control reduction is CTL_N = $n doubles"
+like "$(cat "$SRC/docs/benchmarks.md")" "the $n-double MAX allreduce" \
+    "docs/benchmarks.md: the same"
+stream=$(sed -n 's/^#define MODEL_RNG_STREAM \(0x[0-9a-f]*\)u*$/\1/p' "$SRC/src/model.c")
+like "$(sed -n 1,12p "$SRC/include/ftrain/rng.h")" "rng_make\(seed, $stream \+ l\)" \
+    "rng.h: the weights' streams are MODEL_RNG_STREAM ($stream) + layer, as model.c uses"
+
 done_testing
