@@ -17,7 +17,8 @@
  *       on while another gave up.
  *   R4  A checkpoint whose architecture or trajectory options differ from
  *       the run's is refused, naming the difference; only --epochs/--steps
- *       may change (to extend or shorten a run).
+ *       may change (to extend or shorten a run), with a warning when a
+ *       cosine schedule, which spans the total, changes shape.
  *
  *   resolve:  rank 0 ckpt_latest_good() -> bcast path -> all ckpt_open()
  *   load:     check record and tensors -> read own range into the tensors
@@ -128,7 +129,7 @@ static char *state_record(const state_t *st, int world)
     json_t *rec = json_pack(
         "{s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:o, s:{s:s, s:I, s:I}, "
         "s:{s:I, s:f}, s:{s:s, s:I}, s:o, s:{s:s, s:I, s:s}, s:i, s:i, s:b, s:o, "
-        "s:{s:o}, s:f, s:I, s:s}",
+        "s:{s:o}, s:f, s:I, s:s, s:b}",
         "format", STATE_RECORD_FORMAT, "version", STATE_RECORD_VERSION,
         "step", (json_int_t)st->step,
         "epoch", (json_int_t)st->epoch,
@@ -153,7 +154,8 @@ static char *state_record(const state_t *st, int world)
         st->resumed_from[0] ? json_string(st->resumed_from) : json_null(),
         "run_seconds", st->run_seconds,
         "saved_at", (json_int_t)time(NULL),
-        "ftrain_version", FTRAIN_VERSION);
+        "ftrain_version", FTRAIN_VERSION,
+        "eval_pending", st->eval_pending);
     if (!rec)
         return NULL;
     char *s = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
@@ -355,9 +357,9 @@ int state_resolve(const config_t *cfg, comm_t *c, const char *root, char *path,
             if (have) {
                 verdict = STATE_EFAIL;
                 snprintf(found, sizeof found,
-                         "--resume none: '%.600s' already holds checkpoints (newest %s) of another "
-                         "run; use a new --run-dir, or move them away to start over", root,
-                         newest_name);
+                         "--resume none: '%.600s' already holds checkpoints (newest %s); a fresh "
+                         "run would save beside them: use a new --run-dir, or move them away to "
+                         "start over", root, newest_name);
             }
         } else if (strcmp(cfg->resume, "auto") == 0) {
             int rc = ckpt_latest_good(root, found, sizeof found, state_report_skip, NULL);
@@ -371,7 +373,7 @@ int state_resolve(const config_t *cfg, comm_t *c, const char *root, char *path,
                 verdict = STATE_EFAIL;
                 snprintf(found, sizeof found,
                          "checkpoints exist under '%s' but none is good (%s); refusing to start over: "
-                         "move them away or pass --resume none to start fresh", root,
+                         "move them away, or use a new --run-dir, to start fresh", root,
                          ckpt_strerror(rc));
             }
         } else {
@@ -534,6 +536,31 @@ static int state_check_record(const state_t *st, json_t *rec, char *err, size_t 
     return rc;
 }
 
+/* R4 lets --steps/--epochs change, but the cosine schedule is spread over
+ * the run's total steps: another total reshapes it from the resumed step on
+ * (the rate there jumps).  Allowed, as extending a run is legitimate, but
+ * said, naming both totals and the rate before and after. */
+static void state_warn_schedule(const state_t *st, json_t *rec, int64_t step)
+{
+    const optim_cfg_t *oc = optim_config(st->optim);
+    json_t *cfg = json_object_get(rec, "config");
+    json_int_t steps = json_integer_value(json_object_get(cfg, "steps"));
+    json_int_t epochs = json_integer_value(json_object_get(cfg, "epochs"));
+    json_int_t spe = json_integer_value(json_object_get(rec, "steps_per_epoch"));
+    json_t *lr = json_object_get(json_object_get(rec, "schedule"), "lr");
+    int64_t theirs = steps > 0 ? steps : epochs * spe;
+    if (oc->schedule != SCHED_COSINE || theirs <= 0 || theirs == oc->total_steps)
+        return;
+    fprintf(stderr,
+            "ftrain: warning: resume: this run has %lld steps in all, the checkpoint's run had "
+            "%lld; the cosine learning-rate schedule spans the total, so from step %lld on it "
+            "follows the new one (%.3g there",
+            (long long)oc->total_steps, (long long)theirs, (long long)step, optim_lr(oc, step));
+    if (json_is_number(lr))
+        fprintf(stderr, ", the old one gave %.3g", json_number_value(lr));
+    fprintf(stderr, ")\n");
+}
+
 /* The part of the byte range [lo, hi) of the flat space that falls in a
  * tensor at [off, off + nb): *count bytes from *displ into the tensor. */
 static void overlap(uint64_t lo, uint64_t hi, uint64_t off, uint64_t nb,
@@ -640,6 +667,11 @@ int state_load(state_t *st, comm_t *c, const char *dir, int *saved_world,
     optim_set_updates(st->optim, updates);
     json_t *rs = json_object_get(rec, "run_seconds");
     st->run_seconds = json_is_number(rs) ? json_number_value(rs) : 0;
+    /* Absent in records written before it: those resumes go on as they
+     * did then, without evaluating first. */
+    st->eval_pending = json_is_true(json_object_get(rec, "eval_pending"));
+    if (rank == 0)
+        state_warn_schedule(st, rec, step);
     snprintf(st->resumed_from, sizeof st->resumed_from, "%s", dir);
     *saved_world = ckpt_world_size(k);
     ret = STATE_OK;

@@ -98,6 +98,7 @@ typedef struct {
     state_t st;
     char root[1200];
     int64_t last_saved;
+    int64_t evaluated_step; /* the last epoch end whose evaluation ran, -1 */
     double last_save_time;
     double run_base;   /* training seconds of earlier processes (the record's) */
     double run_start;  /* when this process's training loop began; 0 before */
@@ -151,6 +152,50 @@ static int mkdir_p(const char *path)
         *p = '/';
     }
     return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* Rank 0: create the run directory and its checkpoint root and open the
+ * metrics file; err names the path that failed.  The root is checked now,
+ * not at the first save: mkdir_p takes an existing name for success, so a
+ * file in its place (or a root we cannot write) would otherwise only show
+ * when the stop's save fails, after all the training. */
+static int run_dir_setup(trainer_t *t, char *err, size_t cap)
+{
+    const char *why = NULL;
+    struct stat sb;
+    if (mkdir_p(t->root) != 0)
+        why = strerror(errno);
+    else if (stat(t->root, &sb) != 0)
+        why = strerror(errno);
+    else if (!S_ISDIR(sb.st_mode))
+        why = "not a directory";
+    else if (access(t->root, W_OK | X_OK) != 0)
+        why = strerror(errno);
+    if (why) {
+        snprintf(err, cap, "cannot use the checkpoint directory '%s': %s", t->root, why);
+        return -1;
+    }
+    if (metrics_open(&t->met, t->cfg->run_dir) != 0) {
+        snprintf(err, cap, "cannot open the metrics file '%s/metrics.jsonl': %s",
+                 t->cfg->run_dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* 1 when `from` is this run's own checkpoint of `step`: the very directory
+ * root/step-<N>, however either path is spelled (relative, through a link,
+ * with "..").  No run directory (root "") has no checkpoint of its own. */
+static int own_checkpoint(const char *root, int64_t step, const char *from)
+{
+    char dn[64], mine[1300];
+    struct stat a, b;
+    if (!root[0])
+        return 0;
+    ckpt_step_dirname((uint64_t)step, dn, sizeof dn);
+    snprintf(mine, sizeof mine, "%s/%s", root, dn);
+    return stat(mine, &a) == 0 && stat(from, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
 }
 
 /* Copy the samples idx[0..n) into the batch buffers. */
@@ -622,6 +667,9 @@ static int state_at(trainer_t *t, int64_t step, char *err, size_t cap)
     t->st.step = step;
     t->st.epoch = step / t->spe;
     t->st.cursor = (step % t->spe) * t->cfg->global_batch;
+    /* A stop at an epoch end saves before that epoch's evaluation; the
+     * record says so, and the resumed run evaluates first. */
+    t->st.eval_pending = step > 0 && step % t->spe == 0 && t->evaluated_step != step;
     t->st.run_seconds = t->run_base + (t->run_start > 0 ? now_s() - t->run_start : 0);
     return 0;
 }
@@ -785,6 +833,52 @@ static int stop_and_save(trainer_t *t, int64_t step, int signo, int first_rank,
     return 0;
 }
 
+/* Collective: the evaluation at the end of the epoch that `step` completes,
+ * reported (rank 0) and remembered.  It reads the weights only: no
+ * parameter or random stream changes.  Returns evaluate()'s 1 (cut short by
+ * a stop signal), 0 or -1. */
+static int epoch_eval(trainer_t *t, int64_t step, train_result_t *res, char *err, size_t cap)
+{
+    double tl = 0, ta = 0;
+    int e = evaluate(t, &tl, &ta, err, cap);
+    if (e == 1 && t->rank == 0 && !t->cfg->quiet)
+        printf("eval: epoch %lld cut short by a stop signal\n", (long long)(step / t->spe));
+    if (e != 0)
+        return e;
+    res->test_loss = tl;
+    res->test_acc = ta;
+    res->evaluated = 1;
+    t->evaluated_step = step;
+    if (t->rank == 0) {
+        if (!t->cfg->quiet)
+            printf("eval: epoch %lld test_loss %.4f test_acc %.4f\n",
+                   (long long)(step / t->spe), tl, ta);
+        char extra[128];
+        snprintf(extra, sizeof extra, "\"test_loss\":%.6g,\"test_acc\":%.6g", tl, ta);
+        metrics_event(&t->met, "eval", step, t->size, extra);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+/* Collective, after an evaluation outside the loop's steps was cut short by
+ * a stop signal: agree on the first signal (there is no control reduction
+ * to carry it) and stop at `step`, saving it unless it is saved.  Returns 0
+ * or -1 (err set). */
+static int stop_after_eval(trainer_t *t, int64_t step, train_result_t *res, char *err,
+                           size_t cap)
+{
+    int sig = stop_local_signal(), first_sig = 0, first_rank = 0;
+    double when = sig ? -stop_local_time() : -1e300;
+    if (comm_allreduce(t->c, &when, 1, COMM_F64, COMM_MAX) != COMM_OK) {
+        snprintf(err, cap, "control reduction failed: %s", comm_last_error());
+        return -1;
+    }
+    if (first_stop(t, when, &first_sig, &first_rank, err, cap) != 0)
+        return -1;
+    return stop_and_save(t, step, first_sig, first_rank, -when, wall_s(), res, err, cap);
+}
+
 /* ---- the loop ------------------------------------------------------------ */
 
 static void fmt_eta(double s, char *buf, size_t cap)
@@ -847,6 +941,7 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
     t->rank = comm_rank(c);
     t->size = comm_size(c);
     t->last_saved = -1;
+    t->evaluated_step = -1;
     int ret = TRAIN_EFAIL;
     double t_start = now_s();
 
@@ -857,13 +952,11 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
     int rc = 0;
     if (cfg->run_dir[0]) {
         snprintf(t->root, sizeof t->root, "%s/ckpt", cfg->run_dir);
-        if (t->rank == 0 && (mkdir_p(t->root) != 0 || metrics_open(&t->met, cfg->run_dir) != 0)) {
-            snprintf(err, cap, "cannot create run directory '%s': %s", cfg->run_dir, strerror(errno));
-            rc = -1;
-        }
+        if (t->rank == 0)
+            rc = run_dir_setup(t, err, cap);
         if (comm_any_failed(c, rc)) {
             if (!rc)
-                snprintf(err, cap, "rank 0 could not create run directory '%s'", cfg->run_dir);
+                snprintf(err, cap, "rank 0 could not set up run directory '%s'", cfg->run_dir);
             goto out;
         }
     }
@@ -929,9 +1022,15 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
             }
             step = t->st.step;
             /* A checkpoint of this step exists in our root only when we
-             * resumed from our own root (--resume DIR may name another). */
-            size_t rl = strlen(t->root);
-            t->last_saved = strncmp(from, t->root, rl) == 0 && from[rl] == '/' ? step : -1;
+             * resumed from our own root (--resume DIR may name another, or
+             * ours by another spelling).  Rank 0 looks and tells: the
+             * saves this decides are collective. */
+            int own = t->rank == 0 && own_checkpoint(t->root, step, from);
+            if (comm_bcast(c, &own, sizeof own, 0) != COMM_OK) {
+                snprintf(err, cap, "resume: broadcast failed: %s", comm_last_error());
+                goto out;
+            }
+            t->last_saved = own ? step : -1;
             if (step / t->spe != t->st.epoch || (step % t->spe) * cfg->global_batch != t->st.cursor) {
                 snprintf(err, cap, "checkpoint '%s': position (epoch %lld, cursor %lld) does not match step %lld",
                          from, (long long)t->st.epoch, (long long)t->st.cursor, (long long)step);
@@ -975,6 +1074,23 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
     double last_loss = NAN;
     int evaluated_at_end = 0;
     double ctl[CTL_N];
+
+    /* Resumed at an epoch end whose evaluation the stop skipped: run it
+     * now, on the restored weights, so the epoch is evaluated once. */
+    if (t->st.eval_pending && step > 0 && step % t->spe == 0) {
+        int e = epoch_eval(t, step, res, err, cap);
+        if (e < 0)
+            goto out;
+        if (e == 1) { /* still pending in the checkpoint of this step */
+            if (stop_after_eval(t, step, res, err, cap) != 0)
+                goto out;
+            ret = TRAIN_STOPPED;
+            goto finish;
+        }
+        evaluated_at_end = step == t->total_steps;
+    } else {
+        t->evaluated_step = step; /* done before that checkpoint was saved */
+    }
 
     while (step < t->total_steps) {
         int64_t epoch = step / t->spe, j = step % t->spe;
@@ -1072,31 +1188,16 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
         }
 
         int stop = ctl[CTL_STOP] > 0;
+        /* A stop skips the epoch's evaluation (it would delay the save);
+         * the checkpoint records it as pending and the resume runs it. */
         if (!stop && step % t->spe == 0) {
-            double tl = 0, ta = 0;
-            int e = evaluate(t, &tl, &ta, err, cap);
+            /* A stop signal that cuts the evaluation short (1) is left to
+             * the next step's control reduction. */
+            int e = epoch_eval(t, step, res, err, cap);
             if (e < 0)
                 goto out;
-            if (e == 1) {
-                /* A stop signal cut the evaluation short on some rank; the
-                 * next step's control reduction makes the stop decision. */
-                if (t->rank == 0 && !cfg->quiet)
-                    printf("eval: epoch %lld cut short by a stop signal\n", (long long)(step / t->spe));
-            } else {
-                res->test_loss = tl;
-                res->test_acc = ta;
-                res->evaluated = 1;
+            if (e == 0)
                 evaluated_at_end = step == t->total_steps;
-                if (t->rank == 0) {
-                    if (!cfg->quiet)
-                        printf("eval: epoch %lld test_loss %.4f test_acc %.4f\n",
-                               (long long)(step / t->spe), tl, ta);
-                    char extra[128];
-                    snprintf(extra, sizeof extra, "\"test_loss\":%.6g,\"test_acc\":%.6g", tl, ta);
-                    metrics_event(&t->met, "eval", step, t->size, extra);
-                    fflush(stdout);
-                }
-            }
         }
 
         if (stop) {
@@ -1154,17 +1255,9 @@ int train_run(const config_t *cfg, const world_t *w, comm_t *c, gpu_ctx_t *gpu,
         if (e < 0)
             goto out;
         if (e == 1) {
-            int sig = stop_local_signal(), first_sig = 0, first_rank = 0;
-            double when = sig ? -stop_local_time() : -1e300;
-            if (comm_allreduce(c, &when, 1, COMM_F64, COMM_MAX) != COMM_OK) {
-                snprintf(err, cap, "control reduction failed: %s", comm_last_error());
-                goto out;
-            }
-            if (first_stop(t, when, &first_sig, &first_rank, err, cap) != 0)
-                goto out;
             if (t->rank == 0 && !cfg->quiet)
                 printf("eval: final evaluation cut short by a stop signal\n");
-            if (stop_and_save(t, step, first_sig, first_rank, -when, wall_s(), res, err, cap) != 0)
+            if (stop_after_eval(t, step, res, err, cap) != 0)
                 goto out;
             ret = TRAIN_STOPPED;
             goto finish;

@@ -4,7 +4,8 @@
  * HowTo: rng_t r = rng_make(seed, stream); rng_next(&r); rng_uniform(&r).
  * The whole state is one 64-bit counter plus a key, so a position can be
  * saved, restored and derived (seed, stream) without history: the epoch's
- * permutation is rng_make(seed, epoch) and parameter init rng_make(seed, ~0).
+ * permutation is rng_make(seed, epoch), and layer l's initial weights come
+ * from rng_make(seed, 0x1417 + l) (MODEL_RNG_STREAM in src/model.c).
  * Generator: SplitMix64 over (key + counter * golden gamma).
  */
 #ifndef FTRAIN_RNG_H

@@ -28,6 +28,8 @@ typedef struct {
     int64_t step;            /* updates done */
     int64_t epoch;           /* epoch of the next step */
     int64_t cursor;          /* samples of that epoch already consumed */
+    int eval_pending;        /* step ends an epoch whose evaluation has not
+                                run (a stop skipped it); the resume runs it */
     int64_t steps_per_epoch;
     int64_t n_train;         /* samples in the training set */
     uint64_t data_fp;        /* data_fingerprint() of the training set */
