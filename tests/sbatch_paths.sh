@@ -13,27 +13,35 @@ mkdir -p "$B"
 LOG="$T/stub.log"
 export LOG
 
-# srun stub: records its arguments, then waits; the Nth stop signal (N =
-# SRUN_DROP + 1) makes it exit 75 as ftrain does after a checkpoint.
+# srun stub: records its arguments once its traps are set, then waits; the
+# Nth stop signal (N = SRUN_DROP + 1) makes it exit 75 as ftrain does after
+# a checkpoint.  SRUN_INIT=S: it records its arguments first and sets its
+# traps S seconds later, as a launcher that is still starting up.
 cat >"$B/srun" <<'EOF'
 #!/bin/sh
-echo "srun $*" >>"$LOG"
 n=0
 on_sig() {
 	n=$((n + 1))
 	echo "srun got $1 ($n)" >>"$LOG"
 	[ "$n" -gt "${SRUN_DROP:-0}" ] && exit 75
 }
+if [ -n "${SRUN_INIT:-}" ]; then
+	echo "srun $*" >>"$LOG"
+	sleep "$SRUN_INIT"
+fi
 trap 'on_sig USR1' USR1
 trap 'on_sig USR2' USR2
+[ -n "${SRUN_INIT:-}" ] || echo "srun $*" >>"$LOG"
 i=0
 while [ "$i" -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
 exit 0
 EOF
-# scontrol stub: records the call and ends the batch shell as a requeue does.
+# scontrol stub: records the call and ends the batch shell as a requeue does
+# (SCONTROL_FAIL=1: fails instead, as a busy controller may).
 cat >"$B/scontrol" <<'EOF'
 #!/bin/sh
 echo "scontrol $*" >>"$LOG"
+[ -n "${SCONTROL_FAIL:-}" ] && exit 1
 kill -TERM "$PPID"
 exit 0
 EOF
@@ -115,5 +123,60 @@ kill -USR1 "$SPID"
 { wait "$SPID"; } 2>/dev/null
 like "$(cat "$LOG")" "srun got USR1 \\(2\\)" "a stop signal srun dropped is forwarded again (10 s later)"
 ok "$(logged 'scontrol requeue 4242'; echo $?)" "  and the job is then requeued"
+
+# ---- a warning right as the launcher starts -------------------------------
+# srun takes 1 s to set its handlers: a stop signal then would kill it (exit
+# 138, no checkpoint, no requeue).  The script waits until the launcher is
+# 2 s old before its first send.
+run_script SRUN_INIT=1
+wait_for 10 srun_started
+kill -USR1 "$SPID"
+{ wait "$SPID"; } 2>/dev/null
+rc=$?
+like "$(cat "$T/out")" "has just started; forwarding USR1 in 2 s" \
+    "a warning as the launcher starts: forwarded 2 s later"
+ok "$(logged 'srun got USR1' && logged 'scontrol requeue 4242'; echo $?)" \
+    "  the launcher took it and the job is requeued (exit $rc)" || why "$(cat "$T/out")"
+
+# ---- TERM while the script is still setting up ---------------------------
+run_script MKDIR_DELAY=2
+sleep 0.5
+kill -TERM "$SPID"
+{ wait "$SPID"; } 2>/dev/null
+rc=$?
+like "$(cat "$T/out")" "TERM before launch; not starting ftrain" "TERM during set-up: nothing is launched"
+ok "$([ "$rc" -eq 143 ] && ! srun_started && ! logged scontrol; echo $?)" \
+    "  nor requeued (exit $rc)"
+
+# ---- a stop signal while the requeue is retried -------------------------
+run_script SCONTROL_FAIL=1
+wait_for 10 srun_started
+kill -USR1 "$SPID"
+wait_for 10 logged 'scontrol requeue'
+kill -USR1 "$SPID" 2>/dev/null
+{ wait "$SPID"; } 2>/dev/null
+rc=$?
+ok "$([ "$rc" -eq 75 ] && [ "$(grep -c '^scontrol requeue' "$LOG")" -eq 3 ]; echo $?)" \
+    "a stop signal between requeue tries is ignored: 3 tries, then exit 75 (exit $rc)" ||
+    why "$(cat "$LOG")"
+like "$(cat "$T/out")" "scontrol requeue 4242 failed; resubmit by hand" "  saying the requeue failed"
+
+# ---- array variables inherited from a submitting array task -----------------
+run_script SLURM_ARRAY_JOB_ID=4000 SLURM_ARRAY_TASK_ID=3
+wait_for 10 srun_started
+kill -USR1 "$SPID"
+{ wait "$SPID"; } 2>/dev/null
+ok "$(logged 'scontrol requeue 4242$'; echo $?)" \
+    "the requeue names SLURM_JOB_ID, never an array id that may be inherited" || why "$(cat "$LOG")"
+
+# ---- numbers in the environment -------------------------------------------
+for bad in FTRAIN_TASKS_PER_NODE=abc FTRAIN_TASKS_PER_NODE=0 FTRAIN_KILL_TIMEOUT=soon \
+    FTRAIN_MAX_RESTARTS=99999999999999999999; do
+    run_script "$bad"
+    { wait "$SPID"; } 2>/dev/null
+    rc=$?
+    ok "$([ "$rc" -eq 2 ] && ! srun_started && grep -q "error: ${bad%%=*} must be" "$T/out"; echo $?)" \
+        "$bad: refused (exit $rc), nothing launched" || why "$(cat "$T/out")"
+done
 
 done_testing
