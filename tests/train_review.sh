@@ -85,6 +85,20 @@ like "$(cat "$d.err")" "rank 0: cannot use the checkpoint directory '$d/ckpt': n
     "  rank 0 names the path and what is wrong"
 like "$(cat "$d.err")" "rank 1: rank 0 could not set up run directory" "  and rank 1 agrees"
 
+# A checkpoint root no one may write to (immutable: even root cannot).
+d="$T/rootro"
+mkdir -p "$d/ckpt"
+if chattr +i "$d/ckpt" 2>/dev/null; then
+    mpi 2 $LINE --steps 3 --log-every 1 --run-dir "$d" >"$d.out" 2>"$d.err"
+    rc=$?
+    chattr -i "$d/ckpt"
+    ok "$([ "$rc" -ne 0 ] && [ "$rc" -ne 75 ] && ! grep -q '^epoch ' "$d.out"; echo $?)" \
+        "RUN_DIR/ckpt cannot be written: refused before training (exit $rc)" || why "$(cat "$d.err")"
+    like "$(cat "$d.err")" "cannot use the checkpoint directory '$d/ckpt': " "  naming it"
+else
+    skip "an unwritable checkpoint root" "chattr +i is not supported on this file system"
+fi
+
 # ---- 4. a metrics file that cannot be opened ---------------------------------
 d="$T/metricsdir"
 mkdir -p "$d/metrics.jsonl"
