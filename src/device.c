@@ -22,6 +22,10 @@
 #include <nccl.h>
 #endif
 
+/* The oldest GPU the device code is built for (mk/cuda.mk's CUDA_GENCODE:
+ * sm_80 machine code is the oldest image in it). */
+#define FTRAIN_MIN_CC 80
+
 int device_cuda_built(void)
 {
 #ifdef FTRAIN_CUDA
@@ -80,7 +84,21 @@ static void describe_gpu(int count, int local_rank, int ordinal, char *why,
              count, count == 1 ? "" : "s", local_rank, ordinal, name);
 }
 
-int device_choose(const char *want, int local_rank, device_kind_t *kind,
+/* The compute capability of GPU ordinal as major * 10 + minor; -1 unknown. */
+static int gpu_capability(int ordinal)
+{
+#ifdef FTRAIN_CUDA
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, ordinal) == cudaSuccess)
+        return prop.major * 10 + prop.minor;
+    cudaGetLastError();
+#else
+    (void)ordinal;
+#endif
+    return -1;
+}
+
+int device_choose(const char *want, int local_rank, int local_size, device_kind_t *kind,
                   int *ordinal, char *why, size_t cap)
 {
     char reason[512] = "";
@@ -92,7 +110,7 @@ int device_choose(const char *want, int local_rank, device_kind_t *kind,
         cap = sizeof scratch;
     }
     why[0] = '\0';
-    if (!kind || !ordinal || !want || local_rank < 0) {
+    if (!kind || !ordinal || !want || local_rank < 0 || local_size <= local_rank) {
         snprintf(why, cap, "device: bad arguments");
         return DEVICE_EINVAL;
     }
@@ -125,6 +143,29 @@ int device_choose(const char *want, int local_rank, device_kind_t *kind,
             goto fail;
         }
         snprintf(why, cap, "cpu: no GPU visible (%s)", reason);
+        return DEVICE_OK;
+    }
+    /* Reasons a visible GPU still cannot serve this rank: auto takes the
+     * CPU with the reason, cuda fails with it. */
+    int cc = gpu_capability(local_rank % count);
+    if (!device_nccl_built())
+        snprintf(reason, sizeof reason, "built without NCCL, which the GPU path needs");
+    else if (local_size > count)
+        snprintf(reason, sizeof reason, "%d ranks on this node but %d GPU%s visible: NCCL "
+                 "needs a GPU of its own for each rank", local_size, count,
+                 count == 1 ? "" : "s");
+    else if (cc >= 0 && cc < FTRAIN_MIN_CC)
+        snprintf(reason, sizeof reason, "GPU %d is sm_%d; this build carries code for "
+                 "sm_%d and newer", local_rank % count, cc, FTRAIN_MIN_CC);
+    else
+        reason[0] = '\0';
+    if (reason[0]) {
+        if (is_cuda) {
+            snprintf(why, cap, "--device cuda: %s", reason);
+            rc = DEVICE_ENODEV;
+            goto fail;
+        }
+        snprintf(why, cap, "cpu: %s", reason);
         return DEVICE_OK;
     }
     *kind = DEVICE_CUDA;

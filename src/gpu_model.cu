@@ -54,6 +54,9 @@ int gpu_fail_cuda(const char *file, int line, const char *call, cudaError_t e)
     snprintf(gpu_err_buf, sizeof gpu_err_buf, "%s:%d: %s: %s (%s)",
              base_name(file), line, call, cudaGetErrorString(e),
              cudaGetErrorName(e));
+    /* Reported now: a non-sticky error (an allocation that failed) must not
+     * come back from the next cudaGetLastError() after a good launch. */
+    (void)cudaGetLastError();
     return e == cudaErrorMemoryAllocation ? GPU_ENOMEM : GPU_ECUDA;
 }
 
@@ -602,6 +605,9 @@ extern "C" int gpu_model_forward_backward(gpu_model_t *gm, const float *x,
         *correct = hits;
     return GPU_OK;
 fail:
+    /* Copies from the pinned staging buffers may still be queued: the
+     * caller refills those buffers next. */
+    (void)cudaStreamSynchronize(gm->ctx->stream);
     return rc;
 }
 
@@ -637,5 +643,6 @@ extern "C" int gpu_model_evaluate(gpu_model_t *gm, const float *x,
         *correct = hits;
     return GPU_OK;
 fail:
+    (void)cudaStreamSynchronize(gm->ctx->stream); /* as in forward_backward */
     return rc;
 }

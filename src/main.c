@@ -89,11 +89,19 @@ int main(int argc, char **argv)
     device_kind_t kind = DEVICE_CPU;
     int ordinal = -1;
     char why[512] = "";
-    int drc = device_choose(cfg.device, w.local_rank, &kind, &ordinal, why, sizeof why);
+    int drc = device_choose(cfg.device, w.local_rank, w.local_size, &kind, &ordinal, why,
+                            sizeof why);
+    int is_auto = strcmp(cfg.device, "auto") == 0;
     gpu_ctx_t *gpu = NULL;
     if (drc == DEVICE_OK && kind == DEVICE_CUDA && gpu_init(&gpu, ordinal) != GPU_OK) {
-        snprintf(why, sizeof why, "cuda: cannot use GPU %d: %s", ordinal, gpu_last_error());
-        drc = DEVICE_ENODEV;
+        if (is_auto) { /* auto: a GPU that cannot be used means the CPU */
+            snprintf(why, sizeof why, "cpu: GPU %d cannot be used: %s", ordinal,
+                     gpu_last_error());
+            kind = DEVICE_CPU;
+        } else {
+            snprintf(why, sizeof why, "cuda: cannot use GPU %d: %s", ordinal, gpu_last_error());
+            drc = DEVICE_ENODEV;
+        }
     }
     /* Agree before any rank enters the communicator's set-up. */
     if (!world_all_ok(&w, drc == DEVICE_OK)) {
@@ -102,6 +110,16 @@ int main(int argc, char **argv)
         gpu_close(gpu);
         world_free(&w);
         return 1;
+    }
+    /* One kind for all: NCCL ranks and MPI ranks would each wait in their
+     * own communicator's set-up for ever.  Only auto can differ (cuda fails
+     * on a rank without a GPU): then every rank uses the CPU. */
+    if (!world_all_ok(&w, kind == DEVICE_CUDA) && kind == DEVICE_CUDA) {
+        gpu_close(gpu);
+        gpu = NULL;
+        kind = DEVICE_CPU;
+        snprintf(why, sizeof why, "cpu: not every rank can use a GPU, so every rank uses "
+                 "the CPU (--device auto)");
     }
     comm_t *comm = NULL;
     int crc = kind == DEVICE_CUDA ? comm_open_nccl(&comm, &w, ordinal, gpu_stream(gpu), 300.0)

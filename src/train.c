@@ -90,7 +90,8 @@ typedef struct {
     gpu_model_t *gm;
     gpu_optim_t *go;
     float *dgrad;      /* P */
-    float *dmgrad;     /* deterministic: max_micro_local * P */
+    float *dmgrad;     /* deterministic: max_micro_local slots of mslot floats */
+    size_t mslot;      /* P rounded up to 64 floats (256 bytes) */
     int64_t *dacc;     /* deterministic: P */
     double dl_s;       /* device -> host copy time of the last snapshot */
     metrics_t met;
@@ -248,7 +249,12 @@ static int trainer_setup_gpu(trainer_t *t, int max_batch, char *err, size_t cap)
     if (rc == GPU_OK)
         rc = gpu_alloc(t->gpu, t->P * sizeof(float), (void **)&t->dgrad);
     if (rc == GPU_OK && t->cfg->deterministic) {
-        rc = gpu_alloc(t->gpu, (size_t)t->max_micro_local * t->P * sizeof(float),
+        /* Every micro-batch's gradient slot starts 256-byte aligned, as
+         * cudaMalloc's memory does: which slot a micro-batch lands in
+         * depends on the world size, and cuBLAS may pick another kernel
+         * (another summation order) for another alignment of its output. */
+        t->mslot = (t->P + 63) / 64 * 64;
+        rc = gpu_alloc(t->gpu, (size_t)t->max_micro_local * t->mslot * sizeof(float),
                        (void **)&t->dmgrad);
         if (rc == GPU_OK)
             rc = gpu_alloc(t->gpu, t->P * sizeof(int64_t), (void **)&t->dacc);
@@ -348,6 +354,10 @@ static int trainer_setup(trainer_t *t, char *err, size_t cap)
     }
     size_t in = (size_t)t->train.in_dim, out = (size_t)t->train.out_dim;
     t->grad = calloc(t->P + 2, sizeof *t->grad);
+    if (!t->grad) {
+        snprintf(err, cap, "out of memory for %zu parameters", t->P);
+        return TRAIN_EFAIL;
+    }
     if (t->gpu)
         return trainer_setup_gpu(t, max_batch, err, cap);
     t->xb = malloc((size_t)max_batch * in * sizeof *t->xb);
@@ -387,7 +397,7 @@ static void step_compute(trainer_t *t, int64_t j, int64_t nmicro_first, int64_t 
             double ls = 0;
             int64_t hit = 0;
             if (t->gpu) {
-                float *dg = t->dmgrad + (size_t)i * t->P, m = 0;
+                float *dg = t->dmgrad + (size_t)i * t->mslot, m = 0;
                 int rc = gpu_memset0(t->gpu, dg, t->P * sizeof(float));
                 if (rc == GPU_OK)
                     rc = gpu_model_forward_backward(t->gm, t->xb, t->lb, t->yb, (int)len, dg,
@@ -480,7 +490,7 @@ static int step_reduce_gpu_det(trainer_t *t, int64_t nmicro, int e, int64_t nste
     int rc = gpu_memset0(t->gpu, t->dacc, t->P * sizeof(int64_t));
     int64_t v[2] = {0, *correct};
     for (int64_t i = 0; i < nmicro && rc == GPU_OK; i++) {
-        rc = gpu_fixed_accumulate(t->gpu, t->dacc, t->dmgrad + (size_t)i * t->P, t->P, e);
+        rc = gpu_fixed_accumulate(t->gpu, t->dacc, t->dmgrad + (size_t)i * t->mslot, t->P, e);
         v[0] += llrint(ldexp(t->mloss[i], 24));
     }
     /* A device failure here is this rank's alone: it still takes part in

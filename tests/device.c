@@ -33,14 +33,14 @@ int main(void)
     int ord = 7, rc;
 
     setenv("CUDA_VISIBLE_DEVICES", "", 1);
-    plan(32);
+    plan(33);
 
-    rc = device_choose("cpu", 0, &kind, &ord, why, sizeof why);
+    rc = device_choose("cpu", 0, 1, &kind, &ord, why, sizeof why);
     is_int(rc, DEVICE_OK, "--device cpu: ok");
     ok(kind == DEVICE_CPU && ord == -1, "--device cpu: the CPU, no ordinal");
     ok(strncmp(why, "cpu:", 4) == 0, "--device cpu: says cpu ('%s')", why);
 
-    rc = device_choose("auto", 3, &kind, &ord, why, sizeof why);
+    rc = device_choose("auto", 3, 4, &kind, &ord, why, sizeof why);
     is_int(rc, DEVICE_OK, "--device auto without a GPU: ok");
     ok(kind == DEVICE_CPU && ord == -1, "--device auto without a GPU: the CPU");
     ok(strncmp(why, "cpu:", 4) == 0, "auto: says cpu ('%s')", why);
@@ -51,24 +51,26 @@ int main(void)
         ok(strstr(why, "built without CUDA") != NULL, "auto: reason is the build");
 
     ord = 5;
-    rc = device_choose("cuda", 0, &kind, &ord, why, sizeof why);
+    rc = device_choose("cuda", 0, 1, &kind, &ord, why, sizeof why);
     is_int(rc, DEVICE_ENODEV, "--device cuda without a GPU: an error");
     ok(kind == DEVICE_CPU && ord == -1, "--device cuda failed: outputs reset");
     ok(strstr(why, BUILT_CUDA ? "no GPU visible" : "built without CUDA") != NULL,
        "--device cuda: reason given ('%s')", why);
     ok(strstr(device_strerror(rc), "GPU") != NULL, "device_strerror names it");
 
-    rc = device_choose("bogus", 0, &kind, &ord, why, sizeof why);
+    rc = device_choose("bogus", 0, 1, &kind, &ord, why, sizeof why);
     is_int(rc, DEVICE_EINVAL, "--device bogus: invalid");
     ok(strstr(why, "'bogus'") && strstr(why, "auto, cpu or cuda"),
        "bogus: message quotes it and lists the choices ('%s')", why);
-    is_int(device_choose("", 0, &kind, &ord, why, sizeof why), DEVICE_EINVAL,
+    is_int(device_choose("", 0, 1, &kind, &ord, why, sizeof why), DEVICE_EINVAL,
            "empty device: invalid");
-    is_int(device_choose("auto", -1, &kind, &ord, why, sizeof why), DEVICE_EINVAL,
+    is_int(device_choose("auto", -1, 1, &kind, &ord, why, sizeof why), DEVICE_EINVAL,
            "negative local rank: invalid");
-    is_int(device_choose("auto", 0, NULL, &ord, why, sizeof why), DEVICE_EINVAL,
+    is_int(device_choose("auto", 2, 2, &kind, &ord, why, sizeof why), DEVICE_EINVAL,
+           "local rank not below the local size: invalid");
+    is_int(device_choose("auto", 0, 1, NULL, &ord, why, sizeof why), DEVICE_EINVAL,
            "NULL kind: invalid");
-    is_int(device_choose(NULL, 0, &kind, &ord, NULL, 0), DEVICE_EINVAL,
+    is_int(device_choose(NULL, 0, 1, &kind, &ord, NULL, 0), DEVICE_EINVAL,
            "NULL want and no message buffer: invalid, no crash");
 
     why[0] = 'x';

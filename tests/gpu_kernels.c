@@ -342,14 +342,21 @@ int main(void)
         snprintf(msg, sizeof msg, "no GPU visible (%s)", why);
         skip_all(msg);
     }
-    plan(2 + 1 + 3 * 8 + 3 * 3 + 9);
+    plan(4 + 1 + 3 * 8 + 3 * 3 + 9);
 
     device_kind_t kind;
     int ord = -1;
-    int rc = device_choose("auto", 1, &kind, &ord, why, sizeof why);
-    ok(rc == DEVICE_OK && kind == DEVICE_CUDA && ord == 1 % n,
-       "--device auto with %d GPU(s): local rank 1 -> GPU %d ('%s')", n, ord, why);
+    int rc = device_choose("auto", n - 1, n, &kind, &ord, why, sizeof why);
+    ok(rc == DEVICE_OK && kind == DEVICE_CUDA && ord == n - 1,
+       "--device auto with %d GPU(s): local rank %d of %d -> GPU %d ('%s')", n, n - 1, n, ord,
+       why);
     ok(strncmp(why, "cuda: ", 6) == 0 && strstr(why, "GPU"), "the reason names the GPU");
+    rc = device_choose("auto", 0, n + 1, &kind, &ord, why, sizeof why);
+    ok(rc == DEVICE_OK && kind == DEVICE_CPU && strstr(why, "NCCL needs a GPU of its own"),
+       "auto with more ranks on the node than GPUs: the CPU ('%s')", why);
+    rc = device_choose("cuda", 0, n + 1, &kind, &ord, why, sizeof why);
+    ok(rc == DEVICE_ENODEV && strstr(why, "NCCL needs a GPU of its own"),
+       "cuda with more ranks on the node than GPUs: an error ('%s')", why);
 
     rc = gpu_init(&ctx, 0);
     if (!ok(rc == GPU_OK, "gpu_init(0): %s", rc ? gpu_last_error() : "ok")) {

@@ -151,13 +151,13 @@ need_mpi() {
 mpi() {
     _mpi_n=$1
     shift
-    timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n "$_mpi_n" "$FTRAIN" "$@"
+    timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n "$_mpi_n" "$FTRAIN" --device cpu "$@"
 }
 
 mpi_bg() {
     _mpi_n=$1
     shift
-    timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n "$_mpi_n" "$FTRAIN" "$@" &
+    timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n "$_mpi_n" "$FTRAIN" --device cpu "$@" &
     MPI_PID=$!
 }
 

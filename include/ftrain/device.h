@@ -2,7 +2,7 @@
  * device.h - where a rank computes (--device auto|cpu|cuda) and what GPU
  * support this binary carries (ftrain --version).
  *
- * HowTo: device_choose(cfg_device, w->local_rank, &kind, &ordinal, why,
+ * HowTo: device_choose(cfg_device, w->local_rank, w->local_size, &kind, &ordinal, why,
  * sizeof why) on every rank after world_init; print `why` on rank 0 (or
  * each rank with world_print); then gpu_init(&ctx, ordinal) when kind is
  * DEVICE_CUDA.  Ranks of one node spread over its GPUs round-robin
@@ -26,8 +26,13 @@ typedef enum {
 } device_err_t;
 
 /**
- * Pick the device for this rank.  want is "auto" (a GPU when one is visible,
- * else the CPU), "cpu" or "cuda" (a GPU or an error).  On success *kind and
+ * Pick the device for this rank, local rank local_rank of local_size on its
+ * node.  want is "auto" (a GPU when one can serve this rank, else the CPU),
+ * "cpu" or "cuda" (a GPU or an error).  A visible GPU cannot serve it when
+ * the build lacks NCCL, when the node has more ranks than GPUs (NCCL refuses
+ * two ranks on one GPU) or when the GPU is older than the device code built
+ * (sm_80).  Ranks may still choose differently (one node without a GPU):
+ * main agrees on one kind for all.  On success *kind and
  * *ordinal (GPU index, -1 for the CPU) are set and why gets one line saying
  * what was chosen and why, e.g.
  *   "cuda: 4 GPUs visible, local rank 1 -> GPU 1 (NVIDIA H100 80GB HBM3)"
@@ -35,10 +40,11 @@ typedef enum {
  *   "cpu: built without CUDA"
  *   "cpu: --device cpu"
  * On failure why says what is wrong.
- * @return DEVICE_OK, DEVICE_EINVAL (unknown want, negative local_rank, NULL
- *         outputs) or DEVICE_ENODEV (want "cuda" and no GPU usable).
+ * @return DEVICE_OK, DEVICE_EINVAL (unknown want, local_rank not in
+ *         [0, local_size), NULL outputs) or DEVICE_ENODEV (want "cuda" and no
+ *         GPU usable).
  */
-int device_choose(const char *want, int local_rank, device_kind_t *kind,
+int device_choose(const char *want, int local_rank, int local_size, device_kind_t *kind,
                   int *ordinal, char *why, size_t cap);
 
 /**

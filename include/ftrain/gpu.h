@@ -14,8 +14,9 @@
  *     ... reduce dgrad (comm_nccl.h on the device, or download + MPI) ...
  *     gpu_optim_step(go, gpu_model_params(gm), dgrad, step)
  *   checkpoint: gpu_download() the parameters and gpu_optim_state_m/v() into
- *   pinned host buffers (gpu_host_alloc); resume: gpu_upload() them back and
- *   gpu_optim_set_updates().
+ *   host arrays (train.c uses the host model's and optimizer's own, pageable;
+ *   pinned ones from gpu_host_alloc copy faster); resume: gpu_upload() them
+ *   back and gpu_optim_set_updates().
  *   gpu_optim_free(go); gpu_model_free(gm); gpu_dfree(ctx, dgrad); gpu_close(ctx)
  *
  * Deterministic reduction (docs/determinism.md) on the device, per
