@@ -135,37 +135,29 @@ int device_choose(const char *want, int local_rank, int local_size, device_kind_
         snprintf(why, cap, "cpu: built without CUDA");
         return DEVICE_OK;
     }
+    /* Reasons no GPU can serve this rank: auto takes the CPU with the
+     * reason, cuda fails with it. */
+    char cant[600] = "";
     int count = device_gpu_count(reason, sizeof reason);
-    if (count == 0) {
-        if (is_cuda) {
-            snprintf(why, cap, "--device cuda: no GPU visible (%s)", reason);
-            rc = DEVICE_ENODEV;
-            goto fail;
-        }
-        snprintf(why, cap, "cpu: no GPU visible (%s)", reason);
-        return DEVICE_OK;
-    }
-    /* Reasons a visible GPU still cannot serve this rank: auto takes the
-     * CPU with the reason, cuda fails with it. */
-    int cc = gpu_capability(local_rank % count);
-    if (!device_nccl_built())
-        snprintf(reason, sizeof reason, "built without NCCL, which the GPU path needs");
+    int cc = count > 0 ? gpu_capability(local_rank % count) : -1;
+    if (count == 0)
+        snprintf(cant, sizeof cant, "no GPU visible (%s)", reason);
+    else if (!device_nccl_built())
+        snprintf(cant, sizeof cant, "built without NCCL, which the GPU path needs");
     else if (local_size > count)
-        snprintf(reason, sizeof reason, "%d ranks on this node but %d GPU%s visible: NCCL "
+        snprintf(cant, sizeof cant, "%d ranks on this node but %d GPU%s visible: NCCL "
                  "needs a GPU of its own for each rank", local_size, count,
                  count == 1 ? "" : "s");
     else if (cc >= 0 && cc < FTRAIN_MIN_CC)
-        snprintf(reason, sizeof reason, "GPU %d is sm_%d; this build carries code for "
+        snprintf(cant, sizeof cant, "GPU %d is sm_%d; this build carries code for "
                  "sm_%d and newer", local_rank % count, cc, FTRAIN_MIN_CC);
-    else
-        reason[0] = '\0';
-    if (reason[0]) {
+    if (cant[0]) {
         if (is_cuda) {
-            snprintf(why, cap, "--device cuda: %s", reason);
+            snprintf(why, cap, "--device cuda: %s", cant);
             rc = DEVICE_ENODEV;
             goto fail;
         }
-        snprintf(why, cap, "cpu: %s", reason);
+        snprintf(why, cap, "cpu: %s", cant);
         return DEVICE_OK;
     }
     *kind = DEVICE_CUDA;

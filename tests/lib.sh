@@ -161,6 +161,20 @@ mpi_bg() {
     MPI_PID=$!
 }
 
+# flip FILE: invert one byte in the middle of FILE (python3).
+flip() {
+    python3 - "$1" <<'EOF'
+import os, sys
+p = sys.argv[1]
+n = os.path.getsize(p)
+with open(p, "r+b") as f:
+    f.seek(n // 2)
+    b = f.read(1)
+    f.seek(n // 2)
+    f.write(bytes([b[0] ^ 0xFF]))
+EOF
+}
+
 wait_for() {
     _wf_max=$(($1 * 20))
     shift

@@ -110,19 +110,6 @@ resumed() {
     fi
 }
 
-# flip FILE: invert one byte in the middle of FILE.
-flip() {
-    python3 - "$1" <<'EOF'
-import os, sys
-p = sys.argv[1]
-n = os.path.getsize(p)
-with open(p, "r+b") as f:
-    f.seek(n // 2)
-    b = f.read(1)
-    f.seek(n // 2)
-    f.write(bytes([b[0] ^ 0xFF]))
-EOF
-}
 
 # ---- the uninterrupted reference ---------------------------------------------
 

@@ -115,16 +115,7 @@ like "$(cat "$d.err")" "cannot open the metrics file '$d/metrics.jsonl': Is a di
 # are another run's.
 d="$T/bad"
 mpi 1 $LINE --steps 2 --run-dir "$d" >"$d.out" 2>&1
-python3 - "$d/ckpt/step-00000002/shard-0.ftsh" <<'EOF'
-import os, sys
-p = sys.argv[1]
-n = os.path.getsize(p)
-with open(p, "r+b") as f:
-    f.seek(n // 2)
-    b = f.read(1)
-    f.seek(n // 2)
-    f.write(bytes([b[0] ^ 0xff]))
-EOF
+flip "$d/ckpt/step-00000002/shard-0.ftsh"
 mpi 1 $LINE --steps 4 --run-dir "$d" >"$T/bad1.out" 2>"$T/bad1.err"
 rc=$?
 ok "$([ "$rc" -ne 0 ] && grep -q 'none is good' "$T/bad1.err" &&
