@@ -644,18 +644,10 @@ static void print_shape(const ckpt_tensor_t *t, char *buf, size_t cap)
 }
 
 /* s with control characters (a record is anyone's JSON; it must not
- * drive the terminal) written as \xNN, into buf. */
+ * drive the terminal) written as \xNN, into buf (ckpt_text_clean). */
 static const char *clean(const char *s, char *buf, size_t cap)
 {
-    size_t o = 0;
-    for (; *s && o + 5 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c < 0x20 || c == 0x7f)
-            o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", c);
-        else
-            buf[o++] = (char)c;
-    }
-    buf[o] = '\0';
+    ckpt_text_clean(s, buf, cap);
     return buf;
 }
 
@@ -1242,15 +1234,11 @@ static int cmd_export(const args_t *a)
                          sizeof dir);
     if (r != EXIT_GOOD)
         return r;
-    int force = !!(a->set & OPT_FORCE);
-    if (!force && path_exists(file)) {
-        errorf("export", file, "file exists (use --force to replace it)");
-        return EXIT_ERROR;
-    }
-    int rc = ckpt_export(dir, file, force);
+    /* Without --force the library refuses an existing FILE, before it
+     * starts and again, atomically, at the rename. */
+    int rc = ckpt_export(dir, file, !!(a->set & OPT_FORCE));
     if (rc == CKPT_EEXIST) {
-        errorf("export", file, "file exists (it appeared while exporting; use --force "
-               "to replace it)");
+        errorf("export", file, "file exists (use --force to replace it)");
         return EXIT_ERROR;
     }
     if (rc != CKPT_OK)
