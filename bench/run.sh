@@ -5,11 +5,12 @@
 #   BUILD=build sh bench/run.sh
 #
 # Sections: 1 training throughput, 2 checkpoint save, 3 load and reshard,
-# 4 compression ratio, 5 torch.save/torch.load, 6 stop path.
+# 4 compression ratio, 5 torch.save/torch.load, 6 stop path, 7 GPU (skipped
+# with the reason when no GPU can be used).
 #
 # Settings (environment):
 #   BUILD               build directory with ftrain and bench/ckpt_bench (build)
-#   BENCH_SECTIONS      which sections to run ("1 2 3 4 5 6")
+#   BENCH_SECTIONS      which sections to run ("1 2 3 4 5 6 7")
 #   BENCH_STEPS         training steps for section 1 (400)
 #   BENCH_REPEAT        runs per figure; the best is reported (3)
 #   BENCH_PAIRS         back-to-back rounds (dd conv=fdatasync, 1 rank, 2
@@ -30,7 +31,7 @@
 # status: 0 when every ftrain figure was measured, 1 when one failed.
 set -u
 BUILD=${BUILD:-build}
-SECTIONS=${BENCH_SECTIONS:-"1 2 3 4 5 6"}
+SECTIONS=${BENCH_SECTIONS:-"1 2 3 4 5 6 7"}
 STEPS=${BENCH_STEPS:-400}
 REPEAT=${BENCH_REPEAT:-3}
 PAIRS=${BENCH_PAIRS:-8}
@@ -599,6 +600,85 @@ if want 6; then
     [ -n "$st" ] && [ -n "$sy" ] &&
         echo "  training stall per async save: $st ms; the final synchronous save: $sy s ($(awk -v a="$st" -v b="$sy" 'BEGIN { printf "%.2f", a / 1000 / b }') of it)"
     rm -rf "$W/async"
+fi
+
+# ---- 7. GPU -------------------------------------------------------------------
+
+if want 7; then
+    hdr "7. GPU: samples/s on one GPU beside PyTorch on the same GPU, NCCL allreduce, checkpoint stall"
+    _out=$(timeout 120 "$FTRAIN" --device cuda --data line --steps 1 --quiet 2>&1)
+    if [ $? -ne 0 ]; then
+        echo "  skipped: $(printf '%s\n' "$_out" | grep -v '^$' | tail -1)"
+    else
+        NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+        echo "  GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1); ${NGPU:-?} visible"
+        gtorch=0
+        if have_torch && "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+            gtorch=1
+        else
+            echo "  peer unavailable: ${TORCH_WHY:-torch sees no GPU}"
+        fi
+        echo "  samples/s over the training loop (Fashion-MNIST, Adam); the best of $REPEAT runs each;"
+        echo "  PyTorch keeps data and model on the GPU and runs 3 untimed warm-up steps"
+        echo
+        row "" "ftrain" "PyTorch" "ratio"
+        # global batch, micro-batch, hidden layers, steps
+        for cfg in "128 16 256,128 2000" "128 128 256,128 2000" "4096 4096 4096,4096 300"; do
+            set -- $cfg
+            gb=$1 mb=$2 gl=$3 gs=$4
+            ftrain_best 1 --device cuda --global-batch "$gb" --micro-batch "$mb" --layers "$gl" \
+                --steps "$gs" --log-every 1000000
+            GF=$BEST_SPS
+            [ -n "$GF" ] || fail "ftrain --device cuda (batch $gb, layers $gl) gave no timing line"
+            GT=""
+            if [ "$gtorch" = 1 ]; then
+                _i=0
+                while [ "$_i" -lt "$REPEAT" ]; do
+                    _i=$((_i + 1))
+                    _o=$(timeout 600 "$PY" "$HERE/torch_mlp.py" --device cuda --batch "$gb" --layers "$gl" --steps "$gs" 2>&1)
+                    _s=$(field torch_mlp: "$_o")
+                    [ -n "$_s" ] || { echo "    | torch: $(printf '%s\n' "$_o" | tail -1)"; break; }
+                    GT=$(maxof "$GT" "$_s")
+                done
+            fi
+            row "batch $gb, micro-batch $mb, layers $gl" "${GF:-failed}" "${GT:-n/a}" "$(ratio "$GF" "$GT")"
+        done
+        ftrain_best 1 --device cuda --global-batch 128 --micro-batch 128 --steps 2000 --log-every 1000000 --deterministic
+        row "batch 128, micro-batch 128, --deterministic" "${BEST_SPS:-failed}" "" ""
+
+        echo
+        if [ "${NGPU:-0}" -ge 2 ]; then
+            _o=$(timeout 600 mpirun -n "$NGPU" "$FTRAIN" --device cuda --data line --layers 8192,8192,2048 \
+                --global-batch $((NGPU * 8)) --micro-batch 8 --steps 30 --log-every 1000000 2>&1)
+            _p=$(printf '%s\n' "$_o" | sed -n 's/^train: .*, \([0-9]*\) parameters,.*/\1/p')
+            _g=$(timing_red "$_o")
+            if [ -n "$_p" ] && [ -n "$_g" ]; then
+                echo "  NCCL allreduce of the f32 gradient ($_p parameters) on $NGPU GPUs: $_g ms/step," \
+                    "bus bandwidth $(awk -v p="$_p" -v g="$_g" -v n="$NGPU" 'BEGIN { printf "%.1f", p * 4 * 2 * (n - 1) / n / (g / 1000) / 1e9 }') GB/s"
+                echo "  (2(n-1)/n x bytes / time, as nccl-tests report it; the time includes waiting for the slower rank)"
+            else
+                fail "the $NGPU-GPU allreduce run gave no timing"
+                printf '%s\n' "$_o" | tail -5 | sed 's/^/    | /'
+            fi
+        else
+            echo "  NCCL allreduce bus bandwidth: not measured: it needs 2 GPUs, ${NGPU:-0} visible"
+        fi
+
+        echo
+        echo "  checkpoint stall on the GPU: layers 8192,8192,2048 (about 1.08 GB of parameters and Adam"
+        echo "  moments), 1 rank, 40 steps, --ckpt-every 10 --ckpt-async, then the final synchronous save"
+        timeout 900 "$FTRAIN" --device cuda --layers 8192,8192,2048 --global-batch 128 --micro-batch 128 --steps 40 \
+            --log-every 1000 --run-dir "$W/gstall" --ckpt-every 10 --ckpt-async >"$W/gstall.log" 2>&1 ||
+            fail "the GPU checkpoint run failed: $(tail -1 "$W/gstall.log")"
+        grep -E '^(train|checkpoint|async checkpoints):' "$W/gstall.log" | sed 's/^/    /'
+        _p=$(sed -n 's/^train: .*, \([0-9]*\) parameters,.*/\1/p' "$W/gstall.log")
+        _c=$(sed -n 's/^checkpoint: .* committed in .*(GPU copy \([0-9.]*\) ms).*/\1/p' "$W/gstall.log" | tail -1)
+        if [ -n "$_p" ] && [ -n "$_c" ]; then
+            echo "  device -> pinned host copy of the state ($(awk -v p="$_p" 'BEGIN { printf "%.2f", p * 12 / 1e9 }') GB):" \
+                "$_c ms, $(awk -v p="$_p" -v c="$_c" 'BEGIN { printf "%.1f", p * 12 / (c / 1000) / 1e9 }') GB/s"
+        fi
+        rm -rf "$W/gstall"
+    fi
 fi
 
 echo

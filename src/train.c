@@ -62,6 +62,7 @@ typedef struct {
     state_snapshot_t *snap;
     int64_t step;
     double t_begin, stall_s;  /* stall: snapshot copy + commit, main thread */
+    double gpu_copy_s;        /* the device -> host part of the snapshot */
     const char *root;
     int rank, world;
 } async_save_t;
@@ -706,13 +707,19 @@ static void committed(trainer_t *t, int64_t step, const char *dir, train_result_
 static int save(trainer_t *t, int64_t step, train_result_t *res, char *err, size_t cap)
 {
     double t0 = now_s();
-    char dir[1024], how[64], extra[128];
+    char dir[1024], how[96], extra[160];
     if (state_at(t, step, err, cap) != 0 ||
         state_save(&t->st, t->c, t->root, t->cfg->ckpt_level, dir, sizeof dir, err, cap) !=
             STATE_OK)
         return -1;
-    snprintf(how, sizeof how, "in %.3f s", now_s() - t0);
-    snprintf(extra, sizeof extra, "\"seconds\":%.4f", now_s() - t0);
+    double dt = now_s() - t0;
+    if (t->gpu) {
+        snprintf(how, sizeof how, "in %.3f s (GPU copy %.1f ms)", dt, 1e3 * t->dl_s);
+        snprintf(extra, sizeof extra, "\"seconds\":%.4f,\"gpu_copy_ms\":%.3f", dt, 1e3 * t->dl_s);
+    } else {
+        snprintf(how, sizeof how, "in %.3f s", dt);
+        snprintf(extra, sizeof extra, "\"seconds\":%.4f", dt);
+    }
     committed(t, step, dir, res, how, extra);
     return 0;
 }
@@ -762,6 +769,7 @@ static int async_start(trainer_t *t, int64_t step, char *err, size_t cap)
     a->active = 1;
     a->t_begin = t0;
     a->stall_s = now_s() - t0;
+    a->gpu_copy_s = t->gpu ? t->dl_s : -1;
     return 0;
 }
 
@@ -790,12 +798,16 @@ static void async_finish(trainer_t *t, train_result_t *res)
                     (long long)a->step, err);
         return;
     }
-    char how[128], extra[160];
+    char how[192], copy[48] = "", extra[192], copy_json[40] = "";
+    if (a->gpu_copy_s >= 0) {
+        snprintf(copy, sizeof copy, " (GPU copy %.1f)", 1e3 * a->gpu_copy_s);
+        snprintf(copy_json, sizeof copy_json, ",\"gpu_copy_ms\":%.3f", 1e3 * a->gpu_copy_s);
+    }
     snprintf(how, sizeof how, "(async: %.3f s in the background, training stall %.1f ms: "
-             "snapshot %.1f, commit %.1f)", now_s() - a->t_begin, 1e3 * stall,
-             1e3 * a->stall_s, 1e3 * (stall - a->stall_s));
-    snprintf(extra, sizeof extra, "\"seconds\":%.4f,\"async\":true,\"stall_ms\":%.3f",
-             now_s() - a->t_begin, 1e3 * stall);
+             "snapshot %.1f%s, commit %.1f)", now_s() - a->t_begin, 1e3 * stall,
+             1e3 * a->stall_s, copy, 1e3 * (stall - a->stall_s));
+    snprintf(extra, sizeof extra, "\"seconds\":%.4f,\"async\":true,\"stall_ms\":%.3f%s",
+             now_s() - a->t_begin, 1e3 * stall, copy_json);
     committed(t, a->step, dir, res, how, extra);
 }
 

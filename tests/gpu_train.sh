@@ -38,6 +38,10 @@ if [ "$have_gpu" = 0 ]; then
     skip "1-GPU Fashion-MNIST accuracy" "$reason"
     skip "deterministic param_hash equal on 1 and 2 ranks on GPUs" "$reason"
     skip "GPU checkpoint resumes on the CPU and back bit-identically" "$reason"
+    skip "GPU: SIGUSR1 mid-run stops with exit 75 and a checkpoint that verifies" "$reason"
+    skip "GPU deterministic: stopped and resumed = uninterrupted" "$reason"
+    skip "a 1-GPU checkpoint resumes on 2 CPU ranks" "$reason"
+    skip "a 3-rank CPU checkpoint resumes on 1 GPU" "$reason"
     done_testing
     exit $?
 fi
@@ -74,4 +78,43 @@ ok $? "a GPU checkpoint loaded and saved on the CPU is bit-identical"
 mpi 1 --device cuda $L --resume "$R/cpu/ckpt/step-00000040" --run-dir "$R/gpu2" >"$T/g" 2>&1
 "$BUILD/ckptctl" diff "$R/cpu/ckpt/step-00000040" "$R/gpu2/ckpt/step-00000040" >"$T/diff2" 2>&1
 ok $? "a CPU checkpoint loaded and saved on the GPU is bit-identical"
+
+# 4. The stop path on the GPU, deterministic: SIGUSR1 mid-run gives exit 75
+# and a checkpoint that verifies; resumed on the GPU, the run ends with the
+# uninterrupted run's param_hash.
+G="--device cuda --data line --layers 16 --global-batch 32 --micro-batch 8 --lr 0.01 --deterministic --epochs 2"
+mpi 1 $G --quiet >"$T/gref" 2>&1
+GREF=$(hash_of "$T/gref")
+D="$T/gstop"
+mpi_bg 1 $G --log-every 1 --step-delay-ms 30 --run-dir "$D" >"$D.out" 2>"$D.err"
+_steps() { [ "$(grep -c '^epoch [0-9]*/[0-9]* step ' "$1")" -ge "$2" ]; }
+if wait_for 60 _steps "$D.out" 5; then
+    kill -USR1 "$(rank_pid "$D.out" 0)"
+else
+    why "the GPU run did not reach step 5 in 60 s" "$(tail -n 5 "$D.out" "$D.err")"
+fi
+wait "$MPI_PID"
+rc=$?
+MPI_PID=
+"$BUILD/ckptctl" verify "$D/ckpt" >"$T/gv" 2>&1
+v=$?
+ok "$([ "$rc" = 75 ] && [ "$v" = 0 ] && grep -q '^stop: signal USR1' "$D.out"; echo $?)" \
+    "GPU: SIGUSR1 mid-run stops with exit 75 and a checkpoint that verifies ($(grep -o 'GPU copy [0-9.]* ms' "$D.out" | tail -n 1))" ||
+    why "exit $rc, verify $v" "$(tail -n 5 "$D.out" "$D.err" "$T/gv")"
+cp -a "$D" "$D.cpu"
+mpi 1 $G --quiet --run-dir "$D" >"$D.res" 2>&1
+is "$(hash_of "$D.res")" "$GREF" "GPU deterministic: stopped and resumed = uninterrupted ($GREF)" ||
+    why "$(grep -E '^(resume|done)' "$D.res")"
+
+# 5. World size 1 (GPU) -> 2 (CPU), and 3 (CPU) -> 1 (GPU).
+mpi 2 --device cpu $(echo "$G" | sed 's/--device cuda//') --quiet --run-dir "$D.cpu" >"$T/g2c" 2>&1
+rc=$?
+ok "$([ "$rc" = 0 ] && grep -q '^resume: .* world 1 -> 2' "$T/g2c" && [ -n "$(hash_of "$T/g2c")" ]; echo $?)" \
+    "a 1-GPU checkpoint resumes on 2 CPU ranks to the end" || why "exit $rc" "$(tail -n 5 "$T/g2c")"
+C="$T/c3"
+mpi 3 --device cpu --data line --layers 16 --global-batch 32 --micro-batch 8 --lr 0.01 --steps 20 --quiet --run-dir "$C" >"$T/c3.out" 2>&1
+mpi 1 --device cuda --data line --layers 16 --global-batch 32 --micro-batch 8 --lr 0.01 --steps 40 --quiet --run-dir "$C" >"$T/c2g" 2>&1
+rc=$?
+ok "$([ "$rc" = 0 ] && grep -q '^resume: .* world 3 -> 1' "$T/c2g" && grep -q '^done: step=40 ' "$T/c2g"; echo $?)" \
+    "a 3-rank CPU checkpoint resumes on 1 GPU to the end" || why "exit $rc" "$(tail -n 5 "$T/c3.out" "$T/c2g")"
 done_testing
