@@ -55,6 +55,9 @@ $(BUILD)/src/%.o: src/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) -c $< -o $@
 
+# The stubs of the GPU API (built without CUDA) ignore their arguments.
+$(BUILD)/src/gpu_stub.o: CFLAGS += -Wno-unused-parameter
+
 $(BUILD)/ckpt/%.o: ckpt/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@

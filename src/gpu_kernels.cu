@@ -145,25 +145,65 @@ void gpuk_mse(cudaStream_t s, float *z, const float *y, int n, int k,
 
 /* ---- backward ------------------------------------------------------------ */
 
-/* One thread per column j; rows added in order into gb[j] itself, exactly
- * the CPU's gb[j] += dr[j] loop. */
+/* ---- gather -------------------------------------------------------------- */
+
+/* One block row per sample; threads stride over its words. */
+__global__ static void k_gather_rows(uint32_t *dst, const uint32_t *src,
+                                     const int64_t *idx, int n, int w)
+{
+    for (int i = blockIdx.x; i < n; i += gridDim.x) {
+        const uint32_t *from = src + (size_t)idx[i] * (size_t)w;
+        uint32_t *to = dst + (size_t)i * (size_t)w;
+        for (int c = threadIdx.x; c < w; c += blockDim.x)
+            to[c] = from[c];
+    }
+}
+
+void gpuk_gather_rows(cudaStream_t s, void *dst, const void *src,
+                      const int64_t *idx, int n, int w)
+{
+    if (n <= 0 || w <= 0)
+        return;
+    unsigned int blocks = (unsigned int)(n < 65535 ? n : 65535);
+    k_gather_rows<<<blocks, GPUK_THREADS, 0, s>>>((uint32_t *)dst, (const uint32_t *)src,
+                                                  idx, n, w);
+}
+
+/* ---- bias gradient --------------------------------------------------------- */
+
+/* gb[j] += sum over rows i of delta[i][j].  A block takes 32 columns and
+ * COLSUM_LANES row lanes: lane r adds rows r, r + LANES, ... in order from
+ * 0, then lane 0 adds the lanes' sums in lane order and adds that to gb[j].
+ * The order depends only on n (no atomics), so the bits are the same in
+ * every run, and the work is spread over dout/32 blocks instead of one
+ * thread per column walking all n rows (which left most of the GPU idle on
+ * wide layers). */
+#define COLSUM_LANES 16
 __global__ static void k_colsum_acc(float *gb, const float *delta, int n,
                                     int dout)
 {
-    int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= dout)
-        return;
-    float acc = gb[j];
-    for (int i = 0; i < n; i++)
-        acc = __fadd_rn(acc, delta[(size_t)i * (size_t)dout + (size_t)j]);
-    gb[j] = acc;
+    __shared__ float part[COLSUM_LANES][33];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int j = blockIdx.x * 32 + tx;
+    float acc = 0.0f;
+    if (j < dout)
+        for (int i = ty; i < n; i += COLSUM_LANES)
+            acc = __fadd_rn(acc, delta[(size_t)i * (size_t)dout + (size_t)j]);
+    part[ty][tx] = acc;
+    __syncthreads();
+    if (ty == 0 && j < dout) {
+        float sum = part[0][tx];
+        for (int r = 1; r < COLSUM_LANES; r++)
+            sum = __fadd_rn(sum, part[r][tx]);
+        gb[j] = __fadd_rn(gb[j], sum);
+    }
 }
 
 void gpuk_colsum_acc(cudaStream_t s, float *gb, const float *delta, int n,
                      int dout)
 {
-    unsigned int blocks = (unsigned int)((dout + GPUK_THREADS - 1) / GPUK_THREADS);
-    k_colsum_acc<<<blocks ? blocks : 1, GPUK_THREADS, 0, s>>>(gb, delta, n, dout);
+    unsigned int blocks = (unsigned int)((dout + 31) / 32);
+    k_colsum_acc<<<blocks ? blocks : 1, dim3(32, COLSUM_LANES), 0, s>>>(gb, delta, n, dout);
 }
 
 __global__ static void k_act_back(float *da, const float *a, size_t cnt,

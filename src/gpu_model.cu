@@ -215,6 +215,28 @@ extern "C" void gpu_host_free(gpu_ctx_t *ctx, void *hptr)
         cudaFreeHost(hptr);
 }
 
+extern "C" int gpu_host_register(gpu_ctx_t *ctx, void *hptr, size_t bytes)
+{
+    int rc = GPU_OK;
+    if (!ctx || !hptr || bytes == 0)
+        return GPU_EINVAL;
+    GPU_CUDA(cudaSetDevice(ctx->ordinal));
+    GPU_CUDA(cudaHostRegister(hptr, bytes, cudaHostRegisterDefault));
+    return GPU_OK;
+fail:
+    return rc;
+}
+
+extern "C" void gpu_host_unregister(gpu_ctx_t *ctx, void *hptr)
+{
+    if (!hptr)
+        return;
+    if (ctx)
+        cudaSetDevice(ctx->ordinal);
+    cudaHostUnregister(hptr);
+    cudaGetLastError(); /* not registered: nothing to undo */
+}
+
 extern "C" int gpu_memset0(gpu_ctx_t *ctx, void *dptr, size_t bytes)
 {
     int rc = GPU_OK;
@@ -294,6 +316,11 @@ struct gpu_model {
     int32_t *hlab;
     double *hloss;
     int *hhit;
+    /* gpu_model_set_data: a whole data set on the device */
+    int64_t set_n;
+    float *dset_x, *dset_y;
+    int32_t *dset_lab;
+    int64_t *didx, *hidx;                /* max_batch indices, pinned */
 };
 
 /* Return 1 when a is an architecture model.c accepts (model_init is the
@@ -402,6 +429,11 @@ extern "C" void gpu_model_free(gpu_model_t *gm)
     cudaFreeHost(gm->hlab);
     cudaFreeHost(gm->hloss);
     cudaFreeHost(gm->hhit);
+    cudaFree(gm->dset_x);
+    cudaFree(gm->dset_y);
+    cudaFree(gm->dset_lab);
+    cudaFree(gm->didx);
+    cudaFreeHost(gm->hidx);
     free(gm);
 }
 
@@ -608,6 +640,116 @@ fail:
     /* Copies from the pinned staging buffers may still be queued: the
      * caller refills those buffers next. */
     (void)cudaStreamSynchronize(gm->ctx->stream);
+    return rc;
+}
+
+static void drop_set(gpu_model_t *gm)
+{
+    cudaFree(gm->dset_x);
+    cudaFree(gm->dset_y);
+    cudaFree(gm->dset_lab);
+    gm->dset_x = gm->dset_y = NULL;
+    gm->dset_lab = NULL;
+    gm->set_n = 0;
+}
+
+extern "C" int gpu_model_set_data(gpu_model_t *gm, const float *x,
+                                  const int32_t *labels, const float *y,
+                                  int64_t n)
+{
+    int rc = GPU_OK;
+    if (!gm || n < 1 || n > INT64_C(1) << 40 || !x)
+        return gpu_fail_msg(GPU_EINVAL, __FILE__, __LINE__,
+                            "gpu_model_set_data: bad arguments");
+    const int xent = gm->arch.loss == LOSS_XENT;
+    const size_t in = (size_t)gm->arch.dims[0];
+    const size_t k = (size_t)gm->arch.dims[gm->arch.nlayers];
+    if (xent ? !labels : !y)
+        return gpu_fail_msg(GPU_EINVAL, __FILE__, __LINE__,
+                            "gpu_model_set_data: no labels or targets");
+    if (xent)
+        for (int64_t i = 0; i < n; i++)
+            if (labels[i] < 0 || (size_t)labels[i] >= k)
+                return gpu_fail_msg(GPU_EINVAL, __FILE__, __LINE__,
+                                    "gpu_model_set_data: a label out of range");
+    const size_t xbytes = (size_t)n * in * sizeof(float);
+    const size_t ybytes = xent ? (size_t)n * sizeof(int32_t)
+                               : (size_t)n * k * sizeof(float);
+    size_t free_b = 0, total_b = 0;
+    drop_set(gm);
+    GPU_CUDA(cudaSetDevice(gm->ctx->ordinal));
+    GPU_CUDA(cudaMemGetInfo(&free_b, &total_b));
+    if (xbytes + ybytes > free_b / 2) {
+        snprintf(gpu_err_buf, sizeof gpu_err_buf,
+                 "gpu_model_set_data: %zu MiB of data, %zu MiB free on the GPU",
+                 (xbytes + ybytes) >> 20, free_b >> 20);
+        return GPU_ENOMEM;
+    }
+    if (!gm->didx) {
+        GPU_CUDA(cudaMalloc((void **)&gm->didx, (size_t)gm->max_batch * sizeof(int64_t)));
+        GPU_CUDA(cudaHostAlloc((void **)&gm->hidx, (size_t)gm->max_batch * sizeof(int64_t),
+                               cudaHostAllocDefault));
+    }
+    GPU_CUDA(cudaMalloc((void **)&gm->dset_x, xbytes));
+    if (xent)
+        GPU_CUDA(cudaMalloc((void **)&gm->dset_lab, ybytes));
+    else
+        GPU_CUDA(cudaMalloc((void **)&gm->dset_y, ybytes));
+    /* Plain (pageable) copies, once: the driver stages them. */
+    GPU_CUDA(cudaMemcpy(gm->dset_x, x, xbytes, cudaMemcpyHostToDevice));
+    if (xent)
+        GPU_CUDA(cudaMemcpy(gm->dset_lab, labels, ybytes, cudaMemcpyHostToDevice));
+    else
+        GPU_CUDA(cudaMemcpy(gm->dset_y, y, ybytes, cudaMemcpyHostToDevice));
+    gm->set_n = n;
+    return GPU_OK;
+fail:
+    drop_set(gm);
+    return rc;
+}
+
+extern "C" int gpu_model_forward_backward_idx(gpu_model_t *gm, const int64_t *idx,
+                                              int n, float *dgrad,
+                                              double *loss_sum, int64_t *correct)
+{
+    int rc = GPU_OK;
+    double loss = 0.0;
+    int64_t hits = 0;
+    if (!gm || !gm->set_n || n < 0 || n > gm->max_batch || !dgrad || (n > 0 && !idx))
+        return gpu_fail_msg(GPU_EINVAL, __FILE__, __LINE__,
+                            "gpu_model_forward_backward_idx: bad arguments or no data set");
+    for (int i = 0; i < n; i++)
+        if (idx[i] < 0 || idx[i] >= gm->set_n)
+            return gpu_fail_msg(GPU_EINVAL, __FILE__, __LINE__,
+                                "gpu_model_forward_backward_idx: an index out of range");
+    if (n > 0) {
+        cudaStream_t s = gm->ctx->stream;
+        const int in = gm->arch.dims[0];
+        const int k = gm->arch.dims[gm->arch.nlayers];
+        /* The stream is idle here (the last call synchronized it), so the
+         * pinned index buffer is free to refill. */
+        memcpy(gm->hidx, idx, (size_t)n * sizeof(int64_t));
+        GPU_CUDA(cudaMemcpyAsync(gm->didx, gm->hidx, (size_t)n * sizeof(int64_t),
+                                 cudaMemcpyHostToDevice, s));
+        gpuk_gather_rows(s, gm->dx, gm->dset_x, gm->didx, n, in);
+        if (gm->arch.loss == LOSS_XENT)
+            gpuk_gather_rows(s, gm->dlab, gm->dset_lab, gm->didx, n, 1);
+        else
+            gpuk_gather_rows(s, gm->dy, gm->dset_y, gm->didx, n, k);
+        GPU_CUDA(cudaGetLastError());
+        if ((rc = forward(gm, n)) != GPU_OK ||
+            (rc = loss_out(gm, n, 1)) != GPU_OK ||
+            (rc = backward(gm, n, dgrad)) != GPU_OK ||
+            (rc = collect(gm, n, &loss, &hits)) != GPU_OK)
+            goto fail;
+    }
+    if (loss_sum)
+        *loss_sum = loss;
+    if (correct)
+        *correct = hits;
+    return GPU_OK;
+fail:
+    (void)cudaStreamSynchronize(gm->ctx->stream); /* the index buffer is refilled next */
     return rc;
 }
 

@@ -58,6 +58,8 @@ int gpu_host_alloc(gpu_ctx_t *ctx, size_t bytes, void **hptr)
 }
 
 void gpu_host_free(gpu_ctx_t *ctx, void *hptr) {}
+int gpu_host_register(gpu_ctx_t *ctx, void *hptr, size_t bytes) { return GPU_ENOTBUILT; }
+void gpu_host_unregister(gpu_ctx_t *ctx, void *hptr) {}
 int gpu_memset0(gpu_ctx_t *ctx, void *dptr, size_t bytes) { return GPU_ENOTBUILT; }
 
 int gpu_upload(gpu_ctx_t *ctx, void *dst, const void *src, size_t bytes)
@@ -94,6 +96,18 @@ int gpu_model_batch_buffers(gpu_model_t *gm, float **x, int32_t **labels,
 int gpu_model_forward_backward(gpu_model_t *gm, const float *x,
                                const int32_t *labels, const float *y, int n,
                                float *dgrad, double *loss_sum, int64_t *correct)
+{
+    return GPU_ENOTBUILT;
+}
+
+int gpu_model_set_data(gpu_model_t *gm, const float *x, const int32_t *labels,
+                       const float *y, int64_t n)
+{
+    return GPU_ENOTBUILT;
+}
+
+int gpu_model_forward_backward_idx(gpu_model_t *gm, const int64_t *idx, int n,
+                                   float *dgrad, double *loss_sum, int64_t *correct)
 {
     return GPU_ENOTBUILT;
 }

@@ -149,6 +149,55 @@ static void check_model(const char *name, int nl, const int *dims, model_act_t a
     ok(rc == GPU_OK && memcmp(g1, g2, P * sizeof(float)) == 0,
        "%s: staged in the pinned buffers: same bits", name);
 
+    /* The data set on the device, samples picked by index: the same bits
+     * and loss as the host staging the same samples in that order. */
+    int64_t idx[32];
+    float *px = malloc(sizeof(float) * (size_t)N * in), *py = malloc(sizeof(float) * (size_t)N * k);
+    int32_t pl[32];
+    for (int i = 0; i < N; i++) {
+        idx[i] = (int64_t)((i * 37 + 11) % NE); /* a permutation's worth of jumps */
+        memcpy(px + (size_t)i * in, x + (size_t)idx[i] * in, sizeof(float) * in);
+        memcpy(py + (size_t)i * k, y + (size_t)idx[i] * k, sizeof(float) * k);
+        pl[i] = lab[idx[i]];
+    }
+    rc = gpu_model_forward_backward_idx(gm, idx, N, dgrad, NULL, NULL);
+    is_int(rc, GPU_EINVAL, "%s: by index before a data set is given: refused", name);
+    double l1 = 0, l2 = 0;
+    int64_t h1 = 0, h2 = 0;
+    rc = gpu_model_set_data(gm, x, loss == LOSS_XENT ? lab : NULL, loss == LOSS_XENT ? NULL : y, NE);
+    ok(rc == GPU_OK, "%s: gpu_model_set_data(%d samples): %s", name, NE,
+       rc == GPU_OK ? "ok" : gpu_last_error());
+    if (rc == GPU_OK)
+        rc = gpu_memset0(ctx, dgrad, P * sizeof(float));
+    if (rc == GPU_OK)
+        rc = gpu_model_forward_backward(gm, px, pl, py, N, dgrad, &l1, &h1);
+    if (rc == GPU_OK)
+        rc = gpu_download(ctx, g1, dgrad, P * sizeof(float), NULL);
+    if (rc == GPU_OK)
+        rc = gpu_memset0(ctx, dgrad, P * sizeof(float));
+    if (rc == GPU_OK)
+        rc = gpu_model_forward_backward_idx(gm, idx, N, dgrad, &l2, &h2);
+    if (rc == GPU_OK)
+        rc = gpu_download(ctx, g2, dgrad, P * sizeof(float), NULL);
+    ok(rc == GPU_OK && memcmp(g1, g2, P * sizeof(float)) == 0 && l1 == l2 && h1 == h2,
+       "%s: gathered on the device by index: same bits, loss %.9g vs %.9g (%s)", name, l2, l1,
+       rc == GPU_OK ? "ok" : gpu_last_error());
+    idx[5] = NE;
+    rc = gpu_model_forward_backward_idx(gm, idx, N, dgrad, NULL, NULL);
+    is_int(rc, GPU_EINVAL, "%s: an index past the set is refused", name);
+    idx[5] = -1;
+    rc = gpu_model_forward_backward_idx(gm, idx, N, dgrad, NULL, NULL);
+    is_int(rc, GPU_EINVAL, "%s: a negative index is refused", name);
+    if (loss == LOSS_XENT) {
+        int32_t keep = lab[7];
+        lab[7] = -2;
+        rc = gpu_model_set_data(gm, x, lab, NULL, NE);
+        lab[7] = keep;
+        is_int(rc, GPU_EINVAL, "%s: a data set with a label out of range is refused", name);
+    }
+    free(px);
+    free(py);
+
     /* Evaluation over more samples than max_batch (chunks). */
     rc = gpu_model_evaluate(gm, x, lab, y, NE, &lg, &hg);
     model_evaluate(m, x, lab, y, NE, &lc, &hc);
@@ -342,7 +391,7 @@ int main(void)
         snprintf(msg, sizeof msg, "no GPU visible (%s)", why);
         skip_all(msg);
     }
-    plan(4 + 1 + 3 * 8 + 3 * 3 + 9);
+    plan(4 + 1 + 3 * 14 + 13 + 3 * 3 + 9); /* 3 classification models, 1 regression */
 
     device_kind_t kind;
     int ord = -1;
@@ -367,7 +416,11 @@ int main(void)
     static const int d1[] = {12, 16, 8, 5};
     static const int d2[] = {7, 10, 3};
     static const int d3[] = {9, 4};
+    /* Wider than one 32-column block of the bias-gradient kernel, with a
+     * partial last block (70 = 2 x 32 + 6). */
+    static const int d4[] = {20, 70, 40, 10};
     check_model("relu xent 12-16-8-5", 3, d1, ACT_RELU, LOSS_XENT, 1);
+    check_model("relu xent 20-70-40-10", 3, d4, ACT_RELU, LOSS_XENT, 4);
     check_model("tanh mse 7-10-3", 2, d2, ACT_TANH, LOSS_MSE, 2);
     check_model("linear xent 9-4", 1, d3, ACT_TANH, LOSS_XENT, 3);
 

@@ -109,6 +109,14 @@ void gpu_dfree(gpu_ctx_t *ctx, void *dptr);
 int gpu_host_alloc(gpu_ctx_t *ctx, size_t bytes, void **hptr);
 /** Free memory from gpu_host_alloc; accepts NULL. */
 void gpu_host_free(gpu_ctx_t *ctx, void *hptr);
+/** Page-lock `bytes` of existing host memory at `hptr` (cudaHostRegister),
+ *  so that copies to and from it run at the pinned rate; undo it with
+ *  gpu_host_unregister before the memory is freed.
+ *  @return GPU_OK, GPU_EINVAL, GPU_ECUDA (the memory stays usable, only
+ *  slower to copy) or GPU_ENOTBUILT. */
+int gpu_host_register(gpu_ctx_t *ctx, void *hptr, size_t bytes);
+/** Undo gpu_host_register; accepts NULL. */
+void gpu_host_unregister(gpu_ctx_t *ctx, void *hptr);
 /** Zero `bytes` of device memory (queued on the stream).
  *  @return GPU_OK, GPU_EINVAL or GPU_ECUDA. */
 int gpu_memset0(gpu_ctx_t *ctx, void *dptr, size_t bytes);
@@ -171,6 +179,32 @@ int gpu_model_batch_buffers(gpu_model_t *gm, float **x, int32_t **labels,
 int gpu_model_forward_backward(gpu_model_t *gm, const float *x,
                                const int32_t *labels, const float *y, int n,
                                float *dgrad, double *loss_sum, int64_t *correct);
+
+/**
+ * Keep a whole data set on the device: n samples of x (n x dims[0] floats)
+ * and labels (classification) or y (n x dims[L] floats), copied once, so
+ * that gpu_model_forward_backward_idx() gathers batches on the GPU instead
+ * of on the host.  Labels are checked here, once.  Replaces an earlier set:
+ * after GPU_EINVAL the earlier set stays, after any other failure no set is
+ * kept.  The set is refused (GPU_ENOMEM) when it would take more than half
+ * of the device's free memory: the caller stages batches through the host
+ * instead.
+ * @return GPU_OK, GPU_EINVAL (sizes, NULL arrays, a label out of range),
+ * GPU_ENOMEM or GPU_ECUDA.
+ */
+int gpu_model_set_data(gpu_model_t *gm, const float *x, const int32_t *labels,
+                       const float *y, int64_t n);
+
+/**
+ * gpu_model_forward_backward() over the samples idx[0..n) of the set given
+ * to gpu_model_set_data(): the same results, bit for bit, as staging those
+ * samples from the host (the gather only copies).  idx is a host array;
+ * every index must be in [0, set size).
+ * @return as gpu_model_forward_backward(); GPU_EINVAL also when no set was
+ * given or an index is out of range.
+ */
+int gpu_model_forward_backward_idx(gpu_model_t *gm, const int64_t *idx, int n,
+                                   float *dgrad, double *loss_sum, int64_t *correct);
 
 /**
  * Forward only over n >= 0 samples, in chunks of max_batch, as
