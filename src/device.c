@@ -144,10 +144,6 @@ int device_choose(const char *want, int local_rank, int local_size, device_kind_
         snprintf(cant, sizeof cant, "no GPU visible (%s)", reason);
     else if (!device_nccl_built())
         snprintf(cant, sizeof cant, "built without NCCL, which the GPU path needs");
-    else if (local_size > count)
-        snprintf(cant, sizeof cant, "%d ranks on this node but %d GPU%s visible: NCCL "
-                 "needs a GPU of its own for each rank", local_size, count,
-                 count == 1 ? "" : "s");
     else if (cc >= 0 && cc < FTRAIN_MIN_CC)
         snprintf(cant, sizeof cant, "GPU %d is sm_%d; this build carries code for "
                  "sm_%d and newer", local_rank % count, cc, FTRAIN_MIN_CC);
@@ -169,6 +165,56 @@ fail:
     *kind = DEVICE_CPU;
     *ordinal = -1;
     return rc;
+}
+
+int device_gpu_ref(int ordinal, const char *host, device_gpu_ref_t *ref)
+{
+    if (!ref)
+        return -1;
+    memset(ref, 0, sizeof *ref);
+    ref->ordinal = ordinal;
+    snprintf(ref->host, sizeof ref->host, "%s", host ? host : "");
+    if (ordinal < 0)
+        return 0;
+#ifdef FTRAIN_CUDA
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, ordinal) == cudaSuccess) {
+        memcpy(ref->uuid, prop.uuid.bytes, sizeof ref->uuid);
+        ref->on_gpu = 1;
+        return 0;
+    }
+    cudaGetLastError();
+#endif
+    return -1;
+}
+
+int device_find_shared(const device_gpu_ref_t *refs, int n, int *a, int *b, char *why,
+                       size_t cap)
+{
+    if (why && cap)
+        why[0] = '\0';
+    if (!refs || n < 2)
+        return 0;
+    for (int i = 0; i < n; i++) {
+        if (!refs[i].on_gpu)
+            continue;
+        for (int j = i + 1; j < n; j++) {
+            if (!refs[j].on_gpu || memcmp(refs[i].uuid, refs[j].uuid, sizeof refs[i].uuid))
+                continue;
+            if (a)
+                *a = i;
+            if (b)
+                *b = j;
+            if (why && cap) {
+                const unsigned char *u = refs[i].uuid;
+                snprintf(why, cap, "ranks %d and %d would share one GPU (GPU-%02x%02x%02x%02x, "
+                         "host %.64s, index %d): NCCL needs a GPU of its own for each rank",
+                         i, j, u[0], u[1], u[2], u[3], refs[i].host, refs[i].ordinal);
+            }
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* Append printf-style to buf at *len, never past cap. */

@@ -111,6 +111,37 @@ int main(int argc, char **argv)
         world_free(&w);
         return 1;
     }
+    /* Two ranks on one physical GPU (more ranks on a node than GPUs, or a
+     * binding that gave two ranks the same one): NCCL refuses that, and
+     * only the ranks together can see it.  Every rank gathers every rank's
+     * GPU UUID and reaches the same verdict. */
+    device_gpu_ref_t mine, *refs = calloc((size_t)w.size, sizeof *refs);
+    device_gpu_ref(kind == DEVICE_CUDA ? ordinal : -1, w.host, &mine);
+    char shared[512] = "";
+    if (!refs || world_allgather(&w, &mine, sizeof mine, refs) != 0) {
+        fprintf(stderr, "ftrain: rank %d: cannot gather the ranks' devices\n", w.rank);
+        free(refs);
+        gpu_close(gpu);
+        world_abort(&w, 1);
+        return 1;
+    }
+    int sa = 0, sb = 0;
+    int share = device_find_shared(refs, w.size, &sa, &sb, shared, sizeof shared);
+    free(refs);
+    if (share && !is_auto) {
+        if (w.rank == 0)
+            fprintf(stderr, "ftrain: --device cuda: %s (give each rank its own GPU: srun "
+                    "--gpus-per-task=1, or no more ranks on a node than its GPUs)\n", shared);
+        gpu_close(gpu);
+        world_free(&w);
+        return 1;
+    }
+    if (share && kind == DEVICE_CUDA) {
+        gpu_close(gpu);
+        gpu = NULL;
+        kind = DEVICE_CPU;
+        snprintf(why, sizeof why, "cpu: %s", shared);
+    }
     /* One kind for all: NCCL ranks and MPI ranks would each wait in their
      * own communicator's set-up for ever.  Only auto can differ (cuda fails
      * on a rank without a GPU): then every rank uses the CPU. */

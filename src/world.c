@@ -14,6 +14,7 @@
  */
 #include "ftrain/world.h"
 
+#include <limits.h>
 #include <mpi.h>
 #include <sched.h>
 #include <stdint.h>
@@ -131,6 +132,16 @@ int world_all_ok(const world_t *w, int ok)
     if (MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MIN, *(MPI_Comm *)w->mpi_world) != MPI_SUCCESS)
         return 0;
     return all;
+}
+
+int world_allgather(const world_t *w, const void *mine, size_t bytes, void *all)
+{
+    if (!w || !mine || !all || bytes == 0 || bytes > INT_MAX)
+        return -1;
+    return MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE,
+                         *(MPI_Comm *)w->mpi_world) == MPI_SUCCESS
+               ? 0
+               : -1;
 }
 
 int world_same_text(const world_t *w, const char *text, double timeout_s)

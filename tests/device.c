@@ -6,6 +6,7 @@
  * CUDA_VISIBLE_DEVICES is emptied before any CUDA call, so the checks hold
  * on GPU machines too: CUDA then reports that no device is visible.  The GPU
  * side of device_choose is checked by gpu_kernels.c where a GPU exists.
+ * device_find_shared (ranks on one physical GPU) is checked on made-up refs.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,7 @@ int main(void)
     int ord = 7, rc;
 
     setenv("CUDA_VISIBLE_DEVICES", "", 1);
-    plan(33);
+    plan(33 + 9);
 
     rc = device_choose("cpu", 0, 1, &kind, &ord, why, sizeof why);
     is_int(rc, DEVICE_OK, "--device cpu: ok");
@@ -119,5 +120,48 @@ int main(void)
     rc = comm_open_nccl(&c, NULL, 0, NULL, 10.0);
     ok(c == NULL && rc == (BUILT_NCCL ? COMM_EINVAL : COMM_EFAIL),
        "comm_open_nccl without a world: %s (%s)", comm_strerror(rc), comm_last_error());
+
+    /* Ranks on one physical GPU, found from the gathered refs. */
+    device_gpu_ref_t r[4];
+    rc = device_gpu_ref(-1, "node-a", &r[0]);
+    ok(rc == 0 && !r[0].on_gpu && r[0].ordinal == -1 && strcmp(r[0].host, "node-a") == 0,
+       "device_gpu_ref of the CPU: not on a GPU, host kept");
+    rc = device_gpu_ref(0, "node-a", &r[1]);
+    ok(rc == -1 && !r[1].on_gpu, "device_gpu_ref of a GPU that is not there: -1, says the CPU");
+    char longhost[200];
+    memset(longhost, 'h', sizeof longhost - 1);
+    longhost[sizeof longhost - 1] = '\0';
+    device_gpu_ref(-1, longhost, &r[2]);
+    ok(strlen(r[2].host) == sizeof r[2].host - 1, "a long host name is cut to the field");
+
+    memset(r, 0, sizeof r);
+    for (int i = 0; i < 4; i++) {
+        snprintf(r[i].host, sizeof r[i].host, "gpu-node-%d", i / 2);
+        r[i].ordinal = 0;
+        r[i].on_gpu = 1;
+        r[i].uuid[0] = 0xab;
+        r[i].uuid[15] = (unsigned char)i; /* four different GPUs */
+    }
+    int a = -1, b = -1;
+    char msg[512];
+    ok(device_find_shared(r, 4, &a, &b, msg, sizeof msg) == 0 && msg[0] == '\0',
+       "four ranks on four GPUs, each seen as index 0 (--gpus-per-task=1): nobody shares");
+    r[3].uuid[15] = 1; /* rank 3 on rank 1's GPU */
+    rc = device_find_shared(r, 4, &a, &b, msg, sizeof msg);
+    ok(rc == 1 && a == 1 && b == 3, "ranks 1 and 3 on one GPU: found (%d, %d)", a, b);
+    ok(strstr(msg, "ranks 1 and 3 would share one GPU (GPU-ab000000, host gpu-node-0, "
+                   "index 0)") && strstr(msg, "NCCL needs a GPU of its own"),
+       "the message names the ranks, the GPU and the host ('%s')", msg);
+    r[3].on_gpu = 0;
+    ok(device_find_shared(r, 4, &a, &b, NULL, 0) == 0,
+       "the same UUID on a rank that runs on the CPU: no sharing");
+    r[2].uuid[15] = 0;
+    r[0].uuid[15] = 0;
+    rc = device_find_shared(r, 4, &a, &b, msg, 10);
+    ok(rc == 1 && a == 0 && b == 2 && strlen(msg) == 9,
+       "the first pair in rank order (0, 2), message cut to the buffer");
+    ok(device_find_shared(r, 1, &a, &b, msg, sizeof msg) == 0 &&
+           device_find_shared(NULL, 4, &a, &b, msg, sizeof msg) == 0,
+       "one rank, or no refs: no sharing");
     return done_testing();
 }

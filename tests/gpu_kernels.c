@@ -400,12 +400,19 @@ int main(void)
        "--device auto with %d GPU(s): local rank %d of %d -> GPU %d ('%s')", n, n - 1, n, ord,
        why);
     ok(strncmp(why, "cuda: ", 6) == 0 && strstr(why, "GPU"), "the reason names the GPU");
-    rc = device_choose("auto", 0, n + 1, &kind, &ord, why, sizeof why);
-    ok(rc == DEVICE_OK && kind == DEVICE_CPU && strstr(why, "NCCL needs a GPU of its own"),
-       "auto with more ranks on the node than GPUs: the CPU ('%s')", why);
-    rc = device_choose("cuda", 0, n + 1, &kind, &ord, why, sizeof why);
-    ok(rc == DEVICE_ENODEV && strstr(why, "NCCL needs a GPU of its own"),
-       "cuda with more ranks on the node than GPUs: an error ('%s')", why);
+    /* More ranks on the node than GPUs this rank sees is no refusal by
+     * itself (--gpus-per-task=1 shows each rank one GPU); two ranks on one
+     * physical GPU are found by UUID. */
+    rc = device_choose("auto", n, n + 1, &kind, &ord, why, sizeof why);
+    ok(rc == DEVICE_OK && kind == DEVICE_CUDA && ord == 0,
+       "auto, local rank %d of %d with %d GPU(s): GPU %d ('%s')", n, n + 1, n, ord, why);
+    device_gpu_ref_t refs[2];
+    int sa = -1, sb = -1;
+    char msg[512] = "";
+    int r0 = device_gpu_ref(0, "here", &refs[0]), r1 = device_gpu_ref(0, "here", &refs[1]);
+    int found = device_find_shared(refs, 2, &sa, &sb, msg, sizeof msg);
+    ok(r0 == 0 && r1 == 0 && refs[0].on_gpu && found == 1 && sa == 0 && sb == 1,
+       "two ranks on GPU 0: found by its UUID ('%s')", msg);
 
     rc = gpu_init(&ctx, 0);
     if (!ok(rc == GPU_OK, "gpu_init(0): %s", rc ? gpu_last_error() : "ok")) {

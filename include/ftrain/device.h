@@ -7,7 +7,10 @@
  * each rank with world_print); then gpu_init(&ctx, ordinal) when kind is
  * DEVICE_CUDA.  Ranks of one node spread over its GPUs round-robin
  * (ordinal = local_rank % visible GPUs), so CUDA_VISIBLE_DEVICES and SLURM's
- * --gpus-per-task both work.  device_build_info() gives one line for
+ * --gpus-per-task both work.  Whether two ranks landed on one physical GPU
+ * (which NCCL refuses) only the ranks together can tell: each fills a
+ * device_gpu_ref_t (device_gpu_ref), the world allgathers them, and
+ * device_find_shared() finds a pair.  device_build_info() gives one line for
  * --version; device_nccl_warning() a warning to print before training when
  * the loaded NCCL is one known to take over SIGUSR1, ftrain's default stop
  * signal.
@@ -29,9 +32,11 @@ typedef enum {
  * Pick the device for this rank, local rank local_rank of local_size on its
  * node.  want is "auto" (a GPU when one can serve this rank, else the CPU),
  * "cpu" or "cuda" (a GPU or an error).  A visible GPU cannot serve it when
- * the build lacks NCCL, when the node has more ranks than GPUs (NCCL refuses
- * two ranks on one GPU) or when the GPU is older than the device code built
- * (sm_80).  Ranks may still choose differently (one node without a GPU):
+ * the build lacks NCCL or when the GPU is older than the device code built
+ * (sm_80).  More ranks on the node than GPUs visible to this rank is not a
+ * refusal here: with SLURM's --gpus-per-task=1 every rank sees one GPU, a
+ * different one; ranks that would share one are found together
+ * (device_find_shared).  Ranks may still choose differently (one node without a GPU):
  * main agrees on one kind for all.  On success *kind and
  * *ordinal (GPU index, -1 for the CPU) are set and why gets one line saying
  * what was chosen and why, e.g.
@@ -46,6 +51,35 @@ typedef enum {
  */
 int device_choose(const char *want, int local_rank, int local_size, device_kind_t *kind,
                   int *ordinal, char *why, size_t cap);
+
+/** What one rank runs on, as the world allgathers it (fixed size, no
+ *  pointers).  uuid is the GPU's UUID (zero on the CPU). */
+typedef struct {
+    int on_gpu;                 /* 1: this rank uses GPU uuid */
+    int ordinal;                /* its index among the rank's visible GPUs */
+    unsigned char uuid[16];
+    char host[64];
+} device_gpu_ref_t;
+
+/**
+ * Fill *ref for this rank: on the CPU (ordinal < 0) on_gpu is 0; on a GPU,
+ * its UUID (cudaDeviceProp.uuid), which names the physical GPU whatever
+ * CUDA_VISIBLE_DEVICES or SLURM's binding made its index.  host is copied
+ * for messages.
+ * @return 0, or -1 when the GPU's properties cannot be read (ref then says
+ *         the CPU).
+ */
+int device_gpu_ref(int ordinal, const char *host, device_gpu_ref_t *ref);
+
+/**
+ * Among the n ranks' refs, the first pair of ranks *a < *b on one physical
+ * GPU (same UUID; CPU ranks are ignored).  When found and why is not NULL,
+ * why gets "ranks A and B would share one GPU (GPU-xxxxxxxx, host H, index
+ * I): NCCL needs a GPU of its own for each rank".
+ * @return 1 when such a pair exists, else 0.
+ */
+int device_find_shared(const device_gpu_ref_t *refs, int n, int *a, int *b, char *why,
+                       size_t cap);
 
 /**
  * The number of visible GPUs; 0 when none, when CUDA reports an error (its

@@ -39,6 +39,11 @@ int world_default_threads(const world_t *w);
  *  passed ok != 0, else 0 (also when the collective itself failed). */
 int world_all_ok(const world_t *w, int ok);
 
+/** Collective over the world: every rank's `bytes` bytes at mine, in rank
+ *  order, into all (size * bytes).  @return 0, or -1 when the collective
+ *  failed. */
+int world_allgather(const world_t *w, const void *mine, size_t bytes, void *all);
+
 /** Collective over the world, bounded: whether every rank holds the same
  *  text (compared by a 64-bit hash).  Waits at most timeout_s seconds for
  *  the other ranks.  @return 1 all the same, 0 some differ, -1 unknown (the
