@@ -28,6 +28,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,6 +192,61 @@ void state_snapshot_free(state_snapshot_t *s)
     free(s);
 }
 
+/* ---- the snapshot copy, on several threads ---------------------------- */
+
+/* Bytes [from, to) of the concatenation of n source ranges, copied to the
+ * same offsets of dst. */
+typedef struct {
+    const ckpt_tensor_t *t;
+    size_t n;
+    unsigned char *dst;
+    size_t from, to;
+} copy_part_t;
+
+static void *copy_part(void *arg)
+{
+    copy_part_t *c = arg;
+    size_t base = 0;
+    for (size_t i = 0; i < c->n && base < c->to; i++) {
+        size_t len = (size_t)c->t[i].nbytes;
+        size_t a = c->from > base ? c->from - base : 0;
+        size_t b = c->to - base < len ? c->to - base : len;
+        if (a < b)
+            memcpy(c->dst + base + a, (const unsigned char *)c->t[i].data + a, b - a);
+        base += len;
+    }
+    return NULL;
+}
+
+/* Copy the tensors' bytes, back to back, into dst: the training stall of
+ * an asynchronous save, so it uses up to `threads` threads (a slice of at
+ * least 4 MiB each; a thread that cannot start is done by this one). */
+static void copy_tensors(const ckpt_tensor_t *t, size_t n, void *dst, size_t total,
+                         int threads)
+{
+    enum { MAX_COPY_THREADS = 32 };
+    const size_t min_slice = (size_t)4 << 20;
+    int k = threads < 1 ? 1 : threads > MAX_COPY_THREADS ? MAX_COPY_THREADS : threads;
+    if ((size_t)k > total / min_slice)
+        k = total / min_slice > 0 ? (int)(total / min_slice) : 1;
+    copy_part_t part[MAX_COPY_THREADS];
+    pthread_t th[MAX_COPY_THREADS];
+    int started[MAX_COPY_THREADS] = {0};
+    for (int i = 0; i < k; i++) {
+        part[i] = (copy_part_t){t, n, dst, total * (size_t)i / (size_t)k,
+                                total * (size_t)(i + 1) / (size_t)k};
+        if (i > 0)
+            started[i] = pthread_create(&th[i], NULL, copy_part, &part[i]) == 0;
+    }
+    copy_part(&part[0]);
+    for (int i = 1; i < k; i++) {
+        if (started[i])
+            pthread_join(th[i], NULL);
+        else
+            copy_part(&part[i]);
+    }
+}
+
 int state_snapshot_take(const state_t *st, int world, float *copy, size_t copy_floats,
                         int level, state_snapshot_t **out, char *err, size_t cap)
 {
@@ -219,9 +275,10 @@ int state_snapshot_take(const state_t *st, int world, float *copy, size_t copy_f
                      floats);
             goto fail;
         }
+        int threads = st->cfg->ckpt_threads ? st->cfg->ckpt_threads : st->ckpt_threads;
+        copy_tensors(s->t, s->n, copy, floats * sizeof(float), threads);
         float *p = copy;
         for (size_t i = 0; i < s->n; i++) {
-            memcpy(p, s->t[i].data, s->t[i].nbytes);
             s->t[i].data = p;
             p += s->t[i].nbytes / sizeof(float);
         }

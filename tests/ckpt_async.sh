@@ -30,6 +30,20 @@ is "$?" 0 "every kept checkpoint verifies"
 n=$(grep -c '"async":true' "$T/a/metrics.jsonl")
 is "$n" 5 "metrics.jsonl records the 5 async checkpoints with their stall"
 
+# 1b: the snapshot an async save writes is the state, byte for byte: an
+# async checkpoint equals a synchronous one of the same step.  With
+# --ckpt-threads 3 the snapshot copy runs in slices of at least 4 MiB: one
+# slice for --layers 512,512 (about 3.2 MB of parameters and Adam moments),
+# three threads for --layers 1024,1024 (about 12.6 MB).
+for layers in 512,512 1024,1024; do
+    W="--data line --layers $layers --steps 20 --deterministic --log-every 1000 --ckpt-every 10 --ckpt-threads 3"
+    mpi 1 $W --run-dir "$T/s$layers" >/dev/null 2>&1
+    mpi 1 $W --run-dir "$T/as$layers" --ckpt-async --step-delay-ms 20 >"$T/as.out" 2>&1
+    "$BUILD/ckptctl" diff "$T/s$layers/ckpt/step-00000010" "$T/as$layers/ckpt/step-00000010" >"$T/as.diff" 2>&1
+    ok $? "layers $layers: the async checkpoint of step 10 equals the synchronous one (ckptctl diff)" ||
+        why "$(tail -n 5 "$T/as.diff" "$T/as.out")"
+done
+
 # 2 -------------------------------------------------------------------------
 S="--data line --layers 256,256 --steps 400 --deterministic --log-every 1000"
 mpi 2 $S --quiet >"$T/sref" 2>&1
