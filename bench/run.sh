@@ -240,7 +240,7 @@ fi
 
 # ---- 2-5. checkpoints ------------------------------------------------------------
 
-need_mb=$((MB * 5 + 256))
+need_mb=$((MB * 7 + 256))
 free_mb=$(df -Pm "$W" | awk 'NR == 2 { print $4 }')
 ckpt_ok=1
 if want 2 || want 3 || want 4 || want 5; then
@@ -355,11 +355,11 @@ if [ "$ckpt_ok" = 1 ] && (want 2 || want 3 || want 4 || want 5); then
         if [ $((_p % 2)) = 1 ]; then
             s2=$(save_once "$W/c2" 2)
             s1=$(save_once "$W/c1" 1)
-            s1b=$(save_once "$W/c1" 1)
+            s1b=$(save_once "$W/c1b" 1)
             d=$(dd_once conv=fdatasync)
         else
             d=$(dd_once conv=fdatasync)
-            s1b=$(save_once "$W/c1" 1)
+            s1b=$(save_once "$W/c1b" 1)
             s1=$(save_once "$W/c1" 1)
             s2=$(save_once "$W/c2" 2)
         fi
@@ -373,7 +373,7 @@ if [ "$ckpt_ok" = 1 ] && (want 2 || want 3 || want 4 || want 5); then
     RAW=$(field raw_bytes "$(cat "$W/c1.out")")
     STORED1=$(field stored_bytes "$(cat "$W/c1.out")")
     STORED2=$(field stored_bytes "$(cat "$W/c2.out")")
-    rm -rf "$W/c0" "$W/cb"
+    rm -rf "$W/c0" "$W/cb" "$W/c1b"
     echo "  runs, MB/s:"
     echo "    dd if=/dev/zero bs=4M conv=fdatasync (page cache, then flush):$RD"
     echo "    dd if=/dev/zero bs=4M oflag=direct conv=fdatasync:           $RDD"

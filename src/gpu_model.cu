@@ -22,7 +22,9 @@
  * the caller gathered into them, gpu_model_batch_buffers) and sent with
  * cudaMemcpyAsync on the context's stream.  Per-sample losses (double) and
  * hits come back the same way and are summed on the host in sample order, as
- * model.c sums them.  All memory is allocated in gpu_model_create.
+ * model.c sums them.  All memory is allocated in gpu_model_create, except
+ * a whole data set and its index buffers (gpu_model_set_data), with which
+ * batches are gathered on the device from sample indices instead.
  */
 #include "gpu_internal.h"
 
@@ -685,22 +687,27 @@ extern "C" int gpu_model_set_data(gpu_model_t *gm, const float *x,
                  (xbytes + ybytes) >> 20, free_b >> 20);
         return GPU_ENOMEM;
     }
-    if (!gm->didx) {
+    if (!gm->didx)
         GPU_CUDA(cudaMalloc((void **)&gm->didx, (size_t)gm->max_batch * sizeof(int64_t)));
+    if (!gm->hidx)
         GPU_CUDA(cudaHostAlloc((void **)&gm->hidx, (size_t)gm->max_batch * sizeof(int64_t),
                                cudaHostAllocDefault));
-    }
     GPU_CUDA(cudaMalloc((void **)&gm->dset_x, xbytes));
     if (xent)
         GPU_CUDA(cudaMalloc((void **)&gm->dset_lab, ybytes));
     else
         GPU_CUDA(cudaMalloc((void **)&gm->dset_y, ybytes));
-    /* Plain (pageable) copies, once: the driver stages them. */
-    GPU_CUDA(cudaMemcpy(gm->dset_x, x, xbytes, cudaMemcpyHostToDevice));
+    /* From pageable memory, once, on the context's stream (a plain
+     * cudaMemcpy would go on the legacy stream, which the non-blocking
+     * context stream is not ordered after), then waited for. */
+    GPU_CUDA(cudaMemcpyAsync(gm->dset_x, x, xbytes, cudaMemcpyHostToDevice, gm->ctx->stream));
     if (xent)
-        GPU_CUDA(cudaMemcpy(gm->dset_lab, labels, ybytes, cudaMemcpyHostToDevice));
+        GPU_CUDA(cudaMemcpyAsync(gm->dset_lab, labels, ybytes, cudaMemcpyHostToDevice,
+                                 gm->ctx->stream));
     else
-        GPU_CUDA(cudaMemcpy(gm->dset_y, y, ybytes, cudaMemcpyHostToDevice));
+        GPU_CUDA(cudaMemcpyAsync(gm->dset_y, y, ybytes, cudaMemcpyHostToDevice,
+                                 gm->ctx->stream));
+    GPU_CUDA(cudaStreamSynchronize(gm->ctx->stream));
     gm->set_n = n;
     return GPU_OK;
 fail:
