@@ -5,6 +5,8 @@
 #   make demo       install missing packages, build, run the main job
 #   make bench      print speed figures beside the peers
 #   make SANITIZE=1 check   the suite under ASan + UBSan
+#   make clean      remove build and build-san, or only the BUILD directory
+#                   when BUILD is given
 
 CC       ?= cc
 BUILD    ?= build
@@ -33,10 +35,12 @@ ifeq ($(SANITIZE),1)
   export ASAN_OPTIONS := abort_on_error=0:detect_leaks=1
 endif
 
-CKPT_SRC   := $(filter-out ckpt/ckptctl.c,$(wildcard ckpt/*.c))
+CKPT_SRC   := $(filter-out ckpt/ckptctl%.c,$(wildcard ckpt/*.c))
+CKPTCTL_SRC := $(wildcard ckpt/ckptctl*.c)
 FTRAIN_SRC := $(filter-out src/main.c,$(wildcard src/*.c))
 TEST_SRC   := $(wildcard tests/*.c)
 CKPT_OBJ   := $(CKPT_SRC:%.c=$(BUILD)/%.o)
+CKPTCTL_OBJ := $(CKPTCTL_SRC:%.c=$(BUILD)/%.o)
 FTRAIN_OBJ := $(FTRAIN_SRC:%.c=$(BUILD)/%.o)
 TESTS      := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%.t)
 TOOLS      := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(wildcard tests/tools/*.c))
@@ -70,16 +74,28 @@ $(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) -Itests -c $< -o $@
 
-$(BUILD)/libckpt.a: $(CKPT_OBJ)
-	ar rcs $@ $^
+# An archive is written anew (rm first), and also when its member list
+# changes (LIB.members, rewritten only then): `ar r` into an old archive
+# keeps the members of sources removed or renamed since, whose stale
+# symbols then clash with the new ones.
+$(BUILD)/%.members: FORCE
+	@mkdir -p $(@D)
+	@echo '$(MEMBERS_$*)' | cmp -s - $@ 2>/dev/null || echo '$(MEMBERS_$*)' >$@
+MEMBERS_libckpt   = $(CKPT_OBJ)
+MEMBERS_libftrain = $(FTRAIN_OBJ)
 
-$(BUILD)/libftrain.a: $(FTRAIN_OBJ)
-	ar rcs $@ $^
+$(BUILD)/libckpt.a: $(CKPT_OBJ) $(BUILD)/libckpt.members
+	rm -f $@
+	ar rcs $@ $(filter %.o,$^)
+
+$(BUILD)/libftrain.a: $(FTRAIN_OBJ) $(BUILD)/libftrain.members
+	rm -f $@
+	ar rcs $@ $(filter %.o,$^)
 
 $(BUILD)/ftrain: $(BUILD)/src/main.o $(BUILD)/libftrain.a $(BUILD)/libckpt.a
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_FTRAIN) $(LDLIBS_CKPT)
 
-$(BUILD)/ckptctl: $(BUILD)/ckpt/ckptctl.o $(BUILD)/libckpt.a
+$(BUILD)/ckptctl: $(CKPTCTL_OBJ) $(BUILD)/libckpt.a
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_CKPT) -lm
 
 # Tests named ckpt_*.c use only the checkpoint library (no MPI, no BLAS).
@@ -125,8 +141,18 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libftrain.a $(BUILD)/libckpt.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(filter %.c %.a,$^) -o $@ $(LDLIBS_FTRAIN) $(LDLIBS_CKPT)
 
-clean:
-	rm -rf build build-san
+# Without BUILD given (command line or environment), both default build
+# directories; with it, only that one.  A BUILD that would name the source
+# tree or the root is refused.
+CLEAN_DIRS := $(if $(filter command line environment,$(origin BUILD)),$(BUILD),build build-san)
 
-.PHONY: all deps check demo bench clean
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+clean:
+	@for d in $(CLEAN_DIRS); do \
+	    case $$d in .|./|..|../|/|'') echo "clean: refusing to remove '$$d' (BUILD)" >&2; exit 1 ;; esac; \
+	done
+	rm -rf $(CLEAN_DIRS)
+
+FORCE:
+
+.PHONY: all deps check demo bench clean FORCE
+-include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)

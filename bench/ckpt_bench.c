@@ -399,8 +399,9 @@ int main(int argc, char **argv)
         return cmd_raw(argv[2], parse_mb(argv[3]));
 
     world_t w;
-    BENCH_CHECK(world_init(&w, &argc, &argv) == 0,
-                "MPI start failed (launch with mpirun, or with no launcher)");
+    char err[256] = "";
+    BENCH_CHECK(world_init(&w, &argc, &argv, err, sizeof err) == WORLD_OK,
+                "%s (launch with mpirun, or with no launcher)", err);
     comm_t *c = NULL;
     BENCH_CHECK(comm_open_mpi(&c, &w) == COMM_OK, "communicator: %s", comm_last_error());
     int rc = strcmp(argv[1], "save") == 0 ? cmd_save(c, argv[2], parse_mb(argv[3]))

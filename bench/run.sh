@@ -6,7 +6,9 @@
 #
 # Sections: 1 training throughput, 2 checkpoint save, 3 load and reshard,
 # 4 compression ratio, 5 torch.save/torch.load, 6 stop path, 7 GPU (skipped
-# with the reason when no GPU can be used).
+# with the reason when no GPU can be used).  Each is one function below
+# (section_1_training ... section_7_gpu); main, at the bottom, runs those
+# that BENCH_SECTIONS names.
 #
 # Settings (environment):
 #   BUILD               build directory with ftrain and bench/ckpt_bench (build)
@@ -29,50 +31,48 @@
 #
 # A missing peer prints "peer unavailable: <why>" and the run goes on.  Exit
 # status: 0 when every ftrain figure was measured, 1 when one failed.
+#
+# POSIX sh has no local variables: a helper's own variables start with an
+# underscore and the helper's subject, so that they cannot clobber a
+# caller's.
 set -u
 BUILD=${BUILD:-build}
 SECTIONS=${BENCH_SECTIONS:-"1 2 3 4 5 6 7"}
-STEPS=${BENCH_STEPS:-400}
+TRAIN_STEPS=${BENCH_STEPS:-400}
 REPEAT=${BENCH_REPEAT:-3}
-PAIRS=${BENCH_PAIRS:-8}
-MB=${BENCH_CKPT_MB:-1024}
-PY=${PYTHON:-/usr/bin/python3}
+PAIR_ROUNDS=${BENCH_PAIRS:-8}
+CKPT_MB=${BENCH_CKPT_MB:-1024}
+PYTHON_BIN=${PYTHON:-/usr/bin/python3}
 FTRAIN=$BUILD/ftrain
-CB=$BUILD/bench/ckpt_bench
-HERE=$(dirname "$0")
+CKPT_BENCH=$BUILD/bench/ckpt_bench
+SCRIPT_DIR=$(dirname "$0")
+# The scratch directory (set by make_scratch) and the background run that
+# the exit must stop (section 6).
+SCRATCH=""
+BACKGROUND_PID=""
+# 1 once an ftrain figure could not be measured: the exit status.
 status=0
+
+# Figures that one section measures and a later one reports beside a peer.
+SAVE_1RANK_MBPS=""         # section 2, best 1-rank save (sections 2, 5)
+SAVE_2RANKS_MBPS=""        # section 2, best 2-rank save
+RAW_BYTES=""               # section 2, raw bytes of the state (section 4)
+STORED_BYTES_1RANK=""      # section 2, bytes the 1-rank save wrote (section 4)
+STORED_BYTES_2RANKS=""     # section 2, bytes the 2-rank save wrote (section 4)
+LOAD_1TO1_MBPS=""          # section 3, best 1 -> 1 load (section 5)
+LOAD_INTO_MBPS=""          # section 3, best load into existing memory (section 5)
+CKPT_SPACE_OK=1            # 0 when the scratch disk is too small for 2-5
+TORCH_IN_ROUNDS=0          # 1 when torch.save runs in section 2's rounds
+TORCH_WHY=""               # why PyTorch cannot be used (have_torch)
+# torch_once's figures (section 5): the best and the list of each kind.
+TORCH_SAVE_MBPS="" TORCH_LOAD_MBPS="" TORCH_LOAD_INTO_MBPS=""
+TORCH_SAVE_RUNS="" TORCH_LOAD_RUNS="" TORCH_LOAD_INTO_RUNS="" TORCH_CKPT_WHY=""
 
 # One machine, as root: shared-memory transport, no binding, no network.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
 export OMPI_MCA_mpi_yield_when_idle=${BENCH_MPI_YIELD:-1}
-
-case $MB in
-    '' | *[!0-9]*) echo "bench: BENCH_CKPT_MB must be a whole number of MiB, got '$MB'" >&2; exit 2 ;;
-esac
-[ "$MB" -ge 4 ] || { echo "bench: BENCH_CKPT_MB must be at least 4" >&2; exit 2; }
-case $PAIRS in
-    '' | *[!0-9]*) echo "bench: BENCH_PAIRS must be a whole number, got '$PAIRS'" >&2; exit 2 ;;
-esac
-for f in "$FTRAIN" "$CB"; do
-    [ -x "$f" ] || { echo "bench: $f not built (make all $f)" >&2; exit 1; }
-done
-
-mkdir -p "$BUILD"
-W=${BENCH_DIR:-}
-if [ -z "$W" ]; then
-    W=$(mktemp -d "${TMPDIR:-/tmp}/ftrain-bench.XXXXXX") || exit 1
-else
-    mkdir -p "$W" || exit 1
-fi
-BGPID=""
-cleanup() {
-    [ -n "$BGPID" ] && kill -9 "$BGPID" 2>/dev/null
-    rm -rf "$W"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 # ---- helpers ---------------------------------------------------------------
 
@@ -86,260 +86,340 @@ ratio() {
 }
 # max A B / min A B over numbers, ignoring empty values.
 maxof() { awk -v a="${1:-}" -v b="${2:-}" 'BEGIN { if (a == "") print b; else if (b == "" || a + 0 >= b + 0) print a; else print b }'; }
+minof() { awk -v a="${1:-}" -v b="${2:-}" 'BEGIN { if (a == "") print b; else if (b == "" || a + 0 <= b + 0) print a; else print b }'; }
 # median V...: the median of numbers ("n/a" and "failed" left out), or "".
 median() {
     printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -n |
         awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
-minof() { awk -v a="${1:-}" -v b="${2:-}" 'BEGIN { if (a == "") print b; else if (b == "" || a + 0 <= b + 0) print a; else print b }'; }
+# verdict VALUE BAR: "met" when VALUE >= BAR, "NOT met", or "not measured"
+# when VALUE is "" or "n/a".
+verdict() {
+    awk -v v="${1:-}" -v bar="$2" 'BEGIN { if (v == "" || v == "n/a") print "not measured"; else if (v + 0 >= bar + 0) print "met"; else print "NOT met" }'
+}
+# verdict_within_noise MEDIAN NOISE: "met" when MEDIAN >= 1 - NOISE, "NOT
+# met", or "not measured" when either is "".
+verdict_within_noise() {
+    awk -v m="${1:-}" -v d="${2:-}" 'BEGIN { if (m == "" || d == "") print "not measured"; else if (m + 0 >= 1 - d) print "met"; else print "NOT met" }'
+}
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f\n", b - a }'; }
+# row LABEL COLUMN1 COLUMN2 COLUMN3: one line of a figures table.
 row() { printf '  %-46s %14s %14s %8s\n' "$@"; }
-hdr() { echo; echo "== $* =="; }
+heading() { echo; echo "== $* =="; }
+# want N: section N is one of BENCH_SECTIONS.
 want() { case " $SECTIONS " in *" $1 "*) return 0 ;; esac; return 1; }
 fail() { echo "  FAILED: $*"; status=1; }
+# show_tail LINES TEXT: the last LINES lines of TEXT, indented and marked.
+show_tail() { printf '%s\n' "$2" | tail -"$1" | sed 's/^/    | /'; }
 
 # The timing line of an ftrain run: "timing: S samples/s, gradient reduction
 # G ms/step, stop/control reduction C ms/step".
-timing_sps() { printf '%s\n' "$1" | sed -n 's/^timing: \([0-9.]*\) samples\/s.*/\1/p'; }
-timing_red() { printf '%s\n' "$1" | sed -n 's/^timing: .*gradient reduction \([0-9.]*\) ms.*/\1/p'; }
-timing_ctl() { printf '%s\n' "$1" | sed -n 's/^timing: .*control reduction \([0-9.]*\) ms.*/\1/p'; }
+timing_samples_per_s() { printf '%s\n' "$1" | sed -n 's/^timing: \([0-9.]*\) samples\/s.*/\1/p'; }
+timing_grad_reduction_ms() { printf '%s\n' "$1" | sed -n 's/^timing: .*gradient reduction \([0-9.]*\) ms.*/\1/p'; }
+timing_control_reduction_ms() { printf '%s\n' "$1" | sed -n 's/^timing: .*control reduction \([0-9.]*\) ms.*/\1/p'; }
+# train_param_count TEXT: the parameter count of the "train:" line in TEXT.
+train_param_count() { printf '%s\n' "$1" | sed -n 's/^train: .*, \([0-9]*\) parameters,.*/\1/p'; }
 
-# ftrain_best N ARGS...: run ftrain on N ranks REPEAT times; sets BEST_SPS,
-# BEST_RED, BEST_CTL from the fastest run and RUNS to the list of samples/s.
+# ftrain_best RANKS ARGS...: run ftrain on RANKS ranks REPEAT times; sets
+# BEST_SAMPLES_PER_S, BEST_GRAD_REDUCTION_MS and BEST_CONTROL_REDUCTION_MS
+# from the fastest run and RUNS_SAMPLES_PER_S to the list of samples/s.
 ftrain_best() {
-    _n=$1
+    _best_ranks=$1
     shift
-    BEST_SPS=""
-    BEST_RED=""
-    BEST_CTL=""
-    RUNS=""
-    _i=0
-    while [ "$_i" -lt "$REPEAT" ]; do
-        _i=$((_i + 1))
-        if [ "$_n" = 1 ]; then
-            _out=$(timeout 600 "$FTRAIN" "$@" 2>&1)
+    BEST_SAMPLES_PER_S=""
+    BEST_GRAD_REDUCTION_MS=""
+    BEST_CONTROL_REDUCTION_MS=""
+    RUNS_SAMPLES_PER_S=""
+    _best_run=0
+    while [ "$_best_run" -lt "$REPEAT" ]; do
+        _best_run=$((_best_run + 1))
+        if [ "$_best_ranks" = 1 ]; then
+            _best_output=$(timeout 600 "$FTRAIN" "$@" 2>&1)
         else
-            _out=$(timeout 600 mpirun -n "$_n" "$FTRAIN" "$@" 2>&1)
+            _best_output=$(timeout 600 mpirun -n "$_best_ranks" "$FTRAIN" "$@" 2>&1)
         fi
-        _s=$(timing_sps "$_out")
-        if [ -z "$_s" ]; then
-            printf '%s\n' "$_out" | tail -5 | sed 's/^/    | /'
+        _best_sps=$(timing_samples_per_s "$_best_output")
+        if [ -z "$_best_sps" ]; then
+            show_tail 5 "$_best_output"
             continue
         fi
-        RUNS="$RUNS $_s"
-        if [ "$(maxof "$BEST_SPS" "$_s")" = "$_s" ]; then
-            BEST_SPS=$_s
-            BEST_RED=$(timing_red "$_out")
-            BEST_CTL=$(timing_ctl "$_out")
+        RUNS_SAMPLES_PER_S="$RUNS_SAMPLES_PER_S $_best_sps"
+        if [ "$(maxof "$BEST_SAMPLES_PER_S" "$_best_sps")" = "$_best_sps" ]; then
+            BEST_SAMPLES_PER_S=$_best_sps
+            BEST_GRAD_REDUCTION_MS=$(timing_grad_reduction_ms "$_best_output")
+            BEST_CONTROL_REDUCTION_MS=$(timing_control_reduction_ms "$_best_output")
         fi
     done
 }
 
+# have_torch: PYTHON can import torch and numpy; else TORCH_WHY says why.
 have_torch() {
     TORCH_WHY=""
-    [ -x "$PY" ] || { TORCH_WHY="$PY not found (apt-get install python3-torch)"; return 1; }
-    "$PY" -c 'import torch, numpy' 2>/dev/null ||
-        { TORCH_WHY="$PY cannot import torch and numpy (apt-get install python3-torch)"; return 1; }
+    [ -x "$PYTHON_BIN" ] || { TORCH_WHY="$PYTHON_BIN not found (apt-get install python3-torch)"; return 1; }
+    "$PYTHON_BIN" -c 'import torch, numpy' 2>/dev/null ||
+        { TORCH_WHY="$PYTHON_BIN cannot import torch and numpy (apt-get install python3-torch)"; return 1; }
     return 0
 }
 
-# ---- header ------------------------------------------------------------------
+# save_once ROOT RANKS [ENV...]: one save on RANKS ranks into a fresh ROOT
+# (after a sync, so that no earlier run's dirty pages are flushed inside
+# this one); prints its MB/s, or nothing on failure; ckpt_bench's output is
+# kept in ROOT.out.
+save_once() {
+    _save_root=$1
+    _save_ranks=$2
+    shift 2
+    rm -rf "$_save_root"
+    sync
+    if [ "$_save_ranks" = 1 ]; then
+        _save_output=$(env "$@" "$CKPT_BENCH" save "$_save_root" "$CKPT_MB" 2>&1)
+    else
+        _save_output=$(env "$@" timeout 600 mpirun -n "$_save_ranks" "$CKPT_BENCH" save "$_save_root" "$CKPT_MB" 2>&1)
+    fi
+    printf '%s\n' "$_save_output" >"$_save_root.out"
+    _save_mbps=$(field mb_per_s "$_save_output")
+    [ -n "$_save_mbps" ] || show_tail 3 "$_save_output" >&2
+    echo "$_save_mbps"
+}
 
-echo "ftrain benchmarks - $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-echo "machine: $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)),"\
+# dd_once FLAGS: one dd of the state's size with FLAGS, after a sync; MB/s.
+dd_once() {
+    rm -f "$SCRATCH/dd.bin"
+    sync
+    _dd_output=$(LC_ALL=C dd if=/dev/zero of="$SCRATCH/dd.bin" bs=4M count="$((CKPT_MB / 4))" "$@" 2>&1)
+    rm -f "$SCRATCH/dd.bin"
+    # "N bytes (...) copied, T s, X MB/s": MB/s from bytes and seconds.
+    printf '%s\n' "$_dd_output" | awk '/copied/ { for (i = 1; i <= NF; i++) if ($i == "copied,") { printf "%.1f\n", $1 / $(i + 1) / 1e6; exit } }'
+}
+
+# torch_once: one torch.save + fsync and torch.load (torch_ckpt.py); updates
+# the best and the per-round lists (TORCH_*); TORCH_CKPT_WHY on failure.
+torch_once() {
+    rm -f "$SCRATCH/state.pt"
+    sync
+    _torch_output=$(timeout 900 "$PYTHON_BIN" "$SCRIPT_DIR/torch_ckpt.py" "$SCRATCH/raw.bin" "$SCRATCH/state.pt" 1 2>&1)
+    rm -f "$SCRATCH/state.pt"
+    _torch_save=$(field save_mb_per_s "$_torch_output")
+    if [ -z "$_torch_save" ] || [ "$(field verified "$_torch_output")" != yes ]; then
+        TORCH_CKPT_WHY="torch_ckpt.py failed: $(printf '%s\n' "$_torch_output" | tail -1)"
+        return
+    fi
+    _torch_load=$(field load_mb_per_s "$_torch_output")
+    _torch_load_into=$(field into_mb_per_s "$_torch_output")
+    TORCH_SAVE_RUNS="$TORCH_SAVE_RUNS $_torch_save"
+    TORCH_LOAD_RUNS="$TORCH_LOAD_RUNS $_torch_load"
+    TORCH_LOAD_INTO_RUNS="$TORCH_LOAD_INTO_RUNS $_torch_load_into"
+    TORCH_SAVE_MBPS=$(maxof "$TORCH_SAVE_MBPS" "$_torch_save")
+    TORCH_LOAD_MBPS=$(maxof "$TORCH_LOAD_MBPS" "$_torch_load")
+    TORCH_LOAD_INTO_MBPS=$(maxof "$TORCH_LOAD_INTO_MBPS" "$_torch_load_into")
+}
+
+# disk_use SAVE_MBPS STORED_BYTES: stored bytes per second over dd
+# oflag=direct's rate (1.00: the disk is the limit), or "n/a".
+disk_use() {
+    awk -v s="${1:-}" -v st="${2:-}" -v r="${RAW_BYTES:-}" -v d="${dd_direct_mbps:-}" \
+        'BEGIN { if (s == "" || st == "" || r + 0 == 0 || d + 0 == 0) print "n/a"; else printf "%.2f\n", s * st / r / d }'
+}
+
+# ---- set-up ------------------------------------------------------------------
+
+check_settings() {
+    case $CKPT_MB in
+        '' | *[!0-9]*) echo "bench: BENCH_CKPT_MB must be a whole number of MiB, got '$CKPT_MB'" >&2; exit 2 ;;
+    esac
+    [ "$CKPT_MB" -ge 4 ] || { echo "bench: BENCH_CKPT_MB must be at least 4" >&2; exit 2; }
+    case $PAIR_ROUNDS in
+        '' | *[!0-9]*) echo "bench: BENCH_PAIRS must be a whole number, got '$PAIR_ROUNDS'" >&2; exit 2 ;;
+    esac
+    for program in "$FTRAIN" "$CKPT_BENCH"; do
+        [ -x "$program" ] || { echo "bench: $program not built (make all $program)" >&2; exit 1; }
+    done
+}
+
+cleanup() {
+    [ -n "$BACKGROUND_PID" ] && kill -9 "$BACKGROUND_PID" 2>/dev/null
+    rm -rf "$SCRATCH"
+}
+
+make_scratch() {
+    mkdir -p "$BUILD"
+    SCRATCH=${BENCH_DIR:-}
+    if [ -z "$SCRATCH" ]; then
+        SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/ftrain-bench.XXXXXX") || exit 1
+    else
+        mkdir -p "$SCRATCH" || exit 1
+    fi
+    trap cleanup EXIT
+    trap 'exit 130' INT TERM
+}
+
+print_header() {
+    echo "ftrain benchmarks - $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+    echo "machine: $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)),"\
 "$(awk '/^MemTotal/ { printf " %.1f GiB memory", $2 / 1048576 }' /proc/meminfo),"\
-" scratch $W on $(df -PT "$W" | awk 'NR == 2 { print $2 " (" $1 ")" }')"
-echo "load: $(uptime | sed 's/.*load average: /load average /') (other processes share this machine)"
-echo "ftrain: $("$FTRAIN" --version 2>&1 | head -1)"
-if have_torch; then
-    echo "torch: $("$PY" -c 'import torch; print(torch.__version__, "threads", torch.get_num_threads())' 2>&1)"
-else
-    echo "torch: peer unavailable: $TORCH_WHY"
-fi
-if command -v zstd >/dev/null 2>&1; then
-    echo "zstd: $(zstd --version 2>&1 | head -1)"
-else
-    echo "zstd: peer unavailable: zstd not installed"
-fi
-echo "mpi: $(mpirun --version 2>&1 | head -1); mpi_yield_when_idle=$OMPI_MCA_mpi_yield_when_idle"
-echo "each figure is the best of $REPEAT run(s) (BENCH_REPEAT) unless it says otherwise"
+" scratch $SCRATCH on $(df -PT "$SCRATCH" | awk 'NR == 2 { print $2 " (" $1 ")" }')"
+    echo "load: $(uptime | sed 's/.*load average: /load average /') (other processes share this machine)"
+    echo "ftrain: $("$FTRAIN" --version 2>&1 | head -1)"
+    if have_torch; then
+        echo "torch: $("$PYTHON_BIN" -c 'import torch; print(torch.__version__, "threads", torch.get_num_threads())' 2>&1)"
+    else
+        echo "torch: peer unavailable: $TORCH_WHY"
+    fi
+    if command -v zstd >/dev/null 2>&1; then
+        echo "zstd: $(zstd --version 2>&1 | head -1)"
+    else
+        echo "zstd: peer unavailable: zstd not installed"
+    fi
+    echo "mpi: $(mpirun --version 2>&1 | head -1); mpi_yield_when_idle=$OMPI_MCA_mpi_yield_when_idle"
+    echo "each figure is the best of $REPEAT run(s) (BENCH_REPEAT) unless it says otherwise"
+}
 
 # ---- 1. training throughput -----------------------------------------------------
 
-if want 1; then
-    hdr "1. training throughput (trainer core): MLP 784-256-128-10 ReLU, Adam lr 1e-3, batch 128, Fashion-MNIST, $STEPS steps"
+section_1_training() {
+    heading "1. training throughput (trainer core): MLP 784-256-128-10 ReLU, Adam lr 1e-3, batch 128, Fashion-MNIST, $TRAIN_STEPS steps"
     echo "  samples/s over the training loop only (no data loading, no final evaluation)"
     # ftrain and PyTorch runs alternate, so both see the same background load.
-    F1=""
-    FRUNS=""
-    T1=""
-    TRUNS=""
-    torch_ok=0
+    ftrain_1x2_sps=""
+    ftrain_1x2_runs=""
+    torch_1x2_sps=""
+    torch_1x2_runs=""
+    torch_usable=0
     if have_torch; then
-        torch_ok=1
+        torch_usable=1
     else
         echo "  peer unavailable: $TORCH_WHY"
     fi
-    _r=0
-    while [ "$_r" -lt "$REPEAT" ]; do
-        _r=$((_r + 1))
-        _out=$(timeout 600 "$FTRAIN" --threads 2 --steps "$STEPS" --log-every 100000 2>&1)
-        _s=$(timing_sps "$_out")
-        if [ -n "$_s" ]; then
-            FRUNS="$FRUNS $_s"
-            F1=$(maxof "$F1" "$_s")
+    round=0
+    while [ "$round" -lt "$REPEAT" ]; do
+        round=$((round + 1))
+        output=$(timeout 600 "$FTRAIN" --threads 2 --steps "$TRAIN_STEPS" --log-every 100000 2>&1)
+        samples_per_s=$(timing_samples_per_s "$output")
+        if [ -n "$samples_per_s" ]; then
+            ftrain_1x2_runs="$ftrain_1x2_runs $samples_per_s"
+            ftrain_1x2_sps=$(maxof "$ftrain_1x2_sps" "$samples_per_s")
         else
-            printf '%s\n' "$_out" | tail -5 | sed 's/^/    | /'
+            show_tail 5 "$output"
         fi
-        [ "$torch_ok" = 1 ] || continue
+        [ "$torch_usable" = 1 ] || continue
         for policy in default passive; do
             if [ "$policy" = passive ]; then
-                _out=$(OMP_WAIT_POLICY=passive timeout 900 "$PY" "$HERE/torch_mlp.py" --steps "$STEPS" --threads 2 2>&1)
+                output=$(OMP_WAIT_POLICY=passive timeout 900 "$PYTHON_BIN" "$SCRIPT_DIR/torch_mlp.py" --steps "$TRAIN_STEPS" --threads 2 2>&1)
             else
-                _out=$(timeout 900 "$PY" "$HERE/torch_mlp.py" --steps "$STEPS" --threads 2 2>&1)
+                output=$(timeout 900 "$PYTHON_BIN" "$SCRIPT_DIR/torch_mlp.py" --steps "$TRAIN_STEPS" --threads 2 2>&1)
             fi
-            _s=$(field torch_mlp: "$_out")
-            if [ -z "$_s" ]; then
-                echo "  peer unavailable: torch_mlp.py failed: $(printf '%s\n' "$_out" | tail -1)"
-                torch_ok=0
+            samples_per_s=$(field torch_mlp: "$output")
+            if [ -z "$samples_per_s" ]; then
+                echo "  peer unavailable: torch_mlp.py failed: $(printf '%s\n' "$output" | tail -1)"
+                torch_usable=0
                 break
             fi
-            TRUNS="$TRUNS $policy:$_s"
-            T1=$(maxof "$T1" "$_s")
+            torch_1x2_runs="$torch_1x2_runs $policy:$samples_per_s"
+            torch_1x2_sps=$(maxof "$torch_1x2_sps" "$samples_per_s")
         done
     done
-    [ -n "$F1" ] || fail "ftrain 1 rank x 2 threads gave no timing line"
-    echo "  ftrain 1 rank x 2 threads runs:$FRUNS samples/s"
-    [ -n "$TRUNS" ] && echo "  torch 1 process x 2 threads runs:$TRUNS samples/s"
-    [ -n "$TRUNS" ] && echo "    (OMP_WAIT_POLICY unset and =passive, in turn with the ftrain runs; the best is used)"
+    [ -n "$ftrain_1x2_sps" ] || fail "ftrain 1 rank x 2 threads gave no timing line"
+    echo "  ftrain 1 rank x 2 threads runs:$ftrain_1x2_runs samples/s"
+    [ -n "$torch_1x2_runs" ] && echo "  torch 1 process x 2 threads runs:$torch_1x2_runs samples/s"
+    [ -n "$torch_1x2_runs" ] && echo "    (OMP_WAIT_POLICY unset and =passive, in turn with the ftrain runs; the best is used)"
     echo
     row "" "ftrain" "PyTorch" "ratio"
-    row "samples/s, 1 rank x 2 threads" "${F1:-failed}" "${T1:-n/a}" "$(ratio "$F1" "$T1")"
-    echo "  target: ftrain >= 1.50x PyTorch -> $(awk -v r="$(ratio "$F1" "$T1")" 'BEGIN { if (r == "n/a") print "not measured"; else if (r + 0 >= 1.5) print "met"; else print "NOT met" }')"
+    row "samples/s, 1 rank x 2 threads" "${ftrain_1x2_sps:-failed}" "${torch_1x2_sps:-n/a}" "$(ratio "$ftrain_1x2_sps" "$torch_1x2_sps")"
+    echo "  target: ftrain >= 1.50x PyTorch -> $(verdict "$(ratio "$ftrain_1x2_sps" "$torch_1x2_sps")" 1.5)"
 
-    ftrain_best 2 --threads 1 --steps "$STEPS" --log-every 100000
-    F2=$BEST_SPS
-    F2RED=$BEST_RED
-    F2CTL=$BEST_CTL
-    [ -n "$F2" ] || fail "ftrain 2 ranks x 1 thread gave no timing line"
+    ftrain_best 2 --threads 1 --steps "$TRAIN_STEPS" --log-every 100000
+    fast_2x1_sps=$BEST_SAMPLES_PER_S
+    fast_grad_reduction_ms=$BEST_GRAD_REDUCTION_MS
+    fast_control_reduction_ms=$BEST_CONTROL_REDUCTION_MS
+    [ -n "$fast_2x1_sps" ] || fail "ftrain 2 ranks x 1 thread gave no timing line"
     echo
-    row "samples/s, 2 ranks x 1 thread (fast)" "${F2:-failed}" "" "$(ratio "$F2" "$F1") of 1x2"
-    ftrain_best 2 --threads 1 --steps "$STEPS" --log-every 100000 --deterministic
-    D2=$BEST_SPS
-    [ -n "$D2" ] || fail "ftrain 2 ranks --deterministic gave no timing line"
-    row "samples/s, 2 ranks x 1 thread (--deterministic)" "${D2:-failed}" "" "$(ratio "$D2" "$F2") of fast"
+    row "samples/s, 2 ranks x 1 thread (fast)" "${fast_2x1_sps:-failed}" "" "$(ratio "$fast_2x1_sps" "$ftrain_1x2_sps") of 1x2"
+    ftrain_best 2 --threads 1 --steps "$TRAIN_STEPS" --log-every 100000 --deterministic
+    deterministic_2x1_sps=$BEST_SAMPLES_PER_S
+    deterministic_grad_reduction_ms=$BEST_GRAD_REDUCTION_MS
+    deterministic_control_reduction_ms=$BEST_CONTROL_REDUCTION_MS
+    [ -n "$deterministic_2x1_sps" ] || fail "ftrain 2 ranks --deterministic gave no timing line"
+    row "samples/s, 2 ranks x 1 thread (--deterministic)" "${deterministic_2x1_sps:-failed}" "" "$(ratio "$deterministic_2x1_sps" "$fast_2x1_sps") of fast"
     echo
     echo "  per-step reduction cost at 2 ranks (ms/step, from the fastest run of each mode):"
-    row "gradient reduction, fast (f32 allreduce)" "${F2RED:-n/a}" "" ""
-    row "gradient reduction, --deterministic (i64)" "${BEST_RED:-n/a}" "" "$(ratio "$BEST_RED" "$F2RED") of fast"
-    row "stop/control reduction (5 doubles, MAX), fast" "${F2CTL:-n/a}" "" ""
-    row "stop/control reduction, --deterministic" "${BEST_CTL:-n/a}" "" ""
+    row "gradient reduction, fast (f32 allreduce)" "${fast_grad_reduction_ms:-n/a}" "" ""
+    row "gradient reduction, --deterministic (i64)" "${deterministic_grad_reduction_ms:-n/a}" "" "$(ratio "$deterministic_grad_reduction_ms" "$fast_grad_reduction_ms") of fast"
+    row "stop/control reduction (5 doubles, MAX), fast" "${fast_control_reduction_ms:-n/a}" "" ""
+    row "stop/control reduction, --deterministic" "${deterministic_control_reduction_ms:-n/a}" "" ""
     echo "  (the reduction times include waiting for the slower rank)"
-fi
+}
 
 # ---- 2-5. checkpoints ------------------------------------------------------------
 
-need_mb=$((MB * 7 + 256))
-free_mb=$(df -Pm "$W" | awk 'NR == 2 { print $4 }')
-ckpt_ok=1
-if want 2 || want 3 || want 4 || want 5; then
-    if [ "${free_mb:-0}" -lt "$need_mb" ]; then
-        hdr "2-5. checkpoints"
-        echo "  skipped: $free_mb MiB free under $W, these sections need about $need_mb MiB (lower BENCH_CKPT_MB)"
-        ckpt_ok=0
+# check_checkpoint_space: sets CKPT_SPACE_OK to 0, saying so, when the
+# scratch disk has too little room for sections 2-5 (some of which are
+# wanted).
+check_checkpoint_space() {
+    need_mb=$((CKPT_MB * 7 + 256))
+    scratch_free_mb=$(df -Pm "$SCRATCH" | awk 'NR == 2 { print $4 }')
+    CKPT_SPACE_OK=1
+    if want 2 || want 3 || want 4 || want 5; then
+        if [ "${scratch_free_mb:-0}" -lt "$need_mb" ]; then
+            heading "2-5. checkpoints"
+            echo "  skipped: $scratch_free_mb MiB free under $SCRATCH, these sections need about $need_mb MiB (lower BENCH_CKPT_MB)"
+            CKPT_SPACE_OK=0
+        fi
     fi
-fi
-
-S1=""
-S2=""
-STORED1=""
-RAW=""
-# save_once ROOT N [ENV...]: one save on N ranks into a fresh ROOT (after a
-# sync, so that no earlier run's dirty pages are flushed inside this one);
-# prints its MB/s, or nothing on failure; ckpt_bench's output is kept in
-# ROOT.out.
-save_once() {
-    _root=$1
-    _n=$2
-    shift 2
-    rm -rf "$_root"
-    sync
-    if [ "$_n" = 1 ]; then
-        _out=$(env "$@" "$CB" save "$_root" "$MB" 2>&1)
-    else
-        _out=$(env "$@" timeout 600 mpirun -n "$_n" "$CB" save "$_root" "$MB" 2>&1)
-    fi
-    printf '%s\n' "$_out" >"$_root.out"
-    _s=$(field mb_per_s "$_out")
-    [ -n "$_s" ] || printf '%s\n' "$_out" | tail -3 | sed 's/^/    | /' >&2
-    echo "$_s"
-}
-# dd_once FLAGS: one dd of the state's size with FLAGS, after a sync; MB/s.
-dd_once() {
-    rm -f "$W/dd.bin"
-    sync
-    _out=$(LC_ALL=C dd if=/dev/zero of="$W/dd.bin" bs=4M count="$((MB / 4))" "$@" 2>&1)
-    rm -f "$W/dd.bin"
-    # "N bytes (...) copied, T s, X MB/s": MB/s from bytes and seconds.
-    printf '%s\n' "$_out" | awk '/copied/ { for (i = 1; i <= NF; i++) if ($i == "copied,") { printf "%.1f\n", $1 / $(i + 1) / 1e6; exit } }'
 }
 
-# The raw state for zstd (section 4) and PyTorch (section 5), made first so
-# that torch.save can run inside section 2's rounds, beside ftrain's saves.
-if [ "$ckpt_ok" = 1 ] && (want 4 || want 5); then
-    rawout=$("$CB" raw "$W/raw.bin" "$MB" 2>&1) || { fail "ckpt_bench raw: $rawout"; }
-fi
-TORCH_IN_ROUNDS=0
-if [ "$ckpt_ok" = 1 ] && want 5 && [ -f "$W/raw.bin" ] && have_torch; then
-    TORCH_IN_ROUNDS=1
-fi
-TS="" TL="" TE="" TRS="" TRL="" TRE="" TWHY=""
-# torch_once: one torch.save + fsync and torch.load (torch_ckpt.py); updates
-# the best and the per-round lists; prints its save MB/s.
-torch_once() {
-    rm -f "$W/state.pt"
-    sync
-    _out=$(timeout 900 "$PY" "$HERE/torch_ckpt.py" "$W/raw.bin" "$W/state.pt" 1 2>&1)
-    rm -f "$W/state.pt"
-    _s=$(field save_mb_per_s "$_out")
-    if [ -z "$_s" ] || [ "$(field verified "$_out")" != yes ]; then
-        TWHY="torch_ckpt.py failed: $(printf '%s\n' "$_out" | tail -1)"
-        return
+# make_raw_state: the raw state for zstd (section 4) and PyTorch (section
+# 5), made first so that torch.save can run inside section 2's rounds,
+# beside ftrain's saves; sets TORCH_IN_ROUNDS.
+make_raw_state() {
+    if [ "$CKPT_SPACE_OK" = 1 ] && (want 4 || want 5); then
+        raw_output=$("$CKPT_BENCH" raw "$SCRATCH/raw.bin" "$CKPT_MB" 2>&1) || { fail "ckpt_bench raw: $raw_output"; }
     fi
-    _l=$(field load_mb_per_s "$_out")
-    _e=$(field into_mb_per_s "$_out")
-    TRS="$TRS $_s" TRL="$TRL $_l" TRE="$TRE $_e"
-    TS=$(maxof "$TS" "$_s") TL=$(maxof "$TL" "$_l") TE=$(maxof "$TE" "$_e")
+    TORCH_IN_ROUNDS=0
+    if [ "$CKPT_SPACE_OK" = 1 ] && want 5 && [ -f "$SCRATCH/raw.bin" ] && have_torch; then
+        TORCH_IN_ROUNDS=1
+    fi
 }
 
-if [ "$ckpt_ok" = 1 ] && (want 2 || want 3 || want 4 || want 5); then
-    hdr "2. checkpoint save (ckpt): ${MB} MiB of float32 state, default options, until committed and fsync'd"
+section_2_checkpoint_save() {
+    heading "2. checkpoint save (ckpt): ${CKPT_MB} MiB of float32 state, default options, until committed and fsync'd"
     echo "  state: 3 groups (parameters, Adam m, Adam v) x 4 [rows, 4096] matrices + 4 [4096] biases;"
     echo "  approximately Gaussian floats (sum of 4 uniforms): sigma 0.02 weights, 1e-4 moments, v = square"
-    echo "  filesystem: $(df -PT "$W" | awk 'NR == 2 { print $2 }'), $free_mb MiB free before the run"
+    echo "  filesystem: $(df -PT "$SCRATCH" | awk 'NR == 2 { print $2 }'), $scratch_free_mb MiB free before the run"
     echo "  $REPEAT rounds; each round runs every configuration once, in turn, so that all of them"
     echo "  see the same disk; a sync precedes each timed run; the best run of each is compared;"
-    echo "  dd conv=fdatasync, 1 rank and 2 ranks run back to back in $PAIRS rounds in all (BENCH_PAIRS);"
+    echo "  dd conv=fdatasync, 1 rank and 2 ranks run back to back in $PAIR_ROUNDS rounds in all (BENCH_PAIRS);"
     echo "  the targets are judged by the median of the paired per-round ratios"
-    DD="" DDD="" S0="" SB="" R1S="" R21="" STORED1="" STORED2=""
-    R1="" R2="" R0="" RB="" RD="" RDD=""
-    _i=0
-    while [ "$_i" -lt "$REPEAT" ]; do
-        _i=$((_i + 1))
-        d=$(dd_once conv=fdatasync)
-        dd2=$(dd_once oflag=direct conv=fdatasync)
-        s1=$(save_once "$W/c1" 1)
-        s2=$(save_once "$W/c2" 2)
-        s0=$(save_once "$W/c0" 1 BENCH_CKPT_LEVEL=0)
-        sb=$(save_once "$W/cb" 1 BENCH_CKPT_DIRECT=0)
+    # The best of each configuration, and each one's runs (MB/s).
+    dd_fdatasync_mbps="" dd_direct_mbps="" save_level0_mbps="" save_buffered_mbps=""
+    SAVE_1RANK_MBPS="" SAVE_2RANKS_MBPS="" STORED_BYTES_1RANK="" STORED_BYTES_2RANKS=""
+    runs_dd_fdatasync="" runs_dd_direct="" runs_1rank="" runs_2ranks="" runs_level0="" runs_buffered=""
+    # The paired per-round ratios: 1 rank / dd conv=fdatasync, 2 ranks / 1 rank.
+    ratios_1rank_over_dd="" ratios_2ranks_over_1rank=""
+    round=0
+    while [ "$round" -lt "$REPEAT" ]; do
+        round=$((round + 1))
+        dd_mbps=$(dd_once conv=fdatasync)
+        dd_direct_round_mbps=$(dd_once oflag=direct conv=fdatasync)
+        save_1rank=$(save_once "$SCRATCH/c1" 1)
+        save_2ranks=$(save_once "$SCRATCH/c2" 2)
+        save_level0=$(save_once "$SCRATCH/c0" 1 BENCH_CKPT_LEVEL=0)
+        save_buffered=$(save_once "$SCRATCH/cb" 1 BENCH_CKPT_DIRECT=0)
         [ "$TORCH_IN_ROUNDS" = 1 ] && torch_once
-        RD="$RD ${d:-failed}" RDD="$RDD ${dd2:-failed}"
-        R1="$R1 ${s1:-failed}" R2="$R2 ${s2:-failed}" R0="$R0 ${s0:-failed}" RB="$RB ${sb:-failed}"
-        R1S="$R1S $(ratio "$s1" "$d")"
-        R21="$R21 $(ratio "$s2" "$s1")"
-        DD=$(maxof "$DD" "$d") DDD=$(maxof "$DDD" "$dd2")
-        S1=$(maxof "$S1" "$s1") S2=$(maxof "$S2" "$s2") S0=$(maxof "$S0" "$s0") SB=$(maxof "$SB" "$sb")
+        runs_dd_fdatasync="$runs_dd_fdatasync ${dd_mbps:-failed}"
+        runs_dd_direct="$runs_dd_direct ${dd_direct_round_mbps:-failed}"
+        runs_1rank="$runs_1rank ${save_1rank:-failed}"
+        runs_2ranks="$runs_2ranks ${save_2ranks:-failed}"
+        runs_level0="$runs_level0 ${save_level0:-failed}"
+        runs_buffered="$runs_buffered ${save_buffered:-failed}"
+        ratios_1rank_over_dd="$ratios_1rank_over_dd $(ratio "$save_1rank" "$dd_mbps")"
+        ratios_2ranks_over_1rank="$ratios_2ranks_over_1rank $(ratio "$save_2ranks" "$save_1rank")"
+        dd_fdatasync_mbps=$(maxof "$dd_fdatasync_mbps" "$dd_mbps")
+        dd_direct_mbps=$(maxof "$dd_direct_mbps" "$dd_direct_round_mbps")
+        SAVE_1RANK_MBPS=$(maxof "$SAVE_1RANK_MBPS" "$save_1rank")
+        SAVE_2RANKS_MBPS=$(maxof "$SAVE_2RANKS_MBPS" "$save_2ranks")
+        save_level0_mbps=$(maxof "$save_level0_mbps" "$save_level0")
+        save_buffered_mbps=$(maxof "$save_buffered_mbps" "$save_buffered")
     done
     # More pairs for both verdicts: the disk's run-to-run noise is larger
     # than the differences, so one pair decides nothing.  Each extra round
@@ -348,357 +428,388 @@ if [ "$ckpt_ok" = 1 ] && (want 2 || want 3 || want 4 || want 5); then
     # favours none.  The second 1-rank save against the first (an A/A pair,
     # the same configuration twice, as adjacent as 2 ranks and 1 rank are)
     # measures what the disk's noise alone does to a ratio.
-    RP1="" RP2="" RPD="" RAA="" R11=""
-    _p=$_i
-    while [ "$_p" -lt "$PAIRS" ]; do
-        _p=$((_p + 1))
-        if [ $((_p % 2)) = 1 ]; then
-            s2=$(save_once "$W/c2" 2)
-            s1=$(save_once "$W/c1" 1)
-            s1b=$(save_once "$W/c1b" 1)
-            d=$(dd_once conv=fdatasync)
+    more_runs_1rank="" more_runs_2ranks="" more_runs_dd="" more_runs_1rank_again="" ratios_aa=""
+    while [ "$round" -lt "$PAIR_ROUNDS" ]; do
+        round=$((round + 1))
+        if [ $((round % 2)) = 1 ]; then
+            save_2ranks=$(save_once "$SCRATCH/c2" 2)
+            save_1rank=$(save_once "$SCRATCH/c1" 1)
+            save_1rank_again=$(save_once "$SCRATCH/c1b" 1)
+            dd_mbps=$(dd_once conv=fdatasync)
         else
-            d=$(dd_once conv=fdatasync)
-            s1b=$(save_once "$W/c1b" 1)
-            s1=$(save_once "$W/c1" 1)
-            s2=$(save_once "$W/c2" 2)
+            dd_mbps=$(dd_once conv=fdatasync)
+            save_1rank_again=$(save_once "$SCRATCH/c1b" 1)
+            save_1rank=$(save_once "$SCRATCH/c1" 1)
+            save_2ranks=$(save_once "$SCRATCH/c2" 2)
         fi
-        RP1="$RP1 ${s1:-failed}" RP2="$RP2 ${s2:-failed}" RPD="$RPD ${d:-failed}"
-        RAA="$RAA ${s1b:-failed}"
-        R11="$R11 $(ratio "$s1b" "$s1")"
-        R21="$R21 $(ratio "$s2" "$s1")"
-        R1S="$R1S $(ratio "$s1" "$d")"
-        DD=$(maxof "$DD" "$d") S1=$(maxof "$S1" "$s1") S2=$(maxof "$S2" "$s2")
+        more_runs_1rank="$more_runs_1rank ${save_1rank:-failed}"
+        more_runs_2ranks="$more_runs_2ranks ${save_2ranks:-failed}"
+        more_runs_dd="$more_runs_dd ${dd_mbps:-failed}"
+        more_runs_1rank_again="$more_runs_1rank_again ${save_1rank_again:-failed}"
+        ratios_aa="$ratios_aa $(ratio "$save_1rank_again" "$save_1rank")"
+        ratios_2ranks_over_1rank="$ratios_2ranks_over_1rank $(ratio "$save_2ranks" "$save_1rank")"
+        ratios_1rank_over_dd="$ratios_1rank_over_dd $(ratio "$save_1rank" "$dd_mbps")"
+        dd_fdatasync_mbps=$(maxof "$dd_fdatasync_mbps" "$dd_mbps")
+        SAVE_1RANK_MBPS=$(maxof "$SAVE_1RANK_MBPS" "$save_1rank")
+        SAVE_2RANKS_MBPS=$(maxof "$SAVE_2RANKS_MBPS" "$save_2ranks")
     done
-    RAW=$(field raw_bytes "$(cat "$W/c1.out")")
-    STORED1=$(field stored_bytes "$(cat "$W/c1.out")")
-    STORED2=$(field stored_bytes "$(cat "$W/c2.out")")
-    rm -rf "$W/c0" "$W/cb" "$W/c1b"
+    RAW_BYTES=$(field raw_bytes "$(cat "$SCRATCH/c1.out")")
+    STORED_BYTES_1RANK=$(field stored_bytes "$(cat "$SCRATCH/c1.out")")
+    STORED_BYTES_2RANKS=$(field stored_bytes "$(cat "$SCRATCH/c2.out")")
+    rm -rf "$SCRATCH/c0" "$SCRATCH/cb" "$SCRATCH/c1b"
     echo "  runs, MB/s:"
-    echo "    dd if=/dev/zero bs=4M conv=fdatasync (page cache, then flush):$RD"
-    echo "    dd if=/dev/zero bs=4M oflag=direct conv=fdatasync:           $RDD"
-    echo "    ckpt 1 rank (default: level 1, O_DIRECT):                    $R1"
-    echo "    ckpt 2 ranks:                                                $R2"
-    echo "    ckpt 1 rank, level 0 (stored frames, no zstd):               $R0"
-    echo "    ckpt 1 rank, buffered (--ckpt-buffered: page cache, then fsync):$RB"
-    [ -n "$TRS" ] && echo "    torch.save + fsync (section 5's peer):                       $TRS"
-    [ -n "$RPD" ] && echo "    more rounds, dd conv=fdatasync:                              $RPD"
-    [ -n "$RP1" ] && echo "    more rounds, ckpt 1 rank:                                    $RP1"
-    [ -n "$RP2" ] && echo "    more rounds, ckpt 2 ranks:                                   $RP2"
-    [ -n "$RAA" ] && echo "    more rounds, ckpt 1 rank again (A/A):                        $RAA"
-    echo "    ckpt 1 rank / dd conv=fdatasync, per round:                  $R1S"
-    echo "    ckpt 2 ranks / 1 rank, per pair:                             $R21"
-    [ -n "$R11" ] && echo "    ckpt 1 rank again / 1 rank (A/A), per pair:                  $R11"
+    echo "    dd if=/dev/zero bs=4M conv=fdatasync (page cache, then flush):$runs_dd_fdatasync"
+    echo "    dd if=/dev/zero bs=4M oflag=direct conv=fdatasync:           $runs_dd_direct"
+    echo "    ckpt 1 rank (default: level 1, O_DIRECT):                    $runs_1rank"
+    echo "    ckpt 2 ranks:                                                $runs_2ranks"
+    echo "    ckpt 1 rank, level 0 (stored frames, no zstd):               $runs_level0"
+    echo "    ckpt 1 rank, buffered (--ckpt-buffered: page cache, then fsync):$runs_buffered"
+    [ -n "$TORCH_SAVE_RUNS" ] && echo "    torch.save + fsync (section 5's peer):                       $TORCH_SAVE_RUNS"
+    [ -n "$more_runs_dd" ] && echo "    more rounds, dd conv=fdatasync:                              $more_runs_dd"
+    [ -n "$more_runs_1rank" ] && echo "    more rounds, ckpt 1 rank:                                    $more_runs_1rank"
+    [ -n "$more_runs_2ranks" ] && echo "    more rounds, ckpt 2 ranks:                                   $more_runs_2ranks"
+    [ -n "$more_runs_1rank_again" ] && echo "    more rounds, ckpt 1 rank again (A/A):                        $more_runs_1rank_again"
+    echo "    ckpt 1 rank / dd conv=fdatasync, per round:                  $ratios_1rank_over_dd"
+    echo "    ckpt 2 ranks / 1 rank, per pair:                             $ratios_2ranks_over_1rank"
+    [ -n "$ratios_aa" ] && echo "    ckpt 1 rank again / 1 rank (A/A), per pair:                  $ratios_aa"
     # The median of the paired per-round ratios: each pair ran back to back
     # on the same disk, so it is not swayed by one lucky round as a
     # best-against-best comparison is.
-    M21=$(median $R21)
-    M1D=$(median $R1S)
+    # shellcheck disable=SC2086
+    median_2ranks_over_1rank=$(median $ratios_2ranks_over_1rank)
+    # shellcheck disable=SC2086
+    median_1rank_over_dd=$(median $ratios_1rank_over_dd)
     # The disk's noise on a paired ratio: the median of |1 - r| over the
     # A/A pairs.  "Not slower" then means: the median 2-rank/1-rank ratio
     # is no further below 1 than two runs of one configuration typically
     # are from each other.
-    NAA=$(printf '%s
-' $R11 | grep -E '^[0-9.]+$' | awk '{ d = $1 - 1; if (d < 0) d = -d; print d }')
-    D11=$(median $NAA)
+    # shellcheck disable=SC2086
+    aa_deviations=$(printf '%s\n' $ratios_aa | grep -E '^[0-9.]+$' | awk '{ d = $1 - 1; if (d < 0) d = -d; print d }')
+    # shellcheck disable=SC2086
+    aa_noise=$(median $aa_deviations)
     # How the pairs went: how many, in how many 2 ranks were slower, the range.
-    P21=$(printf '%s\n' $R21 | grep -v 'n/a' | sort -n | awk '{ v[NR] = $1; if ($1 + 0 < 1) k++ } END { if (NR) printf "%d pairs, 2 ranks slower in %d, ratios %.2f..%.2f\n", NR, k, v[1], v[NR] }')
-    [ -n "$S1" ] || fail "ckpt_bench save on 1 rank"
-    [ -n "$S2" ] || fail "ckpt_bench save on 2 ranks"
-    [ -n "$S0" ] || fail "ckpt_bench save level 0 on 1 rank"
-    [ -n "$SB" ] || fail "ckpt_bench save buffered on 1 rank"
-    [ -n "$DD" ] || echo "  peer unavailable: dd failed"
+    # shellcheck disable=SC2086
+    pairs_summary=$(printf '%s\n' $ratios_2ranks_over_1rank | grep -v 'n/a' | sort -n | awk '{ v[NR] = $1; if ($1 + 0 < 1) k++ } END { if (NR) printf "%d pairs, 2 ranks slower in %d, ratios %.2f..%.2f\n", NR, k, v[1], v[NR] }')
+    [ -n "$SAVE_1RANK_MBPS" ] || fail "ckpt_bench save on 1 rank"
+    [ -n "$SAVE_2RANKS_MBPS" ] || fail "ckpt_bench save on 2 ranks"
+    [ -n "$save_level0_mbps" ] || fail "ckpt_bench save level 0 on 1 rank"
+    [ -n "$save_buffered_mbps" ] || fail "ckpt_bench save buffered on 1 rank"
+    [ -n "$dd_fdatasync_mbps" ] || echo "  peer unavailable: dd failed"
     echo
     row "" "ckpt_save" "dd" "ratio"
-    row "MB/s (raw state), 1 rank" "${S1:-failed}" "${DD:-n/a}" "$(ratio "$S1" "$DD")"
-    row "MB/s (raw state), 2 ranks" "${S2:-failed}" "${DD:-n/a}" "$(ratio "$S2" "$DD")"
-    row "MB/s, 1 rank, level 0 (stored)" "${S0:-failed}" "${DD:-n/a}" "$(ratio "$S0" "$DD")"
-    row "MB/s, 1 rank, buffered" "${SB:-failed}" "${DD:-n/a}" "$(ratio "$SB" "$DD")"
-    row "MB/s, 1 rank, vs dd oflag=direct" "${S1:-failed}" "${DDD:-n/a}" "$(ratio "$S1" "$DDD")"
+    row "MB/s (raw state), 1 rank" "${SAVE_1RANK_MBPS:-failed}" "${dd_fdatasync_mbps:-n/a}" "$(ratio "$SAVE_1RANK_MBPS" "$dd_fdatasync_mbps")"
+    row "MB/s (raw state), 2 ranks" "${SAVE_2RANKS_MBPS:-failed}" "${dd_fdatasync_mbps:-n/a}" "$(ratio "$SAVE_2RANKS_MBPS" "$dd_fdatasync_mbps")"
+    row "MB/s, 1 rank, level 0 (stored)" "${save_level0_mbps:-failed}" "${dd_fdatasync_mbps:-n/a}" "$(ratio "$save_level0_mbps" "$dd_fdatasync_mbps")"
+    row "MB/s, 1 rank, buffered" "${save_buffered_mbps:-failed}" "${dd_fdatasync_mbps:-n/a}" "$(ratio "$save_buffered_mbps" "$dd_fdatasync_mbps")"
+    row "MB/s, 1 rank, vs dd oflag=direct" "${SAVE_1RANK_MBPS:-failed}" "${dd_direct_mbps:-n/a}" "$(ratio "$SAVE_1RANK_MBPS" "$dd_direct_mbps")"
     # 1 rank against dd: judged, like 2 ranks against 1, by the median of
     # the back-to-back pairs (one lucky dd or save does not decide); the
     # best-against-best ratio is printed beside it.
-    N1D=$(printf '%s\n' $R1S | grep -cE '^[0-9.]+$')
-    echo "  target: 1 rank >= 0.85 of dd conv=fdatasync (median of $N1D paired ratios ${M1D:-n/a};" \
-        "best against best $(ratio "$S1" "$DD")) -> $(awk -v m="${M1D:-}" 'BEGIN { if (m == "") print "not measured"; else if (m + 0 >= 0.85) print "met"; else print "NOT met" }');" \
-        "2 ranks not slower than 1 (median of the paired ratios ${M21:-n/a}; ${P21:-no pairs})" \
-        "-> strictly (median >= 1.00): $(awk -v m="${M21:-}" 'BEGIN { if (m == "") print "not measured"; else if (m + 0 >= 1) print "met"; else print "NOT met" }');" \
-        "within the disk's noise (median >= 1 - ${D11:-n/a}, the median |1 - r| of the A/A pairs): $(awk -v m="${M21:-}" -v d="${D11:-}" 'BEGIN { if (m == "" || d == "") print "not measured"; else if (m + 0 >= 1 - d) print "met"; else print "NOT met" }')"
+    # shellcheck disable=SC2086
+    n_ratios_1rank_over_dd=$(printf '%s\n' $ratios_1rank_over_dd | grep -cE '^[0-9.]+$')
+    echo "  target: 1 rank >= 0.85 of dd conv=fdatasync (median of $n_ratios_1rank_over_dd paired ratios ${median_1rank_over_dd:-n/a};" \
+        "best against best $(ratio "$SAVE_1RANK_MBPS" "$dd_fdatasync_mbps")) -> $(verdict "$median_1rank_over_dd" 0.85);" \
+        "2 ranks not slower than 1 (median of the paired ratios ${median_2ranks_over_1rank:-n/a}; ${pairs_summary:-no pairs})" \
+        "-> strictly (median >= 1.00): $(verdict "$median_2ranks_over_1rank" 1);" \
+        "within the disk's noise (median >= 1 - ${aa_noise:-n/a}, the median |1 - r| of the A/A pairs): $(verdict_within_noise "$median_2ranks_over_1rank" "$aa_noise")"
     # How close each save came to the device: stored bytes per second over
     # dd oflag=direct's rate (1.00 = the disk is the limit).
-    u1=$(awk -v s="${S1:-}" -v st="${STORED1:-}" -v r="${RAW:-}" -v d="${DDD:-}" 'BEGIN { if (s == "" || st == "" || r + 0 == 0 || d + 0 == 0) print "n/a"; else printf "%.2f\n", s * st / r / d }')
-    u2=$(awk -v s="${S2:-}" -v st="${STORED2:-}" -v r="${RAW:-}" -v d="${DDD:-}" 'BEGIN { if (s == "" || st == "" || r + 0 == 0 || d + 0 == 0) print "n/a"; else printf "%.2f\n", s * st / r / d }')
-    echo "  stored bytes/s over dd oflag=direct's rate (1.00: the disk is the limit): 1 rank $u1, 2 ranks $u2"
+    echo "  stored bytes/s over dd oflag=direct's rate (1.00: the disk is the limit):" \
+        "1 rank $(disk_use "$SAVE_1RANK_MBPS" "$STORED_BYTES_1RANK"), 2 ranks $(disk_use "$SAVE_2RANKS_MBPS" "$STORED_BYTES_2RANKS")"
     echo "  (MB = 10^6 bytes of raw state; the checkpoint writes fewer bytes than that: it is compressed)"
     echo "  level 0 keeps checksums and the seek table but skips zstd: for storage faster than the cores"
-fi
+}
 
-L1=""
-LE=""
-if [ "$ckpt_ok" = 1 ] && want 3 && [ -d "$W/c2/step-00000001" ]; then
-    hdr "3. load and reshard N -> M: M readers each read their 1/M byte range (ckpt_read_range), page cache warm"
+section_3_load_reshard() {
+    heading "3. load and reshard N -> M: M readers each read their 1/M byte range (ckpt_read_range), page cache warm"
     row "saved by N -> read by M" "MB/s" "seconds" "checked"
-    for spec in "1 1" "1 2" "2 1" "2 2" "2 3"; do
-        set -- $spec
+    for saved_read in "1 1" "1 2" "2 1" "2 2" "2 3"; do
+        # shellcheck disable=SC2086
+        set -- $saved_read
+        saved_by=$1 read_by=$2
         # Saves bypass the page cache (O_DIRECT): read the files once, untimed,
         # so that this measures decoding, as torch.load's figure does.
-        cat "$W/c$1"/step-00000001/* >/dev/null 2>&1
-        best=""
-        bestsec=""
-        chk=""
-        _i=0
-        while [ "$_i" -lt "$REPEAT" ]; do
-            _i=$((_i + 1))
-            if [ "$2" = 1 ]; then
-                _out=$("$CB" load "$W/c$1/step-00000001" 2>&1)
+        cat "$SCRATCH/c$saved_by"/step-00000001/* >/dev/null 2>&1
+        best_mbps=""
+        best_seconds=""
+        checked=""
+        run=0
+        while [ "$run" -lt "$REPEAT" ]; do
+            run=$((run + 1))
+            if [ "$read_by" = 1 ]; then
+                output=$("$CKPT_BENCH" load "$SCRATCH/c$saved_by/step-00000001" 2>&1)
             else
-                _out=$(timeout 600 mpirun -n "$2" "$CB" load "$W/c$1/step-00000001" 2>&1)
+                output=$(timeout 600 mpirun -n "$read_by" "$CKPT_BENCH" load "$SCRATCH/c$saved_by/step-00000001" 2>&1)
             fi
-            _s=$(field mb_per_s "$_out")
-            [ -n "$_s" ] || { printf '%s\n' "$_out" | tail -3 | sed 's/^/    | /'; continue; }
-            chk=$(field verified "$_out")
-            if [ "$(maxof "$best" "$_s")" = "$_s" ]; then
-                best=$_s
-                bestsec=$(field seconds "$_out")
+            load_mbps=$(field mb_per_s "$output")
+            [ -n "$load_mbps" ] || { show_tail 3 "$output"; continue; }
+            checked=$(field verified "$output")
+            if [ "$(maxof "$best_mbps" "$load_mbps")" = "$load_mbps" ]; then
+                best_mbps=$load_mbps
+                best_seconds=$(field seconds "$output")
             fi
         done
-        [ -n "$best" ] || fail "ckpt_bench load $1 -> $2"
-        [ "$chk" = yes ] || [ -z "$best" ] || fail "ckpt_bench load $1 -> $2: bytes differ from the saved state"
-        row "$1 -> $2" "${best:-failed}" "${bestsec:-}" "${chk:-}"
-        [ "$1 $2" = "1 1" ] && L1=$best
+        [ -n "$best_mbps" ] || fail "ckpt_bench load $saved_by -> $read_by"
+        [ "$checked" = yes ] || [ -z "$best_mbps" ] || fail "ckpt_bench load $saved_by -> $read_by: bytes differ from the saved state"
+        row "$saved_by -> $read_by" "${best_mbps:-failed}" "${best_seconds:-}" "${checked:-}"
+        [ "$saved_by $read_by" = "1 1" ] && LOAD_1TO1_MBPS=$best_mbps
     done
     echo "  (seconds: from a barrier to every reader holding its range, ckpt_open included;"
     echo "   checked: each reader compared its bytes with the generator afterwards, untimed)"
     # A resume reads into tensors that exist: the same 1 -> 1 load into
     # memory allocated and touched before the timer.
-    cat "$W/c1"/step-00000001/* >/dev/null 2>&1
-    LE=""
-    LERUNS=""
-    _i=0
-    while [ "$_i" -lt "$REPEAT" ]; do
-        _i=$((_i + 1))
-        _out=$(BENCH_LOAD_INTO=existing "$CB" load "$W/c1/step-00000001" 2>&1)
-        _s=$(field mb_per_s "$_out")
-        [ -n "$_s" ] && [ "$(field verified "$_out")" = yes ] || {
-            printf '%s\n' "$_out" | tail -3 | sed 's/^/    | /'
+    cat "$SCRATCH/c1"/step-00000001/* >/dev/null 2>&1
+    LOAD_INTO_MBPS=""
+    load_into_runs=""
+    run=0
+    while [ "$run" -lt "$REPEAT" ]; do
+        run=$((run + 1))
+        output=$(BENCH_LOAD_INTO=existing "$CKPT_BENCH" load "$SCRATCH/c1/step-00000001" 2>&1)
+        load_mbps=$(field mb_per_s "$output")
+        [ -n "$load_mbps" ] && [ "$(field verified "$output")" = yes ] || {
+            show_tail 3 "$output"
             continue
         }
-        LERUNS="$LERUNS $_s"
-        LE=$(maxof "$LE" "$_s")
+        load_into_runs="$load_into_runs $load_mbps"
+        LOAD_INTO_MBPS=$(maxof "$LOAD_INTO_MBPS" "$load_mbps")
     done
-    [ -n "$LE" ] || fail "ckpt_bench load 1 -> 1 into existing memory"
-    row "1 -> 1, into existing memory (a resume)" "${LE:-failed}" "" ""
-    echo "   (runs:$LERUNS MB/s; the destination was allocated and touched before the timer,"
+    [ -n "$LOAD_INTO_MBPS" ] || fail "ckpt_bench load 1 -> 1 into existing memory"
+    row "1 -> 1, into existing memory (a resume)" "${LOAD_INTO_MBPS:-failed}" "" ""
+    echo "   (runs:$load_into_runs MB/s; the destination was allocated and touched before the timer,"
     echo "   as a resume reads into the model's and optimizer's tensors)"
-fi
+}
 
-if [ "$ckpt_ok" = 1 ] && want 4; then
-    hdr "4. compression ratio (raw bytes / stored bytes) of the same state"
-    ZR=""
-    if command -v zstd >/dev/null 2>&1 && [ -f "$W/raw.bin" ]; then
-        t0=$(now)
-        zbytes=$(zstd -1 -q -c "$W/raw.bin" | wc -c)
-        zt=$(elapsed "$t0" "$(now)")
-        ZR=$(ratio "$RAW" "$zbytes")
-        echo "  zstd -1 -c (one thread) of the raw bytes: $zbytes bytes in $zt s"
+section_4_compression() {
+    heading "4. compression ratio (raw bytes / stored bytes) of the same state"
+    zstd_ratio=""
+    if command -v zstd >/dev/null 2>&1 && [ -f "$SCRATCH/raw.bin" ]; then
+        zstd_start=$(now)
+        zstd_bytes=$(zstd -1 -q -c "$SCRATCH/raw.bin" | wc -c)
+        zstd_seconds=$(elapsed "$zstd_start" "$(now)")
+        zstd_ratio=$(ratio "$RAW_BYTES" "$zstd_bytes")
+        echo "  zstd -1 -c (one thread) of the raw bytes: $zstd_bytes bytes in $zstd_seconds s"
     else
         echo "  peer unavailable: zstd not installed or no raw file"
     fi
     # The compressor's own ratio: a save with adapt off (every frame
     # compressed); the default saves store frames while the disk is faster
     # than the encoders, so their size depends on the disk of the moment.
-    save_once "$W/cz" 1 BENCH_CKPT_ADAPT=0 >/dev/null
-    STOREDZ=$(field stored_bytes "$(cat "$W/cz.out" 2>/dev/null)")
-    rm -rf "$W/cz"
-    [ -n "$STOREDZ" ] || fail "ckpt_bench save with BENCH_CKPT_ADAPT=0"
-    echo "  ftrain checkpoint, every frame compressed (adapt off): ${STOREDZ:-failed} bytes in shard files"
-    [ -n "$STORED1" ] && echo "  (the default, adaptive saves of section 2 wrote $STORED1 bytes (1 rank) and ${STORED2:-n/a} (2 ranks))"
+    save_once "$SCRATCH/cz" 1 BENCH_CKPT_ADAPT=0 >/dev/null
+    stored_bytes_no_adapt=$(field stored_bytes "$(cat "$SCRATCH/cz.out" 2>/dev/null)")
+    rm -rf "$SCRATCH/cz"
+    [ -n "$stored_bytes_no_adapt" ] || fail "ckpt_bench save with BENCH_CKPT_ADAPT=0"
+    echo "  ftrain checkpoint, every frame compressed (adapt off): ${stored_bytes_no_adapt:-failed} bytes in shard files"
+    [ -n "$STORED_BYTES_1RANK" ] && echo "  (the default, adaptive saves of section 2 wrote $STORED_BYTES_1RANK bytes (1 rank) and ${STORED_BYTES_2RANKS:-n/a} (2 ranks))"
     row "" "ckpt" "zstd -1" "ratio"
-    row "raw / stored" "$(ratio "$RAW" "$STOREDZ")" "${ZR:-n/a}" "$(ratio "$(ratio "$RAW" "$STOREDZ")" "$ZR")"
+    row "raw / stored" "$(ratio "$RAW_BYTES" "$stored_bytes_no_adapt")" "${zstd_ratio:-n/a}" "$(ratio "$(ratio "$RAW_BYTES" "$stored_bytes_no_adapt")" "$zstd_ratio")"
     echo "  (ckpt: zstd level 1 after a 4-byte shuffle, 4 MiB frames; float mantissas are"
     echo "   random, so only sign/exponent bytes compress)"
-fi
+}
 
-if [ "$ckpt_ok" = 1 ] && want 5; then
-    hdr "5. the same tensors through torch.save / torch.load (file + directory fsync'd; load from page cache)"
+section_5_torch_checkpoint() {
+    heading "5. the same tensors through torch.save / torch.load (file + directory fsync'd; load from page cache)"
     if [ "$TORCH_IN_ROUNDS" != 1 ]; then
         echo "  peer unavailable: ${TORCH_WHY:-no raw file}"
-    elif [ -z "$TS" ]; then
-        echo "  peer unavailable: $TWHY"
+    elif [ -z "$TORCH_SAVE_MBPS" ]; then
+        echo "  peer unavailable: $TORCH_CKPT_WHY"
     else
         echo "  torch_ckpt.py ran once in each round of section 2, after ftrain's saves, on the same disk"
-        echo "  torch runs, MB/s: save$TRS; load$TRL; load into existing tensors$TRE (values equal: yes)"
+        echo "  torch runs, MB/s: save$TORCH_SAVE_RUNS; load$TORCH_LOAD_RUNS; load into existing tensors$TORCH_LOAD_INTO_RUNS (values equal: yes)"
     fi
     row "" "ftrain ckpt" "torch" "ratio"
-    row "save MB/s, 1 process" "${S1:-n/a}" "${TS:-n/a}" "$(ratio "$S1" "$TS")"
-    row "load MB/s, 1 process (1 -> 1)" "${L1:-n/a}" "${TL:-n/a}" "$(ratio "$L1" "$TL")"
-    row "resume MB/s: into existing tensors" "${LE:-n/a}" "${TE:-n/a}" "$(ratio "$LE" "$TE")"
+    row "save MB/s, 1 process" "${SAVE_1RANK_MBPS:-n/a}" "${TORCH_SAVE_MBPS:-n/a}" "$(ratio "$SAVE_1RANK_MBPS" "$TORCH_SAVE_MBPS")"
+    row "load MB/s, 1 process (1 -> 1)" "${LOAD_1TO1_MBPS:-n/a}" "${TORCH_LOAD_MBPS:-n/a}" "$(ratio "$LOAD_1TO1_MBPS" "$TORCH_LOAD_MBPS")"
+    row "resume MB/s: into existing tensors" "${LOAD_INTO_MBPS:-n/a}" "${TORCH_LOAD_INTO_MBPS:-n/a}" "$(ratio "$LOAD_INTO_MBPS" "$TORCH_LOAD_INTO_MBPS")"
     echo "  (best runs; load: into fresh memory, as torch.load; resume: ckpt_read_range into"
     echo "   memory that exists, against torch.load + copy_ into existing tensors, as"
     echo "   load_state_dict does)"
-fi
-rm -rf "$W/c1" "$W/c2" "$W/raw.bin" "$W/raw.bin.json"
+}
 
 # ---- 6. stop path ------------------------------------------------------------------
 
-if want 6; then
+# stop_run LOG SIGNAL_RANK: start 2 ranks of section 6's model in the
+# background, wait for a logged step, send SIGUSR1 to rank SIGNAL_RANK, wait
+# for the exit.  Sets KILL_TO_EXIT_S (seconds from kill to exit) and
+# STOP_EXIT_RC; returns 1 when the run did not start training.
+stop_run() {
+    : >"$1"
+    timeout 600 mpirun -n 2 "$FTRAIN" --layers "$STOP_LAYERS" --global-batch 32 --steps 100000 \
+        --log-every 1 --run-dir "$STOP_RUN_DIR" >"$1" 2>&1 &
+    BACKGROUND_PID=$!
+    KILL_TO_EXIT_S=""
+    STOP_EXIT_RC=""
+    _stop_polls=0
+    while [ "$_stop_polls" -lt 3000 ] && ! grep -q '^epoch .* step ' "$1"; do
+        kill -0 "$BACKGROUND_PID" 2>/dev/null || break
+        sleep 0.1
+        _stop_polls=$((_stop_polls + 1))
+    done
+    _stop_rank_pid=$(sed -n "s/^world: rank $2 .* pid \([0-9]*\).*/\1/p" "$1" | head -1)
+    if [ -z "$_stop_rank_pid" ] || ! grep -q '^epoch .* step ' "$1"; then
+        kill -9 "$BACKGROUND_PID" 2>/dev/null
+        wait "$BACKGROUND_PID" 2>/dev/null
+        BACKGROUND_PID=""
+        return 1
+    fi
+    _stop_kill_time=$(now)
+    kill -USR1 "$_stop_rank_pid"
+    wait "$BACKGROUND_PID"
+    STOP_EXIT_RC=$?
+    KILL_TO_EXIT_S=$(elapsed "$_stop_kill_time" "$(now)")
+    BACKGROUND_PID=""
+    return 0
+}
+
+section_6_stop_path() {
     if [ -n "${BENCH_STOP_LAYERS:-}" ]; then
-        LAYERS=$BENCH_STOP_LAYERS
-    elif [ "$MB" -ge 1024 ]; then
-        LAYERS=8192,8192,2048
+        STOP_LAYERS=$BENCH_STOP_LAYERS
+    elif [ "$CKPT_MB" -ge 1024 ]; then
+        STOP_LAYERS=8192,8192,2048
     else
         # Two equal hidden layers: 12 bytes (parameter + Adam m + v) each.
-        LAYERS=$(awk -v mb="$MB" 'BEGIN { w = int(sqrt(mb * 1048576 / 12)); if (w < 16) w = 16; print w "," w }')
+        STOP_LAYERS=$(awk -v mb="$CKPT_MB" 'BEGIN { w = int(sqrt(mb * 1048576 / 12)); if (w < 16) w = 16; print w "," w }')
     fi
-    hdr "6. stop path (signals): 2 ranks, MLP 784-${LAYERS}-10, Adam, batch 32, --run-dir"
+    heading "6. stop path (signals): 2 ranks, MLP 784-${STOP_LAYERS}-10, Adam, batch 32, --run-dir"
     echo "  SIGUSR1 to rank 1 after its first logged step; wall time from kill to mpirun's exit;"
     echo "  then resume on 2 ranks (the resume: line) and stop again (SIGUSR1 to rank 0)"
-    R=$W/stop
-    # stop_run LOG SIGRANK: start 2 ranks in the background, wait for a
-    # logged step, signal rank SIGRANK, wait for the exit.  Sets KILL_EXIT
-    # (seconds from kill to exit), EXIT_RC.
-    stop_run() {
-        : >"$1"
-        timeout 600 mpirun -n 2 "$FTRAIN" --layers "$LAYERS" --global-batch 32 --steps 100000 \
-            --log-every 1 --run-dir "$R" >"$1" 2>&1 &
-        BGPID=$!
-        KILL_EXIT=""
-        EXIT_RC=""
-        _w=0
-        while [ "$_w" -lt 3000 ] && ! grep -q '^epoch .* step ' "$1"; do
-            kill -0 "$BGPID" 2>/dev/null || break
-            sleep 0.1
-            _w=$((_w + 1))
-        done
-        _pid=$(sed -n "s/^world: rank $2 .* pid \([0-9]*\).*/\1/p" "$1" | head -1)
-        if [ -z "$_pid" ] || ! grep -q '^epoch .* step ' "$1"; then
-            kill -9 "$BGPID" 2>/dev/null
-            wait "$BGPID" 2>/dev/null
-            BGPID=""
-            return 1
-        fi
-        t0=$(now)
-        kill -USR1 "$_pid"
-        wait "$BGPID"
-        EXIT_RC=$?
-        KILL_EXIT=$(elapsed "$t0" "$(now)")
-        BGPID=""
-        return 0
-    }
-    t6=$(now)
-    if stop_run "$W/stop1.log" 1; then
-        echo "  run 1: exit $EXIT_RC, $KILL_EXIT s from kill to exit"
-        grep -E '^(train|checkpoint|stop):' "$W/stop1.log" | sed 's/^/    /'
+    STOP_RUN_DIR=$SCRATCH/stop
+    section_start=$(now)
+    if stop_run "$SCRATCH/stop1.log" 1; then
+        echo "  run 1: exit $STOP_EXIT_RC, $KILL_TO_EXIT_S s from kill to exit"
+        grep -E '^(train|checkpoint|stop):' "$SCRATCH/stop1.log" | sed 's/^/    /'
     else
         fail "stop run 1 did not start training"
-        sed 's/^/    | /' "$W/stop1.log" | tail -8
+        sed 's/^/    | /' "$SCRATCH/stop1.log" | tail -8
     fi
-    if [ "$EXIT_RC" = 75 ] && stop_run "$W/stop2.log" 0; then
-        echo "  run 2 (resumed): exit $EXIT_RC, $KILL_EXIT s from kill to exit"
-        grep -E '^(resume|checkpoint|stop):' "$W/stop2.log" | sed 's/^/    /'
-    elif [ "$EXIT_RC" = 75 ]; then
+    if [ "$STOP_EXIT_RC" = 75 ] && stop_run "$SCRATCH/stop2.log" 0; then
+        echo "  run 2 (resumed): exit $STOP_EXIT_RC, $KILL_TO_EXIT_S s from kill to exit"
+        grep -E '^(resume|checkpoint|stop):' "$SCRATCH/stop2.log" | sed 's/^/    /'
+    elif [ "$STOP_EXIT_RC" = 75 ]; then
         fail "resume run did not start training"
-        sed 's/^/    | /' "$W/stop2.log" | tail -8
+        sed 's/^/    | /' "$SCRATCH/stop2.log" | tail -8
     fi
-    echo "  section 6 took $(elapsed "$t6" "$(now)") s; the stop waits for the step in flight to finish;"
-    lvl=$("$FTRAIN" --help 2>/dev/null | sed -n 's/.*--ckpt-level N.*(default \([0-9]*\)).*/\1/p')
-    echo "  ftrain's checkpoints here use its --ckpt-level default (zstd level ${lvl:-unknown})"
-    rm -rf "$R"
+    echo "  section 6 took $(elapsed "$section_start" "$(now)") s; the stop waits for the step in flight to finish;"
+    default_ckpt_level=$("$FTRAIN" --help 2>/dev/null | sed -n 's/.*--ckpt-level N.*(default \([0-9]*\)).*/\1/p')
+    echo "  ftrain's checkpoints here use its --ckpt-level default (zstd level ${default_ckpt_level:-unknown})"
+    rm -rf "$STOP_RUN_DIR"
 
     # Async saves of the same state: the training stall per save (the
     # snapshot copy plus the commit at a step boundary) beside the
     # synchronous save time of the same run's checkpoints.
     echo
     echo "  async saves: the same model, 2 ranks, --ckpt-every 10 --ckpt-async, 40 steps"
-    timeout 900 mpirun -n 2 "$FTRAIN" --layers "$LAYERS" --global-batch 32 --steps 40 \
-        --log-every 1000 --run-dir "$W/async" --ckpt-every 10 --ckpt-async >"$W/async.log" 2>&1
-    grep -E '^(checkpoint|async checkpoints):' "$W/async.log" | sed 's/^/    /'
-    st=$(sed -n 's/^async checkpoints: .*mean training stall \([0-9.]*\) ms per save/\1/p' "$W/async.log")
-    sy=$(sed -n 's/^checkpoint: .* committed in \([0-9.]*\) s.*/\1/p' "$W/async.log" | tail -1)
-    [ -n "$st" ] && [ -n "$sy" ] &&
-        echo "  training stall per async save: $st ms; the final synchronous save: $sy s ($(awk -v a="$st" -v b="$sy" 'BEGIN { printf "%.2f", a / 1000 / b }') of it)"
-    rm -rf "$W/async"
-fi
+    timeout 900 mpirun -n 2 "$FTRAIN" --layers "$STOP_LAYERS" --global-batch 32 --steps 40 \
+        --log-every 1000 --run-dir "$SCRATCH/async" --ckpt-every 10 --ckpt-async >"$SCRATCH/async.log" 2>&1
+    grep -E '^(checkpoint|async checkpoints):' "$SCRATCH/async.log" | sed 's/^/    /'
+    async_stall_ms=$(sed -n 's/^async checkpoints: .*mean training stall \([0-9.]*\) ms per save/\1/p' "$SCRATCH/async.log")
+    final_sync_save_s=$(sed -n 's/^checkpoint: .* committed in \([0-9.]*\) s.*/\1/p' "$SCRATCH/async.log" | tail -1)
+    [ -n "$async_stall_ms" ] && [ -n "$final_sync_save_s" ] &&
+        echo "  training stall per async save: $async_stall_ms ms; the final synchronous save: $final_sync_save_s s ($(awk -v a="$async_stall_ms" -v b="$final_sync_save_s" 'BEGIN { printf "%.2f", a / 1000 / b }') of it)"
+    rm -rf "$SCRATCH/async"
+}
 
 # ---- 7. GPU -------------------------------------------------------------------
 
-if want 7; then
-    hdr "7. GPU: samples/s on one GPU beside PyTorch on the same GPU, NCCL allreduce, checkpoint stall"
-    _out=$(timeout 120 "$FTRAIN" --device cuda --data line --steps 1 --quiet 2>&1)
+section_7_gpu() {
+    heading "7. GPU: samples/s on one GPU beside PyTorch on the same GPU, NCCL allreduce, checkpoint stall"
+    gpu_probe_output=$(timeout 120 "$FTRAIN" --device cuda --data line --steps 1 --quiet 2>&1)
     if [ $? -ne 0 ]; then
-        echo "  skipped: $(printf '%s\n' "$_out" | grep -v '^$' | tail -1)"
-    else
-        NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-        echo "  GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1); ${NGPU:-?} visible"
-        gtorch=0
-        if have_torch && "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-            gtorch=1
-        else
-            echo "  peer unavailable: ${TORCH_WHY:-torch sees no GPU}"
-        fi
-        echo "  samples/s over the training loop (Fashion-MNIST, Adam); the best of $REPEAT runs each;"
-        echo "  PyTorch keeps data and model on the GPU and runs 3 untimed warm-up steps"
-        echo
-        row "" "ftrain" "PyTorch" "ratio"
-        # global batch, micro-batch, hidden layers, steps
-        for cfg in "128 16 256,128 2000" "128 128 256,128 2000" "4096 4096 4096,4096 300"; do
-            set -- $cfg
-            gb=$1 mb=$2 gl=$3 gs=$4
-            ftrain_best 1 --device cuda --global-batch "$gb" --micro-batch "$mb" --layers "$gl" \
-                --steps "$gs" --log-every 1000000
-            GF=$BEST_SPS
-            [ -n "$GF" ] || fail "ftrain --device cuda (batch $gb, layers $gl) gave no timing line"
-            GT=""
-            if [ "$gtorch" = 1 ]; then
-                _i=0
-                while [ "$_i" -lt "$REPEAT" ]; do
-                    _i=$((_i + 1))
-                    _o=$(timeout 600 "$PY" "$HERE/torch_mlp.py" --device cuda --batch "$gb" --layers "$gl" --steps "$gs" 2>&1)
-                    _s=$(field torch_mlp: "$_o")
-                    [ -n "$_s" ] || { echo "    | torch: $(printf '%s\n' "$_o" | tail -1)"; break; }
-                    GT=$(maxof "$GT" "$_s")
-                done
-            fi
-            row "batch $gb, micro-batch $mb, layers $gl" "${GF:-failed}" "${GT:-n/a}" "$(ratio "$GF" "$GT")"
-        done
-        ftrain_best 1 --device cuda --global-batch 128 --micro-batch 128 --steps 2000 --log-every 1000000 --deterministic
-        row "batch 128, micro-batch 128, --deterministic" "${BEST_SPS:-failed}" "" ""
-
-        echo
-        if [ "${NGPU:-0}" -ge 2 ]; then
-            _o=$(timeout 600 mpirun -n "$NGPU" "$FTRAIN" --device cuda --data line --layers 8192,8192,2048 \
-                --global-batch $((NGPU * 8)) --micro-batch 8 --steps 30 --log-every 1000000 2>&1)
-            _p=$(printf '%s\n' "$_o" | sed -n 's/^train: .*, \([0-9]*\) parameters,.*/\1/p')
-            _g=$(timing_red "$_o")
-            if [ -n "$_p" ] && [ -n "$_g" ]; then
-                echo "  NCCL allreduce of the f32 gradient ($_p parameters) on $NGPU GPUs: $_g ms/step," \
-                    "bus bandwidth $(awk -v p="$_p" -v g="$_g" -v n="$NGPU" 'BEGIN { printf "%.1f", p * 4 * 2 * (n - 1) / n / (g / 1000) / 1e9 }') GB/s"
-                echo "  (2(n-1)/n x bytes / time, as nccl-tests report it; the time includes waiting for the slower rank)"
-            else
-                fail "the $NGPU-GPU allreduce run gave no timing"
-                printf '%s\n' "$_o" | tail -5 | sed 's/^/    | /'
-            fi
-        else
-            echo "  NCCL allreduce bus bandwidth: not measured: it needs 2 GPUs, ${NGPU:-0} visible"
-        fi
-
-        echo
-        echo "  checkpoint stall on the GPU: layers 8192,8192,2048 (about 1.08 GB of parameters and Adam"
-        echo "  moments), 1 rank, 40 steps, --ckpt-every 10 --ckpt-async, then the final synchronous save"
-        timeout 900 "$FTRAIN" --device cuda --layers 8192,8192,2048 --global-batch 128 --micro-batch 128 --steps 40 \
-            --log-every 1000 --run-dir "$W/gstall" --ckpt-every 10 --ckpt-async >"$W/gstall.log" 2>&1 ||
-            fail "the GPU checkpoint run failed: $(tail -1 "$W/gstall.log")"
-        grep -E '^(train|checkpoint|async checkpoints):' "$W/gstall.log" | sed 's/^/    /'
-        _p=$(sed -n 's/^train: .*, \([0-9]*\) parameters,.*/\1/p' "$W/gstall.log")
-        _c=$(sed -n 's/^checkpoint: .* committed in .*(GPU copy \([0-9.]*\) ms).*/\1/p' "$W/gstall.log" | tail -1)
-        if [ -n "$_p" ] && [ -n "$_c" ]; then
-            echo "  device -> pinned host copy of the state ($(awk -v p="$_p" 'BEGIN { printf "%.2f", p * 12 / 1e9 }') GB):" \
-                "$_c ms, $(awk -v p="$_p" -v c="$_c" 'BEGIN { printf "%.1f", p * 12 / (c / 1000) / 1e9 }') GB/s"
-        fi
-        rm -rf "$W/gstall"
+        echo "  skipped: $(printf '%s\n' "$gpu_probe_output" | grep -v '^$' | tail -1)"
+        return
     fi
-fi
+    gpu_count=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+    echo "  GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1); ${gpu_count:-?} visible"
+    torch_on_gpu=0
+    if have_torch && "$PYTHON_BIN" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+        torch_on_gpu=1
+    else
+        echo "  peer unavailable: ${TORCH_WHY:-torch sees no GPU}"
+    fi
+    echo "  samples/s over the training loop (Fashion-MNIST, Adam); the best of $REPEAT runs each;"
+    echo "  PyTorch keeps data and model on the GPU and runs 3 untimed warm-up steps"
+    echo
+    row "" "ftrain" "PyTorch" "ratio"
+    # global batch, micro-batch, hidden layers, steps
+    for config in "128 16 256,128 2000" "128 128 256,128 2000" "4096 4096 4096,4096 300"; do
+        # shellcheck disable=SC2086
+        set -- $config
+        global_batch=$1 micro_batch=$2 hidden_layers=$3 gpu_steps=$4
+        ftrain_best 1 --device cuda --global-batch "$global_batch" --micro-batch "$micro_batch" --layers "$hidden_layers" \
+            --steps "$gpu_steps" --log-every 1000000
+        ftrain_gpu_sps=$BEST_SAMPLES_PER_S
+        [ -n "$ftrain_gpu_sps" ] || fail "ftrain --device cuda (batch $global_batch, layers $hidden_layers) gave no timing line"
+        torch_gpu_sps=""
+        if [ "$torch_on_gpu" = 1 ]; then
+            run=0
+            while [ "$run" -lt "$REPEAT" ]; do
+                run=$((run + 1))
+                torch_output=$(timeout 600 "$PYTHON_BIN" "$SCRIPT_DIR/torch_mlp.py" --device cuda --batch "$global_batch" \
+                    --layers "$hidden_layers" --steps "$gpu_steps" 2>&1)
+                torch_sps=$(field torch_mlp: "$torch_output")
+                [ -n "$torch_sps" ] || { echo "    | torch: $(printf '%s\n' "$torch_output" | tail -1)"; break; }
+                torch_gpu_sps=$(maxof "$torch_gpu_sps" "$torch_sps")
+            done
+        fi
+        row "batch $global_batch, micro-batch $micro_batch, layers $hidden_layers" "${ftrain_gpu_sps:-failed}" "${torch_gpu_sps:-n/a}" "$(ratio "$ftrain_gpu_sps" "$torch_gpu_sps")"
+    done
+    ftrain_best 1 --device cuda --global-batch 128 --micro-batch 128 --steps 2000 --log-every 1000000 --deterministic
+    row "batch 128, micro-batch 128, --deterministic" "${BEST_SAMPLES_PER_S:-failed}" "" ""
 
-echo
-echo "bench: done ($(uptime | sed 's/.*load average: /load average /'))"
-exit $status
+    echo
+    if [ "${gpu_count:-0}" -ge 2 ]; then
+        allreduce_output=$(timeout 600 mpirun -n "$gpu_count" "$FTRAIN" --device cuda --data line --layers 8192,8192,2048 \
+            --global-batch $((gpu_count * 8)) --micro-batch 8 --steps 30 --log-every 1000000 2>&1)
+        allreduce_params=$(train_param_count "$allreduce_output")
+        allreduce_ms=$(timing_grad_reduction_ms "$allreduce_output")
+        if [ -n "$allreduce_params" ] && [ -n "$allreduce_ms" ]; then
+            echo "  NCCL allreduce of the f32 gradient ($allreduce_params parameters) on $gpu_count GPUs: $allreduce_ms ms/step," \
+                "bus bandwidth $(awk -v p="$allreduce_params" -v g="$allreduce_ms" -v n="$gpu_count" 'BEGIN { printf "%.1f", p * 4 * 2 * (n - 1) / n / (g / 1000) / 1e9 }') GB/s"
+            echo "  (2(n-1)/n x bytes / time, as nccl-tests report it; the time includes waiting for the slower rank)"
+        else
+            fail "the $gpu_count-GPU allreduce run gave no timing"
+            show_tail 5 "$allreduce_output"
+        fi
+    else
+        echo "  NCCL allreduce bus bandwidth: not measured: it needs 2 GPUs, ${gpu_count:-0} visible"
+    fi
+
+    echo
+    echo "  checkpoint stall on the GPU: layers 8192,8192,2048 (about 1.08 GB of parameters and Adam"
+    echo "  moments), 1 rank, 40 steps, --ckpt-every 10 --ckpt-async, then the final synchronous save"
+    timeout 900 "$FTRAIN" --device cuda --layers 8192,8192,2048 --global-batch 128 --micro-batch 128 --steps 40 \
+        --log-every 1000 --run-dir "$SCRATCH/gstall" --ckpt-every 10 --ckpt-async >"$SCRATCH/gstall.log" 2>&1 ||
+        fail "the GPU checkpoint run failed: $(tail -1 "$SCRATCH/gstall.log")"
+    grep -E '^(train|checkpoint|async checkpoints):' "$SCRATCH/gstall.log" | sed 's/^/    /'
+    stall_params=$(train_param_count "$(cat "$SCRATCH/gstall.log")")
+    gpu_copy_ms=$(sed -n 's/^checkpoint: .* committed in .*(GPU copy \([0-9.]*\) ms).*/\1/p' "$SCRATCH/gstall.log" | tail -1)
+    if [ -n "$stall_params" ] && [ -n "$gpu_copy_ms" ]; then
+        echo "  device -> pinned host copy of the state ($(awk -v p="$stall_params" 'BEGIN { printf "%.2f", p * 12 / 1e9 }') GB):" \
+            "$gpu_copy_ms ms, $(awk -v p="$stall_params" -v c="$gpu_copy_ms" 'BEGIN { printf "%.1f", p * 12 / (c / 1000) / 1e9 }') GB/s"
+    fi
+    rm -rf "$SCRATCH/gstall"
+}
+
+# ---- main ------------------------------------------------------------------------
+
+main() {
+    check_settings
+    make_scratch
+    print_header
+    if want 1; then section_1_training; fi
+    # Sections 3-5 use section 2's checkpoints and figures: section 2 runs
+    # when any of them is wanted.
+    check_checkpoint_space
+    make_raw_state
+    if [ "$CKPT_SPACE_OK" = 1 ] && (want 2 || want 3 || want 4 || want 5); then section_2_checkpoint_save; fi
+    if [ "$CKPT_SPACE_OK" = 1 ] && want 3 && [ -d "$SCRATCH/c2/step-00000001" ]; then section_3_load_reshard; fi
+    if [ "$CKPT_SPACE_OK" = 1 ] && want 4; then section_4_compression; fi
+    if [ "$CKPT_SPACE_OK" = 1 ] && want 5; then section_5_torch_checkpoint; fi
+    rm -rf "$SCRATCH/c1" "$SCRATCH/c2" "$SCRATCH/raw.bin" "$SCRATCH/raw.bin.json"
+    if want 6; then section_6_stop_path; fi
+    if want 7; then section_7_gpu; fi
+    echo
+    echo "bench: done ($(uptime | sed 's/.*load average: /load average /'))"
+    exit $status
+}
+
+main "$@"

@@ -14,6 +14,8 @@
  * mismatch.  Manifests written before the field existed have none and are
  * read without it.
  */
+#include "manifest.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,183 +24,246 @@
 #include <jansson.h>
 #include <xxhash.h>
 
-#include "ckpt_internal.h"
-
-/* Largest size or offset accepted: 2^53, exact in every JSON reader. */
-#define MAX_JSON_U64 ((uint64_t)1 << 53)
+#include "layout.h"
+#include "shard.h"
+#include "util.h"
 
 #define CHECKSUM_KEY "manifest_xxh64"
+#define HEX64_DIGITS 16
+/* The most of an untrusted string value that a message quotes. */
+#define QUOTE_MAX 80
+
+/* "tensors[<index>]." or "shards[<index>].": where a field is, in messages. */
+#define FIELD_CONTEXT_MAX (sizeof "tensors[]." + CKPT_STEP_DIGITS_MAX)
 
 /* XXH64 of the canonical text of root (which must not hold CHECKSUM_KEY).
- * @return 0, or -1 when out of memory. */
-static int canonical_xxh64(const json_t *root, uint64_t *out)
+ * @return CKPT_OK or CKPT_ENOMEM (message naming what). */
+static int canonical_xxh64(const json_t *root, const char *what, uint64_t *out)
 {
     char *text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
     if (!text)
-        return -1;
+        return ckpt_seterr(CKPT_ENOMEM, "%s: out of memory", what);
     *out = XXH64(text, strlen(text), 0);
     free(text);
-    return 0;
+    return CKPT_OK;
+}
+
+/* 1 when text is exactly HEX64_DIGITS lowercase hex digits. */
+static int is_hex64(const char *text)
+{
+    return strlen(text) == HEX64_DIGITS &&
+           strspn(text, "0123456789abcdef") == HEX64_DIGITS;
 }
 
 /* ---- writing ---------------------------------------------------------- */
 
-/* Set obj[key] = value, taking the reference; returns -1 on failure. */
-static int put(json_t *obj, const char *key, json_t *value)
+/* Set obj[key] = value, taking the reference; *ok becomes 0 on failure
+ * (value NULL: out of memory, or obj NULL). */
+static void put(json_t *obj, const char *key, json_t *value, int *ok)
 {
-    return value ? json_object_set_new(obj, key, value) : -1;
+    if (!obj || !value) {
+        json_decref(value);
+        *ok = 0;
+    } else if (json_object_set_new(obj, key, value) != 0) {
+        *ok = 0;
+    }
 }
 
-int ckpt_manifest_dump(const ckpt_manifest_t *m, char **text)
+static json_t *hex64_json(uint64_t value)
 {
-    int rc = CKPT_ENOMEM, bad = 0;
-    json_t *root = json_object(), *tens = json_array(), *shards = json_array(),
-           *opts = json_object(), *rec = NULL;
+    char hex[HEX64_DIGITS + 1];
+    snprintf(hex, sizeof hex, "%016" PRIx64, value);
+    return json_string(hex);
+}
+
+static json_t *tensor_json(const ckpt_tensor_t *tensor)
+{
+    json_t *obj = json_object(), *shape = json_array();
+    int ok = 1;
+    for (int d = 0; shape && d < tensor->ndim; d++)
+        ok &= json_array_append_new(shape, json_integer(tensor->shape[d])) == 0;
+    put(obj, "name", json_string(tensor->name), &ok);
+    put(obj, "dtype", json_string(ckpt_dtype_name(tensor->dtype)), &ok);
+    put(obj, "shape", shape, &ok);
+    put(obj, "offset", json_integer((json_int_t)tensor->offset), &ok);
+    put(obj, "nbytes", json_integer((json_int_t)tensor->nbytes), &ok);
+    if (!ok) {
+        json_decref(obj);
+        return NULL;
+    }
+    return obj;
+}
+
+static json_t *shard_json(const ckpt_shard_info_t *shard, int index)
+{
+    json_t *obj = json_object();
+    char name[CKPT_FILE_NAME_MAX];
+    int ok = 1;
+    ckpt_shard_name(index, name, sizeof name);
+    put(obj, "file", json_string(name), &ok);
+    put(obj, "raw_offset", json_integer((json_int_t)shard->raw_offset), &ok);
+    put(obj, "raw_bytes", json_integer((json_int_t)shard->raw_bytes), &ok);
+    put(obj, "file_bytes", json_integer((json_int_t)shard->file_bytes), &ok);
+    put(obj, "xxh64", hex64_json(shard->xxh64), &ok);
+    put(obj, "nframes", json_integer(shard->nframes), &ok);
+    if (shard->flags & CKPT_SHARD_TABLE_KNOWN)
+        put(obj, "table_xxh64", hex64_json(shard->table_xxh64), &ok);
+    if (!ok) {
+        json_decref(obj);
+        return NULL;
+    }
+    return obj;
+}
+
+/* The manifest without its checksum, in the order the format lists the
+ * fields; record is the parsed record object (a reference is taken). */
+static json_t *manifest_json(const ckpt_manifest_t *manifest, json_t *record)
+{
+    json_t *root = json_object(), *tensors = json_array(), *shards = json_array(),
+           *opts = json_object();
+    int ok = tensors && shards;
+    put(root, "format", json_string(CKPT_FORMAT_NAME), &ok);
+    put(root, "version", json_integer(CKPT_FORMAT_VERSION), &ok);
+    put(root, "step", json_integer((json_int_t)manifest->step), &ok);
+    put(root, "created", json_integer(manifest->created), &ok);
+    put(root, "total_bytes", json_integer((json_int_t)manifest->total_bytes), &ok);
+    for (size_t i = 0; ok && i < manifest->ntensors; i++) {
+        json_t *tensor = tensor_json(&manifest->tensors[i]);
+        ok = tensor && json_array_append_new(tensors, tensor) == 0;
+    }
+    for (int i = 0; ok && i < manifest->nshards; i++) {
+        json_t *shard = shard_json(&manifest->shards[i], i);
+        ok = shard && json_array_append_new(shards, shard) == 0;
+    }
+    put(opts, "level", json_integer(manifest->opts.level), &ok);
+    put(opts, "threads", json_integer(manifest->opts.threads), &ok);
+    put(opts, "shuffle", json_boolean(manifest->opts.shuffle), &ok);
+    put(opts, "frame_bytes", json_integer((json_int_t)manifest->opts.frame_bytes), &ok);
+    put(root, "tensors", tensors, &ok);
+    put(root, "shards", shards, &ok);
+    put(root, "options", opts, &ok);
+    put(root, "record", json_incref(record), &ok);
+    if (!ok) {
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+int ckpt_manifest_dump(const ckpt_manifest_t *manifest, char **text)
+{
+    int rc;
+    uint64_t sum;
+    json_t *root = NULL, *record;
     json_error_t jerr;
 
     *text = NULL;
-    if (!root || !tens || !shards || !opts)
-        goto fail;
-    rec = json_loads(m->record ? m->record : "{}", JSON_REJECT_DUPLICATES,
-                     &jerr);
-    if (!rec || !json_is_object(rec)) {
-        rc = ckpt_seterr(CKPT_EINVAL, "record is not a JSON object%s%s",
-                         rec ? "" : ": ", rec ? "" : jerr.text);
-        goto fail;
+    record = json_loads(manifest->record ? manifest->record : "{}",
+                        JSON_REJECT_DUPLICATES, &jerr);
+    if (!record || !json_is_object(record)) {
+        json_decref(record);
+        return ckpt_seterr(CKPT_EINVAL, "record is not a JSON object%s%s",
+                           record ? "" : ": ", record ? "" : jerr.text);
     }
-    bad |= put(root, "format", json_string(CKPT_FORMAT_NAME));
-    bad |= put(root, "version", json_integer(CKPT_FORMAT_VERSION));
-    bad |= put(root, "step", json_integer((json_int_t)m->step));
-    bad |= put(root, "created", json_integer(m->created));
-    bad |= put(root, "total_bytes", json_integer((json_int_t)m->total_bytes));
-    for (size_t i = 0; i < m->ntensors; i++) {
-        const ckpt_tensor_t *t = &m->tensors[i];
-        json_t *o = json_object(), *shape = json_array();
-        for (int d = 0; shape && d < t->ndim; d++)
-            bad |= json_array_append_new(shape, json_integer(t->shape[d]));
-        bad |= put(o, "name", json_string(t->name));
-        bad |= put(o, "dtype", json_string(ckpt_dtype_name(t->dtype)));
-        bad |= put(o, "shape", shape);
-        bad |= put(o, "offset", json_integer((json_int_t)t->offset));
-        bad |= put(o, "nbytes", json_integer((json_int_t)t->nbytes));
-        bad |= o ? json_array_append_new(tens, o) : -1;
+    root = manifest_json(manifest, record);
+    json_decref(record);
+    if (!root)
+        return ckpt_seterr(CKPT_ENOMEM, "out of memory building the manifest");
+    rc = canonical_xxh64(root, CKPT_MANIFEST_NAME, &sum);
+    if (rc == CKPT_OK) {
+        int ok = 1;
+        put(root, CHECKSUM_KEY, hex64_json(sum), &ok);
+        if (ok)
+            *text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+        if (!*text)
+            rc = ckpt_seterr(CKPT_ENOMEM, "out of memory building the manifest");
     }
-    for (int i = 0; i < m->nshards; i++) {
-        const ckpt_shard_info_t *s = &m->shards[i];
-        json_t *o = json_object();
-        char name[64], hex[17];
-        ckpt_shard_name(i, name, sizeof name);
-        snprintf(hex, sizeof hex, "%016" PRIx64, s->xxh64);
-        bad |= put(o, "file", json_string(name));
-        bad |= put(o, "raw_offset", json_integer((json_int_t)s->raw_offset));
-        bad |= put(o, "raw_bytes", json_integer((json_int_t)s->raw_bytes));
-        bad |= put(o, "file_bytes", json_integer((json_int_t)s->file_bytes));
-        bad |= put(o, "xxh64", json_string(hex));
-        bad |= put(o, "nframes", json_integer(s->nframes));
-        if (s->flags & CKPT_SHARD_TABLE_KNOWN) {
-            snprintf(hex, sizeof hex, "%016" PRIx64, s->table_xxh64);
-            bad |= put(o, "table_xxh64", json_string(hex));
-        }
-        bad |= o ? json_array_append_new(shards, o) : -1;
-    }
-    bad |= put(opts, "level", json_integer(m->opts.level));
-    bad |= put(opts, "threads", json_integer(m->opts.threads));
-    bad |= put(opts, "shuffle", json_boolean(m->opts.shuffle));
-    bad |= put(opts, "frame_bytes", json_integer((json_int_t)m->opts.frame_bytes));
-    bad |= json_object_set(root, "tensors", tens);
-    bad |= json_object_set(root, "shards", shards);
-    bad |= json_object_set(root, "options", opts);
-    bad |= json_object_set(root, "record", rec);
-    if (bad)
-        goto fail;
-    {
-        uint64_t h;
-        char hex[17];
-        if (canonical_xxh64(root, &h) != 0)
-            goto fail;
-        snprintf(hex, sizeof hex, "%016" PRIx64, h);
-        if (put(root, CHECKSUM_KEY, json_string(hex)) != 0)
-            goto fail;
-    }
-    *text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
-    if (!*text)
-        goto fail;
-    rc = CKPT_OK;
-fail:
-    if (rc == CKPT_ENOMEM)
-        ckpt_seterr(rc, "out of memory building the manifest");
     json_decref(root);
-    json_decref(tens);
-    json_decref(shards);
-    json_decref(opts);
-    json_decref(rec);
     return rc;
 }
 
 /* ---- reading ---------------------------------------------------------- */
 
-/* Field accessors: each sets the error naming `what` and the field. */
-static int get_u64(json_t *obj, const char *key, const char *what,
-                   const char *ctx, uint64_t max, uint64_t *out)
+/* Field accessors: each sets the error naming `what`, ctx and the field. */
+static int field_u64(json_t *obj, const char *key, const char *what,
+                     const char *ctx, uint64_t max, uint64_t *out)
 {
-    json_t *v = json_object_get(obj, key);
-    json_int_t x;
-    if (!v)
+    json_t *value = json_object_get(obj, key);
+    json_int_t number;
+    if (!value)
         return ckpt_seterr(CKPT_EFORMAT, "%s: %s%s is missing", what, ctx, key);
-    if (!json_is_integer(v))
+    if (!json_is_integer(value))
         return ckpt_seterr(CKPT_EFORMAT, "%s: %s%s is not an integer", what,
                            ctx, key);
-    x = json_integer_value(v);
-    if (x < 0 || (uint64_t)x > max)
+    number = json_integer_value(value);
+    if (number < 0 || (uint64_t)number > max)
         return ckpt_seterr(CKPT_EFORMAT, "%s: %s%s = %lld is out of range",
-                           what, ctx, key, (long long)x);
-    *out = (uint64_t)x;
+                           what, ctx, key, (long long)number);
+    *out = (uint64_t)number;
     return CKPT_OK;
 }
 
-static int get_str(json_t *obj, const char *key, const char *what,
-                   const char *ctx, const char **out)
+static int field_str(json_t *obj, const char *key, const char *what,
+                     const char *ctx, const char **out)
 {
-    json_t *v = json_object_get(obj, key);
-    if (!v)
+    json_t *value = json_object_get(obj, key);
+    if (!value)
         return ckpt_seterr(CKPT_EFORMAT, "%s: %s%s is missing", what, ctx, key);
-    if (!json_is_string(v))
+    if (!json_is_string(value))
         return ckpt_seterr(CKPT_EFORMAT, "%s: %s%s is not a string", what,
                            ctx, key);
-    *out = json_string_value(v);
-    if (strlen(*out) != json_string_length(v))
+    *out = json_string_value(value);
+    if (strlen(*out) != json_string_length(value))
         return ckpt_seterr(CKPT_EFORMAT, "%s: %s%s contains a NUL byte", what,
                            ctx, key);
     return CKPT_OK;
 }
 
-static int dtype_from_name(const char *s, ckpt_dtype_t *d)
+/* Read a shape array into tensor and check nbytes against it. */
+static int parse_shape(json_t *shape, const char *what, const char *ctx,
+                       ckpt_tensor_t *tensor)
 {
-    for (int i = 0; i <= CKPT_I32; i++)
-        if (strcmp(s, ckpt_dtype_name((ckpt_dtype_t)i)) == 0) {
-            *d = (ckpt_dtype_t)i;
-            return 1;
-        }
-    return 0;
+    uint64_t elems = 1, elem_size;
+    if (!json_is_array(shape) || json_array_size(shape) > CKPT_MAX_DIMS)
+        return ckpt_seterr(CKPT_EFORMAT, "%s: %sshape is not an array of at "
+                           "most %d integers", what, ctx, CKPT_MAX_DIMS);
+    tensor->ndim = (int)json_array_size(shape);
+    for (int d = 0; d < tensor->ndim; d++) {
+        json_t *value = json_array_get(shape, (size_t)d);
+        json_int_t extent = json_is_integer(value) ? json_integer_value(value) : -1;
+        if (extent < 0 || (uint64_t)extent > CKPT_MAX_FLAT_BYTES)
+            return ckpt_seterr(CKPT_EFORMAT, "%s: %sshape[%d] is not a size",
+                               what, ctx, d);
+        tensor->shape[d] = extent;
+        if (extent != 0 && elems > CKPT_MAX_FLAT_BYTES / (uint64_t)extent)
+            return ckpt_seterr(CKPT_EFORMAT, "%s: %sshape overflows", what, ctx);
+        elems *= (uint64_t)extent;
+    }
+    elem_size = ckpt_dtype_size(tensor->dtype);
+    if (elems > CKPT_MAX_FLAT_BYTES / elem_size || elems * elem_size != tensor->nbytes)
+        return ckpt_seterr(CKPT_EFORMAT, "%s: %snbytes %llu does not match the "
+                           "shape and dtype", what, ctx,
+                           (unsigned long long)tensor->nbytes);
+    return CKPT_OK;
 }
 
-static int parse_tensor(json_t *o, size_t i, const char *what,
-                        uint64_t total, uint64_t *prev_end, ckpt_tensor_t *t)
+static int parse_tensor(json_t *obj, size_t index, const char *what,
+                        uint64_t total, uint64_t *prev_end, ckpt_tensor_t *tensor)
 {
     int rc;
-    char ctx[64];
+    char ctx[FIELD_CONTEXT_MAX];
     const char *name, *dtype;
-    json_t *shape;
-    uint64_t elems = 1, esz;
 
-    snprintf(ctx, sizeof ctx, "tensors[%zu].", i);
-    if (!json_is_object(o))
+    snprintf(ctx, sizeof ctx, "tensors[%zu].", index);
+    if (!json_is_object(obj))
         return ckpt_seterr(CKPT_EFORMAT, "%s: tensors[%zu] is not an object",
-                           what, i);
-    if ((rc = get_str(o, "name", what, ctx, &name)) != CKPT_OK ||
-        (rc = get_str(o, "dtype", what, ctx, &dtype)) != CKPT_OK ||
-        (rc = get_u64(o, "offset", what, ctx, MAX_JSON_U64, &t->offset)) ||
-        (rc = get_u64(o, "nbytes", what, ctx, MAX_JSON_U64, &t->nbytes)))
+                           what, index);
+    if ((rc = field_str(obj, "name", what, ctx, &name)) != CKPT_OK ||
+        (rc = field_str(obj, "dtype", what, ctx, &dtype)) != CKPT_OK ||
+        (rc = field_u64(obj, "offset", what, ctx, CKPT_MAX_FLAT_BYTES,
+                        &tensor->offset)) ||
+        (rc = field_u64(obj, "nbytes", what, ctx, CKPT_MAX_FLAT_BYTES,
+                        &tensor->nbytes)))
         return rc;
     if (name[0] == '\0' || strlen(name) >= CKPT_NAME_MAX)
         return ckpt_seterr(CKPT_EFORMAT, "%s: %sname is empty or longer than "
@@ -207,309 +272,293 @@ static int parse_tensor(json_t *o, size_t i, const char *what,
     if (!ckpt_name_printable(name))
         return ckpt_seterr(CKPT_EFORMAT, "%s: %sname holds a control "
                            "character", what, ctx);
-    strcpy(t->name, name);
-    if (!dtype_from_name(dtype, &t->dtype))
+    strcpy(tensor->name, name);
+    if (!ckpt_dtype_from_name(dtype, &tensor->dtype))
         return ckpt_seterr(CKPT_EFORMAT, "%s: %sdtype \"%s\" is unknown", what,
                            ctx, dtype);
-    shape = json_object_get(o, "shape");
-    if (!json_is_array(shape) || json_array_size(shape) > CKPT_MAX_DIMS)
-        return ckpt_seterr(CKPT_EFORMAT, "%s: %sshape is not an array of at "
-                           "most %d integers", what, ctx, CKPT_MAX_DIMS);
-    t->ndim = (int)json_array_size(shape);
-    for (int d = 0; d < t->ndim; d++) {
-        json_t *v = json_array_get(shape, (size_t)d);
-        json_int_t x = json_is_integer(v) ? json_integer_value(v) : -1;
-        if (x < 0 || (uint64_t)x > MAX_JSON_U64)
-            return ckpt_seterr(CKPT_EFORMAT, "%s: %sshape[%d] is not a size",
-                               what, ctx, d);
-        t->shape[d] = x;
-        if (x != 0 && elems > MAX_JSON_U64 / (uint64_t)x)
-            return ckpt_seterr(CKPT_EFORMAT, "%s: %sshape overflows", what,
-                               ctx);
-        elems *= (uint64_t)x;
-    }
-    esz = ckpt_dtype_size(t->dtype);
-    if (elems > MAX_JSON_U64 / esz || elems * esz != t->nbytes)
-        return ckpt_seterr(CKPT_EFORMAT, "%s: %snbytes %llu does not match the "
-                           "shape and dtype", what, ctx,
-                           (unsigned long long)t->nbytes);
-    if (t->offset < *prev_end)
+    if ((rc = parse_shape(json_object_get(obj, "shape"), what, ctx, tensor)))
+        return rc;
+    if (tensor->offset < *prev_end)
         return ckpt_seterr(CKPT_EFORMAT, "%s: %soffset %llu overlaps the "
                            "previous tensor", what, ctx,
-                           (unsigned long long)t->offset);
-    if (t->offset > total || t->nbytes > total - t->offset)
+                           (unsigned long long)tensor->offset);
+    if (tensor->offset > total || tensor->nbytes > total - tensor->offset)
         return ckpt_seterr(CKPT_EFORMAT, "%s: %s[offset, offset+nbytes) lies "
                            "outside total_bytes %llu", what, ctx,
                            (unsigned long long)total);
-    *prev_end = t->offset + t->nbytes;
-    t->data = NULL;
+    *prev_end = tensor->offset + tensor->nbytes;
+    tensor->data = NULL;
     return CKPT_OK;
 }
 
-static int parse_shard(json_t *o, int i, const char *what, uint64_t *pos,
-                       ckpt_shard_info_t *s)
+static int parse_tensors(json_t *root, const char *what,
+                         ckpt_manifest_t *manifest)
+{
+    json_t *tensors = json_object_get(root, "tensors");
+    uint64_t prev_end = 0;
+    size_t dup;
+    int rc;
+
+    if (!json_is_array(tensors) || json_array_size(tensors) > CKPT_MAX_TENSORS)
+        return ckpt_seterr(CKPT_EFORMAT, "%s: tensors is not an array of at "
+                           "most %d objects", what, CKPT_MAX_TENSORS);
+    manifest->ntensors = json_array_size(tensors);
+    manifest->tensors = calloc(manifest->ntensors ? manifest->ntensors : 1,
+                               sizeof *manifest->tensors);
+    if (!manifest->tensors)
+        return ckpt_seterr(CKPT_ENOMEM, "%s: out of memory", what);
+    for (size_t i = 0; i < manifest->ntensors; i++) {
+        rc = parse_tensor(json_array_get(tensors, i), i, what,
+                          manifest->total_bytes, &prev_end, &manifest->tensors[i]);
+        if (rc != CKPT_OK)
+            return rc;
+    }
+    if (ckpt_find_duplicate(manifest->tensors, manifest->ntensors, &dup) != CKPT_OK)
+        return ckpt_seterr(CKPT_ENOMEM, "%s: out of memory", what);
+    if (dup < manifest->ntensors)
+        return ckpt_seterr(CKPT_EFORMAT, "%s: tensors[%zu].name \"%s\" is "
+                           "a duplicate", what, dup, manifest->tensors[dup].name);
+    return CKPT_OK;
+}
+
+/* A hex checksum field: 16 lowercase hex digits. */
+static int parse_hex64(json_t *obj, const char *key, const char *what,
+                       const char *ctx, uint64_t *out)
+{
+    const char *hex;
+    int rc = field_str(obj, key, what, ctx, &hex);
+    if (rc != CKPT_OK)
+        return rc;
+    if (!is_hex64(hex))
+        return ckpt_seterr(CKPT_EFORMAT, "%s: %s%s is not 16 lowercase hex "
+                           "digits", what, ctx, key);
+    *out = strtoull(hex, NULL, 16);
+    return CKPT_OK;
+}
+
+static int parse_shard(json_t *obj, int index, const char *what, uint64_t *pos,
+                       ckpt_shard_info_t *shard)
 {
     int rc;
-    char ctx[64], want[64];
+    char ctx[FIELD_CONTEXT_MAX], want[CKPT_FILE_NAME_MAX];
     const char *file, *hex;
     uint64_t nframes;
 
-    snprintf(ctx, sizeof ctx, "shards[%d].", i);
-    if (!json_is_object(o))
+    snprintf(ctx, sizeof ctx, "shards[%d].", index);
+    if (!json_is_object(obj))
         return ckpt_seterr(CKPT_EFORMAT, "%s: shards[%d] is not an object",
-                           what, i);
-    if ((rc = get_str(o, "file", what, ctx, &file)) != CKPT_OK ||
-        (rc = get_str(o, "xxh64", what, ctx, &hex)) != CKPT_OK ||
-        (rc = get_u64(o, "raw_offset", what, ctx, MAX_JSON_U64,
-                      &s->raw_offset)) ||
-        (rc = get_u64(o, "raw_bytes", what, ctx, MAX_JSON_U64,
-                      &s->raw_bytes)) ||
-        (rc = get_u64(o, "file_bytes", what, ctx, MAX_JSON_U64,
-                      &s->file_bytes)) ||
-        (rc = get_u64(o, "nframes", what, ctx, UINT32_MAX, &nframes)))
+                           what, index);
+    if ((rc = field_str(obj, "file", what, ctx, &file)) != CKPT_OK ||
+        (rc = field_str(obj, "xxh64", what, ctx, &hex)) != CKPT_OK ||
+        (rc = field_u64(obj, "raw_offset", what, ctx, CKPT_MAX_FLAT_BYTES,
+                        &shard->raw_offset)) ||
+        (rc = field_u64(obj, "raw_bytes", what, ctx, CKPT_MAX_FLAT_BYTES,
+                        &shard->raw_bytes)) ||
+        (rc = field_u64(obj, "file_bytes", what, ctx, CKPT_MAX_FLAT_BYTES,
+                        &shard->file_bytes)) ||
+        (rc = field_u64(obj, "nframes", what, ctx, UINT32_MAX, &nframes)))
         return rc;
-    ckpt_shard_name(i, want, sizeof want);
+    ckpt_shard_name(index, want, sizeof want);
     if (strchr(file, '/') || strstr(file, "..") || strcmp(file, want) != 0)
-        return ckpt_seterr(CKPT_EFORMAT, "%s: %sfile \"%.80s\" is not the "
-                           "expected \"%s\"", what, ctx, file, want);
-    if (strlen(hex) != 16 || strspn(hex, "0123456789abcdef") != 16)
+        return ckpt_seterr(CKPT_EFORMAT, "%s: %sfile \"%.*s\" is not the "
+                           "expected \"%s\"", what, ctx, QUOTE_MAX, file, want);
+    if (!is_hex64(hex))
         return ckpt_seterr(CKPT_EFORMAT, "%s: %sxxh64 is not 16 lowercase hex "
                            "digits", what, ctx);
-    s->xxh64 = strtoull(hex, NULL, 16);
-    s->nframes = (uint32_t)nframes;
-    s->flags = 0;
-    s->table_xxh64 = 0;
-    if (json_object_get(o, "table_xxh64")) { /* absent from older manifests */
-        if ((rc = get_str(o, "table_xxh64", what, ctx, &hex)) != CKPT_OK)
+    shard->xxh64 = strtoull(hex, NULL, 16);
+    shard->nframes = (uint32_t)nframes;
+    shard->flags = 0;
+    shard->table_xxh64 = 0;
+    if (json_object_get(obj, "table_xxh64")) { /* absent from older manifests */
+        rc = parse_hex64(obj, "table_xxh64", what, ctx, &shard->table_xxh64);
+        if (rc != CKPT_OK)
             return rc;
-        if (strlen(hex) != 16 || strspn(hex, "0123456789abcdef") != 16)
-            return ckpt_seterr(CKPT_EFORMAT, "%s: %stable_xxh64 is not 16 "
-                               "lowercase hex digits", what, ctx);
-        s->table_xxh64 = strtoull(hex, NULL, 16);
-        s->flags = CKPT_SHARD_TABLE_KNOWN;
+        shard->flags = CKPT_SHARD_TABLE_KNOWN;
     }
-    if (s->raw_offset != *pos)
+    if (shard->raw_offset != *pos)
         return ckpt_seterr(CKPT_EFORMAT, "%s: %sraw_offset %llu leaves a gap "
                            "or overlap (expected %llu)", what, ctx,
-                           (unsigned long long)s->raw_offset,
+                           (unsigned long long)shard->raw_offset,
                            (unsigned long long)*pos);
-    if ((s->raw_bytes == 0) != (nframes == 0) || nframes > s->raw_bytes)
+    if ((shard->raw_bytes == 0) != (nframes == 0) || nframes > shard->raw_bytes)
         return ckpt_seterr(CKPT_EFORMAT, "%s: %snframes %llu does not fit "
                            "raw_bytes %llu", what, ctx,
                            (unsigned long long)nframes,
-                           (unsigned long long)s->raw_bytes);
-    if (s->file_bytes < CKPT_SHARD_HEADER_BYTES + CKPT_SHARD_FOOTER_BYTES +
-                            nframes * CKPT_SHARD_ENTRY_BYTES)
+                           (unsigned long long)shard->raw_bytes);
+    if (shard->file_bytes < CKPT_SHARD_HEADER_BYTES + CKPT_SHARD_FOOTER_BYTES +
+                                nframes * CKPT_SHARD_ENTRY_BYTES)
         return ckpt_seterr(CKPT_EFORMAT, "%s: %sfile_bytes %llu is too small",
-                           what, ctx, (unsigned long long)s->file_bytes);
-    *pos += s->raw_bytes;
+                           what, ctx, (unsigned long long)shard->file_bytes);
+    *pos += shard->raw_bytes;
     return CKPT_OK;
 }
 
-static int cmp_name(const void *a, const void *b)
+static int parse_shards(json_t *root, const char *what, ckpt_manifest_t *manifest)
 {
-    return strcmp((*(const ckpt_tensor_t *const *)a)->name,
-                  (*(const ckpt_tensor_t *const *)b)->name);
+    json_t *shards = json_object_get(root, "shards");
+    uint64_t pos = 0, stored = 0;
+    int rc;
+
+    if (!json_is_array(shards) || json_array_size(shards) == 0 ||
+        json_array_size(shards) > CKPT_MAX_SHARDS)
+        return ckpt_seterr(CKPT_EFORMAT, "%s: shards is not an array of 1 to %d "
+                           "objects", what, CKPT_MAX_SHARDS);
+    manifest->nshards = (int)json_array_size(shards);
+    manifest->shards = calloc((size_t)manifest->nshards, sizeof *manifest->shards);
+    if (!manifest->shards)
+        return ckpt_seterr(CKPT_ENOMEM, "%s: out of memory", what);
+    for (int i = 0; i < manifest->nshards; i++) {
+        rc = parse_shard(json_array_get(shards, (size_t)i), i, what, &pos,
+                         &manifest->shards[i]);
+        if (rc != CKPT_OK)
+            return rc;
+        /* The files together stay within what one number can hold, so
+         * every sum of file sizes a reader makes is exact. */
+        stored += manifest->shards[i].file_bytes;
+        if (stored > CKPT_MAX_FLAT_BYTES)
+            return ckpt_seterr(CKPT_EFORMAT, "%s: the shards' file_bytes add up "
+                               "to more than %llu", what,
+                               (unsigned long long)CKPT_MAX_FLAT_BYTES);
+    }
+    if (pos != manifest->total_bytes)
+        return ckpt_seterr(CKPT_EFORMAT, "%s: shards cover %llu bytes, "
+                           "total_bytes is %llu", what, (unsigned long long)pos,
+                           (unsigned long long)manifest->total_bytes);
+    return CKPT_OK;
 }
 
-/* Reject duplicate tensor names (sorting pointers: n may be large). */
-static int check_unique(const ckpt_tensor_t *t, size_t n, const char *what)
+/* "options" is informational and optional: the defaults fill what is
+ * missing. */
+static int parse_options(json_t *root, const char *what, ckpt_opts_t *opts)
 {
-    int rc = CKPT_OK;
-    const ckpt_tensor_t **p = malloc((n ? n : 1) * sizeof *p);
-    if (!p)
+    json_t *obj = json_object_get(root, "options");
+    ckpt_opts_default(opts);
+    if (!obj)
+        return CKPT_OK;
+    json_t *level = json_object_get(obj, "level"),
+           *threads = json_object_get(obj, "threads"),
+           *shuffle = json_object_get(obj, "shuffle"),
+           *frame_bytes = json_object_get(obj, "frame_bytes");
+    if (!json_is_object(obj) || (level && !json_is_integer(level)) ||
+        (threads && !json_is_integer(threads)) ||
+        (shuffle && !json_is_boolean(shuffle)) ||
+        (frame_bytes && !json_is_integer(frame_bytes)))
+        return ckpt_seterr(CKPT_EFORMAT, "%s: options has a field of the "
+                           "wrong type", what);
+    if (level)
+        opts->level = (int)json_integer_value(level);
+    if (threads)
+        opts->threads = (int)json_integer_value(threads);
+    if (shuffle)
+        opts->shuffle = json_is_true(shuffle);
+    if (frame_bytes)
+        opts->frame_bytes = (size_t)json_integer_value(frame_bytes);
+    return CKPT_OK;
+}
+
+/* "format", "version", "step", "created" and "total_bytes". */
+static int parse_header(json_t *root, const char *what, ckpt_manifest_t *manifest)
+{
+    const char *format;
+    uint64_t value;
+    int rc;
+
+    if ((rc = field_str(root, "format", what, "", &format)) != CKPT_OK)
+        return rc;
+    if (strcmp(format, CKPT_FORMAT_NAME) != 0)
+        return ckpt_seterr(CKPT_EFORMAT, "%s: format is \"%.*s\", not \"%s\"",
+                           what, QUOTE_MAX, format, CKPT_FORMAT_NAME);
+    if ((rc = field_u64(root, "version", what, "", INT32_MAX, &value)) != CKPT_OK)
+        return rc;
+    if (value != CKPT_FORMAT_VERSION)
+        return ckpt_seterr(value > CKPT_FORMAT_VERSION ? CKPT_EVERSION
+                                                       : CKPT_EFORMAT,
+                           "%s: format version %llu, this build reads %d", what,
+                           (unsigned long long)value, CKPT_FORMAT_VERSION);
+    manifest->version = (int)value;
+    if ((rc = field_u64(root, "step", what, "", INT64_MAX, &manifest->step)) ||
+        (rc = field_u64(root, "created", what, "", INT64_MAX, &value)) ||
+        (rc = field_u64(root, "total_bytes", what, "", CKPT_MAX_FLAT_BYTES,
+                        &manifest->total_bytes)))
+        return rc;
+    manifest->created = (int64_t)value;
+    return CKPT_OK;
+}
+
+static int parse_record(json_t *root, const char *what, ckpt_manifest_t *manifest)
+{
+    json_t *record = json_object_get(root, "record");
+    if (!json_is_object(record))
+        return ckpt_seterr(CKPT_EFORMAT, "%s: record is %s", what,
+                           record ? "not an object" : "missing");
+    manifest->record = json_dumps(record, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (!manifest->record)
         return ckpt_seterr(CKPT_ENOMEM, "%s: out of memory", what);
-    for (size_t i = 0; i < n; i++)
-        p[i] = &t[i];
-    qsort(p, n, sizeof *p, cmp_name);
-    for (size_t i = 1; i < n; i++)
-        if (strcmp(p[i - 1]->name, p[i]->name) == 0) {
-            rc = ckpt_seterr(CKPT_EFORMAT, "%s: tensors[%zu].name \"%s\" is "
-                             "a duplicate", what, (size_t)(p[i] - t),
-                             p[i]->name);
-            break;
-        }
-    free(p);
-    return rc;
+    return CKPT_OK;
 }
 
 /* Check root's CHECKSUM_KEY, if present, against its canonical text (the
  * key is removed from root).  *checked says whether there was one. */
 static int check_sum(json_t *root, const char *what, int *checked)
 {
-    json_t *v = json_object_get(root, CHECKSUM_KEY);
-    const char *hex;
-    char copy[17];
+    json_t *value = json_object_get(root, CHECKSUM_KEY);
+    char stored_hex[HEX64_DIGITS + 1];
     uint64_t stored, actual;
+    int rc;
 
     *checked = 0;
-    if (!v)
+    if (!value)
         return CKPT_OK; /* written before manifests had a checksum */
-    if (!json_is_string(v) || json_string_length(v) != 16)
+    if (!json_is_string(value) || json_string_length(value) != HEX64_DIGITS ||
+        !is_hex64(json_string_value(value)))
         return ckpt_seterr(CKPT_EFORMAT, "%s: %s is not a string of 16 "
                            "lowercase hex digits", what, CHECKSUM_KEY);
-    hex = json_string_value(v);
-    if (strspn(hex, "0123456789abcdef") != 16)
-        return ckpt_seterr(CKPT_EFORMAT, "%s: %s is not a string of 16 "
-                           "lowercase hex digits", what, CHECKSUM_KEY);
-    stored = strtoull(hex, NULL, 16);
-    memcpy(copy, hex, sizeof copy); /* v dies with the key */
+    memcpy(stored_hex, json_string_value(value), sizeof stored_hex); /* value
+        dies with the key */
+    stored = strtoull(stored_hex, NULL, 16);
     json_object_del(root, CHECKSUM_KEY);
-    if (canonical_xxh64(root, &actual) != 0)
-        return ckpt_seterr(CKPT_ENOMEM, "%s: out of memory", what);
+    if ((rc = canonical_xxh64(root, what, &actual)) != CKPT_OK)
+        return rc;
     if (actual != stored)
         return ckpt_seterr(CKPT_ECORRUPT, "%s: %s is %s but the content "
                            "hashes to %016" PRIx64 ": the manifest was damaged "
-                           "or edited", what, CHECKSUM_KEY, copy, actual);
+                           "or edited", what, CHECKSUM_KEY, stored_hex, actual);
     *checked = 1;
     return CKPT_OK;
 }
 
 int ckpt_manifest_parse(const char *text, size_t len, const char *what,
-                        ckpt_manifest_t *m)
+                        ckpt_manifest_t *manifest)
 {
-    int rc = CKPT_OK;
+    int rc;
     json_error_t jerr;
-    json_t *root = NULL, *tens, *shards, *opts, *rec;
-    const char *fmt;
-    uint64_t v, prev_end = 0, pos = 0, stored = 0;
+    json_t *root;
 
-    memset(m, 0, sizeof *m);
+    memset(manifest, 0, sizeof *manifest);
     root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root) {
-        rc = ckpt_seterr(CKPT_EFORMAT, "%s: not valid JSON: line %d: %s",
-                         what, jerr.line, jerr.text);
-        goto fail;
-    }
-    if (!json_is_object(root)) {
+    if (!root)
+        return ckpt_seterr(CKPT_EFORMAT, "%s: not valid JSON: line %d: %s",
+                           what, jerr.line, jerr.text);
+    if (!json_is_object(root))
         rc = ckpt_seterr(CKPT_EFORMAT, "%s: not a JSON object", what);
-        goto fail;
-    }
-    if ((rc = get_str(root, "format", what, "", &fmt)) != CKPT_OK)
-        goto fail;
-    if (strcmp(fmt, CKPT_FORMAT_NAME) != 0) {
-        rc = ckpt_seterr(CKPT_EFORMAT, "%s: format is \"%.40s\", not \"%s\"",
-                         what, fmt, CKPT_FORMAT_NAME);
-        goto fail;
-    }
-    if ((rc = get_u64(root, "version", what, "", INT32_MAX, &v)) != CKPT_OK)
-        goto fail;
-    if (v != CKPT_FORMAT_VERSION) {
-        rc = ckpt_seterr(v > CKPT_FORMAT_VERSION ? CKPT_EVERSION : CKPT_EFORMAT,
-                         "%s: format version %llu, this build reads %d", what,
-                         (unsigned long long)v, CKPT_FORMAT_VERSION);
-        goto fail;
-    }
-    m->version = (int)v;
-    if ((rc = get_u64(root, "step", what, "", INT64_MAX, &m->step)) ||
-        (rc = get_u64(root, "created", what, "", INT64_MAX, &v)) ||
-        (rc = get_u64(root, "total_bytes", what, "", MAX_JSON_U64,
-                      &m->total_bytes)))
-        goto fail;
-    m->created = (int64_t)v;
-
-    tens = json_object_get(root, "tensors");
-    if (!json_is_array(tens) || json_array_size(tens) > CKPT_MAX_TENSORS) {
-        rc = ckpt_seterr(CKPT_EFORMAT, "%s: tensors is not an array of at "
-                         "most %d objects", what, CKPT_MAX_TENSORS);
-        goto fail;
-    }
-    m->ntensors = json_array_size(tens);
-    m->tensors = calloc(m->ntensors ? m->ntensors : 1, sizeof *m->tensors);
-    if (!m->tensors)
-        goto nomem;
-    for (size_t i = 0; i < m->ntensors; i++) {
-        rc = parse_tensor(json_array_get(tens, i), i, what, m->total_bytes,
-                          &prev_end, &m->tensors[i]);
-        if (rc != CKPT_OK)
-            goto fail;
-    }
-    if ((rc = check_unique(m->tensors, m->ntensors, what)) != CKPT_OK)
-        goto fail;
-
-    shards = json_object_get(root, "shards");
-    if (!json_is_array(shards) || json_array_size(shards) == 0 ||
-        json_array_size(shards) > CKPT_MAX_SHARDS) {
-        rc = ckpt_seterr(CKPT_EFORMAT, "%s: shards is not an array of 1 to %d "
-                         "objects", what, CKPT_MAX_SHARDS);
-        goto fail;
-    }
-    m->nshards = (int)json_array_size(shards);
-    m->shards = calloc((size_t)m->nshards, sizeof *m->shards);
-    if (!m->shards)
-        goto nomem;
-    for (int i = 0; i < m->nshards; i++) {
-        rc = parse_shard(json_array_get(shards, (size_t)i), i, what, &pos,
-                         &m->shards[i]);
-        if (rc != CKPT_OK)
-            goto fail;
-        /* The files together stay within what one number can hold, so
-         * every sum of file sizes a reader makes is exact. */
-        stored += m->shards[i].file_bytes;
-        if (stored > MAX_JSON_U64) {
-            rc = ckpt_seterr(CKPT_EFORMAT, "%s: the shards' file_bytes add up to "
-                             "more than %llu", what, (unsigned long long)MAX_JSON_U64);
-            goto fail;
-        }
-    }
-    if (pos != m->total_bytes) {
-        rc = ckpt_seterr(CKPT_EFORMAT, "%s: shards cover %llu bytes, "
-                         "total_bytes is %llu", what, (unsigned long long)pos,
-                         (unsigned long long)m->total_bytes);
-        goto fail;
-    }
-
-    opts = json_object_get(root, "options");
-    ckpt_opts_default(&m->opts);
-    if (opts) {
-        json_t *lv = json_object_get(opts, "level"),
-               *th = json_object_get(opts, "threads"),
-               *sh = json_object_get(opts, "shuffle"),
-               *fb = json_object_get(opts, "frame_bytes");
-        if (!json_is_object(opts) || (lv && !json_is_integer(lv)) ||
-            (th && !json_is_integer(th)) || (sh && !json_is_boolean(sh)) ||
-            (fb && !json_is_integer(fb))) {
-            rc = ckpt_seterr(CKPT_EFORMAT, "%s: options has a field of the "
-                             "wrong type", what);
-            goto fail;
-        }
-        if (lv)
-            m->opts.level = (int)json_integer_value(lv);
-        if (th)
-            m->opts.threads = (int)json_integer_value(th);
-        if (sh)
-            m->opts.shuffle = json_is_true(sh);
-        if (fb)
-            m->opts.frame_bytes = (size_t)json_integer_value(fb);
-    }
-
-    rec = json_object_get(root, "record");
-    if (!json_is_object(rec)) {
-        rc = ckpt_seterr(CKPT_EFORMAT, "%s: record is %s", what,
-                         rec ? "not an object" : "missing");
-        goto fail;
-    }
-    m->record = json_dumps(rec, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    if (!m->record)
-        goto nomem;
-    if ((rc = check_sum(root, what, &m->checksummed)) != CKPT_OK)
-        goto fail;
+    else if ((rc = parse_header(root, what, manifest)) == CKPT_OK &&
+             (rc = parse_tensors(root, what, manifest)) == CKPT_OK &&
+             (rc = parse_shards(root, what, manifest)) == CKPT_OK &&
+             (rc = parse_options(root, what, &manifest->opts)) == CKPT_OK &&
+             (rc = parse_record(root, what, manifest)) == CKPT_OK)
+        rc = check_sum(root, what, &manifest->checksummed);
     json_decref(root);
-    return CKPT_OK;
-nomem:
-    rc = ckpt_seterr(CKPT_ENOMEM, "%s: out of memory", what);
-fail:
-    json_decref(root);
-    ckpt_manifest_free(m);
+    if (rc != CKPT_OK)
+        ckpt_manifest_free(manifest);
     return rc;
 }
 
-void ckpt_manifest_free(ckpt_manifest_t *m)
+void ckpt_manifest_free(ckpt_manifest_t *manifest)
 {
-    if (!m)
+    if (!manifest)
         return;
-    free(m->tensors);
-    free(m->shards);
-    free(m->record);
-    memset(m, 0, sizeof *m);
+    free(manifest->tensors);
+    free(manifest->shards);
+    free(manifest->record);
+    memset(manifest, 0, sizeof *manifest);
 }

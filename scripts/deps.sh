@@ -1,6 +1,8 @@
 #!/bin/sh
 # Install the Debian packages ftrain needs, when they are missing.
-# As root it runs apt-get; otherwise it prints the exact command and fails.
+# When every one is installed it does nothing (no apt-get, no root needed).
+# Otherwise, as root it runs apt-get; as another user it prints the exact
+# command and fails.
 set -u
 PKGS="build-essential pkg-config openmpi-bin libopenmpi-dev libzstd-dev zstd
 libarchive-dev libjansson-dev libxxhash-dev libopenblas-dev zlib1g-dev
@@ -23,10 +25,12 @@ fi
 echo "deps: installing$missing"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq || { echo "deps: apt-get update failed" >&2; exit 1; }
+log=$(mktemp "${TMPDIR:-/tmp}/ftrain-deps.XXXXXX") || { echo "deps: mktemp failed" >&2; exit 1; }
 # Package scripts must not start daemons here; the tests start their own.
-$cmd -qq >/tmp/ftrain-deps.log 2>&1 || {
-    tail -20 /tmp/ftrain-deps.log >&2
-    echo "deps: '$cmd' failed (log above)" >&2
+$cmd -qq >"$log" 2>&1 || {
+    tail -20 "$log" >&2
+    echo "deps: '$cmd' failed (log above, in $log)" >&2
     exit 1
 }
+rm -f "$log"
 echo "deps: done"

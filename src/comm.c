@@ -2,35 +2,120 @@
  * comm.c - collectives over MPI behind the comm.h interface.
  *
  * The comm_t holds a table of backend functions; this file provides the MPI
- * backend (host buffers).  Large buffers are cut into pieces of at most
- * COMM_CHUNK elements because MPI counts are int.
+ * backend, whose collectives work on host buffers (comm_host_*), and the
+ * NCCL backend uses the same ones for its host buffers, so a reduction
+ * follows one rule (comm_reduce_local) whichever backend runs it.  Large
+ * buffers are cut into pieces of at most COMM_CHUNK elements because MPI
+ * counts are int.
  */
 #include "ftrain/comm.h"
 #include "comm_internal.h"
 
 #include <limits.h>
+#include <math.h>
 #include <mpi.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "ftrain/util.h"
+
 #define COMM_CHUNK ((size_t)1 << 28)
+
+/* comm_wait_all's sleeps between tests of its barrier, in nanoseconds:
+ * from the first, doubling up to the last. */
+#define COMM_WAIT_FIRST_NS 20000L
+#define COMM_WAIT_MAX_NS 1000000L
 
 _Thread_local char comm_err_buf[COMM_ERR_MAX];
 
-static int comm_mpi_fail(const char *what, int mpirc)
+int comm_fail(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(comm_err_buf, sizeof comm_err_buf, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int comm_mpi_fail(const char *what, int mpirc)
 {
     char msg[MPI_MAX_ERROR_STRING] = "";
     int len = 0;
     MPI_Error_string(mpirc, msg, &len);
-    snprintf(comm_err_buf, sizeof comm_err_buf, "%s: %s", what, msg);
-    return COMM_EFAIL;
+    return comm_fail(COMM_EFAIL, "%s: %s", what, msg);
 }
 
-static MPI_Datatype comm_mpi_type(comm_dtype_t t, size_t *size)
+/* ---- the element rule of host reductions -------------------------------- */
+
+/* MAX of two doubles as comm.h describes it: a NaN wins, +0 beats -0. */
+static double max_f64(double acc, double other)
 {
-    switch (t) {
+    if (isnan(acc))
+        return acc;
+    if (isnan(other) || other > acc || (other == acc && signbit(acc) && !signbit(other)))
+        return other;
+    return acc;
+}
+
+/* The same for floats (no detour through double: a NaN's bits are kept). */
+static float max_f32(float acc, float other)
+{
+    if (isnan(acc))
+        return acc;
+    if (isnan(other) || other > acc || (other == acc && signbit(acc) && !signbit(other)))
+        return other;
+    return acc;
+}
+
+int comm_reduce_local(void *inout, const void *in, size_t n, comm_dtype_t type,
+                      comm_op_t op)
+{
+    int max = op == COMM_MAX;
+    if (op != COMM_SUM && op != COMM_MAX)
+        return comm_fail(COMM_EINVAL, "reduce: unknown op %d", (int)op);
+    switch (type) {
+    case COMM_F32: {
+        float *acc = inout;
+        const float *other = in;
+        for (size_t i = 0; i < n; i++)
+            acc[i] = max ? max_f32(acc[i], other[i]) : acc[i] + other[i];
+        return COMM_OK;
+    }
+    case COMM_F64: {
+        double *acc = inout;
+        const double *other = in;
+        for (size_t i = 0; i < n; i++)
+            acc[i] = max ? max_f64(acc[i], other[i]) : acc[i] + other[i];
+        return COMM_OK;
+    }
+    case COMM_I64: {
+        int64_t *acc = inout;
+        const int64_t *other = in;
+        for (size_t i = 0; i < n; i++)
+            acc[i] = max ? (other[i] > acc[i] ? other[i] : acc[i])
+                         : (int64_t)((uint64_t)acc[i] + (uint64_t)other[i]);
+        return COMM_OK;
+    }
+    case COMM_U8: {
+        uint8_t *acc = inout;
+        const uint8_t *other = in;
+        for (size_t i = 0; i < n; i++)
+            acc[i] = max ? (other[i] > acc[i] ? other[i] : acc[i])
+                         : (uint8_t)(acc[i] + other[i]);
+        return COMM_OK;
+    }
+    }
+    return comm_fail(COMM_EINVAL, "reduce: unknown type %d", (int)type);
+}
+
+/* ---- host buffers over MPI ---------------------------------------------- */
+
+static MPI_Datatype comm_mpi_type(comm_dtype_t type, size_t *size)
+{
+    switch (type) {
     case COMM_F32: *size = 4; return MPI_FLOAT;
     case COMM_F64: *size = 8; return MPI_DOUBLE;
     case COMM_I64: *size = 8; return MPI_INT64_T;
@@ -40,219 +125,213 @@ static MPI_Datatype comm_mpi_type(comm_dtype_t t, size_t *size)
     return MPI_DATATYPE_NULL;
 }
 
-/* MAX of floating point values where a NaN on any rank wins.  MPI_MAX makes
- * no such promise (Open MPI computes a > b ? a : b, so a NaN survives only
- * on the last rank), and the trainer's divergence vote needs it. */
-static void nan_max(void *in, void *inout, int *len, MPI_Datatype *dt)
+/* MPI's MAX makes no promise about a NaN (Open MPI computes a > b ? a : b,
+ * so a NaN survives only on some ranks' orders): floating-point MAX goes
+ * through comm_reduce_local instead. */
+static void float_max_op(void *in, void *inout, int *len, MPI_Datatype *datatype)
 {
-    if (*dt == MPI_DOUBLE) {
-        const double *a = in;
-        double *b = inout;
-        for (int i = 0; i < *len; i++)
-            if (a[i] != a[i] || a[i] > b[i])
-                b[i] = a[i];
-    } else {
-        const float *a = in;
-        float *b = inout;
-        for (int i = 0; i < *len; i++)
-            if (a[i] != a[i] || a[i] > b[i])
-                b[i] = a[i];
-    }
+    comm_reduce_local(inout, in, (size_t)*len, *datatype == MPI_DOUBLE ? COMM_F64 : COMM_F32,
+                      COMM_MAX);
 }
 
-static MPI_Op nan_max_op = MPI_OP_NULL; /* made on first use (main thread) */
+static MPI_Op float_max = MPI_OP_NULL; /* made on first use (main thread) */
 
-static int mpi_allreduce(comm_t *c, void *buf, size_t n, comm_dtype_t t, comm_op_t op)
+int comm_host_allreduce(comm_t *comm, void *buf, size_t n, comm_dtype_t type, comm_op_t op)
 {
-    size_t es = 0;
-    MPI_Datatype dt = comm_mpi_type(t, &es);
-    if (dt == MPI_DATATYPE_NULL)
-        return COMM_EINVAL;
-    MPI_Op mop = op == COMM_MAX ? MPI_MAX : MPI_SUM;
-    if (op == COMM_MAX && (t == COMM_F32 || t == COMM_F64)) {
-        if (nan_max_op == MPI_OP_NULL) {
-            int rc = MPI_Op_create(nan_max, 1, &nan_max_op);
+    size_t elem = 0;
+    MPI_Datatype datatype = comm_mpi_type(type, &elem);
+    if (datatype == MPI_DATATYPE_NULL || (op != COMM_SUM && op != COMM_MAX))
+        return comm_fail(COMM_EINVAL, "allreduce: unknown type %d or op %d", (int)type,
+                         (int)op);
+    MPI_Op mpi_op = op == COMM_MAX ? MPI_MAX : MPI_SUM;
+    if (op == COMM_MAX && (type == COMM_F32 || type == COMM_F64)) {
+        if (float_max == MPI_OP_NULL) {
+            int rc = MPI_Op_create(float_max_op, 1, &float_max);
             if (rc != MPI_SUCCESS)
                 return comm_mpi_fail("MPI_Op_create", rc);
         }
-        mop = nan_max_op;
+        mpi_op = float_max;
     }
     for (size_t done = 0; done < n;) {
-        size_t k = n - done < COMM_CHUNK ? n - done : COMM_CHUNK;
-        int rc = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + done * es, (int)k, dt,
-                               mop, c->mpi);
+        size_t count = n - done < COMM_CHUNK ? n - done : COMM_CHUNK;
+        int rc = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + done * elem, (int)count, datatype,
+                               mpi_op, comm->mpi);
         if (rc != MPI_SUCCESS)
             return comm_mpi_fail("MPI_Allreduce", rc);
-        done += k;
+        done += count;
     }
     return COMM_OK;
 }
 
-static int mpi_bcast(comm_t *c, void *buf, size_t bytes, int root)
+int comm_host_bcast(comm_t *comm, void *buf, size_t bytes, int root)
 {
     for (size_t done = 0; done < bytes;) {
-        size_t k = bytes - done < COMM_CHUNK ? bytes - done : COMM_CHUNK;
-        int rc = MPI_Bcast((char *)buf + done, (int)k, MPI_BYTE, root, c->mpi);
+        size_t count = bytes - done < COMM_CHUNK ? bytes - done : COMM_CHUNK;
+        int rc = MPI_Bcast((char *)buf + done, (int)count, MPI_BYTE, root, comm->mpi);
         if (rc != MPI_SUCCESS)
             return comm_mpi_fail("MPI_Bcast", rc);
-        done += k;
+        done += count;
     }
     return COMM_OK;
 }
 
-static int mpi_allgather(comm_t *c, const void *send, void *recv, size_t bytes)
+int comm_host_allgather(comm_t *comm, const void *send, void *recv, size_t bytes)
 {
     if (bytes > INT_MAX)
-        return COMM_EINVAL;
+        return comm_fail(COMM_EINVAL, "allgather: %zu bytes a rank, more than MPI takes",
+                         bytes);
     int rc = MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE,
-                           c->mpi);
+                           comm->mpi);
     return rc == MPI_SUCCESS ? COMM_OK : comm_mpi_fail("MPI_Allgather", rc);
 }
 
-static int mpi_barrier(comm_t *c)
+/* ---- the MPI backend ------------------------------------------------------ */
+
+static int mpi_barrier(comm_t *comm)
 {
-    int rc = MPI_Barrier(c->mpi);
+    int rc = MPI_Barrier(comm->mpi);
     return rc == MPI_SUCCESS ? COMM_OK : comm_mpi_fail("MPI_Barrier", rc);
 }
 
-static void mpi_close(comm_t *c)
+static void mpi_close(comm_t *comm)
 {
-    if (c->mpi != MPI_COMM_NULL)
-        MPI_Comm_free(&c->mpi);
+    if (comm->mpi != MPI_COMM_NULL)
+        MPI_Comm_free(&comm->mpi);
 }
 
 static const comm_ops_t comm_mpi_ops = {
-    mpi_allreduce, mpi_bcast, mpi_allgather, mpi_barrier, mpi_close,
+    comm_host_allreduce, comm_host_bcast, comm_host_allgather, mpi_barrier, mpi_close,
 };
 
-int comm_open_mpi(comm_t **out, const world_t *w)
+int comm_open_mpi(comm_t **out, const world_t *world)
 {
     *out = NULL;
-    comm_t *c = calloc(1, sizeof *c);
-    if (!c)
-        return COMM_EFAIL;
-    int rc = MPI_Comm_dup(*(MPI_Comm *)w->mpi_world, &c->mpi);
+    comm_t *comm = calloc(1, sizeof *comm);
+    if (!comm)
+        return comm_fail(COMM_EFAIL, "out of memory for a communicator");
+    int rc = MPI_Comm_dup(*(MPI_Comm *)world->mpi_world, &comm->mpi);
     if (rc != MPI_SUCCESS) {
-        free(c);
+        free(comm);
         return comm_mpi_fail("MPI_Comm_dup", rc);
     }
-    MPI_Comm_set_errhandler(c->mpi, MPI_ERRORS_RETURN);
-    c->ops = &comm_mpi_ops;
-    MPI_Comm_rank(c->mpi, &c->rank);
-    MPI_Comm_size(c->mpi, &c->size);
-    *out = c;
+    MPI_Comm_set_errhandler(comm->mpi, MPI_ERRORS_RETURN);
+    comm->ops = &comm_mpi_ops;
+    MPI_Comm_rank(comm->mpi, &comm->rank);
+    MPI_Comm_size(comm->mpi, &comm->size);
+    *out = comm;
     return COMM_OK;
 }
 
-void comm_close(comm_t *c)
+void comm_close(comm_t *comm)
 {
-    if (!c)
+    if (!comm)
         return;
-    c->ops->close(c);
-    free(c);
+    comm->ops->close(comm);
+    free(comm);
 }
 
-int comm_rank(const comm_t *c) { return c->rank; }
-int comm_size(const comm_t *c) { return c->size; }
+int comm_rank(const comm_t *comm) { return comm->rank; }
+int comm_size(const comm_t *comm) { return comm->size; }
 
-int comm_allreduce(comm_t *c, void *buf, size_t n, comm_dtype_t t, comm_op_t op)
+int comm_allreduce(comm_t *comm, void *buf, size_t n, comm_dtype_t type, comm_op_t op)
 {
-    return c->ops->allreduce(c, buf, n, t, op);
+    return comm->ops->allreduce(comm, buf, n, type, op);
 }
 
-int comm_bcast(comm_t *c, void *buf, size_t bytes, int root)
+int comm_bcast(comm_t *comm, void *buf, size_t bytes, int root)
 {
-    return c->ops->bcast(c, buf, bytes, root);
+    return comm->ops->bcast(comm, buf, bytes, root);
 }
 
-int comm_allgather(comm_t *c, const void *send, void *recv, size_t bytes)
+int comm_allgather(comm_t *comm, const void *send, void *recv, size_t bytes)
 {
-    return c->ops->allgather(c, send, recv, bytes);
+    return comm->ops->allgather(comm, send, recv, bytes);
 }
 
-int comm_allgatherv_inplace(comm_t *c, void *recv, const uint64_t *counts,
+/* Host pieces of int size: one MPI_Allgatherv, whose algorithms move each
+ * byte far fewer times than a broadcast per rank.  counts and displs are
+ * MPI's, in place of the callers' 64-bit ones. */
+static int allgatherv_mpi(comm_t *comm, void *recv, const uint64_t *counts,
+                          const uint64_t *displs, int *mpi_counts, int *mpi_displs)
+{
+    for (int r = 0; r < comm->size; r++) {
+        mpi_counts[r] = (int)counts[r];
+        mpi_displs[r] = (int)displs[r];
+    }
+    int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, mpi_counts, mpi_displs,
+                            MPI_BYTE, comm->mpi);
+    return rc == MPI_SUCCESS ? COMM_OK : comm_mpi_fail("MPI_Allgatherv", rc);
+}
+
+int comm_allgatherv_inplace(comm_t *comm, void *recv, const uint64_t *counts,
                             const uint64_t *displs)
 {
-    /* Host buffers with int-sized pieces: one MPI_Allgatherv, whose
-     * algorithms move each byte far fewer times than a broadcast per rank. */
-    int fits = c->mpi != MPI_COMM_NULL;
-    for (int r = 0; r < c->size && fits; r++)
+    int fits = comm->mpi != MPI_COMM_NULL;
+    for (int r = 0; r < comm->size && fits; r++)
         fits = counts[r] <= INT_MAX && displs[r] <= INT_MAX;
-    int *cnt = fits ? malloc((size_t)c->size * sizeof *cnt) : NULL;
-    int *dsp = fits ? malloc((size_t)c->size * sizeof *dsp) : NULL;
+    int *mpi_counts = fits ? malloc((size_t)comm->size * sizeof *mpi_counts) : NULL;
+    int *mpi_displs = fits ? malloc((size_t)comm->size * sizeof *mpi_displs) : NULL;
     /* No room for the counts on some rank: every rank takes the broadcasts
      * below, which need none (a rank that returned, or took the other path
      * alone, would leave the others waiting in a collective). */
-    if (fits && comm_any_failed(c, !cnt || !dsp)) {
-        free(cnt);
-        free(dsp);
-        cnt = dsp = NULL;
+    if (fits && comm_any_failed(comm, !mpi_counts || !mpi_displs))
         fits = 0;
-    }
-    if (fits) {
-        int rc = MPI_SUCCESS;
-        for (int r = 0; rc == MPI_SUCCESS && r < c->size; r++) {
-            cnt[r] = (int)counts[r];
-            dsp[r] = (int)displs[r];
-        }
-        if (rc == MPI_SUCCESS)
-            rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, cnt, dsp,
-                                MPI_BYTE, c->mpi);
-        free(cnt);
-        free(dsp);
-        return rc == MPI_SUCCESS ? COMM_OK : comm_mpi_fail("MPI_Allgatherv", rc);
-    }
+    int rc = COMM_OK;
+    if (fits)
+        rc = allgatherv_mpi(comm, recv, counts, displs, mpi_counts, mpi_displs);
+    free(mpi_counts);
+    free(mpi_displs);
+    if (fits)
+        return rc;
     /* Larger pieces: one broadcast per rank's piece, chunked for any size. */
-    for (int r = 0; r < c->size; r++) {
-        int rc = comm_bcast(c, (char *)recv + displs[r], counts[r], r);
-        if (rc != COMM_OK)
-            return rc;
-    }
-    return COMM_OK;
+    for (int r = 0; r < comm->size && rc == COMM_OK; r++)
+        rc = comm_bcast(comm, (char *)recv + displs[r], counts[r], r);
+    return rc;
 }
 
-int comm_barrier(comm_t *c) { return c->ops->barrier(c); }
+int comm_barrier(comm_t *comm) { return comm->ops->barrier(comm); }
 
 /* A blocking MPI collective busy-polls (Open MPI yields at best): a rank that
  * finished its shard early would take a core from the ranks still
  * compressing on the same node.  So: a non-blocking barrier, tested with
- * sleeps that grow from 20 us to 1 ms. */
-int comm_wait_all(comm_t *c)
+ * sleeps that grow from COMM_WAIT_FIRST_NS to COMM_WAIT_MAX_NS. */
+int comm_wait_all(comm_t *comm)
 {
-    if (c->size <= 1)
+    if (comm->size <= 1)
         return COMM_OK;
-    if (c->mpi == MPI_COMM_NULL)
-        return comm_barrier(c);
+    if (comm->mpi == MPI_COMM_NULL)
+        return comm_barrier(comm);
     MPI_Request req;
-    int rc = MPI_Ibarrier(c->mpi, &req), done = 0;
+    int rc = MPI_Ibarrier(comm->mpi, &req), done = 0;
     if (rc != MPI_SUCCESS)
         return comm_mpi_fail("MPI_Ibarrier", rc);
-    long ns = 20000;
+    long pause_ns = COMM_WAIT_FIRST_NS;
     while ((rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE)) == MPI_SUCCESS && !done) {
-        struct timespec ts = {0, ns};
+        struct timespec ts = {0, pause_ns};
         nanosleep(&ts, NULL);
-        ns = ns < 1000000 ? ns * 2 : 1000000;
+        pause_ns = pause_ns < COMM_WAIT_MAX_NS ? pause_ns * 2 : COMM_WAIT_MAX_NS;
     }
     return rc == MPI_SUCCESS ? COMM_OK : comm_mpi_fail("MPI_Test(MPI_Ibarrier)", rc);
 }
 
-int comm_any_failed(comm_t *c, int local_rc)
+int comm_any_failed(comm_t *comm, int local_rc)
 {
-    int64_t v = local_rc != 0;
-    int rc = comm_allreduce(c, &v, 1, COMM_I64, COMM_MAX);
+    int64_t failed = local_rc != 0;
+    int rc = comm_allreduce(comm, &failed, 1, COMM_I64, COMM_MAX);
     if (rc != COMM_OK)
         return rc;
-    return v != 0;
+    return failed != 0;
 }
+
+static const util_name_t comm_errors[] = {
+    {"success", COMM_OK},
+    {"collective failed", COMM_EFAIL},
+    {"invalid argument", COMM_EINVAL},
+};
 
 const char *comm_strerror(int err)
 {
-    switch (err) {
-    case COMM_OK: return "success";
-    case COMM_EFAIL: return "collective failed";
-    case COMM_EINVAL: return "invalid argument";
-    }
-    return "unknown error";
+    return util_name_of(comm_errors, UTIL_COUNT(comm_errors), err, "unknown error");
 }
 
 const char *comm_last_error(void) { return comm_err_buf; }

@@ -2,8 +2,9 @@
  * comm_internal.h - what a comm backend implements (not a public header).
  *
  * A comm_t is a table of backend functions plus the ranks.  comm.c holds the
- * MPI backend (host buffers); comm_nccl.c the NCCL backend (device
- * buffers).  A backend sets comm_err_buf on failure.
+ * MPI backend, whose host-buffer collectives (comm_host_*) every backend
+ * uses for host buffers; comm_nccl.c the NCCL backend (device buffers).  A
+ * backend sets comm_err_buf on failure.
  */
 #ifndef FTRAIN_COMM_INTERNAL_H
 #define FTRAIN_COMM_INTERNAL_H
@@ -30,5 +31,18 @@ struct comm {
 };
 
 extern _Thread_local char comm_err_buf[COMM_ERR_MAX];
+
+/* Record a failure: the message into comm_err_buf.  @return code. */
+int comm_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Record a failed MPI call `what` with MPI's reason.  @return COMM_EFAIL. */
+int comm_mpi_fail(const char *what, int mpirc);
+
+/* The collectives on host buffers over comm->mpi, for every backend: the
+ * allreduce applies comm_reduce_local's rule (MAX on floating point through
+ * it, SUM and integer MAX through MPI's own, which are the same rule), and
+ * buffers of more than INT_MAX elements are split. */
+int comm_host_allreduce(comm_t *comm, void *buf, size_t n, comm_dtype_t type, comm_op_t op);
+int comm_host_bcast(comm_t *comm, void *buf, size_t bytes, int root);
+int comm_host_allgather(comm_t *comm, const void *send, void *recv, size_t bytes);
 
 #endif

@@ -11,7 +11,9 @@
  *     marks the communicator broken; a broken communicator is never
  *     finalized or destroyed, and its later device calls fail at once.
  *   - Host buffers never reach NCCL: cudaPointerGetAttributes sorts each
- *     buffer, and host ones take the MPI path on c->mpi.
+ *     buffer, and host ones take comm.c's host path (comm_host_*) on
+ *     comm->mpi, the very code of the MPI backend, so a host reduction
+ *     follows one rule (comm_reduce_local) on either backend.
  *
  * States and the functions that move between them:
  *
@@ -32,12 +34,18 @@
 #ifdef FTRAIN_NCCL
 
 #include <cuda_runtime_api.h>
-#include <limits.h>
 #include <mpi.h>
 #include <nccl.h>
 #include <time.h>
 
-#define NCCL_MPI_CHUNK ((size_t)1 << 28)
+/* How long a wait spins before it sleeps between polls, and the sleeps
+ * (nanoseconds): short at first, longer once the wait is a long one. */
+#define POLL_SPINS 1000
+#define POLL_LONG_SPINS 100000
+#define POLL_SHORT_NS 20000L
+#define POLL_LONG_NS 200000L
+/* The message kept from the error that aborted the communicator. */
+#define BROKEN_MSG_MAX 256
 
 typedef struct {
     ncclComm_t nccl;
@@ -46,7 +54,7 @@ typedef struct {
     int ordinal;
     double timeout_s;
     int broken;          /* aborted: no more NCCL calls on nccl */
-    char broken_msg[256];
+    char broken_msg[BROKEN_MSG_MAX];
     int64_t *dscratch;   /* one device element for the barrier */
 } nccl_state_t;
 
@@ -60,10 +68,10 @@ static double mono_s(void)
 /* Sleep a little between polls once a wait is not immediate. */
 static void poll_pause(long spins)
 {
-    if (spins < 1000)
+    if (spins < POLL_SPINS)
         return;
-    struct timespec d = {0, spins < 100000 ? 20000L : 200000L};
-    nanosleep(&d, NULL);
+    struct timespec pause = {0, spins < POLL_LONG_SPINS ? POLL_SHORT_NS : POLL_LONG_NS};
+    nanosleep(&pause, NULL);
 }
 
 /* Abort the NCCL communicator (once) and record why for later calls. */
@@ -80,21 +88,19 @@ static void st_abort(nccl_state_t *st)
 }
 
 /* Record an NCCL failure of `what`, abort, return COMM_EFAIL. */
-static int nccl_fail(nccl_state_t *st, const char *what, ncclResult_t r)
+static int nccl_fail(nccl_state_t *st, const char *what, ncclResult_t res)
 {
     const char *detail = st->nccl ? ncclGetLastError(st->nccl) : NULL;
-    snprintf(comm_err_buf, sizeof comm_err_buf, "nccl: %s: %s%s%s", what,
-             ncclGetErrorString(r), detail && detail[0] ? ": " : "",
-             detail ? detail : "");
+    comm_fail(COMM_EFAIL, "nccl: %s: %s%s%s", what, ncclGetErrorString(res),
+              detail && detail[0] ? ": " : "", detail ? detail : "");
     st_abort(st);
     return COMM_EFAIL;
 }
 
-/* Record a CUDA failure of `what`, abort, return COMM_EFAIL. */
-static int cuda_fail(nccl_state_t *st, const char *what, cudaError_t e)
+/* Record a CUDA failure of `what`, abort (when st), return COMM_EFAIL. */
+static int cuda_fail(nccl_state_t *st, const char *what, cudaError_t cerr)
 {
-    snprintf(comm_err_buf, sizeof comm_err_buf, "nccl: %s: %s", what,
-             cudaGetErrorString(e));
+    comm_fail(COMM_EFAIL, "nccl: %s: %s", what, cudaGetErrorString(cerr));
     if (st)
         st_abort(st);
     return COMM_EFAIL;
@@ -102,19 +108,10 @@ static int cuda_fail(nccl_state_t *st, const char *what, cudaError_t e)
 
 static int timeout_fail(nccl_state_t *st, const char *what, const char *waiting)
 {
-    snprintf(comm_err_buf, sizeof comm_err_buf,
-             "nccl: %s: timed out after %.0f s waiting for %s (a rank is dead, "
-             "missing or stuck)", what, st->timeout_s, waiting);
+    comm_fail(COMM_EFAIL,
+              "nccl: %s: timed out after %.0f s waiting for %s (a rank is dead, "
+              "missing or stuck)", what, st->timeout_s, waiting);
     st_abort(st);
-    return COMM_EFAIL;
-}
-
-static int mpi_fail(const char *what, int mpirc)
-{
-    char msg[MPI_MAX_ERROR_STRING] = "";
-    int len = 0;
-    MPI_Error_string(mpirc, msg, &len);
-    snprintf(comm_err_buf, sizeof comm_err_buf, "%s: %s", what, msg);
     return COMM_EFAIL;
 }
 
@@ -124,205 +121,180 @@ static int wait_comm(nccl_state_t *st, const char *what)
 {
     double deadline = mono_s() + st->timeout_s;
     for (long spins = 0;; spins++) {
-        ncclResult_t a = ncclInProgress;
-        ncclResult_t r = ncclCommGetAsyncError(st->nccl, &a);
-        if (r != ncclSuccess)
-            return nccl_fail(st, what, r);
-        if (a == ncclSuccess)
+        ncclResult_t async_err = ncclInProgress;
+        ncclResult_t res = ncclCommGetAsyncError(st->nccl, &async_err);
+        if (res != ncclSuccess)
+            return nccl_fail(st, what, res);
+        if (async_err == ncclSuccess)
             return COMM_OK;
-        if (a != ncclInProgress)
-            return nccl_fail(st, what, a);
+        if (async_err != ncclInProgress)
+            return nccl_fail(st, what, async_err);
         if (mono_s() > deadline)
             return timeout_fail(st, what, "every rank to join");
         poll_pause(spins);
     }
 }
 
-/* After an enqueue returned r: wait for the collective to finish on the
+/* After an enqueue returned res: wait for the collective to finish on the
  * stream, watching NCCL's asynchronous errors and the deadline. */
-static int finish(nccl_state_t *st, const char *what, ncclResult_t r)
+static int finish(nccl_state_t *st, const char *what, ncclResult_t res)
 {
     int rc = COMM_OK;
-    if (r == ncclInProgress)
+    if (res == ncclInProgress)
         rc = wait_comm(st, what);
-    else if (r != ncclSuccess)
-        rc = nccl_fail(st, what, r);
+    else if (res != ncclSuccess)
+        rc = nccl_fail(st, what, res);
     if (rc != COMM_OK)
         return rc;
     double deadline = mono_s() + st->timeout_s;
     for (long spins = 0;; spins++) {
-        cudaError_t e = cudaStreamQuery(st->stream);
-        if (e == cudaSuccess)
+        cudaError_t cerr = cudaStreamQuery(st->stream);
+        if (cerr == cudaSuccess)
             return COMM_OK;
-        if (e != cudaErrorNotReady)
-            return cuda_fail(st, what, e);
-        ncclResult_t a = ncclSuccess;
-        ncclResult_t q = ncclCommGetAsyncError(st->nccl, &a);
-        if (q != ncclSuccess)
-            return nccl_fail(st, what, q);
-        if (a != ncclSuccess && a != ncclInProgress)
-            return nccl_fail(st, what, a);
+        if (cerr != cudaErrorNotReady)
+            return cuda_fail(st, what, cerr);
+        ncclResult_t async_err = ncclSuccess;
+        ncclResult_t query = ncclCommGetAsyncError(st->nccl, &async_err);
+        if (query != ncclSuccess)
+            return nccl_fail(st, what, query);
+        if (async_err != ncclSuccess && async_err != ncclInProgress)
+            return nccl_fail(st, what, async_err);
         if (mono_s() > deadline)
             return timeout_fail(st, what, "the other ranks");
         poll_pause(spins);
     }
 }
 
+/* 1 when ptr is device (or managed) memory NCCL can use, 0 for host memory. */
+static int on_device(const void *ptr)
+{
+    struct cudaPointerAttributes attr;
+    memset(&attr, 0, sizeof attr);
+    if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+        cudaGetLastError(); /* not a CUDA pointer: host memory */
+        return 0;
+    }
+    return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+}
+
+/* Which way a buffer goes: host buffers through MPI (comm_host_*, shared
+ * with the MPI backend), device buffers through NCCL. */
+enum { PATH_HOST = 1, PATH_DEVICE = 2 };
+
 /* Fail fast on a communicator an earlier error aborted. */
 static int check_usable(nccl_state_t *st, const char *what)
 {
     if (!st->broken)
         return COMM_OK;
-    snprintf(comm_err_buf, sizeof comm_err_buf,
-             "nccl: %s: communicator aborted after an earlier error: %s", what,
-             st->broken_msg);
-    return COMM_EFAIL;
+    return comm_fail(COMM_EFAIL, "nccl: %s: communicator aborted after an earlier error: %s",
+                     what, st->broken_msg);
 }
 
-/* 1 when p is device (or managed) memory NCCL can use, 0 for host memory. */
-static int on_device(const void *p)
+/* @return PATH_HOST, PATH_DEVICE, or COMM_EFAIL for a device buffer when
+ * an earlier error aborted the communicator. */
+static int pick_path(nccl_state_t *st, const void *buf, const char *what)
 {
-    struct cudaPointerAttributes a;
-    memset(&a, 0, sizeof a);
-    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-        cudaGetLastError(); /* not a CUDA pointer: host memory */
-        return 0;
-    }
-    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+    if (!on_device(buf))
+        return PATH_HOST;
+    return check_usable(st, what) == COMM_OK ? PATH_DEVICE : COMM_EFAIL;
 }
 
-static int nccl_type(comm_dtype_t t, ncclDataType_t *dt, MPI_Datatype *mt,
-                     size_t *size)
+static int nccl_type(comm_dtype_t type, ncclDataType_t *datatype)
 {
-    switch (t) {
-    case COMM_F32: *dt = ncclFloat32; *mt = MPI_FLOAT; *size = 4; return 0;
-    case COMM_F64: *dt = ncclFloat64; *mt = MPI_DOUBLE; *size = 8; return 0;
-    case COMM_I64: *dt = ncclInt64; *mt = MPI_INT64_T; *size = 8; return 0;
-    case COMM_U8: *dt = ncclUint8; *mt = MPI_UINT8_T; *size = 1; return 0;
+    switch (type) {
+    case COMM_F32: *datatype = ncclFloat32; return 0;
+    case COMM_F64: *datatype = ncclFloat64; return 0;
+    case COMM_I64: *datatype = ncclInt64; return 0;
+    case COMM_U8: *datatype = ncclUint8; return 0;
     }
     return -1;
 }
 
-/* ---- host buffers: MPI, as comm.c ----------------------------------------- */
-
-static int host_allreduce(comm_t *c, void *buf, size_t n, MPI_Datatype mt,
-                          size_t es, comm_op_t op)
-{
-    MPI_Op mop = op == COMM_MAX ? MPI_MAX : MPI_SUM;
-    for (size_t done = 0; done < n;) {
-        size_t k = n - done < NCCL_MPI_CHUNK ? n - done : NCCL_MPI_CHUNK;
-        int rc = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + done * es, (int)k, mt,
-                               mop, c->mpi);
-        if (rc != MPI_SUCCESS)
-            return mpi_fail("MPI_Allreduce", rc);
-        done += k;
-    }
-    return COMM_OK;
-}
-
-static int host_bcast(comm_t *c, void *buf, size_t bytes, int root)
-{
-    for (size_t done = 0; done < bytes;) {
-        size_t k = bytes - done < NCCL_MPI_CHUNK ? bytes - done : NCCL_MPI_CHUNK;
-        int rc = MPI_Bcast((char *)buf + done, (int)k, MPI_BYTE, root, c->mpi);
-        if (rc != MPI_SUCCESS)
-            return mpi_fail("MPI_Bcast", rc);
-        done += k;
-    }
-    return COMM_OK;
-}
-
 /* ---- the backend ------------------------------------------------------- */
 
-static int nccl_allreduce(comm_t *c, void *buf, size_t n, comm_dtype_t t,
+static int nccl_allreduce(comm_t *comm, void *buf, size_t n, comm_dtype_t type,
                           comm_op_t op)
 {
-    nccl_state_t *st = c->backend;
-    ncclDataType_t dt;
-    MPI_Datatype mt;
-    size_t es = 0;
-    if (nccl_type(t, &dt, &mt, &es) != 0 || (op != COMM_SUM && op != COMM_MAX))
-        return COMM_EINVAL;
+    nccl_state_t *st = comm->backend;
+    ncclDataType_t datatype;
+    if (nccl_type(type, &datatype) != 0 || (op != COMM_SUM && op != COMM_MAX))
+        return comm_fail(COMM_EINVAL, "nccl: allreduce: unknown type %d or op %d",
+                         (int)type, (int)op);
     if (n == 0)
         return COMM_OK;
     if (!buf)
-        return COMM_EINVAL;
-    if (!on_device(buf))
-        return host_allreduce(c, buf, n, mt, es, op);
-    if (check_usable(st, "ncclAllReduce") != COMM_OK)
-        return COMM_EFAIL;
-    ncclResult_t r = ncclAllReduce(buf, buf, n, dt, op == COMM_MAX ? ncclMax : ncclSum,
-                                   st->nccl, st->stream);
-    return finish(st, "ncclAllReduce", r);
+        return comm_fail(COMM_EINVAL, "nccl: allreduce: no buffer");
+    int path = pick_path(st, buf, "ncclAllReduce");
+    if (path == PATH_HOST)
+        return comm_host_allreduce(comm, buf, n, type, op);
+    if (path != PATH_DEVICE)
+        return path;
+    ncclResult_t res = ncclAllReduce(buf, buf, n, datatype,
+                                     op == COMM_MAX ? ncclMax : ncclSum, st->nccl,
+                                     st->stream);
+    return finish(st, "ncclAllReduce", res);
 }
 
-static int nccl_bcast(comm_t *c, void *buf, size_t bytes, int root)
+static int nccl_bcast(comm_t *comm, void *buf, size_t bytes, int root)
 {
-    nccl_state_t *st = c->backend;
-    if (root < 0 || root >= c->size)
-        return COMM_EINVAL;
+    nccl_state_t *st = comm->backend;
+    if (root < 0 || root >= comm->size)
+        return comm_fail(COMM_EINVAL, "nccl: broadcast: no rank %d", root);
     if (bytes == 0)
         return COMM_OK;
     if (!buf)
-        return COMM_EINVAL;
-    if (!on_device(buf))
-        return host_bcast(c, buf, bytes, root);
-    if (check_usable(st, "ncclBroadcast") != COMM_OK)
-        return COMM_EFAIL;
-    ncclResult_t r = ncclBroadcast(buf, buf, bytes, ncclUint8, root, st->nccl,
-                                   st->stream);
-    return finish(st, "ncclBroadcast", r);
+        return comm_fail(COMM_EINVAL, "nccl: broadcast: no buffer");
+    int path = pick_path(st, buf, "ncclBroadcast");
+    if (path == PATH_HOST)
+        return comm_host_bcast(comm, buf, bytes, root);
+    if (path != PATH_DEVICE)
+        return path;
+    ncclResult_t res = ncclBroadcast(buf, buf, bytes, ncclUint8, root, st->nccl,
+                                     st->stream);
+    return finish(st, "ncclBroadcast", res);
 }
 
-static int nccl_allgather(comm_t *c, const void *send, void *recv, size_t bytes)
+static int nccl_allgather(comm_t *comm, const void *send, void *recv, size_t bytes)
 {
-    nccl_state_t *st = c->backend;
+    nccl_state_t *st = comm->backend;
     if (bytes == 0)
         return COMM_OK;
     if (!send || !recv)
-        return COMM_EINVAL;
-    int ds = on_device(send), dr = on_device(recv);
-    if (ds != dr) {
-        snprintf(comm_err_buf, sizeof comm_err_buf,
-                 "nccl: allgather: send and receive buffers must both be on the "
-                 "device or both on the host");
-        return COMM_EINVAL;
-    }
-    if (!ds) {
-        if (bytes > INT_MAX)
-            return COMM_EINVAL;
-        int rc = MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes,
-                               MPI_BYTE, c->mpi);
-        return rc == MPI_SUCCESS ? COMM_OK : mpi_fail("MPI_Allgather", rc);
-    }
-    if (check_usable(st, "ncclAllGather") != COMM_OK)
-        return COMM_EFAIL;
-    ncclResult_t r = ncclAllGather(send, recv, bytes, ncclUint8, st->nccl,
-                                   st->stream);
-    return finish(st, "ncclAllGather", r);
+        return comm_fail(COMM_EINVAL, "nccl: allgather: no buffer");
+    if (on_device(send) != on_device(recv))
+        return comm_fail(COMM_EINVAL,
+                         "nccl: allgather: send and receive buffers must both be on the "
+                         "device or both on the host");
+    int path = pick_path(st, send, "ncclAllGather");
+    if (path == PATH_HOST)
+        return comm_host_allgather(comm, send, recv, bytes);
+    if (path != PATH_DEVICE)
+        return path;
+    ncclResult_t res = ncclAllGather(send, recv, bytes, ncclUint8, st->nccl, st->stream);
+    return finish(st, "ncclAllGather", res);
 }
 
 /* A barrier is a one-element device allreduce: it also proves NCCL works. */
-static int nccl_barrier(comm_t *c)
+static int nccl_barrier(comm_t *comm)
 {
-    nccl_state_t *st = c->backend;
+    nccl_state_t *st = comm->backend;
     if (check_usable(st, "barrier") != COMM_OK)
         return COMM_EFAIL;
-    ncclResult_t r = ncclAllReduce(st->dscratch, st->dscratch, 1, ncclInt64,
-                                   ncclSum, st->nccl, st->stream);
-    return finish(st, "barrier (ncclAllReduce)", r);
+    ncclResult_t res = ncclAllReduce(st->dscratch, st->dscratch, 1, ncclInt64, ncclSum,
+                                     st->nccl, st->stream);
+    return finish(st, "barrier (ncclAllReduce)", res);
 }
 
 /* Release everything; finalize + destroy only a healthy communicator. */
-static void nccl_close(comm_t *c)
+static void nccl_close(comm_t *comm)
 {
-    nccl_state_t *st = c->backend;
+    nccl_state_t *st = comm->backend;
     if (st) {
         if (st->nccl && !st->broken) {
-            ncclResult_t r = ncclCommFinalize(st->nccl);
-            int rc = r == ncclSuccess || r == ncclInProgress
+            ncclResult_t res = ncclCommFinalize(st->nccl);
+            int rc = res == ncclSuccess || res == ncclInProgress
                          ? wait_comm(st, "ncclCommFinalize")
-                         : nccl_fail(st, "ncclCommFinalize", r);
+                         : nccl_fail(st, "ncclCommFinalize", res);
             if (rc == COMM_OK)
                 ncclCommDestroy(st->nccl);
             st->nccl = NULL;
@@ -332,139 +304,138 @@ static void nccl_close(comm_t *c)
         if (st->own_stream && st->stream)
             cudaStreamDestroy(st->stream);
         free(st);
-        c->backend = NULL;
+        comm->backend = NULL;
     }
-    if (c->mpi != MPI_COMM_NULL)
-        MPI_Comm_free(&c->mpi);
+    if (comm->mpi != MPI_COMM_NULL)
+        MPI_Comm_free(&comm->mpi);
 }
 
 static const comm_ops_t comm_nccl_ops = {
     nccl_allreduce, nccl_bcast, nccl_allgather, nccl_barrier, nccl_close,
 };
 
-int comm_open_nccl(comm_t **out, const world_t *w, int ordinal, void *stream,
+/* ---- opening: local set-up, agreement, then NCCL ------------------------ */
+
+/* This rank's GPU set-up: device, stream, the barrier's scratch element;
+ * rank 0 also makes the unique id.  @return 0, or 1 with comm_err_buf set. */
+static int local_setup(comm_t *comm, nccl_state_t *st, void *stream, ncclUniqueId *id)
+{
+    cudaError_t cerr = cudaSetDevice(st->ordinal);
+    if (cerr == cudaSuccess && stream) {
+        st->stream = (cudaStream_t)stream;
+    } else if (cerr == cudaSuccess) {
+        cerr = cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking);
+        st->own_stream = cerr == cudaSuccess;
+    }
+    if (cerr == cudaSuccess)
+        cerr = cudaMalloc((void **)&st->dscratch, sizeof *st->dscratch);
+    if (cerr == cudaSuccess)
+        cerr = cudaMemsetAsync(st->dscratch, 0, sizeof *st->dscratch, st->stream);
+    if (cerr != cudaSuccess) {
+        cuda_fail(NULL, "GPU setup", cerr);
+        return 1;
+    }
+    if (comm->rank != 0)
+        return 0;
+    ncclResult_t res = ncclGetUniqueId(id);
+    if (res != ncclSuccess) {
+        comm_fail(COMM_EFAIL, "nccl: ncclGetUniqueId: %s", ncclGetErrorString(res));
+        return 1;
+    }
+    return 0;
+}
+
+/* Every rank's set-up is agreed on over MPI before NCCL starts, so a local
+ * error never leaves the others waiting; then rank 0's id is broadcast.
+ * @return COMM_OK, or COMM_EFAIL on every rank. */
+static int agree_and_share_id(comm_t *comm, int local_bad, ncclUniqueId *id)
+{
+    int64_t any_bad = local_bad;
+    int mpirc = MPI_Allreduce(MPI_IN_PLACE, &any_bad, 1, MPI_INT64_T, MPI_MAX, comm->mpi);
+    if (mpirc != MPI_SUCCESS)
+        return comm_mpi_fail("MPI_Allreduce (nccl setup agreement)", mpirc);
+    if (any_bad)
+        return local_bad ? COMM_EFAIL
+                         : comm_fail(COMM_EFAIL,
+                                     "nccl: GPU or NCCL setup failed on another rank");
+    mpirc = MPI_Bcast(id, (int)sizeof *id, MPI_BYTE, 0, comm->mpi);
+    if (mpirc != MPI_SUCCESS)
+        return comm_mpi_fail("MPI_Bcast (nccl unique id)", mpirc);
+    return COMM_OK;
+}
+
+/* Join the non-blocking NCCL communicator and wait for every rank. */
+static int join_nccl(comm_t *comm, nccl_state_t *st, ncclUniqueId id)
+{
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t res = ncclCommInitRankConfig(&st->nccl, comm->size, id, comm->rank, &config);
+    if (res != ncclSuccess && res != ncclInProgress)
+        return nccl_fail(st, "ncclCommInitRankConfig", res);
+    return wait_comm(st, "ncclCommInitRankConfig");
+}
+
+int comm_open_nccl(comm_t **out, const world_t *world, int ordinal, void *stream,
                    double timeout_s)
 {
-    int rc = COMM_OK;
-    comm_t *c = NULL;
-    nccl_state_t *st = NULL;
     ncclUniqueId id;
-    int64_t local_bad = 0, any_bad = 0;
-    cudaError_t e = cudaSuccess;
-    ncclResult_t r = ncclSuccess;
 
     if (!out)
-        return COMM_EINVAL;
+        return comm_fail(COMM_EINVAL, "nccl: no place for the result");
     *out = NULL;
-    if (!w || !w->mpi_world || ordinal < 0 || !(timeout_s > 0)) {
-        snprintf(comm_err_buf, sizeof comm_err_buf,
-                 "nccl: bad arguments (GPU %d, timeout %g s)", ordinal, timeout_s);
-        return COMM_EINVAL;
-    }
+    if (!world || !world->mpi_world || ordinal < 0 || !(timeout_s > 0))
+        return comm_fail(COMM_EINVAL, "nccl: bad arguments (GPU %d, timeout %g s)", ordinal,
+                         timeout_s);
     memset(&id, 0, sizeof id);
-    c = calloc(1, sizeof *c);
-    st = calloc(1, sizeof *st);
-    if (!c || !st) {
-        free(c);
+    comm_t *comm = calloc(1, sizeof *comm);
+    nccl_state_t *st = calloc(1, sizeof *st);
+    if (!comm || !st) {
+        free(comm);
         free(st);
-        snprintf(comm_err_buf, sizeof comm_err_buf, "nccl: out of memory");
-        return COMM_EFAIL;
+        return comm_fail(COMM_EFAIL, "nccl: out of memory");
     }
-    c->ops = &comm_nccl_ops;
-    c->backend = st;
-    c->mpi = MPI_COMM_NULL;
+    comm->ops = &comm_nccl_ops;
+    comm->backend = st;
+    comm->mpi = MPI_COMM_NULL;
     st->ordinal = ordinal;
     st->timeout_s = timeout_s;
-    int mrc = MPI_Comm_dup(*(MPI_Comm *)w->mpi_world, &c->mpi);
-    if (mrc != MPI_SUCCESS) {
-        c->mpi = MPI_COMM_NULL;
-        rc = mpi_fail("MPI_Comm_dup", mrc);
-        goto fail;
+    int rc = COMM_OK;
+    int mpirc = MPI_Comm_dup(*(MPI_Comm *)world->mpi_world, &comm->mpi);
+    if (mpirc != MPI_SUCCESS) {
+        comm->mpi = MPI_COMM_NULL;
+        rc = comm_mpi_fail("MPI_Comm_dup", mpirc);
+    } else {
+        MPI_Comm_set_errhandler(comm->mpi, MPI_ERRORS_RETURN);
+        MPI_Comm_rank(comm->mpi, &comm->rank);
+        MPI_Comm_size(comm->mpi, &comm->size);
+        rc = agree_and_share_id(comm, local_setup(comm, st, stream, &id), &id);
     }
-    MPI_Comm_set_errhandler(c->mpi, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(c->mpi, &c->rank);
-    MPI_Comm_size(c->mpi, &c->size);
-
-    /* Local setup first; any rank's failure is agreed on over MPI before
-     * NCCL starts, so a local error never leaves the others waiting. */
-    e = cudaSetDevice(ordinal);
-    if (e == cudaSuccess) {
-        if (stream) {
-            st->stream = (cudaStream_t)stream;
-        } else {
-            e = cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking);
-            st->own_stream = e == cudaSuccess;
-        }
+    if (rc == COMM_OK)
+        rc = join_nccl(comm, st, id);
+    if (rc != COMM_OK) {
+        if (st->nccl && !st->broken)
+            st_abort(st);
+        nccl_close(comm);
+        free(comm);
+        return rc;
     }
-    if (e == cudaSuccess)
-        e = cudaMalloc((void **)&st->dscratch, sizeof *st->dscratch);
-    if (e == cudaSuccess)
-        e = cudaMemsetAsync(st->dscratch, 0, sizeof *st->dscratch, st->stream);
-    if (e != cudaSuccess) {
-        cuda_fail(NULL, "GPU setup", e);
-        local_bad = 1;
-    }
-    if (c->rank == 0 && !local_bad) {
-        r = ncclGetUniqueId(&id);
-        if (r != ncclSuccess) {
-            snprintf(comm_err_buf, sizeof comm_err_buf, "nccl: ncclGetUniqueId: %s",
-                     ncclGetErrorString(r));
-            local_bad = 1;
-        }
-    }
-    any_bad = local_bad;
-    mrc = MPI_Allreduce(MPI_IN_PLACE, &any_bad, 1, MPI_INT64_T, MPI_MAX, c->mpi);
-    if (mrc != MPI_SUCCESS) {
-        rc = mpi_fail("MPI_Allreduce (nccl setup agreement)", mrc);
-        goto fail;
-    }
-    if (any_bad) {
-        if (!local_bad)
-            snprintf(comm_err_buf, sizeof comm_err_buf,
-                     "nccl: GPU or NCCL setup failed on another rank");
-        rc = COMM_EFAIL;
-        goto fail;
-    }
-    mrc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, c->mpi);
-    if (mrc != MPI_SUCCESS) {
-        rc = mpi_fail("MPI_Bcast (nccl unique id)", mrc);
-        goto fail;
-    }
-
-    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-    cfg.blocking = 0;
-    r = ncclCommInitRankConfig(&st->nccl, c->size, id, c->rank, &cfg);
-    if (r != ncclSuccess && r != ncclInProgress) {
-        rc = nccl_fail(st, "ncclCommInitRankConfig", r);
-        goto fail;
-    }
-    if ((rc = wait_comm(st, "ncclCommInitRankConfig")) != COMM_OK)
-        goto fail;
-    *out = c;
+    *out = comm;
     return COMM_OK;
-
-fail:
-    if (st->nccl && !st->broken)
-        st_abort(st);
-    nccl_close(c);
-    free(c);
-    return rc;
 }
 
 #else /* !FTRAIN_NCCL */
 
-int comm_open_nccl(comm_t **out, const world_t *w, int ordinal, void *stream,
+int comm_open_nccl(comm_t **out, const world_t *world, int ordinal, void *stream,
                    double timeout_s)
 {
-    (void)w;
+    (void)world;
     (void)ordinal;
     (void)stream;
     (void)timeout_s;
     if (out)
         *out = NULL;
-    snprintf(comm_err_buf, sizeof comm_err_buf,
-             "nccl: built without NCCL (rebuild with CUDA and NCCL available)");
-    return COMM_EFAIL;
+    return comm_fail(COMM_EFAIL,
+                     "nccl: built without NCCL (rebuild with CUDA and NCCL available)");
 }
 
 #endif

@@ -1,524 +1,737 @@
 /*
  * config.c - options, defaults, validation and the help text.
  *
- * Every option is parsed strictly: a number must be a whole number in range,
- * an enumeration one of its names.  Conflicting options are refused here, so
- * the rest of the program can trust a config_t.
+ * Every option is one row of config_opts[] below: the same row parses the
+ * option, checks its range, gives its default and prints its --help line,
+ * so none of these can drift from the others.  Parsing is strict: a number
+ * must be a whole (or finite) number in range, an enumeration one of its
+ * names.  Conflicting options are refused by config_check(), so the rest
+ * of the program can trust a config_t.
  */
 #include "ftrain/config.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ftrain/data.h"
+#include "ftrain/util.h"
 
-void config_defaults(config_t *c)
+/* ---- enumerations ---------------------------------------------------------
+ * Activations, optimizers, schedules and data sets have their one name
+ * table in their own module; the two below are the command line's own. */
+
+/* --stop-signal may choose the first STOP_SIGNAL_CHOICES; TERM and INT
+ * always stop a run and are here to be named in messages. */
+static const util_name_t signal_names[] = {
+    {.name = "USR1", .value = SIGUSR1},
+    {.name = "USR2", .value = SIGUSR2},
+    {.name = "TERM", .value = SIGTERM},
+    {.name = "INT", .value = SIGINT},
+};
+#define STOP_SIGNAL_CHOICES 2
+
+/* Kept as text in config_t (device_choose() reads it); the values only
+ * give the table its shape. */
+static const util_name_t device_names[] = {
+    {.name = "auto", .value = 0},
+    {.name = "cpu", .value = 1},
+    {.name = "cuda", .value = 2},
+};
+
+static int stop_signal_parse(const char *name)
 {
-    memset(c, 0, sizeof *c);
-    snprintf(c->data, sizeof c->data, "fashion-mnist");
-    c->nhidden = 2;
-    c->hidden[0] = 256;
-    c->hidden[1] = 128;
-    c->act = ACT_RELU;
-    optim_cfg_default(&c->opt);
-    c->epochs = 1;
-    c->global_batch = 128;
-    c->micro_batch = 16;
-    c->seed = 42;
-    snprintf(c->resume, sizeof c->resume, "auto");
-    snprintf(c->device, sizeof c->device, "auto");
-    c->ckpt_keep = 3;
-    c->ckpt_level = 1;
-    c->stop_signal = SIGUSR1;
-    c->grace = 30.0;
+    return util_name_parse(signal_names, STOP_SIGNAL_CHOICES, name);
 }
 
-static const char config_help[] =
+static const char *stop_signal_names(char *buf, size_t cap)
+{
+    return util_names_join(signal_names, STOP_SIGNAL_CHOICES, buf, cap);
+}
+
+static int device_parse(const char *name)
+{
+    return util_name_parse(device_names, UTIL_COUNT(device_names), name);
+}
+
+static const char *device_names_join(char *buf, size_t cap)
+{
+    return util_names_join(device_names, UTIL_COUNT(device_names), buf, cap);
+}
+
+static const config_enum_t activations = {model_act_parse, model_act_names, NULL, NULL};
+static const config_enum_t optimizers = {optim_kind_parse, optim_kind_names, NULL, NULL};
+static const config_enum_t schedules = {optim_sched_parse, optim_sched_names, NULL, NULL};
+static const config_enum_t stop_signals = {stop_signal_parse, stop_signal_names, "SIG", NULL};
+static const config_enum_t devices = {device_parse, device_names_join, NULL, NULL};
+static const config_enum_t data_sets = {data_set_parse, data_set_names, NULL, "data set"};
+
+/* ---- the option table ------------------------------------------------------ */
+
+/* A cap on step counts: far above any real run, it keeps steps times the
+ * batch size and the like from overflowing further on. */
+#define STEPS_CAP (INT64_C(1) << 40)
+#define BATCH_MAX (1 << 20)
+#define LAYER_WIDTH_MAX 65536
+/* The output layer is one of the model's MODEL_MAX_LAYERS. */
+#define HIDDEN_LAYERS_MAX (MODEL_MAX_LAYERS - 1)
+/* Room a run directory keeps for "/ckpt/step-<N>/shard-<R>.ftsh" and the
+ * like, and a trace prefix for ".<rank>". */
+#define RUN_DIR_SUFFIX_MAX 64
+#define TRACE_SUFFIX_MAX 16
+
+#define FIELD(member) .offset = offsetof(config_t, member), .size = sizeof(((config_t *)0)->member)
+
+/* Each row's first line must stay {"name", ...: tests/cli.sh reads the
+ * names from here to compare them with --help. */
+static const config_option_t config_opts[] = {
+    {"data", .kind = CONFIG_ARG_CHOICE, FIELD(data), .names = &data_sets, .metavar = "NAME",
+     .default_text = "fashion-mnist", .section = "data and model",
+     .help = "fashion-mnist (default), line, sine"},
+    {"data-dir", .kind = CONFIG_ARG_TEXT, FIELD(data_dir), .text = {.refusal = "path too long"},
+     .metavar = "DIR",
+     .help = "where the fashion-mnist IDX .gz files are\n(default " DATA_FMNIST_DIR ")"},
+    {"layers", .kind = CONFIG_ARG_LAYERS, FIELD(hidden), .metavar = "L1,L2,...",
+     .default_text = "256,128",
+     .help = "hidden layer widths (default 256,128; 'none' for\na linear model)"},
+    {"activation", .kind = CONFIG_ARG_ENUM, FIELD(act), .names = &activations, .metavar = "A",
+     .default_text = "relu", .help = "relu (default) or tanh"},
+    {"optimizer", .kind = CONFIG_ARG_ENUM, FIELD(opt.kind), .names = &optimizers, .metavar = "O",
+     .default_text = "adam", .section = "optimisation", .help = "sgd, adam (default), adamw"},
+    {"lr", .kind = CONFIG_ARG_REAL, FIELD(opt.lr), .reals = {0, 1000, CONFIG_OPEN_MIN},
+     .metavar = "X", .default_text = "0.001", .help = "learning rate (default 0.001)"},
+    {"momentum", .kind = CONFIG_ARG_REAL, FIELD(opt.momentum), .reals = {0, 1, CONFIG_OPEN_MAX},
+     .metavar = "X", .default_text = "0.9", .help = "SGD momentum (default 0.9)"},
+    {"weight-decay", .kind = CONFIG_ARG_REAL, FIELD(opt.weight_decay), .reals = {0, 10, 0},
+     .metavar = "X", .default_text = "0",
+     .help = "L2 (sgd, adam) or decoupled (adamw) decay (default 0)"},
+    {"schedule", .kind = CONFIG_ARG_ENUM, FIELD(opt.schedule), .names = &schedules,
+     .metavar = "S", .default_text = "constant", .help = "constant (default) or cosine"},
+    {"warmup", .kind = CONFIG_ARG_INT, FIELD(opt.warmup_steps), .ints = {0, STEPS_CAP},
+     .max_is_cap = 1, .metavar = "N", .default_text = "0",
+     .help = "cosine: linear warm-up steps (default 0)"},
+    {"min-lr", .kind = CONFIG_ARG_REAL, FIELD(opt.min_lr), .reals = {0, 1000, 0}, .max_is_cap = 1,
+     .metavar = "X", .default_text = "0", .help = "cosine: final learning rate (default 0)"},
+    {"epochs", .kind = CONFIG_ARG_INT, FIELD(epochs), .ints = {1, 1000000}, .max_is_cap = 1,
+     .metavar = "N", .default_text = "1", .help = "how long to train (default 1 epoch)"},
+    {"steps", .kind = CONFIG_ARG_INT, FIELD(steps), .ints = {1, STEPS_CAP}, .max_is_cap = 1,
+     .metavar = "N", .join = " | "},
+    {"global-batch", .kind = CONFIG_ARG_INT, FIELD(global_batch), .ints = {1, BATCH_MAX},
+     .metavar = "N", .default_text = "128",
+     .help = "samples per step, whatever the world size (128)"},
+    {"micro-batch", .kind = CONFIG_ARG_INT, FIELD(micro_batch), .ints = {1, BATCH_MAX},
+     .metavar = "N", .default_text = "16",
+     .help = "samples per micro-batch; divides the global batch (16)"},
+    {"seed", .kind = CONFIG_ARG_INT, FIELD(seed), .ints = {0, INT64_MAX}, .max_is_cap = 1,
+     .metavar = "N", .default_text = "42", .help = "run seed: init, data order (default 42)"},
+    {"deterministic", .kind = CONFIG_ARG_FLAG, FIELD(deterministic),
+     .help = "bit-identical results for any world size"},
+    {"device", .kind = CONFIG_ARG_CHOICE, FIELD(device), .names = &devices, .metavar = "D",
+     .default_text = "auto",
+     .help = "auto (default: cuda when every rank can have a GPU\n"
+             "of its own, else cpu for all), cpu, cuda (one GPU\n"
+             "per local rank, or an error)"},
+    {"threads", .kind = CONFIG_ARG_INT, FIELD(threads), .ints = {1, 1024}, .metavar = "N",
+     .help = "BLAS threads per rank (default: the cores of the\n"
+             "rank's CPU affinity / the ranks sharing them; 1\n"
+             "with --deterministic)"},
+    {"run-dir", .kind = CONFIG_ARG_TEXT, FIELD(run_dir),
+     .text = {RUN_DIR_SUFFIX_MAX, 1, "empty or too long"}, .metavar = "DIR",
+     .section = "run directory and checkpoints",
+     .help = "checkpoints in DIR/ckpt, metrics in DIR/metrics.jsonl"},
+    {"resume", .kind = CONFIG_ARG_TEXT, FIELD(resume),
+     .text = {0, 1, "expected auto, none or a checkpoint directory"}, .metavar = "R",
+     .default_text = "auto", .help = "auto (default with --run-dir), none, or a step dir"},
+    {"ckpt-every", .kind = CONFIG_ARG_INT, FIELD(ckpt_every), .ints = {1, STEPS_CAP},
+     .max_is_cap = 1, .unit = "a whole number of steps", .metavar = "N",
+     .help = "save every N steps"},
+    {"ckpt-interval", .kind = CONFIG_ARG_REAL, FIELD(ckpt_interval),
+     .reals = {0, 1e9, CONFIG_OPEN_MIN}, .max_is_cap = 1, .unit = "seconds", .metavar = "SEC",
+     .help = "save when SEC seconds passed since the last save"},
+    {"ckpt-keep", .kind = CONFIG_ARG_INT, FIELD(ckpt_keep), .ints = {1, 1000000},
+     .max_is_cap = 1, .metavar = "K", .default_text = "3",
+     .help = "committed checkpoints to keep (default 3)"},
+    {"ckpt-async", .kind = CONFIG_ARG_FLAG, FIELD(ckpt_async),
+     .help = "write periodic saves in the background"},
+    {"ckpt-level", .kind = CONFIG_ARG_INT, FIELD(ckpt_level), .ints = {0, 19},
+     .unit = "a zstd level", .metavar = "N", .default_text = "1",
+     .help = "zstd level 1..19 (default 1); 0 stores frames\n"
+             "uncompressed (fast storage, slow CPUs)"},
+    {"ckpt-threads", .kind = CONFIG_ARG_INT, FIELD(ckpt_threads), .ints = {1, 64},
+     .metavar = "N",
+     .help = "compression threads per rank (default: as\n--threads without --deterministic)"},
+    {"ckpt-buffered", .kind = CONFIG_ARG_FLAG, FIELD(ckpt_buffered),
+     .help = "write shards through the page cache instead of\n"
+             "O_DIRECT (for filesystems where that is faster)"},
+    {"ckpt-no-adapt", .kind = CONFIG_ARG_FLAG, FIELD(ckpt_no_adapt),
+     .help = "compress every frame even when the disk waits for\n"
+             "the compressors (by default such frames are stored\n"
+             "uncompressed); gives reproducible shard bytes"},
+    {"stop-signal", .kind = CONFIG_ARG_ENUM, FIELD(stop_signal), .names = &stop_signals,
+     .metavar = "SIG", .default_text = "USR1", .section = "signals and output",
+     .help = "USR1 (default) or USR2: stop, checkpoint, exit 75"},
+    {"grace", .kind = CONFIG_ARG_REAL, FIELD(grace), .reals = {0, 1e6, CONFIG_OPEN_MIN},
+     .max_is_cap = 1, .unit = "seconds", .metavar = "SEC", .default_text = "30",
+     .help = "warn when a stop takes longer (default 30)"},
+    {"log-every", .kind = CONFIG_ARG_INT, FIELD(log_every), .ints = {1, STEPS_CAP},
+     .max_is_cap = 1, .metavar = "N",
+     .help = "steps between progress lines (default: 10 a epoch)"},
+    {"step-delay-ms", .kind = CONFIG_ARG_INT, FIELD(step_delay_ms), .ints = {0, 600000},
+     .unit = "milliseconds", .metavar = "MS", .help = "sleep per step (for tests and demos)"},
+    {"trace-samples", .kind = CONFIG_ARG_TEXT, FIELD(trace_samples),
+     .text = {TRACE_SUFFIX_MAX, 1, "empty or too long"}, .metavar = "PFX",
+     .help = "append each rank's trained sample indices to\n"
+             "PFX.<rank> as 'epoch step index...' lines (tests)"},
+    {"quiet", .kind = CONFIG_ARG_FLAG, FIELD(quiet),
+     .help = "only the resume, stop and summary (done:) lines"},
+    {"help", .kind = CONFIG_ARG_ACTION, .action = CONFIG_HELP},
+    {"version", .kind = CONFIG_ARG_ACTION, .action = CONFIG_VERSION, .join = ", "},
+};
+#define NOPTIONS UTIL_COUNT(config_opts)
+
+#define GIVEN_BITS (sizeof(((config_given_t *)0)->rows) * CHAR_BIT)
+_Static_assert(NOPTIONS <= GIVEN_BITS, "config_given_t has one bit per option");
+
+static const char help_head[] =
     "usage: ftrain [options]\n"
     "       mpirun -n N ftrain [options]     srun --mpi=pmix ftrain [options]\n"
     "\n"
     "Data-parallel training of an MLP that stops on SIGUSR1/SIGTERM/SIGINT with a\n"
     "collective checkpoint (exit 75) and resumes on any number of ranks.\n"
-    "\n"
-    "data and model:\n"
-    "  --data NAME            fashion-mnist (default), line, sine\n"
-    "  --data-dir DIR         where the fashion-mnist IDX .gz files are\n"
-    "                         (default " DATA_FMNIST_DIR ")\n"
-    "  --layers L1,L2,...     hidden layer widths (default 256,128; 'none' for\n"
-    "                         a linear model)\n"
-    "  --activation A         relu (default) or tanh\n"
-    "optimisation:\n"
-    "  --optimizer O          sgd, adam (default), adamw\n"
-    "  --lr X                 learning rate (default 0.001)\n"
-    "  --momentum X           SGD momentum (default 0.9)\n"
-    "  --weight-decay X       L2 (sgd, adam) or decoupled (adamw) decay (default 0)\n"
-    "  --schedule S           constant (default) or cosine\n"
-    "  --warmup N             cosine: linear warm-up steps (default 0)\n"
-    "  --min-lr X             cosine: final learning rate (default 0)\n"
-    "  --epochs N | --steps N how long to train (default 1 epoch)\n"
-    "  --global-batch N       samples per step, whatever the world size (128)\n"
-    "  --micro-batch N        samples per micro-batch; divides the global batch (16)\n"
-    "  --seed N               run seed: init, data order (default 42)\n"
-    "  --deterministic        bit-identical results for any world size\n"
-    "  --device D             auto (default: cuda when every rank can have a GPU\n"
-    "                         of its own, else cpu for all), cpu, cuda (one GPU\n"
-    "                         per local rank, or an error)\n"
-    "  --threads N            BLAS threads per rank (default: the cores of the\n"
-    "                         rank's CPU affinity / the ranks sharing them; 1\n"
-    "                         with --deterministic)\n"
-    "run directory and checkpoints:\n"
-    "  --run-dir DIR          checkpoints in DIR/ckpt, metrics in DIR/metrics.jsonl\n"
-    "  --resume R             auto (default with --run-dir), none, or a step dir\n"
-    "  --ckpt-every N         save every N steps\n"
-    "  --ckpt-interval SEC    save when SEC seconds passed since the last save\n"
-    "  --ckpt-keep K          committed checkpoints to keep (default 3)\n"
-    "  --ckpt-async           write periodic saves in the background\n"
-    "  --ckpt-level N         zstd level 1..19 (default 1); 0 stores frames\n"
-    "                         uncompressed (fast storage, slow CPUs)\n"
-    "  --ckpt-threads N       compression threads per rank (default: as\n"
-    "                         --threads without --deterministic)\n"
-    "  --ckpt-buffered        write shards through the page cache instead of\n"
-    "                         O_DIRECT (for filesystems where that is faster)\n"
-    "  --ckpt-no-adapt        compress every frame even when the disk waits for\n"
-    "                         the compressors (by default such frames are stored\n"
-    "                         uncompressed); gives reproducible shard bytes\n"
-    "signals and output:\n"
-    "  --stop-signal SIG      USR1 (default) or USR2: stop, checkpoint, exit 75\n"
-    "  --grace SEC            warn when a stop takes longer (default 30)\n"
-    "  --log-every N          steps between progress lines (default: 10 a epoch)\n"
-    "  --step-delay-ms MS     sleep per step (for tests and demos)\n"
-    "  --trace-samples PFX    append each rank's trained sample indices to\n"
-    "                         PFX.<rank> as 'epoch step index...' lines (tests)\n"
-    "  --quiet                only the resume, stop and summary (done:) lines\n"
-    "  --help, --version\n"
+    "\n";
+
+static const char help_tail[] =
     "\n"
     "exit codes: 0 finished, 75 stopped after a committed checkpoint (requeue\n"
     "me), 2 bad options, 1 any other failure, 128+signal when stopped without a\n"
     "run directory.\n";
 
-void config_usage(FILE *out) { fputs(config_help, out); }
+/* ---- table lookups --------------------------------------------------------- */
 
-enum {
-    OPT_DATA = 256, OPT_DATA_DIR, OPT_LAYERS, OPT_ACT, OPT_OPTIM, OPT_LR,
-    OPT_MOMENTUM, OPT_WD, OPT_SCHED, OPT_WARMUP, OPT_MINLR, OPT_EPOCHS,
-    OPT_STEPS, OPT_GBATCH, OPT_MBATCH, OPT_SEED, OPT_DET, OPT_THREADS,
-    OPT_RUNDIR, OPT_RESUME, OPT_CKEVERY, OPT_CKINT, OPT_CKKEEP, OPT_CKASYNC,
-    OPT_CKLEVEL, OPT_STOPSIG, OPT_GRACE, OPT_LOGEVERY, OPT_DELAY, OPT_QUIET,
-    OPT_TRACE, OPT_CKTHREADS, OPT_DEVICE, OPT_CKBUF, OPT_CKNOADAPT,
-    OPT_HELP, OPT_VERSION
-};
-
-static const struct option config_opts[] = {
-    {"data", required_argument, 0, OPT_DATA},
-    {"data-dir", required_argument, 0, OPT_DATA_DIR},
-    {"layers", required_argument, 0, OPT_LAYERS},
-    {"activation", required_argument, 0, OPT_ACT},
-    {"optimizer", required_argument, 0, OPT_OPTIM},
-    {"lr", required_argument, 0, OPT_LR},
-    {"momentum", required_argument, 0, OPT_MOMENTUM},
-    {"weight-decay", required_argument, 0, OPT_WD},
-    {"schedule", required_argument, 0, OPT_SCHED},
-    {"warmup", required_argument, 0, OPT_WARMUP},
-    {"min-lr", required_argument, 0, OPT_MINLR},
-    {"epochs", required_argument, 0, OPT_EPOCHS},
-    {"steps", required_argument, 0, OPT_STEPS},
-    {"global-batch", required_argument, 0, OPT_GBATCH},
-    {"micro-batch", required_argument, 0, OPT_MBATCH},
-    {"seed", required_argument, 0, OPT_SEED},
-    {"deterministic", no_argument, 0, OPT_DET},
-    {"threads", required_argument, 0, OPT_THREADS},
-    {"device", required_argument, 0, OPT_DEVICE},
-    {"run-dir", required_argument, 0, OPT_RUNDIR},
-    {"resume", required_argument, 0, OPT_RESUME},
-    {"ckpt-every", required_argument, 0, OPT_CKEVERY},
-    {"ckpt-interval", required_argument, 0, OPT_CKINT},
-    {"ckpt-keep", required_argument, 0, OPT_CKKEEP},
-    {"ckpt-async", no_argument, 0, OPT_CKASYNC},
-    {"ckpt-level", required_argument, 0, OPT_CKLEVEL},
-    {"ckpt-threads", required_argument, 0, OPT_CKTHREADS},
-    {"ckpt-buffered", no_argument, 0, OPT_CKBUF},
-    {"ckpt-no-adapt", no_argument, 0, OPT_CKNOADAPT},
-    {"stop-signal", required_argument, 0, OPT_STOPSIG},
-    {"grace", required_argument, 0, OPT_GRACE},
-    {"log-every", required_argument, 0, OPT_LOGEVERY},
-    {"step-delay-ms", required_argument, 0, OPT_DELAY},
-    {"quiet", no_argument, 0, OPT_QUIET},
-    {"trace-samples", required_argument, 0, OPT_TRACE},
-    {"help", no_argument, 0, OPT_HELP},
-    {"version", no_argument, 0, OPT_VERSION},
-    {0, 0, 0, 0},
-};
-
-static int config_fail(char *err, size_t cap, const char *fmt, ...)
+const config_option_t *config_options(size_t *count)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-    return CONFIG_EUSAGE;
+    if (count)
+        *count = NOPTIONS;
+    return config_opts;
 }
+
+const config_option_t *config_option_find(const char *long_name)
+{
+    for (size_t i = 0; long_name && i < NOPTIONS; i++)
+        if (strcmp(config_opts[i].name, long_name) == 0)
+            return &config_opts[i];
+    return NULL;
+}
+
+static uint64_t row_bit(const config_option_t *row)
+{
+    return UINT64_C(1) << (size_t)(row - config_opts);
+}
+
+int config_given_add(config_given_t *given, const char *long_name)
+{
+    const config_option_t *row = config_option_find(long_name);
+    if (!row)
+        return CONFIG_EUSAGE;
+    given->rows |= row_bit(row);
+    return CONFIG_RUN;
+}
+
+int config_given_has(const config_given_t *given, const char *long_name)
+{
+    const config_option_t *row = config_option_find(long_name);
+    return given && row && (given->rows & row_bit(row)) != 0;
+}
+
+static int takes_value(const config_option_t *row)
+{
+    return row->kind != CONFIG_ARG_FLAG && row->kind != CONFIG_ARG_ACTION;
+}
+
+/* ---- messages -------------------------------------------------------------- */
+
+/* Room for a number as "%.15g" or an int64_t, a range of two, and the
+ * names of any enumeration. */
+#define NUMBER_TEXT_MAX 32
+#define RANGE_TEXT_MAX (2 * NUMBER_TEXT_MAX + 8)
+#define NAMES_TEXT_MAX 256
+
+/* "--NAME: expected UNIT RANGE, got 'TEXT'".  An option whose maximum is
+ * only a cap says ">= min" unless the value is above that cap. */
+static int refuse_number(const config_option_t *row, const char *text, int above_max,
+                         char *err, size_t cap)
+{
+    int whole = row->kind == CONFIG_ARG_INT;
+    const char *unit = row->unit ? row->unit : whole ? "a whole number" : "a number";
+    int full = above_max || !row->max_is_cap;
+    char range[RANGE_TEXT_MAX];
+    if (whole && full)
+        snprintf(range, sizeof range, "in [%" PRId64 ", %" PRId64 "]", row->ints.min,
+                 row->ints.max);
+    else if (whole)
+        snprintf(range, sizeof range, ">= %" PRId64, row->ints.min);
+    else if (full)
+        snprintf(range, sizeof range, "in %c%.15g, %.15g%c",
+                 row->reals.open & CONFIG_OPEN_MIN ? '(' : '[', row->reals.min, row->reals.max,
+                 row->reals.open & CONFIG_OPEN_MAX ? ')' : ']');
+    else
+        snprintf(range, sizeof range, "%s %.15g",
+                 row->reals.open & CONFIG_OPEN_MIN ? ">" : ">=", row->reals.min);
+    return util_fail(err, cap, CONFIG_EUSAGE, "--%s: expected %s %s, got '%s'", row->name, unit,
+                     range, text);
+}
+
+/* "--NAME: expected a, b or c, got 'TEXT'", or with a noun
+ * "--NAME: unknown NOUN 'TEXT' (a, b or c)". */
+static int refuse_name(const config_option_t *row, const char *text, char *err, size_t cap)
+{
+    char names[NAMES_TEXT_MAX];
+    row->names->names(names, sizeof names);
+    if (row->names->noun)
+        return util_fail(err, cap, CONFIG_EUSAGE, "--%s: unknown %s '%s' (%s)", row->name,
+                         row->names->noun, text, names);
+    return util_fail(err, cap, CONFIG_EUSAGE, "--%s: expected %s, got '%s'", row->name, names,
+                     text);
+}
+
+/* ---- values ---------------------------------------------------------------- */
+
+typedef enum {
+    NUMBER_OK,
+    NUMBER_REFUSED,  /* not a number, or below the minimum */
+    NUMBER_ABOVE_MAX
+} number_status_t;
 
 /* A number as a person writes it: an optional sign, then a digit or a
  * point; no blanks, no hex ("0x10" would be 16), no "inf" or "nan". */
-static int plain_number(const char *s, const char *allowed)
+static int plain_number(const char *text, const char *allowed)
 {
-    const char *p = s + (*s == '-' || *s == '+');
-    return (isdigit((unsigned char)*p) || *p == '.') && strspn(s, allowed) == strlen(s);
+    const char *digits = text + (*text == '-' || *text == '+');
+    return (isdigit((unsigned char)*digits) || *digits == '.') &&
+           strspn(text, allowed) == strlen(text);
 }
 
-/* Parse a whole number in [lo, hi]. */
-static int parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
+static number_status_t parse_whole(const char *text, const config_int_range_t *range,
+                                   int64_t *out)
 {
-    if (!s || !*s || !plain_number(s, "+-0123456789"))
-        return -1;
+    if (!plain_number(text, "+-0123456789"))
+        return NUMBER_REFUSED;
     errno = 0;
     char *end = NULL;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
+    long long value = strtoll(text, &end, 10);
+    if (*end)
+        return NUMBER_REFUSED;
+    if ((errno == ERANGE && value > 0) || value > range->max)
+        return NUMBER_ABOVE_MAX;
+    if (errno || value < range->min)
+        return NUMBER_REFUSED;
+    *out = value;
+    return NUMBER_OK;
 }
 
-/* Parse a finite real number in [lo, hi]. */
-static int parse_real(const char *s, double lo, double hi, double *out)
+static number_status_t parse_real(const char *text, const config_real_range_t *range,
+                                  double *out)
 {
-    if (!s || !*s || !plain_number(s, "+-0123456789.eE"))
-        return -1;
+    if (!plain_number(text, "+-0123456789.eE"))
+        return NUMBER_REFUSED;
     errno = 0;
     char *end = NULL;
-    double v = strtod(s, &end);
-    if (errno || *end || !isfinite(v) || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
+    double value = strtod(text, &end);
+    if (*end)
+        return NUMBER_REFUSED;
+    int overflow = errno == ERANGE && value > 1;
+    if (overflow || value > range->max ||
+        (value == range->max && (range->open & CONFIG_OPEN_MAX)))
+        return NUMBER_ABOVE_MAX;
+    if (errno || !isfinite(value) || value < range->min ||
+        (value == range->min && (range->open & CONFIG_OPEN_MIN)))
+        return NUMBER_REFUSED;
+    *out = value;
+    return NUMBER_OK;
 }
 
-static int parse_layers(config_t *c, const char *s)
+/* Store into an int or a 64-bit field (an enum is an int). */
+static int store_int(const config_option_t *row, void *field, int64_t value, char *err,
+                     size_t cap)
 {
-    if (strcmp(s, "none") == 0) {
-        c->nhidden = 0;
-        return 0;
+    if (row->size == sizeof(int)) {
+        int narrow = (int)value;
+        memcpy(field, &narrow, sizeof narrow);
+    } else if (row->size == sizeof(int64_t)) {
+        memcpy(field, &value, sizeof value);
+    } else {
+        return util_fail(err, cap, CONFIG_EUSAGE,
+                         "--%s: the option table gives it a field of %zu bytes", row->name,
+                         row->size);
     }
-    int n = 0;
-    const char *p = s;
-    while (*p) {
+    return CONFIG_RUN;
+}
+
+static int store_text(const config_option_t *row, void *field, const char *text)
+{
+    snprintf(field, row->size, "%s", text);
+    return CONFIG_RUN;
+}
+
+/* text without the prefix its enumeration allows ("SIGUSR1" -> "USR1"). */
+static const char *strip_prefix(const config_enum_t *choices, const char *text)
+{
+    size_t prefix_len = choices->prefix ? strlen(choices->prefix) : 0;
+    return prefix_len && strncmp(text, choices->prefix, prefix_len) == 0 ? text + prefix_len
+                                                                           : text;
+}
+
+static int refuse_layers(const config_option_t *row, const char *text, char *err, size_t cap)
+{
+    return util_fail(err, cap, CONFIG_EUSAGE,
+                     "--%s: expected widths like 256,128 (1..%d, at most %d layers) or "
+                     "'none', got '%s'",
+                     row->name, LAYER_WIDTH_MAX, HIDDEN_LAYERS_MAX, text);
+}
+
+/* "256,128" (1..LAYER_WIDTH_MAX each, at most HIDDEN_LAYERS_MAX) or "none"
+ * for a linear model; cfg is changed only when all of text is good. */
+static int parse_layers(config_t *cfg, const config_option_t *row, const char *text, char *err,
+                        size_t cap)
+{
+    int widths[HIDDEN_LAYERS_MAX];
+    int count = 0;
+    if (strcmp(text, "none") == 0) {
+        cfg->nhidden = 0;
+        return CONFIG_RUN;
+    }
+    const char *cursor = text;
+    do {
         char *end = NULL;
         errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 1 || v > 65536 || n >= MODEL_MAX_LAYERS - 1)
-            return -1;
-        c->hidden[n++] = (int)v;
-        if (*end == ',') {
+        long width = strtol(cursor, &end, 10);
+        if (end == cursor || errno || width < 1 || width > LAYER_WIDTH_MAX ||
+            count >= HIDDEN_LAYERS_MAX)
+            return refuse_layers(row, text, err, cap);
+        widths[count++] = (int)width;
+        if (*end == ',' && end[1]) /* a comma, and not a trailing one */
             end++;
-            if (!*end)
-                return -1; /* a trailing comma */
-        } else if (*end) {
-            return -1;
-        }
-        p = end;
-    }
-    if (n == 0)
-        return -1;
-    c->nhidden = n;
-    return 0;
+        else if (*end)
+            return refuse_layers(row, text, err, cap);
+        cursor = end;
+    } while (*cursor);
+    cfg->nhidden = count;
+    memcpy(cfg->hidden, widths, (size_t)count * sizeof widths[0]);
+    return CONFIG_RUN;
 }
 
-static int parse_signal(const char *s)
+/* Set the row's field of cfg from text (NULL for a flag). */
+static int apply_value(config_t *cfg, const config_option_t *row, const char *text, char *err,
+                       size_t cap)
 {
-    if (strncmp(s, "SIG", 3) == 0)
-        s += 3;
-    if (strcmp(s, "USR1") == 0)
-        return SIGUSR1;
-    if (strcmp(s, "USR2") == 0)
-        return SIGUSR2;
-    return -1;
+    void *field = (char *)cfg + row->offset;
+    int64_t whole = 0;
+    double real = 0;
+    number_status_t status = NUMBER_OK;
+    switch (row->kind) {
+    case CONFIG_ARG_FLAG:
+        return store_int(row, field, 1, err, cap);
+    case CONFIG_ARG_INT:
+        status = parse_whole(text, &row->ints, &whole);
+        if (status != NUMBER_OK)
+            return refuse_number(row, text, status == NUMBER_ABOVE_MAX, err, cap);
+        return store_int(row, field, whole, err, cap);
+    case CONFIG_ARG_REAL:
+        status = parse_real(text, &row->reals, &real);
+        if (status != NUMBER_OK)
+            return refuse_number(row, text, status == NUMBER_ABOVE_MAX, err, cap);
+        memcpy(field, &real, sizeof real);
+        return CONFIG_RUN;
+    case CONFIG_ARG_TEXT:
+        if ((row->text.nonempty && !*text) || strlen(text) >= row->size - row->text.reserve)
+            return util_fail(err, cap, CONFIG_EUSAGE, "--%s: %s", row->name, row->text.refusal);
+        return store_text(row, field, text);
+    case CONFIG_ARG_ENUM:
+    case CONFIG_ARG_CHOICE: {
+        const char *name = strip_prefix(row->names, text);
+        int value = row->names->parse(name);
+        if (value < 0)
+            return refuse_name(row, text, err, cap);
+        if (row->kind == CONFIG_ARG_ENUM)
+            return store_int(row, field, value, err, cap);
+        return store_text(row, field, name);
+    }
+    case CONFIG_ARG_LAYERS:
+        return parse_layers(cfg, row, text, err, cap);
+    case CONFIG_ARG_ACTION:
+        break;
+    }
+    return util_fail(err, cap, CONFIG_EUSAGE, "--%s: the option table gives it no value to set",
+                     row->name);
+}
+
+/* ---- defaults -------------------------------------------------------------- */
+
+/* Room for the message about a bad default. */
+#define DEFAULT_ERR_MAX 256
+
+void config_defaults(config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    /* Betas and eps have no option; the table sets the rest. */
+    optim_cfg_default(&cfg->opt);
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        const config_option_t *row = &config_opts[i];
+        char err[DEFAULT_ERR_MAX];
+        if (!row->default_text ||
+            apply_value(cfg, row, row->default_text, err, sizeof err) == CONFIG_RUN)
+            continue;
+        /* A bad default is a bug in the table, true for every run: say so loudly. */
+        fprintf(stderr, "ftrain: the default of --%s is refused: %s\n", row->name, err);
+        abort();
+    }
+}
+
+/* ---- help ------------------------------------------------------------------ */
+
+/* "  --name META" takes HELP_NAMES_WIDTH columns, then one blank, then the
+ * help text; its further lines start at HELP_TEXT_COLUMN. */
+#define HELP_MARGIN 2
+#define HELP_NAMES_WIDTH 22
+#define HELP_TEXT_COLUMN (HELP_MARGIN + HELP_NAMES_WIDTH + 1)
+
+/* Print "[sep]-x, --name META" and @return the columns it took. */
+static int print_option_names(FILE *out, const config_option_t *row, const char *sep)
+{
+    int width = fprintf(out, "%s", sep);
+    if (row->short_name)
+        width += fprintf(out, "-%c, ", row->short_name);
+    width += fprintf(out, "--%s", row->name);
+    if (row->metavar)
+        width += fprintf(out, " %s", row->metavar);
+    return width;
+}
+
+/* The row at `first` and the rows joined to it, on one help line. */
+static void print_help_row(FILE *out, size_t first)
+{
+    const config_option_t *row = &config_opts[first];
+    int width = fprintf(out, "%*s", HELP_MARGIN, "") + print_option_names(out, row, "");
+    for (size_t next = first + 1; next < NOPTIONS && config_opts[next].join; next++)
+        width += print_option_names(out, &config_opts[next], config_opts[next].join);
+    if (!row->help) {
+        fputc('\n', out);
+        return;
+    }
+    int pad = HELP_TEXT_COLUMN - width;
+    fprintf(out, "%*s", pad > 1 ? pad : 1, "");
+    for (const char *line = row->help;;) {
+        const char *newline = strchr(line, '\n');
+        size_t len = newline ? (size_t)(newline - line) : strlen(line);
+        fprintf(out, "%.*s\n", (int)len, line);
+        if (!newline)
+            break;
+        fprintf(out, "%*s", HELP_TEXT_COLUMN, "");
+        line = newline + 1;
+    }
+}
+
+void config_usage(FILE *out)
+{
+    fputs(help_head, out);
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        if (config_opts[i].join)
+            continue; /* printed on the line of the row it joins */
+        if (config_opts[i].section)
+            fprintf(out, "%s:\n", config_opts[i].section);
+        print_help_row(out, i);
+    }
+    fputs(help_tail, out);
+}
+
+/* ---- parsing --------------------------------------------------------------- */
+
+/* getopt_long's value for a long option: above every short option's char. */
+#define LONG_OPTION_BASE 256
+/* Each short option's letter, with ':' when it takes a value. */
+#define SHORT_OPTIONS_MAX (2 * NOPTIONS + 1)
+
+static const config_option_t *row_of_getopt(int val)
+{
+    if (val >= LONG_OPTION_BASE && (size_t)(val - LONG_OPTION_BASE) < NOPTIONS)
+        return &config_opts[val - LONG_OPTION_BASE];
+    for (size_t i = 0; val > 0 && i < NOPTIONS; i++)
+        if (config_opts[i].short_name == val)
+            return &config_opts[i];
+    return NULL;
+}
+
+static void build_getopt_tables(struct option *longs, char *shorts)
+{
+    size_t nshort = 0;
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        const config_option_t *row = &config_opts[i];
+        int has_arg = takes_value(row) ? required_argument : no_argument;
+        longs[i] = (struct option){row->name, has_arg, NULL, LONG_OPTION_BASE + (int)i};
+        if (row->short_name) {
+            shorts[nshort++] = row->short_name;
+            if (has_arg == required_argument)
+                shorts[nshort++] = ':';
+        }
+    }
+    longs[NOPTIONS] = (struct option){0, 0, 0, 0};
+    shorts[nshort] = '\0';
+}
+
+/* getopt_long returned '?'.  optopt is a short option's letter (in "-xy"
+ * argv[optind - 1] is not the option), the value of a long option that
+ * lacks its argument or was given one it does not take, or 0. */
+static int refuse_getopt_error(char **argv, char *err, size_t cap)
+{
+    const config_option_t *row = optopt > 0 ? row_of_getopt(optopt) : NULL;
+    int letter = optopt > 0 && optopt < LONG_OPTION_BASE;
+    if (row && letter)
+        return util_fail(err, cap, CONFIG_EUSAGE, "option '-%c' needs a value", optopt);
+    if (letter)
+        return util_fail(err, cap, CONFIG_EUSAGE, "unknown option '-%c' (%s)", optopt,
+                         optopt == 'h' ? "did you mean --help?"
+                                       : "ftrain's options are long: --help lists them");
+    if (row)
+        return util_fail(err, cap, CONFIG_EUSAGE,
+                         takes_value(row) ? "option '--%s' needs a value"
+                                          : "option '--%s' takes no value",
+                         row->name);
+    return util_fail(err, cap, CONFIG_EUSAGE, "unknown option '%s'", argv[optind - 1]);
+}
+
+int config_parse_options(config_t *cfg, config_given_t *given, int argc, char **argv,
+                         char *err, size_t cap)
+{
+    struct option longs[NOPTIONS + 1];
+    char shorts[SHORT_OPTIONS_MAX];
+    build_getopt_tables(longs, shorts);
+    optind = 0; /* 0, not 1: also forgets a cluster left by an earlier call */
+    opterr = 0;
+    for (;;) {
+        int val = getopt_long(argc, argv, shorts, longs, NULL);
+        if (val == -1)
+            break;
+        const config_option_t *row = val == '?' ? NULL : row_of_getopt(val);
+        if (!row)
+            return refuse_getopt_error(argv, err, cap);
+        given->rows |= row_bit(row);
+        if (row->kind == CONFIG_ARG_ACTION)
+            return row->action;
+        int rc = apply_value(cfg, row, optarg, err, cap);
+        if (rc != CONFIG_RUN)
+            return rc;
+    }
+    if (optind < argc)
+        return util_fail(err, cap, CONFIG_EUSAGE, "unexpected argument '%s'", argv[optind]);
+    return CONFIG_RUN;
+}
+
+/* ---- options against each other -------------------------------------------- */
+
+int config_check(const config_t *cfg, const config_given_t *given, char *err, size_t cap)
+{
+    long long micro = cfg->micro_batch, global = cfg->global_batch;
+    if (config_given_has(given, "epochs") && config_given_has(given, "steps"))
+        return util_fail(err, cap, CONFIG_EUSAGE, "--epochs and --steps conflict: give one");
+    if (micro > global)
+        return util_fail(err, cap, CONFIG_EUSAGE,
+                         "--micro-batch %lld is larger than --global-batch %lld", micro, global);
+    if (micro < 1 || global % micro != 0)
+        return util_fail(err, cap, CONFIG_EUSAGE,
+                         "--micro-batch %lld does not divide --global-batch %lld", micro, global);
+    /* Adam's betas are not --momentum: a given one would be ignored. */
+    if (config_given_has(given, "momentum") && cfg->opt.kind != OPT_SGD)
+        return util_fail(err, cap, CONFIG_EUSAGE, "--momentum applies to --optimizer sgd only");
+    if (cfg->opt.schedule != SCHED_COSINE && (cfg->opt.warmup_steps || cfg->opt.min_lr))
+        return util_fail(err, cap, CONFIG_EUSAGE,
+                         "--warmup and --min-lr need --schedule cosine");
+    if (cfg->opt.min_lr > cfg->opt.lr)
+        return util_fail(err, cap, CONFIG_EUSAGE, "--min-lr is larger than --lr");
+    if (!cfg->run_dir[0]) {
+        if (cfg->ckpt_every || cfg->ckpt_interval || cfg->ckpt_async)
+            return util_fail(err, cap, CONFIG_EUSAGE,
+                             "--ckpt-every, --ckpt-interval and --ckpt-async need --run-dir");
+        if (cfg->ckpt_buffered)
+            return util_fail(err, cap, CONFIG_EUSAGE, "--ckpt-buffered needs --run-dir");
+        if (cfg->ckpt_no_adapt)
+            return util_fail(err, cap, CONFIG_EUSAGE, "--ckpt-no-adapt needs --run-dir");
+        /* Only the default "auto" is quietly turned into "none". */
+        if (config_given_has(given, "resume") && strcmp(cfg->resume, "auto") == 0)
+            return util_fail(err, cap, CONFIG_EUSAGE, "--resume auto needs --run-dir");
+    }
+    if (cfg->ckpt_async && !cfg->ckpt_every && !cfg->ckpt_interval)
+        return util_fail(err, cap, CONFIG_EUSAGE,
+                         "--ckpt-async needs --ckpt-every or --ckpt-interval");
+    if (strcmp(cfg->data, "fashion-mnist") != 0 && cfg->data_dir[0])
+        return util_fail(err, cap, CONFIG_EUSAGE,
+                         "--data-dir applies to --data fashion-mnist only");
+    return CONFIG_RUN;
+}
+
+/* The values one option implies for another, once they agree. */
+static void apply_implied(config_t *cfg, const config_given_t *given)
+{
+    if (config_given_has(given, "steps"))
+        cfg->epochs = 0; /* the default epoch count gives way */
+    if (!cfg->run_dir[0] && !config_given_has(given, "resume"))
+        snprintf(cfg->resume, sizeof cfg->resume, "none"); /* nothing to resume from */
+}
+
+int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t cap)
+{
+    config_given_t given = {0};
+    int rc = config_parse_options(cfg, &given, argc, argv, err, cap);
+    if (rc == CONFIG_RUN)
+        rc = config_check(cfg, &given, err, cap);
+    if (rc == CONFIG_RUN)
+        apply_implied(cfg, &given);
+    return rc;
+}
+
+/* ---- printing back ---------------------------------------------------------- */
+
+int config_to_json(const config_t *cfg, char *buf, size_t cap)
+{
+    json_t *doc = json_object(), *layers = json_array();
+    if (!doc || !layers) {
+        json_decref(doc);
+        json_decref(layers);
+        return CONFIG_ENOSPACE;
+    }
+    for (int i = 0; i < cfg->nhidden; i++)
+        json_array_append_new(layers, json_integer(cfg->hidden[i]));
+    json_object_set_new(doc, "data", json_string(cfg->data));
+    json_object_set_new(doc, "layers", layers);
+    json_object_set_new(doc, "activation", json_string(model_act_name(cfg->act)));
+    json_object_set_new(doc, "optimizer", json_string(optim_kind_name(cfg->opt.kind)));
+    json_object_set_new(doc, "lr", json_real(cfg->opt.lr));
+    json_object_set_new(doc, "momentum", json_real(cfg->opt.momentum));
+    json_object_set_new(doc, "weight_decay", json_real(cfg->opt.weight_decay));
+    json_object_set_new(doc, "schedule", json_string(optim_sched_name(cfg->opt.schedule)));
+    json_object_set_new(doc, "warmup", json_integer(cfg->opt.warmup_steps));
+    json_object_set_new(doc, "min_lr", json_real(cfg->opt.min_lr));
+    json_object_set_new(doc, "epochs", json_integer(cfg->epochs));
+    json_object_set_new(doc, "steps", json_integer(cfg->steps));
+    json_object_set_new(doc, "global_batch", json_integer(cfg->global_batch));
+    json_object_set_new(doc, "micro_batch", json_integer(cfg->micro_batch));
+    json_object_set_new(doc, "seed", json_integer((json_int_t)cfg->seed));
+    json_object_set_new(doc, "deterministic", json_boolean(cfg->deterministic));
+    size_t len = json_dumpb(doc, buf, cap, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(doc);
+    if (len == 0 || len >= cap)
+        return CONFIG_ENOSPACE;
+    buf[len] = '\0';
+    return (int)len;
 }
 
 const char *config_signal_name(int sig)
 {
-    switch (sig) {
-    case SIGUSR1: return "USR1";
-    case SIGUSR2: return "USR2";
-    case SIGTERM: return "TERM";
-    case SIGINT: return "INT";
-    }
-    return "?";
-}
-
-int config_parse(config_t *c, int argc, char **argv, char *err, size_t cap)
-{
-    int have_epochs = 0, have_steps = 0, have_resume = 0, have_momentum = 0;
-    int64_t iv = 0;
-    double dv = 0;
-    optind = 1;
-    opterr = 0;
-    for (;;) {
-        int longidx = 0;
-        int o = getopt_long(argc, argv, "", config_opts, &longidx);
-        if (o == -1)
-            break;
-        const char *a = optarg;
-        switch (o) {
-        case OPT_DATA:
-            if (!data_known(a))
-                return config_fail(err, cap, "--data: unknown data set '%s' (fashion-mnist, line, sine)", a);
-            snprintf(c->data, sizeof c->data, "%s", a);
-            break;
-        case OPT_DATA_DIR:
-            if (strlen(a) >= sizeof c->data_dir)
-                return config_fail(err, cap, "--data-dir: path too long");
-            snprintf(c->data_dir, sizeof c->data_dir, "%s", a);
-            break;
-        case OPT_LAYERS:
-            if (parse_layers(c, a) != 0)
-                return config_fail(err, cap, "--layers: expected widths like 256,128 (1..65536, at most %d layers) or 'none', got '%s'", MODEL_MAX_LAYERS - 1, a);
-            break;
-        case OPT_ACT: {
-            int v = model_act_parse(a);
-            if (v < 0)
-                return config_fail(err, cap, "--activation: expected relu or tanh, got '%s'", a);
-            c->act = (model_act_t)v;
-            break;
-        }
-        case OPT_OPTIM: {
-            int v = optim_kind_parse(a);
-            if (v < 0)
-                return config_fail(err, cap, "--optimizer: expected sgd, adam or adamw, got '%s'", a);
-            c->opt.kind = (optim_kind_t)v;
-            break;
-        }
-        case OPT_LR:
-            if (parse_real(a, 1e-12, 1e3, &dv))
-                return config_fail(err, cap, "--lr: expected a number in (0, 1000], got '%s'", a);
-            c->opt.lr = dv;
-            break;
-        case OPT_MOMENTUM:
-            if (parse_real(a, 0, 0.999999, &dv))
-                return config_fail(err, cap, "--momentum: expected a number in [0, 1), got '%s'", a);
-            c->opt.momentum = dv;
-            have_momentum = 1;
-            break;
-        case OPT_WD:
-            if (parse_real(a, 0, 10, &dv))
-                return config_fail(err, cap, "--weight-decay: expected a number in [0, 10], got '%s'", a);
-            c->opt.weight_decay = dv;
-            break;
-        case OPT_SCHED: {
-            int v = optim_sched_parse(a);
-            if (v < 0)
-                return config_fail(err, cap, "--schedule: expected constant or cosine, got '%s'", a);
-            c->opt.schedule = (sched_kind_t)v;
-            break;
-        }
-        case OPT_WARMUP:
-            if (parse_int(a, 0, INT64_C(1) << 40, &iv))
-                return config_fail(err, cap, "--warmup: expected a whole number >= 0, got '%s'", a);
-            c->opt.warmup_steps = iv;
-            break;
-        case OPT_MINLR:
-            if (parse_real(a, 0, 1e3, &dv))
-                return config_fail(err, cap, "--min-lr: expected a number >= 0, got '%s'", a);
-            c->opt.min_lr = dv;
-            break;
-        case OPT_EPOCHS:
-            if (parse_int(a, 1, 1000000, &iv))
-                return config_fail(err, cap, "--epochs: expected a whole number >= 1, got '%s'", a);
-            c->epochs = iv;
-            have_epochs = 1;
-            break;
-        case OPT_STEPS:
-            if (parse_int(a, 1, INT64_C(1) << 40, &iv))
-                return config_fail(err, cap, "--steps: expected a whole number >= 1, got '%s'", a);
-            c->steps = iv;
-            have_steps = 1;
-            break;
-        case OPT_GBATCH:
-            if (parse_int(a, 1, 1 << 20, &iv))
-                return config_fail(err, cap, "--global-batch: expected a whole number in [1, 1048576], got '%s'", a);
-            c->global_batch = iv;
-            break;
-        case OPT_MBATCH:
-            if (parse_int(a, 1, 1 << 20, &iv))
-                return config_fail(err, cap, "--micro-batch: expected a whole number in [1, 1048576], got '%s'", a);
-            c->micro_batch = iv;
-            break;
-        case OPT_SEED:
-            if (parse_int(a, 0, INT64_MAX, &iv))
-                return config_fail(err, cap, "--seed: expected a whole number >= 0, got '%s'", a);
-            c->seed = (uint64_t)iv;
-            break;
-        case OPT_DET: c->deterministic = 1; break;
-        case OPT_THREADS:
-            if (parse_int(a, 1, 1024, &iv))
-                return config_fail(err, cap, "--threads: expected a whole number in [1, 1024], got '%s'", a);
-            c->threads = (int)iv;
-            break;
-        case OPT_DEVICE:
-            if (strcmp(a, "auto") && strcmp(a, "cpu") && strcmp(a, "cuda"))
-                return config_fail(err, cap, "--device: expected auto, cpu or cuda, got '%s'", a);
-            snprintf(c->device, sizeof c->device, "%s", a);
-            break;
-        case OPT_RUNDIR:
-            if (!*a || strlen(a) >= sizeof c->run_dir - 64)
-                return config_fail(err, cap, "--run-dir: empty or too long");
-            snprintf(c->run_dir, sizeof c->run_dir, "%s", a);
-            break;
-        case OPT_RESUME:
-            if (!*a || strlen(a) >= sizeof c->resume)
-                return config_fail(err, cap, "--resume: expected auto, none or a checkpoint directory");
-            snprintf(c->resume, sizeof c->resume, "%s", a);
-            have_resume = 1;
-            break;
-        case OPT_CKEVERY:
-            if (parse_int(a, 1, INT64_C(1) << 40, &iv))
-                return config_fail(err, cap, "--ckpt-every: expected a whole number of steps >= 1, got '%s'", a);
-            c->ckpt_every = iv;
-            break;
-        case OPT_CKINT:
-            if (parse_real(a, 0.001, 1e9, &dv))
-                return config_fail(err, cap, "--ckpt-interval: expected seconds > 0, got '%s'", a);
-            c->ckpt_interval = dv;
-            break;
-        case OPT_CKKEEP:
-            if (parse_int(a, 1, 1000000, &iv))
-                return config_fail(err, cap, "--ckpt-keep: expected a whole number >= 1, got '%s'", a);
-            c->ckpt_keep = (int)iv;
-            break;
-        case OPT_CKASYNC: c->ckpt_async = 1; break;
-        case OPT_CKBUF: c->ckpt_buffered = 1; break;
-        case OPT_CKNOADAPT: c->ckpt_no_adapt = 1; break;
-        case OPT_CKLEVEL:
-            if (parse_int(a, 0, 19, &iv))
-                return config_fail(err, cap, "--ckpt-level: expected a zstd level in [0, 19], got '%s'", a);
-            c->ckpt_level = (int)iv;
-            break;
-        case OPT_CKTHREADS:
-            if (parse_int(a, 1, 64, &iv))
-                return config_fail(err, cap, "--ckpt-threads: expected a whole number in [1, 64], got '%s'", a);
-            c->ckpt_threads = (int)iv;
-            break;
-        case OPT_STOPSIG:
-            if ((c->stop_signal = parse_signal(a)) < 0)
-                return config_fail(err, cap, "--stop-signal: expected USR1 or USR2, got '%s'", a);
-            break;
-        case OPT_GRACE:
-            if (parse_real(a, 0.001, 1e6, &dv))
-                return config_fail(err, cap, "--grace: expected seconds > 0, got '%s'", a);
-            c->grace = dv;
-            break;
-        case OPT_LOGEVERY:
-            if (parse_int(a, 1, INT64_C(1) << 40, &iv))
-                return config_fail(err, cap, "--log-every: expected a whole number >= 1, got '%s'", a);
-            c->log_every = iv;
-            break;
-        case OPT_DELAY:
-            if (parse_int(a, 0, 600000, &iv))
-                return config_fail(err, cap, "--step-delay-ms: expected milliseconds in [0, 600000], got '%s'", a);
-            c->step_delay_ms = (int)iv;
-            break;
-        case OPT_QUIET: c->quiet = 1; break;
-        case OPT_TRACE:
-            if (!*a || strlen(a) >= sizeof c->trace_samples - 16)
-                return config_fail(err, cap, "--trace-samples: empty or too long");
-            snprintf(c->trace_samples, sizeof c->trace_samples, "%s", a);
-            break;
-        case OPT_HELP: return CONFIG_HELP;
-        case OPT_VERSION: return CONFIG_VERSION;
-        case '?':
-        default:
-            /* optopt: a short option's letter (ftrain has none; in "-xy"
-             * argv[optind - 1] is not the option), or the value of a long
-             * option that lacks its argument or was given one it takes not. */
-            if (optopt > 0 && optopt < 256)
-                return config_fail(err, cap, "unknown option '-%c' (%s)", optopt,
-                                   optopt == 'h' ? "did you mean --help?"
-                                                 : "ftrain's options are long: --help lists them");
-            for (const struct option *op = config_opts; optopt && op->name; op++)
-                if (op->val == optopt)
-                    return config_fail(err, cap, op->has_arg == required_argument
-                                                     ? "option '--%s' needs a value"
-                                                     : "option '--%s' takes no value",
-                                       op->name);
-            return config_fail(err, cap, "unknown option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc)
-        return config_fail(err, cap, "unexpected argument '%s'", argv[optind]);
-
-    /* Conflicts between options. */
-    if (have_epochs && have_steps)
-        return config_fail(err, cap, "--epochs and --steps conflict: give one");
-    if (have_steps)
-        c->epochs = 0;
-    if (c->micro_batch > c->global_batch)
-        return config_fail(err, cap, "--micro-batch %lld is larger than --global-batch %lld",
-                           (long long)c->micro_batch, (long long)c->global_batch);
-    if (c->global_batch % c->micro_batch != 0)
-        return config_fail(err, cap, "--micro-batch %lld does not divide --global-batch %lld",
-                           (long long)c->micro_batch, (long long)c->global_batch);
-    if (have_momentum && c->opt.kind != OPT_SGD)
-        return config_fail(err, cap, "--momentum applies to --optimizer sgd only");
-    if (c->opt.schedule != SCHED_COSINE && (c->opt.warmup_steps || c->opt.min_lr))
-        return config_fail(err, cap, "--warmup and --min-lr need --schedule cosine");
-    if (c->opt.min_lr > c->opt.lr)
-        return config_fail(err, cap, "--min-lr is larger than --lr");
-    if (!c->run_dir[0]) {
-        if (c->ckpt_every || c->ckpt_interval || c->ckpt_async)
-            return config_fail(err, cap, "--ckpt-every, --ckpt-interval and --ckpt-async need --run-dir");
-        if (c->ckpt_buffered)
-            return config_fail(err, cap, "--ckpt-buffered needs --run-dir");
-        if (c->ckpt_no_adapt)
-            return config_fail(err, cap, "--ckpt-no-adapt needs --run-dir");
-        if (have_resume && strcmp(c->resume, "none") != 0 && strcmp(c->resume, "auto") == 0)
-            return config_fail(err, cap, "--resume auto needs --run-dir");
-        if (!have_resume)
-            snprintf(c->resume, sizeof c->resume, "none");
-    }
-    if (c->ckpt_async && !c->ckpt_every && !c->ckpt_interval)
-        return config_fail(err, cap, "--ckpt-async needs --ckpt-every or --ckpt-interval");
-    if (strcmp(c->data, "fashion-mnist") != 0 && c->data_dir[0])
-        return config_fail(err, cap, "--data-dir applies to --data fashion-mnist only");
-    return CONFIG_RUN;
-}
-
-int config_to_json(const config_t *c, char *buf, size_t cap)
-{
-    json_t *o = json_object(), *layers = json_array();
-    if (!o || !layers) {
-        json_decref(o);
-        json_decref(layers);
-        return -1;
-    }
-    for (int i = 0; i < c->nhidden; i++)
-        json_array_append_new(layers, json_integer(c->hidden[i]));
-    json_object_set_new(o, "data", json_string(c->data));
-    json_object_set_new(o, "layers", layers);
-    json_object_set_new(o, "activation", json_string(model_act_name(c->act)));
-    json_object_set_new(o, "optimizer", json_string(optim_kind_name(c->opt.kind)));
-    json_object_set_new(o, "lr", json_real(c->opt.lr));
-    json_object_set_new(o, "momentum", json_real(c->opt.momentum));
-    json_object_set_new(o, "weight_decay", json_real(c->opt.weight_decay));
-    json_object_set_new(o, "schedule", json_string(optim_sched_name(c->opt.schedule)));
-    json_object_set_new(o, "warmup", json_integer(c->opt.warmup_steps));
-    json_object_set_new(o, "min_lr", json_real(c->opt.min_lr));
-    json_object_set_new(o, "epochs", json_integer(c->epochs));
-    json_object_set_new(o, "steps", json_integer(c->steps));
-    json_object_set_new(o, "global_batch", json_integer(c->global_batch));
-    json_object_set_new(o, "micro_batch", json_integer(c->micro_batch));
-    json_object_set_new(o, "seed", json_integer((json_int_t)c->seed));
-    json_object_set_new(o, "deterministic", json_boolean(c->deterministic));
-    size_t n = json_dumpb(o, buf, cap, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(o);
-    if (n == 0 || n >= cap)
-        return -1;
-    buf[n] = '\0';
-    return (int)n;
+    return util_name_of(signal_names, UTIL_COUNT(signal_names), sig, "?");
 }

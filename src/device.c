@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ftrain/util.h"
+
 #ifdef FTRAIN_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -25,6 +27,12 @@
 /* The oldest GPU the device code is built for (mk/cuda.mk's CUDA_GENCODE:
  * sm_80 machine code is the oldest image in it). */
 #define FTRAIN_MIN_CC 80
+/* A GPU's name, as cudaDeviceProp.name holds it. */
+#define DEVICE_GPU_NAME_MAX 256
+
+static const util_name_t device_wants[] = {
+    {"auto", DEVICE_WANT_AUTO}, {"cpu", DEVICE_WANT_CPU}, {"cuda", DEVICE_WANT_CUDA},
+};
 
 int device_cuda_built(void)
 {
@@ -49,18 +57,18 @@ int device_gpu_count(char *why, size_t cap)
     if (why && cap)
         why[0] = '\0';
 #ifdef FTRAIN_CUDA
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess) {
+    int count = 0;
+    cudaError_t cerr = cudaGetDeviceCount(&count);
+    if (cerr != cudaSuccess) {
         if (why && cap)
-            snprintf(why, cap, "cudaGetDeviceCount: %s", cudaGetErrorString(e));
+            snprintf(why, cap, "cudaGetDeviceCount: %s", cudaGetErrorString(cerr));
         /* Clear the sticky last error for later callers. */
         cudaGetLastError();
         return 0;
     }
-    if (n <= 0 && why && cap)
+    if (count <= 0 && why && cap)
         snprintf(why, cap, "cudaGetDeviceCount: 0 devices");
-    return n > 0 ? n : 0;
+    return count > 0 ? count : 0;
 #else
     if (why && cap)
         snprintf(why, cap, "built without CUDA");
@@ -72,7 +80,7 @@ int device_gpu_count(char *why, size_t cap)
 static void describe_gpu(int count, int local_rank, int ordinal, char *why,
                          size_t cap)
 {
-    char name[256] = "unknown GPU";
+    char name[DEVICE_GPU_NAME_MAX] = "unknown GPU";
 #ifdef FTRAIN_CUDA
     struct cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, ordinal) == cudaSuccess)
@@ -98,61 +106,61 @@ static int gpu_capability(int ordinal)
     return -1;
 }
 
+/* Why no visible GPU can serve local rank local_rank, into cant (empty
+ * when one can); *count gets the GPUs visible. */
+static void gpu_unusable(int local_rank, int *count, char *cant, size_t cap)
+{
+    char reason[DEVICE_WHY_MAX] = "";
+    cant[0] = '\0';
+    *count = device_gpu_count(reason, sizeof reason);
+    int capability = *count > 0 ? gpu_capability(local_rank % *count) : -1;
+    if (*count == 0)
+        snprintf(cant, cap, "no GPU visible (%s)", reason);
+    else if (!device_nccl_built())
+        snprintf(cant, cap, "built without NCCL, which the GPU path needs");
+    else if (capability >= 0 && capability < FTRAIN_MIN_CC)
+        snprintf(cant, cap, "GPU %d is sm_%d; this build carries code for sm_%d and newer",
+                 local_rank % *count, capability, FTRAIN_MIN_CC);
+}
+
 int device_choose(const char *want, int local_rank, int local_size, device_kind_t *kind,
                   int *ordinal, char *why, size_t cap)
 {
-    char reason[512] = "";
-    char scratch[8];
-    int rc = DEVICE_OK;
+    char scratch[1];
+    char names[DEVICE_WHY_MAX];
 
     if (!why || cap == 0) {
         why = scratch;
         cap = sizeof scratch;
     }
     why[0] = '\0';
-    if (!kind || !ordinal || !want || local_rank < 0 || local_size <= local_rank) {
-        snprintf(why, cap, "device: bad arguments");
-        return DEVICE_EINVAL;
-    }
+    if (!kind || !ordinal || !want || local_rank < 0 || local_size <= local_rank)
+        return util_fail(why, cap, DEVICE_EINVAL, "device: bad arguments");
     *kind = DEVICE_CPU;
     *ordinal = -1;
-    int is_auto = strcmp(want, "auto") == 0;
-    int is_cuda = strcmp(want, "cuda") == 0;
-    if (strcmp(want, "cpu") == 0) {
+    int wanted = device_want_parse(want);
+    if (wanted < 0)
+        return util_fail(why, cap, DEVICE_EINVAL, "unknown device '%s' (expected %s)", want,
+                         device_want_names(names, sizeof names));
+    if (wanted == DEVICE_WANT_CPU) {
         snprintf(why, cap, "cpu: --device cpu");
         return DEVICE_OK;
     }
-    if (!is_auto && !is_cuda) {
-        snprintf(why, cap, "unknown device '%s' (expected auto, cpu or cuda)", want);
-        return DEVICE_EINVAL;
-    }
+    if (!device_cuda_built() && wanted == DEVICE_WANT_CUDA)
+        return util_fail(why, cap, DEVICE_ENODEV,
+                         "--device cuda: built without CUDA (rebuild with CUDA=1)");
     if (!device_cuda_built()) {
-        if (is_cuda) {
-            snprintf(why, cap, "--device cuda: built without CUDA (rebuild with CUDA=1)");
-            rc = DEVICE_ENODEV;
-            goto fail;
-        }
         snprintf(why, cap, "cpu: built without CUDA");
         return DEVICE_OK;
     }
     /* Reasons no GPU can serve this rank: auto takes the CPU with the
      * reason, cuda fails with it. */
-    char cant[600] = "";
-    int count = device_gpu_count(reason, sizeof reason);
-    int cc = count > 0 ? gpu_capability(local_rank % count) : -1;
-    if (count == 0)
-        snprintf(cant, sizeof cant, "no GPU visible (%s)", reason);
-    else if (!device_nccl_built())
-        snprintf(cant, sizeof cant, "built without NCCL, which the GPU path needs");
-    else if (cc >= 0 && cc < FTRAIN_MIN_CC)
-        snprintf(cant, sizeof cant, "GPU %d is sm_%d; this build carries code for "
-                 "sm_%d and newer", local_rank % count, cc, FTRAIN_MIN_CC);
+    char cant[DEVICE_WHY_MAX + 64];
+    int count = 0;
+    gpu_unusable(local_rank, &count, cant, sizeof cant);
+    if (cant[0] && wanted == DEVICE_WANT_CUDA)
+        return util_fail(why, cap, DEVICE_ENODEV, "--device cuda: %s", cant);
     if (cant[0]) {
-        if (is_cuda) {
-            snprintf(why, cap, "--device cuda: %s", cant);
-            rc = DEVICE_ENODEV;
-            goto fail;
-        }
         snprintf(why, cap, "cpu: %s", cant);
         return DEVICE_OK;
     }
@@ -160,36 +168,31 @@ int device_choose(const char *want, int local_rank, int local_size, device_kind_
     *ordinal = local_rank % count;
     describe_gpu(count, local_rank, *ordinal, why, cap);
     return DEVICE_OK;
-
-fail:
-    *kind = DEVICE_CPU;
-    *ordinal = -1;
-    return rc;
 }
 
 int device_gpu_ref(int ordinal, const char *host, device_gpu_ref_t *ref)
 {
     if (!ref)
-        return -1;
+        return DEVICE_EINVAL;
     memset(ref, 0, sizeof *ref);
     ref->ordinal = ordinal;
     snprintf(ref->host, sizeof ref->host, "%s", host ? host : "");
     if (ordinal < 0)
-        return 0;
+        return DEVICE_OK;
 #ifdef FTRAIN_CUDA
     struct cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, ordinal) == cudaSuccess) {
         memcpy(ref->uuid, prop.uuid.bytes, sizeof ref->uuid);
         ref->on_gpu = 1;
-        return 0;
+        return DEVICE_OK;
     }
     cudaGetLastError();
 #endif
-    return -1;
+    return DEVICE_ENODEV;
 }
 
-int device_find_shared(const device_gpu_ref_t *refs, int n, int *a, int *b, char *why,
-                       size_t cap)
+int device_find_shared(const device_gpu_ref_t *refs, int n, int *rank_a, int *rank_b,
+                       char *why, size_t cap)
 {
     if (why && cap)
         why[0] = '\0';
@@ -201,15 +204,16 @@ int device_find_shared(const device_gpu_ref_t *refs, int n, int *a, int *b, char
         for (int j = i + 1; j < n; j++) {
             if (!refs[j].on_gpu || memcmp(refs[i].uuid, refs[j].uuid, sizeof refs[i].uuid))
                 continue;
-            if (a)
-                *a = i;
-            if (b)
-                *b = j;
+            if (rank_a)
+                *rank_a = i;
+            if (rank_b)
+                *rank_b = j;
             if (why && cap) {
-                const unsigned char *u = refs[i].uuid;
+                const unsigned char *uuid = refs[i].uuid;
                 snprintf(why, cap, "ranks %d and %d would share one GPU (GPU-%02x%02x%02x%02x, "
-                         "host %.64s, index %d): NCCL needs a GPU of its own for each rank",
-                         i, j, u[0], u[1], u[2], u[3], refs[i].host, refs[i].ordinal);
+                         "host %.*s, index %d): NCCL needs a GPU of its own for each rank",
+                         i, j, uuid[0], uuid[1], uuid[2], uuid[3], WORLD_HOST_MAX - 1,
+                         refs[i].host, refs[i].ordinal);
             }
             return 1;
         }
@@ -224,26 +228,33 @@ static void append(char *buf, size_t cap, size_t *len, const char *fmt, ...)
     if (*len >= cap)
         return;
     va_start(ap, fmt);
-    int w = vsnprintf(buf + *len, cap - *len, fmt, ap);
+    int wrote = vsnprintf(buf + *len, cap - *len, fmt, ap);
     va_end(ap);
-    if (w > 0)
-        *len += (size_t)w;
+    if (wrote > 0)
+        *len += (size_t)wrote;
     if (*len > cap)
         *len = cap;
 }
 
-/* Split an NCCL version code into major, minor, patch. */
-static void nccl_split(int code, int *x, int *y, int *z)
+/* An NCCL version. */
+typedef struct {
+    int major, minor, patch;
+} nccl_version_t;
+
+/* Split an NCCL version code (2.12.10 -> 21210; before 2.9 the code was
+ * X*1000+Y*100+Z). */
+static nccl_version_t nccl_split(int code)
 {
+    nccl_version_t version;
     if (code >= 10000) {
-        *x = code / 10000;
-        *y = code / 100 % 100;
-        *z = code % 100;
+        version.major = code / 10000;
+        version.minor = code / 100 % 100;
     } else {
-        *x = code / 1000;
-        *y = code / 100 % 10;
-        *z = code % 100;
+        version.major = code / 1000;
+        version.minor = code / 100 % 10;
     }
+    version.patch = code % 100;
+    return version;
 }
 
 const char *device_build_info(char *buf, size_t cap)
@@ -253,28 +264,30 @@ const char *device_build_info(char *buf, size_t cap)
         return buf;
     buf[0] = '\0';
 #ifdef FTRAIN_CUDA
-    int rt = 0, drv = 0;
+    int runtime = 0, driver = 0;
     append(buf, cap, &len, "CUDA %d.%d", CUDART_VERSION / 1000,
            CUDART_VERSION % 1000 / 10);
-    if (cudaRuntimeGetVersion(&rt) == cudaSuccess)
-        append(buf, cap, &len, " (runtime %d.%d", rt / 1000, rt % 1000 / 10);
+    if (cudaRuntimeGetVersion(&runtime) == cudaSuccess)
+        append(buf, cap, &len, " (runtime %d.%d", runtime / 1000, runtime % 1000 / 10);
     else
         append(buf, cap, &len, " (runtime unavailable");
     /* The driver version is 0 when no driver is installed. */
-    if (cudaDriverGetVersion(&drv) == cudaSuccess && drv > 0)
-        append(buf, cap, &len, ", driver supports %d.%d)", drv / 1000, drv % 1000 / 10);
+    if (cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0)
+        append(buf, cap, &len, ", driver supports %d.%d)", driver / 1000,
+               driver % 1000 / 10);
     else
         append(buf, cap, &len, ", no driver)");
 #else
     append(buf, cap, &len, "CUDA: not built in");
 #endif
 #ifdef FTRAIN_NCCL
-    int x, y, z, v = 0;
-    nccl_split(NCCL_VERSION_CODE, &x, &y, &z);
-    append(buf, cap, &len, "; NCCL %d.%d.%d", x, y, z);
-    if (ncclGetVersion(&v) == ncclSuccess) {
-        nccl_split(v, &x, &y, &z);
-        append(buf, cap, &len, " (loaded %d.%d.%d)", x, y, z);
+    int loaded = 0;
+    nccl_version_t built = nccl_split(NCCL_VERSION_CODE);
+    append(buf, cap, &len, "; NCCL %d.%d.%d", built.major, built.minor, built.patch);
+    if (ncclGetVersion(&loaded) == ncclSuccess) {
+        nccl_version_t version = nccl_split(loaded);
+        append(buf, cap, &len, " (loaded %d.%d.%d)", version.major, version.minor,
+               version.patch);
     }
 #else
     append(buf, cap, &len, "; NCCL: not built in");
@@ -284,28 +297,27 @@ const char *device_build_info(char *buf, size_t cap)
 
 int device_nccl_sigusr1_check(int version_code, char *buf, size_t cap)
 {
-    int x, y, z;
     if (version_code <= 0)
         return 0;
-    nccl_split(version_code, &x, &y, &z);
-    if (x != 2 || (y != 12 && y != 13))
+    nccl_version_t version = nccl_split(version_code);
+    if (version.major != 2 || (version.minor != 12 && version.minor != 13))
         return 0;
     if (buf && cap)
         snprintf(buf, cap,
                  "NCCL %d.%d.%d installs its own SIGUSR1 handler, which can take "
                  "the stop signal away from ftrain: use --stop-signal USR2 (and "
                  "sbatch --signal=USR2@...) or another NCCL version",
-                 x, y, z);
+                 version.major, version.minor, version.patch);
     return 1;
 }
 
 int device_nccl_warning(char *buf, size_t cap)
 {
 #ifdef FTRAIN_NCCL
-    int v = 0;
-    if (ncclGetVersion(&v) != ncclSuccess)
+    int loaded = 0;
+    if (ncclGetVersion(&loaded) != ncclSuccess)
         return 0;
-    return device_nccl_sigusr1_check(v, buf, cap);
+    return device_nccl_sigusr1_check(loaded, buf, cap);
 #else
     (void)buf;
     (void)cap;
@@ -313,12 +325,16 @@ int device_nccl_warning(char *buf, size_t cap)
 #endif
 }
 
+static const util_name_t device_errors[] = {
+    {"success", DEVICE_OK},
+    {"invalid device", DEVICE_EINVAL},
+    {"no GPU available", DEVICE_ENODEV},
+};
+
 const char *device_strerror(int err)
 {
-    switch (err) {
-    case DEVICE_OK: return "success";
-    case DEVICE_EINVAL: return "invalid device";
-    case DEVICE_ENODEV: return "no GPU available";
-    }
-    return "unknown error";
+    return util_name_of(device_errors, UTIL_COUNT(device_errors), err, "unknown error");
 }
+
+/* device_want_name(), device_want_parse(), device_want_names(). */
+UTIL_NAME_FUNCTIONS(device_want, device_want_t, device_wants)

@@ -406,7 +406,7 @@ extern "C" int gpu_optim_create(gpu_optim_t **out, gpu_ctx_t *ctx,
         return GPU_EINVAL;
     /* optim_init is the one judge of a valid configuration; a 1-element
      * probe keeps the rules in one place. */
-    if (optim_init(&probe, cfg, 1) != 0)
+    if (optim_init(&probe, cfg, 1, NULL, 0) != OPTIM_OK)
         return gpu_fail_msg(GPU_EINVAL, __FILE__, __LINE__,
                             "gpu_optim_create: bad optimizer configuration");
     optim_free(probe);

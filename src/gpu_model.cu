@@ -333,7 +333,7 @@ static int arch_ok(const model_arch_t *a, int max_batch)
     if (!a || max_batch < 1 || a->nlayers < 1 || a->nlayers > MODEL_MAX_LAYERS)
         return 0;
     /* A one-sample probe validates without a big workspace. */
-    if (model_init(&probe, a, 0, 1) != MODEL_OK)
+    if (model_init(&probe, a, 0, 1, NULL, 0) != MODEL_OK)
         return 0;
     model_free(probe);
     return 1;

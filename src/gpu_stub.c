@@ -8,18 +8,21 @@
 
 #include <stdlib.h>
 
+#include "ftrain/util.h"
+
+static const util_name_t gpu_errors[] = {
+    {"success", GPU_OK},
+    {"invalid argument", GPU_EINVAL},
+    {"out of memory", GPU_ENOMEM},
+    {"CUDA error", GPU_ECUDA},
+    {"cuBLAS error", GPU_ECUBLAS},
+    {"no such GPU", GPU_ENODEV},
+    {"built without CUDA", GPU_ENOTBUILT},
+};
+
 const char *gpu_strerror(int err)
 {
-    switch (err) {
-    case GPU_OK: return "success";
-    case GPU_EINVAL: return "invalid argument";
-    case GPU_ENOMEM: return "out of memory";
-    case GPU_ECUDA: return "CUDA error";
-    case GPU_ECUBLAS: return "cuBLAS error";
-    case GPU_ENODEV: return "no such GPU";
-    case GPU_ENOTBUILT: return "built without CUDA";
-    }
-    return "unknown error";
+    return util_name_of(gpu_errors, UTIL_COUNT(gpu_errors), err, "unknown error");
 }
 
 #ifndef FTRAIN_CUDA
@@ -137,26 +140,26 @@ int gpu_optim_step(gpu_optim_t *go, float *dparams, const float *dgrad,
 float *gpu_optim_state_m(gpu_optim_t *go) { return NULL; }
 float *gpu_optim_state_v(gpu_optim_t *go) { return NULL; }
 int64_t gpu_optim_updates(const gpu_optim_t *go) { return 0; }
-void gpu_optim_set_updates(gpu_optim_t *go, int64_t n) {}
+void gpu_optim_set_updates(gpu_optim_t *go, int64_t updates) {}
 
-int gpu_maxabs(gpu_ctx_t *ctx, const float *d, size_t n, float *out)
+int gpu_maxabs(gpu_ctx_t *ctx, const float *dbuf, size_t count, float *out)
 {
     return GPU_ENOTBUILT;
 }
 
-int gpu_fixed_accumulate(gpu_ctx_t *ctx, int64_t *acc, const float *g,
-                         size_t n, int e)
+int gpu_fixed_accumulate(gpu_ctx_t *ctx, int64_t *acc, const float *grad,
+                         size_t count, int exponent)
 {
     return GPU_ENOTBUILT;
 }
 
-int gpu_fixed_to_float(gpu_ctx_t *ctx, float *g, const int64_t *acc, size_t n,
-                       int e, int64_t nstep)
+int gpu_fixed_to_float(gpu_ctx_t *ctx, float *grad, const int64_t *acc, size_t count,
+                       int exponent, int64_t nstep)
 {
     return GPU_ENOTBUILT;
 }
 
-int gpu_scale(gpu_ctx_t *ctx, float *g, size_t n, float s)
+int gpu_scale(gpu_ctx_t *ctx, float *grad, size_t count, float factor)
 {
     return GPU_ENOTBUILT;
 }

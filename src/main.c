@@ -1,6 +1,6 @@
 /*
- * main.c - ftrain: parse options, start the world, train, map the outcome to
- * an exit code.
+ * main.c - ftrain: parse options, start the world, agree on the device and
+ * the communicator, train, map the outcome to an exit code.
  *
  * Exit codes (docs/exit-codes in README.md):
  *   0   training finished
@@ -27,6 +27,27 @@
 #include "ftrain/world.h"
 
 #define EXIT_REQUEUE 75
+#define EXIT_USAGE 2
+/* The most a rank waits to learn whether its failure message is the others'. */
+#define SAME_TEXT_TIMEOUT_S 10.0
+/* How long NCCL's communicator set-up and each device collective may take. */
+#define NCCL_TIMEOUT_S 300.0
+
+/* What agree_device_and_comm returns: ok, failed on some rank (every rank
+ * returns this, err says why or is "" where this rank has nothing to add),
+ * or failed so that the world cannot agree (the caller aborts it). */
+typedef enum { AGREE_OK = 0, AGREE_EFAIL = -1, AGREE_EABORT = -2 } agree_rc_t;
+
+/* A device choice's reason, or what failed. */
+#define DEVICE_WHY_MAX 512
+
+/* One rank's device. */
+typedef struct {
+    device_kind_t kind;
+    int ordinal;              /* GPU index, -1 for the CPU */
+    gpu_ctx_t *gpu;           /* NULL on the CPU */
+    char why[DEVICE_WHY_MAX]; /* the choice and its reason, or what failed */
+} device_pick_t;
 
 /* Runs before any shared library's constructor (cuBLAS, NCCL, Open MPI and
  * OpenBLAS take most of a second to load): a stop signal sent to a rank
@@ -42,178 +63,232 @@ static void preinit_block(int argc, char **argv, char **envp)
 __attribute__((section(".preinit_array"), used))
 static void (*const ftrain_preinit)(int, char **, char **) = preinit_block;
 
+/* Falls back to the CPU under --device auto. */
+static void use_cpu(device_pick_t *dev, const char *why)
+{
+    gpu_close(dev->gpu);
+    dev->gpu = NULL;
+    dev->kind = DEVICE_CPU;
+    snprintf(dev->why, sizeof dev->why, "cpu: %s", why);
+}
+
+/* This rank's choice, with the GPU opened.  @return a device_err_t. */
+static int pick_device(const config_t *cfg, const world_t *world, device_pick_t *dev)
+{
+    int is_auto = strcmp(cfg->device, "auto") == 0;
+    int rc = device_choose(cfg->device, world->local_rank, world->local_size, &dev->kind,
+                           &dev->ordinal, dev->why, sizeof dev->why);
+    if (rc != DEVICE_OK || dev->kind != DEVICE_CUDA)
+        return rc;
+    if (gpu_init(&dev->gpu, dev->ordinal) == GPU_OK)
+        return DEVICE_OK;
+    char why[DEVICE_WHY_MAX];
+    if (!is_auto) {
+        snprintf(dev->why, sizeof dev->why, "cuda: cannot use GPU %d: %s", dev->ordinal,
+                 gpu_last_error());
+        return DEVICE_ENODEV;
+    }
+    snprintf(why, sizeof why, "GPU %d cannot be used: %s", dev->ordinal, gpu_last_error());
+    use_cpu(dev, why);
+    return DEVICE_OK;
+}
+
+/* Two ranks on one physical GPU (more ranks on a node than GPUs, or a
+ * binding that gave two ranks the same one): NCCL refuses that, and only
+ * the ranks together can see it.  Every rank gathers every rank's GPU UUID
+ * and reaches the same verdict: --device cuda fails, auto uses the CPU. */
+static int check_gpus_unshared(const config_t *cfg, const world_t *world, device_pick_t *dev,
+                               char *err, size_t cap)
+{
+    device_gpu_ref_t mine, *refs = calloc((size_t)world->size, sizeof *refs);
+    device_gpu_ref(dev->kind == DEVICE_CUDA ? dev->ordinal : -1, world->host, &mine);
+    if (!refs || world_allgather(world, &mine, sizeof mine, refs) != 0) {
+        snprintf(err, cap, "rank %d: cannot gather the ranks' devices", world->rank);
+        free(refs);
+        return AGREE_EABORT;
+    }
+    char shared[DEVICE_WHY_MAX] = "";
+    int first = 0, second = 0;
+    int share = device_find_shared(refs, world->size, &first, &second, shared, sizeof shared);
+    free(refs);
+    if (share && strcmp(cfg->device, "auto") != 0) {
+        if (world->rank == 0)
+            snprintf(err, cap, "--device cuda: %s (give each rank its own GPU: srun "
+                     "--gpus-per-task=1, or no more ranks on a node than its GPUs)", shared);
+        return AGREE_EFAIL;
+    }
+    if (share && dev->kind == DEVICE_CUDA)
+        use_cpu(dev, shared);
+    return AGREE_OK;
+}
+
+/* Collective: every rank picks its device (--device), all agree on one
+ * kind and open the communicator of that kind: NCCL ranks and MPI ranks
+ * would each wait in their own communicator's set-up for ever.  Rank 0
+ * prints the choice.  On success *gpu (NULL on the CPU) and *comm are set;
+ * whatever the result the caller closes both. */
+static int agree_device_and_comm(const config_t *cfg, const world_t *world, gpu_ctx_t **gpu,
+                                 comm_t **comm, char *err, size_t cap)
+{
+    device_pick_t dev = {.kind = DEVICE_CPU, .ordinal = -1};
+    int drc = pick_device(cfg, world, &dev);
+    *gpu = dev.gpu;
+    /* Agree before any rank enters the communicator's set-up. */
+    if (!world_all_ok(world, drc == DEVICE_OK)) {
+        if (drc != DEVICE_OK)
+            snprintf(err, cap, "rank %d: %s", world->rank, dev.why);
+        return AGREE_EFAIL;
+    }
+    int rc = check_gpus_unshared(cfg, world, &dev, err, cap);
+    *gpu = dev.gpu;
+    if (rc != AGREE_OK)
+        return rc;
+    /* Only auto can differ (cuda fails on a rank without a GPU): then every
+     * rank uses the CPU. */
+    if (!world_all_ok(world, dev.kind == DEVICE_CUDA) && dev.kind == DEVICE_CUDA)
+        use_cpu(&dev, "not every rank can use a GPU, so every rank uses the CPU (--device auto)");
+    *gpu = dev.gpu;
+    int crc = dev.kind == DEVICE_CUDA
+                  ? comm_open_nccl(comm, world, dev.ordinal, gpu_stream(dev.gpu), NCCL_TIMEOUT_S)
+                  : comm_open_mpi(comm, world);
+    if (!world_all_ok(world, crc == COMM_OK)) {
+        snprintf(err, cap, "rank %d: cannot create the communicator: %s", world->rank,
+                 crc != COMM_OK ? comm_last_error() : "another rank failed");
+        return AGREE_EFAIL;
+    }
+    if (world->rank == 0 && !cfg->quiet) {
+        printf("device: %s\n", dev.why);
+        char warn[DEVICE_WHY_MAX];
+        if (dev.kind == DEVICE_CUDA && device_nccl_warning(warn, sizeof warn))
+            fprintf(stderr, "ftrain: warning: %s\n", warn);
+    }
+    return AGREE_OK;
+}
+
+/* Rank 0: the done, timing and async checkpoint lines of a run that ended. */
+static void print_result(const config_t *cfg, const train_result_t *res)
+{
+    /* nan means "not measured by this process": test_acc when it stopped
+     * before any evaluation, loss when it trained no step (a resume at or
+     * past the last step). */
+    printf("done: step=%lld epoch=%lld loss=%.6f test_acc=%.4f param_hash=%016llx\n",
+           (long long)res->step, (long long)res->epoch, res->loss,
+           res->evaluated ? res->test_acc : NAN, (unsigned long long)res->param_hash);
+    if (cfg->quiet)
+        return;
+    printf("timing: %.0f samples/s, gradient reduction %.3f ms/step, stop/control "
+           "reduction %.3f ms/step, evaluation %.3f s (not in samples/s)\n",
+           res->samples_per_s, res->reduce_ms_per_step, res->control_ms_per_step,
+           res->eval_seconds);
+    if (res->async_saves)
+        printf("async checkpoints: %d, failed %d, skipped %d (one in flight), mean training "
+               "stall %.1f ms per save\n", res->async_saves, res->async_failures,
+               res->async_skipped, res->async_stall_ms);
+}
+
+/* Report the outcome of train_run (rc, res, err) and map it to the exit
+ * code.  Collective on failure. */
+static int report_outcome(const config_t *cfg, const world_t *world, int rc,
+                          const train_result_t *res, const char *err)
+{
+    if (rc != TRAIN_DONE && rc != TRAIN_STOPPED) {
+        /* Every rank returns the same failure; rank 0 reports it, and other
+         * ranks only when their message differs (a local cause) or when
+         * that cannot be known in time. */
+        int same = world_same_text(world, err, SAME_TEXT_TIMEOUT_S); /* every rank takes part */
+        if (world->rank == 0 || same != 1)
+            fprintf(stderr, "ftrain: rank %d: %s\n", world->rank, err);
+        return EXIT_FAILURE;
+    }
+    if (world->rank == 0)
+        print_result(cfg, res);
+    if (rc == TRAIN_STOPPED)
+        return res->saved ? EXIT_REQUEUE : 128 + res->stop_signal;
+    if (res->async_failures) {
+        if (world->rank == 0)
+            fprintf(stderr, "ftrain: %d asynchronous checkpoint%s failed (see above)\n",
+                    res->async_failures, res->async_failures == 1 ? "" : "s");
+        return EXIT_FAILURE;
+    }
+    return EXIT_SUCCESS;
+}
+
+/* Options, then the signal handlers' final form.  @return 1 to run, or 0
+ * to exit at once with *exit_code (help, version, an error). */
+static int parse_options(config_t *cfg, int argc, char **argv, int *exit_code)
+{
+    char err[TRAIN_ERR_MAX] = "";
+    int rc = config_parse(cfg, argc, argv, err, sizeof err);
+    *exit_code = EXIT_SUCCESS;
+    if (rc == CONFIG_HELP) {
+        config_usage(stdout);
+        return 0;
+    }
+    if (rc == CONFIG_VERSION) {
+        char dev[DEVICE_WHY_MAX];
+        printf("ftrain %s (C11; Open MPI; OpenBLAS %s; %s)\n", FTRAIN_VERSION,
+               openblas_get_config(), device_build_info(dev, sizeof dev));
+        return 0;
+    }
+    *exit_code = EXIT_FAILURE;
+    if (rc != CONFIG_RUN) {
+        fprintf(stderr, "ftrain: %s\nTry 'ftrain --help'.\n", err);
+        *exit_code = EXIT_USAGE;
+        return 0;
+    }
+    /* The handlers are final: what came while loading is delivered now. */
+    int rc_signal = cfg->stop_signal == SIGUSR1
+                        ? STOP_OK /* installed before the options were read */
+                        : stop_install(cfg->stop_signal, err, sizeof err);
+    if (rc_signal == STOP_OK)
+        rc_signal = stop_unblock(err, sizeof err);
+    if (rc_signal != STOP_OK) {
+        fprintf(stderr, "ftrain: %s\n", err);
+        return 0;
+    }
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     config_t cfg;
     config_defaults(&cfg);
     /* Handlers first, so a signal during start-up is not lost. */
-    if (stop_install(cfg.stop_signal) != 0) {
-        perror("ftrain: sigaction");
-        return 1;
+    char err[TRAIN_ERR_MAX] = "";
+    if (stop_install(cfg.stop_signal, err, sizeof err) != STOP_OK) {
+        fprintf(stderr, "ftrain: %s\n", err);
+        return EXIT_FAILURE;
     }
-    char err[2048] = "";
-    int prc = config_parse(&cfg, argc, argv, err, sizeof err);
-    if (prc == CONFIG_HELP) {
-        config_usage(stdout);
-        return 0;
-    }
-    if (prc == CONFIG_VERSION) {
-        char dev[512];
-        printf("ftrain %s (C11; Open MPI; OpenBLAS %s; %s)\n", FTRAIN_VERSION,
-               openblas_get_config(), device_build_info(dev, sizeof dev));
-        return 0;
-    }
-    if (prc != CONFIG_RUN) {
-        fprintf(stderr, "ftrain: %s\nTry 'ftrain --help'.\n", err);
-        return 2;
-    }
-    if (cfg.stop_signal != SIGUSR1 && stop_install(cfg.stop_signal) != 0) {
-        perror("ftrain: sigaction");
-        return 1;
-    }
-    /* The handlers are final: what came while loading is delivered now. */
-    if (stop_unblock() != 0) {
-        perror("ftrain: sigprocmask");
-        return 1;
-    }
-
-    world_t w;
-    if (world_init(&w, &argc, &argv) != 0) {
-        fprintf(stderr, "ftrain: MPI start failed (launch with mpirun or srun --mpi=pmix)\n");
-        return 1;
+    int code = EXIT_FAILURE;
+    if (!parse_options(&cfg, argc, argv, &code))
+        return code;
+    world_t world;
+    if (world_init(&world, &argc, &argv, err, sizeof err) != WORLD_OK) {
+        fprintf(stderr, "ftrain: %s\n", err);
+        return EXIT_FAILURE;
     }
     if (!cfg.quiet)
-        world_print(&w, stdout);
+        world_print(&world, stdout);
 
-    /* The device: every rank chooses, and all must succeed. */
-    device_kind_t kind = DEVICE_CPU;
-    int ordinal = -1;
-    char why[512] = "";
-    int drc = device_choose(cfg.device, w.local_rank, w.local_size, &kind, &ordinal, why,
-                            sizeof why);
-    int is_auto = strcmp(cfg.device, "auto") == 0;
     gpu_ctx_t *gpu = NULL;
-    if (drc == DEVICE_OK && kind == DEVICE_CUDA && gpu_init(&gpu, ordinal) != GPU_OK) {
-        if (is_auto) { /* auto: a GPU that cannot be used means the CPU */
-            snprintf(why, sizeof why, "cpu: GPU %d cannot be used: %s", ordinal,
-                     gpu_last_error());
-            kind = DEVICE_CPU;
-        } else {
-            snprintf(why, sizeof why, "cuda: cannot use GPU %d: %s", ordinal, gpu_last_error());
-            drc = DEVICE_ENODEV;
-        }
-    }
-    /* Agree before any rank enters the communicator's set-up. */
-    if (!world_all_ok(&w, drc == DEVICE_OK)) {
-        if (drc != DEVICE_OK)
-            fprintf(stderr, "ftrain: rank %d: %s\n", w.rank, why);
-        gpu_close(gpu);
-        world_free(&w);
-        return 1;
-    }
-    /* Two ranks on one physical GPU (more ranks on a node than GPUs, or a
-     * binding that gave two ranks the same one): NCCL refuses that, and
-     * only the ranks together can see it.  Every rank gathers every rank's
-     * GPU UUID and reaches the same verdict. */
-    device_gpu_ref_t mine, *refs = calloc((size_t)w.size, sizeof *refs);
-    device_gpu_ref(kind == DEVICE_CUDA ? ordinal : -1, w.host, &mine);
-    char shared[512] = "";
-    if (!refs || world_allgather(&w, &mine, sizeof mine, refs) != 0) {
-        fprintf(stderr, "ftrain: rank %d: cannot gather the ranks' devices\n", w.rank);
-        free(refs);
-        gpu_close(gpu);
-        world_abort(&w, 1);
-        return 1;
-    }
-    int sa = 0, sb = 0;
-    int share = device_find_shared(refs, w.size, &sa, &sb, shared, sizeof shared);
-    free(refs);
-    if (share && !is_auto) {
-        if (w.rank == 0)
-            fprintf(stderr, "ftrain: --device cuda: %s (give each rank its own GPU: srun "
-                    "--gpus-per-task=1, or no more ranks on a node than its GPUs)\n", shared);
-        gpu_close(gpu);
-        world_free(&w);
-        return 1;
-    }
-    if (share && kind == DEVICE_CUDA) {
-        gpu_close(gpu);
-        gpu = NULL;
-        kind = DEVICE_CPU;
-        snprintf(why, sizeof why, "cpu: %s", shared);
-    }
-    /* One kind for all: NCCL ranks and MPI ranks would each wait in their
-     * own communicator's set-up for ever.  Only auto can differ (cuda fails
-     * on a rank without a GPU): then every rank uses the CPU. */
-    if (!world_all_ok(&w, kind == DEVICE_CUDA) && kind == DEVICE_CUDA) {
-        gpu_close(gpu);
-        gpu = NULL;
-        kind = DEVICE_CPU;
-        snprintf(why, sizeof why, "cpu: not every rank can use a GPU, so every rank uses "
-                 "the CPU (--device auto)");
-    }
     comm_t *comm = NULL;
-    int crc = kind == DEVICE_CUDA ? comm_open_nccl(&comm, &w, ordinal, gpu_stream(gpu), 300.0)
-                                  : comm_open_mpi(&comm, &w);
-    if (!world_all_ok(&w, crc == COMM_OK)) {
-        fprintf(stderr, "ftrain: rank %d: cannot create the communicator: %s\n", w.rank,
-                crc != COMM_OK ? comm_last_error() : "another rank failed");
-        comm_close(comm);
-        gpu_close(gpu);
-        world_free(&w);
-        return 1;
-    }
-    if (w.rank == 0 && !cfg.quiet) {
-        printf("device: %s\n", why);
-        char warn[512];
-        if (kind == DEVICE_CUDA && device_nccl_warning(warn, sizeof warn))
-            fprintf(stderr, "ftrain: warning: %s\n", warn);
-    }
-
     train_result_t res;
-    int rc = train_run(&cfg, &w, comm, gpu, &res, err, sizeof err);
-    int code = 1;
-    if (rc == TRAIN_DONE || rc == TRAIN_STOPPED) {
-        if (w.rank == 0) {
-            /* nan means "not measured by this process": test_acc when it
-             * stopped before any evaluation, loss when it trained no step
-             * (a resume at or past the last step). */
-            printf("done: step=%lld epoch=%lld loss=%.6f test_acc=%.4f param_hash=%016llx\n",
-                   (long long)res.step, (long long)res.epoch, res.loss,
-                   res.evaluated ? res.test_acc : NAN, (unsigned long long)res.param_hash);
-            if (!cfg.quiet)
-                printf("timing: %.0f samples/s, gradient reduction %.3f ms/step, stop/control "
-                       "reduction %.3f ms/step\n",
-                       res.samples_per_s, res.reduce_ms_per_step, res.control_ms_per_step);
-        }
-        if (w.rank == 0 && res.async_saves && !cfg.quiet)
-            printf("async checkpoints: %d, failed %d, skipped %d (one in flight), mean training "
-                   "stall %.1f ms per save\n", res.async_saves, res.async_failures,
-                   res.async_skipped, res.async_stall_ms);
-        if (rc == TRAIN_DONE && res.async_failures) {
-            if (w.rank == 0)
-                fprintf(stderr, "ftrain: %d asynchronous checkpoint%s failed (see above)\n",
-                        res.async_failures, res.async_failures == 1 ? "" : "s");
-            code = 1;
-        } else if (rc == TRAIN_DONE)
-            code = 0;
-        else if (res.saved)
-            code = EXIT_REQUEUE;
-        else
-            code = 128 + res.stop_signal;
+    int outcome = TRAIN_EFAIL;
+    int agreed = agree_device_and_comm(&cfg, &world, &gpu, &comm, err, sizeof err);
+    if (agreed == AGREE_OK) {
+        outcome = train_run(&cfg, &world, comm, gpu, &res, err, sizeof err);
+        code = report_outcome(&cfg, &world, outcome, &res, err);
     } else {
-        /* Every rank returns the same failure; rank 0 reports it, and other
-         * ranks only when their message differs (a local cause) or when
-         * that cannot be known within 10 s. */
-        int same = world_same_text(&w, err, 10.0); /* every rank takes part */
-        if (w.rank == 0 || same != 1)
-            fprintf(stderr, "ftrain: rank %d: %s\n", w.rank, err);
-        code = 1;
+        if (err[0])
+            fprintf(stderr, "ftrain: %s\n", err);
+        if (agreed == AGREE_EABORT)
+            world_abort(&world, EXIT_FAILURE);
+        code = EXIT_FAILURE;
     }
     comm_close(comm);
     gpu_close(gpu);
-    world_free(&w);
-    if (rc == TRAIN_STOPPED && w.rank == 0) {
+    world_free(&world);
+    if (outcome == TRAIN_STOPPED && world.rank == 0) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         printf("stop: exit %d, %.3f s after the signal\n", code,

@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "ftrain/rng.h"
+#include "ftrain/util.h"
 
 /* The RNG stream of layer 0's weights; layer l uses this plus l. */
 #define MODEL_RNG_STREAM 0x1417u
@@ -59,282 +60,325 @@ struct model {
     float *work[2];                      /* backward deltas of hidden layers */
 };
 
-/* Return 1 when a is a well-formed architecture, else 0. */
-static int arch_valid(const model_arch_t *a)
+static const util_name_t model_acts[] = {
+    {"relu", ACT_RELU}, {"tanh", ACT_TANH},
+};
+
+static const util_name_t model_losses[] = {
+    {"xent", LOSS_XENT}, {"mse", LOSS_MSE},
+};
+
+/* @return MODEL_OK when arch is a well-formed architecture, else
+ * MODEL_EINVAL with err naming what is wrong. */
+static int arch_check(const model_arch_t *arch, char *err, size_t cap)
 {
-    if (!a || a->nlayers < 1 || a->nlayers > MODEL_MAX_LAYERS)
-        return 0;
-    if (a->act != ACT_RELU && a->act != ACT_TANH)
-        return 0;
-    if (a->loss != LOSS_XENT && a->loss != LOSS_MSE)
-        return 0;
-    for (int i = 0; i <= a->nlayers; i++)
-        if (a->dims[i] < 1 || a->dims[i] > MODEL_DIM_MAX)
-            return 0;
+    if (!arch)
+        return util_fail(err, cap, MODEL_EINVAL, "model: no architecture given");
+    if (arch->nlayers < 1 || arch->nlayers > MODEL_MAX_LAYERS)
+        return util_fail(err, cap, MODEL_EINVAL, "model: %d layers: must be 1 to %d",
+                         arch->nlayers, MODEL_MAX_LAYERS);
+    if (!util_name_of(model_acts, UTIL_COUNT(model_acts), (int)arch->act, NULL))
+        return util_fail(err, cap, MODEL_EINVAL, "model: unknown activation %d",
+                         (int)arch->act);
+    if (!util_name_of(model_losses, UTIL_COUNT(model_losses), (int)arch->loss, NULL))
+        return util_fail(err, cap, MODEL_EINVAL, "model: unknown loss %d", (int)arch->loss);
+    for (int i = 0; i <= arch->nlayers; i++)
+        if (arch->dims[i] < 1 || arch->dims[i] > MODEL_DIM_MAX)
+            return util_fail(err, cap, MODEL_EINVAL,
+                             "model: width %d of layer boundary %d: must be 1 to %d",
+                             arch->dims[i], i, MODEL_DIM_MAX);
     /* Parameter count must fit size_t with room for a byte size. */
     size_t total = 0;
-    for (int l = 0; l < a->nlayers; l++) {
-        size_t din = (size_t)a->dims[l], dout = (size_t)a->dims[l + 1];
-        size_t layer = dout * din + dout; /* dims <= 2^24: no overflow */
-        if (total > SIZE_MAX / sizeof(float) - layer)
-            return 0;
-        total += layer;
+    for (int layer = 0; layer < arch->nlayers; layer++) {
+        size_t din = (size_t)arch->dims[layer], dout = (size_t)arch->dims[layer + 1];
+        size_t count = dout * din + dout; /* dims <= 2^24: no overflow */
+        if (total > SIZE_MAX / sizeof(float) - count)
+            return util_fail(err, cap, MODEL_EINVAL,
+                             "model: the parameters do not fit in memory");
+        total += count;
     }
-    return 1;
+    return MODEL_OK;
 }
 
-void model_layer_offsets(const model_arch_t *a, int l, size_t *w_off,
+void model_layer_offsets(const model_arch_t *arch, int layer, size_t *w_off,
                          size_t *b_off)
 {
     size_t off = 0;
-    if (!arch_valid(a) || l < 0 || l >= a->nlayers) {
+    if (arch_check(arch, NULL, 0) != MODEL_OK || layer < 0 || layer >= arch->nlayers) {
         if (w_off)
             *w_off = 0;
         if (b_off)
             *b_off = 0;
         return;
     }
-    for (int i = 0; i < l; i++)
-        off += (size_t)a->dims[i + 1] * (size_t)a->dims[i] +
-               (size_t)a->dims[i + 1];
+    for (int i = 0; i < layer; i++)
+        off += (size_t)arch->dims[i + 1] * (size_t)arch->dims[i] +
+               (size_t)arch->dims[i + 1];
     if (w_off)
         *w_off = off;
     if (b_off)
-        *b_off = off + (size_t)a->dims[l + 1] * (size_t)a->dims[l];
+        *b_off = off + (size_t)arch->dims[layer + 1] * (size_t)arch->dims[layer];
 }
 
 /* Fill the weights of every layer from seed and zero the biases. */
-static void init_params(model_t *m, uint64_t seed)
+static void init_params(model_t *model, uint64_t seed)
 {
-    const model_arch_t *a = &m->arch;
-    for (int l = 0; l < a->nlayers; l++) {
-        double fan_in = a->dims[l], fan_out = a->dims[l + 1];
-        double bound = a->act == ACT_RELU ? sqrt(6.0 / fan_in)
-                                          : sqrt(6.0 / (fan_in + fan_out));
-        rng_t r = rng_make(seed, MODEL_RNG_STREAM + (uint64_t)l);
-        float *w = m->params + m->w_off[l];
-        size_t nw = (size_t)a->dims[l + 1] * (size_t)a->dims[l];
-        for (size_t i = 0; i < nw; i++)
-            w[i] = (float)((2.0 * rng_uniform(&r) - 1.0) * bound);
-        memset(m->params + m->b_off[l], 0,
-               (size_t)a->dims[l + 1] * sizeof(float));
+    const model_arch_t *arch = &model->arch;
+    for (int layer = 0; layer < arch->nlayers; layer++) {
+        double fan_in = arch->dims[layer], fan_out = arch->dims[layer + 1];
+        double bound = arch->act == ACT_RELU ? sqrt(6.0 / fan_in)
+                                             : sqrt(6.0 / (fan_in + fan_out));
+        rng_t rng = rng_make(seed, MODEL_RNG_STREAM + (uint64_t)layer);
+        float *weights = model->params + model->w_off[layer];
+        size_t nweights = (size_t)arch->dims[layer + 1] * (size_t)arch->dims[layer];
+        for (size_t i = 0; i < nweights; i++)
+            weights[i] = (float)((2.0 * rng_uniform(&rng) - 1.0) * bound);
+        memset(model->params + model->b_off[layer], 0,
+               (size_t)arch->dims[layer + 1] * sizeof(float));
     }
+}
+
+/* The workspace in floats for max_batch samples: the outputs of every layer
+ * plus two delta buffers as wide as the widest hidden layer (none when
+ * there is no hidden layer).  *hidden_max gets that width.  @return
+ * MODEL_OK, or MODEL_ENOMEM when the size overflows. */
+static int workspace_floats(const model_arch_t *arch, size_t batch, size_t *floats,
+                            size_t *hidden_max)
+{
+    size_t total = 0, widest = 0;
+    for (int layer = 1; layer <= arch->nlayers; layer++) {
+        size_t outputs = batch * (size_t)arch->dims[layer];
+        if (total > SIZE_MAX / sizeof(float) - outputs)
+            return MODEL_ENOMEM;
+        total += outputs;
+        if (layer < arch->nlayers && (size_t)arch->dims[layer] > widest)
+            widest = (size_t)arch->dims[layer];
+    }
+    if (total > SIZE_MAX / sizeof(float) - 2 * batch * widest)
+        return MODEL_ENOMEM;
+    *floats = total + 2 * batch * widest;
+    *hidden_max = widest;
+    return MODEL_OK;
 }
 
 int model_init(model_t **out, const model_arch_t *arch, uint64_t seed,
-               int max_batch)
+               int max_batch, char *err, size_t cap)
 {
-    int rc = MODEL_OK;
-    model_t *m = NULL;
-
     if (!out)
-        return MODEL_EINVAL;
+        return util_fail(err, cap, MODEL_EINVAL, "model: no place for the result");
     *out = NULL;
-    if (!arch_valid(arch) || max_batch < 1 || max_batch > MODEL_BATCH_MAX)
-        return MODEL_EINVAL;
+    int rc = arch_check(arch, err, cap);
+    if (rc != MODEL_OK)
+        return rc;
+    if (max_batch < 1 || max_batch > MODEL_BATCH_MAX)
+        return util_fail(err, cap, MODEL_EINVAL, "model: batch of %d samples: must be 1 to %d",
+                         max_batch, MODEL_BATCH_MAX);
 
-    m = calloc(1, sizeof(*m));
-    if (!m) {
-        rc = MODEL_ENOMEM;
-        goto fail;
-    }
-    m->arch = *arch;
+    const size_t batch = (size_t)max_batch;
+    size_t ws_floats = 0, hidden_max = 0;
+    if (workspace_floats(arch, batch, &ws_floats, &hidden_max) != MODEL_OK)
+        return util_fail(err, cap, MODEL_ENOMEM,
+                         "model: the workspace for %d samples does not fit in memory",
+                         max_batch);
+    model_t *model = calloc(1, sizeof(*model));
+    if (!model)
+        return util_fail(err, cap, MODEL_ENOMEM, "model: out of memory");
+    model->arch = *arch;
     /* Entries past nlayers play no part; keep them zero so copies compare. */
     for (int i = arch->nlayers + 1; i <= MODEL_MAX_LAYERS; i++)
-        m->arch.dims[i] = 0;
-    m->max_batch = max_batch;
-
-    const int L = arch->nlayers;
-    size_t np = 0;
-    for (int l = 0; l < L; l++) {
-        model_layer_offsets(arch, l, &m->w_off[l], &m->b_off[l]);
-        np = m->b_off[l] + (size_t)arch->dims[l + 1];
-    }
-    m->nparams = np;
-
-    /* Workspace: outputs of every layer plus two delta buffers as wide as
-     * the widest hidden layer (none when there is no hidden layer). */
-    size_t nb = (size_t)max_batch, ws = 0, hid = 0;
-    for (int l = 1; l <= L; l++) {
-        size_t w = nb * (size_t)arch->dims[l];
-        if (ws > SIZE_MAX / sizeof(float) - w) {
-            rc = MODEL_ENOMEM;
-            goto fail;
-        }
-        ws += w;
-        if (l < L && (size_t)arch->dims[l] > hid)
-            hid = (size_t)arch->dims[l];
-    }
-    if (ws > SIZE_MAX / sizeof(float) - 2 * nb * hid) {
-        rc = MODEL_ENOMEM;
-        goto fail;
-    }
-    ws += 2 * nb * hid;
-
-    m->params = calloc(np, sizeof(float));
-    m->arena = calloc(ws, sizeof(float));
-    if (!m->params || !m->arena) {
-        rc = MODEL_ENOMEM;
-        goto fail;
-    }
-    float *p = m->arena;
-    for (int l = 1; l <= L; l++) {
-        m->act[l] = p;
-        p += nb * (size_t)arch->dims[l];
-    }
-    if (hid) {
-        m->work[0] = p;
-        m->work[1] = p + nb * hid;
+        model->arch.dims[i] = 0;
+    model->max_batch = max_batch;
+    for (int layer = 0; layer < arch->nlayers; layer++) {
+        model_layer_offsets(arch, layer, &model->w_off[layer], &model->b_off[layer]);
+        model->nparams = model->b_off[layer] + (size_t)arch->dims[layer + 1];
     }
 
-    init_params(m, seed);
-    *out = m;
+    model->params = util_calloc_pages(model->nparams, sizeof(float));
+    model->arena = calloc(ws_floats, sizeof(float));
+    if (!model->params || !model->arena) {
+        size_t nparams = model->nparams;
+        model_free(model);
+        return util_fail(err, cap, MODEL_ENOMEM,
+                         "model: out of memory for %zu parameters and %zu workspace floats",
+                         nparams, ws_floats);
+    }
+    float *next = model->arena;
+    for (int layer = 1; layer <= arch->nlayers; layer++) {
+        model->act[layer] = next;
+        next += batch * (size_t)arch->dims[layer];
+    }
+    if (hidden_max) {
+        model->work[0] = next;
+        model->work[1] = next + batch * hidden_max;
+    }
+
+    init_params(model, seed);
+    *out = model;
     return MODEL_OK;
-
-fail:
-    model_free(m);
-    return rc;
 }
 
-void model_free(model_t *m)
+void model_free(model_t *model)
 {
-    if (!m)
+    if (!model)
         return;
-    free(m->params);
-    free(m->arena);
-    free(m);
+    free(model->params);
+    free(model->arena);
+    free(model);
 }
 
-size_t model_num_params(const model_t *m)
+size_t model_num_params(const model_t *model)
 {
-    return m ? m->nparams : 0;
+    return model ? model->nparams : 0;
 }
 
-float *model_params(model_t *m)
+float *model_params(model_t *model)
 {
-    return m ? m->params : NULL;
+    return model ? model->params : NULL;
 }
 
-const model_arch_t *model_arch(const model_t *m)
+const model_arch_t *model_arch(const model_t *model)
 {
-    return m ? &m->arch : NULL;
+    return model ? &model->arch : NULL;
 }
 
 /* Check the arguments shared by forward_backward and evaluate; labels are
  * checked against the output width so no bad index is ever used. */
-static int check_call(const model_t *m, const float *x, const int32_t *labels,
-                      const float *y, int n)
+static int check_call(const model_t *model, const float *inputs, const int32_t *labels,
+                      const float *targets, int samples)
 {
-    if (!m || n < 0 || (n > 0 && !x))
+    if (!model || samples < 0 || (samples > 0 && !inputs))
         return MODEL_EINVAL;
-    if (m->arch.loss == LOSS_XENT) {
-        if (n > 0 && !labels)
+    if (model->arch.loss == LOSS_XENT) {
+        if (samples > 0 && !labels)
             return MODEL_EINVAL;
-        const int32_t k = m->arch.dims[m->arch.nlayers];
-        for (int i = 0; i < n; i++)
-            if (labels[i] < 0 || labels[i] >= k)
+        const int32_t classes = model->arch.dims[model->arch.nlayers];
+        for (int i = 0; i < samples; i++)
+            if (labels[i] < 0 || labels[i] >= classes)
                 return MODEL_EINVAL;
-    } else if (n > 0 && !y) {
+    } else if (samples > 0 && !targets) {
         return MODEL_EINVAL;
     }
     return MODEL_OK;
 }
 
-/* Forward n <= max_batch samples; leaves layer outputs in act[1..L]. */
-static void forward(model_t *m, const float *x, int n)
+/* Forward `samples` <= max_batch samples; leaves layer outputs in act[1..L]. */
+static void forward(model_t *model, const float *inputs, int samples)
 {
-    const model_arch_t *a = &m->arch;
-    const int L = a->nlayers;
-    for (int l = 0; l < L; l++) {
-        const int din = a->dims[l], dout = a->dims[l + 1];
-        const float *in = l == 0 ? x : m->act[l];
-        const float *w = m->params + m->w_off[l];
-        const float *b = m->params + m->b_off[l];
-        float *z = m->act[l + 1];
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, dout, din,
-                    1.0f, in, din, w, din, 0.0f, z, dout);
-        if (l == L - 1) {
-            for (int i = 0; i < n; i++) {
-                float *zr = z + (size_t)i * dout;
+    const model_arch_t *arch = &model->arch;
+    const int nlayers = arch->nlayers;
+    for (int layer = 0; layer < nlayers; layer++) {
+        const int din = arch->dims[layer], dout = arch->dims[layer + 1];
+        const float *in = layer == 0 ? inputs : model->act[layer];
+        const float *weights = model->params + model->w_off[layer];
+        const float *bias = model->params + model->b_off[layer];
+        float *out = model->act[layer + 1];
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, samples, dout, din,
+                    1.0f, in, din, weights, din, 0.0f, out, dout);
+        if (layer == nlayers - 1) {
+            for (int i = 0; i < samples; i++) {
+                float *row = out + (size_t)i * dout;
                 for (int j = 0; j < dout; j++)
-                    zr[j] += b[j];
+                    row[j] += bias[j];
             }
-        } else if (a->act == ACT_RELU) {
-            for (int i = 0; i < n; i++) {
-                float *zr = z + (size_t)i * dout;
+        } else if (arch->act == ACT_RELU) {
+            for (int i = 0; i < samples; i++) {
+                float *row = out + (size_t)i * dout;
                 for (int j = 0; j < dout; j++) {
-                    float v = zr[j] + b[j];
-                    zr[j] = v > 0.0f ? v : 0.0f;
+                    float v = row[j] + bias[j];
+                    row[j] = v > 0.0f ? v : 0.0f;
                 }
             }
         } else {
-            for (int i = 0; i < n; i++) {
-                float *zr = z + (size_t)i * dout;
+            for (int i = 0; i < samples; i++) {
+                float *row = out + (size_t)i * dout;
                 for (int j = 0; j < dout; j++)
-                    zr[j] = tanhf(zr[j] + b[j]);
+                    row[j] = tanhf(row[j] + bias[j]);
             }
         }
     }
 }
 
-/* Loss, hits and (when want_grad) dLoss/dOutput written over the outputs of
- * the last layer, for n samples already forwarded. */
-static void loss_out(model_t *m, const int32_t *labels, const float *y, int n,
-                     int want_grad, double *loss_sum, int64_t *correct)
+/* Cross-entropy over the logits of `samples` samples: loss, hits and (when
+ * want_grad) softmax(z) - onehot(y) written over the logits. */
+static void loss_xent(float *logits, int classes, const int32_t *labels, int samples,
+                      int want_grad, double *loss_sum, int64_t *hits_out)
 {
-    const int k = m->arch.dims[m->arch.nlayers];
-    float *out = m->act[m->arch.nlayers];
+    double loss = 0.0;
+    int64_t hits = 0;
+    for (int i = 0; i < samples; i++) {
+        float *row = logits + (size_t)i * classes;
+        const int label = labels[i];
+        float zmax = row[0];
+        int argmax = 0;
+        for (int j = 1; j < classes; j++)
+            if (row[j] > zmax) {
+                zmax = row[j];
+                argmax = j;
+            }
+        hits += argmax == label;
+        const float zlabel = row[label];
+        float sum = 0.0f;
+        if (want_grad) {
+            for (int j = 0; j < classes; j++) {
+                float e = expf(row[j] - zmax);
+                row[j] = e;
+                sum += e;
+            }
+            const float inv = 1.0f / sum;
+            for (int j = 0; j < classes; j++)
+                row[j] *= inv;
+            row[label] -= 1.0f;
+        } else {
+            for (int j = 0; j < classes; j++)
+                sum += expf(row[j] - zmax);
+        }
+        loss += log((double)sum) + ((double)zmax - (double)zlabel);
+    }
+    *loss_sum = loss;
+    *hits_out = hits;
+}
+
+/* Mean squared error over the predictions of `samples` samples: loss, hits
+ * and (when want_grad) 2 (pred - y) / outputs written over the predictions. */
+static void loss_mse(float *preds, int outputs, const float *targets, int samples,
+                     int want_grad, double *loss_sum, int64_t *hits_out)
+{
+    const float g2 = 2.0f / (float)outputs;
+    double loss = 0.0;
+    int64_t hits = 0;
+    for (int i = 0; i < samples; i++) {
+        float *row = preds + (size_t)i * outputs;
+        const float *target = targets + (size_t)i * outputs;
+        double squares = 0.0;
+        int all = 1;
+        for (int j = 0; j < outputs; j++) {
+            float d = row[j] - target[j];
+            squares += (double)d * (double)d;
+            all &= fabsf(d) < 0.05f;
+            if (want_grad)
+                row[j] = g2 * d;
+        }
+        loss += squares / outputs;
+        hits += all;
+    }
+    *loss_sum = loss;
+    *hits_out = hits;
+}
+
+/* Loss, hits and (when want_grad) dLoss/dOutput written over the outputs of
+ * the last layer, for `samples` samples already forwarded. */
+static void loss_out(model_t *model, const int32_t *labels, const float *targets,
+                     int samples, int want_grad, double *loss_sum, int64_t *correct)
+{
+    const int outputs = model->arch.dims[model->arch.nlayers];
+    float *out = model->act[model->arch.nlayers];
     double loss = 0.0;
     int64_t hits = 0;
 
-    if (m->arch.loss == LOSS_XENT) {
-        for (int i = 0; i < n; i++) {
-            float *z = out + (size_t)i * k;
-            const int lab = labels[i];
-            float mx = z[0];
-            int arg = 0;
-            for (int j = 1; j < k; j++)
-                if (z[j] > mx) {
-                    mx = z[j];
-                    arg = j;
-                }
-            hits += arg == lab;
-            const float zy = z[lab];
-            float s = 0.0f;
-            if (want_grad) {
-                for (int j = 0; j < k; j++) {
-                    float e = expf(z[j] - mx);
-                    z[j] = e;
-                    s += e;
-                }
-                const float inv = 1.0f / s;
-                for (int j = 0; j < k; j++)
-                    z[j] *= inv;
-                z[lab] -= 1.0f;
-            } else {
-                for (int j = 0; j < k; j++)
-                    s += expf(z[j] - mx);
-            }
-            loss += log((double)s) + ((double)mx - (double)zy);
-        }
-    } else {
-        const float g2 = 2.0f / (float)k;
-        for (int i = 0; i < n; i++) {
-            float *z = out + (size_t)i * k;
-            const float *t = y + (size_t)i * k;
-            double l = 0.0;
-            int all = 1;
-            for (int j = 0; j < k; j++) {
-                float d = z[j] - t[j];
-                l += (double)d * (double)d;
-                all &= fabsf(d) < 0.05f;
-                if (want_grad)
-                    z[j] = g2 * d;
-            }
-            loss += l / k;
-            hits += all;
-        }
-    }
+    if (model->arch.loss == LOSS_XENT)
+        loss_xent(out, outputs, labels, samples, want_grad, &loss, &hits);
+    else
+        loss_mse(out, outputs, targets, samples, want_grad, &loss, &hits);
     if (loss_sum)
         *loss_sum = loss;
     if (correct)
@@ -342,83 +386,84 @@ static void loss_out(model_t *m, const int32_t *labels, const float *y, int n,
 }
 
 /* Backward from the deltas left over the last layer's outputs. */
-static void backward(model_t *m, const float *x, int n, float *grad)
+static void backward(model_t *model, const float *inputs, int samples, float *grad)
 {
-    const model_arch_t *a = &m->arch;
-    const int L = a->nlayers;
-    const float *delta = m->act[L];
-    int pp = 0;
-    for (int l = L - 1; l >= 0; l--) {
-        const int din = a->dims[l], dout = a->dims[l + 1];
-        const float *in = l == 0 ? x : m->act[l];
-        const float *w = m->params + m->w_off[l];
-        float *gw = grad + m->w_off[l];
-        float *gb = grad + m->b_off[l];
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, dout, din, n,
-                    1.0f, delta, dout, in, din, 1.0f, gw, din);
-        for (int i = 0; i < n; i++) {
-            const float *dr = delta + (size_t)i * dout;
+    const model_arch_t *arch = &model->arch;
+    const float *delta = model->act[arch->nlayers];
+    int ping = 0;
+    for (int layer = arch->nlayers - 1; layer >= 0; layer--) {
+        const int din = arch->dims[layer], dout = arch->dims[layer + 1];
+        const float *in = layer == 0 ? inputs : model->act[layer];
+        const float *weights = model->params + model->w_off[layer];
+        float *grad_w = grad + model->w_off[layer];
+        float *grad_b = grad + model->b_off[layer];
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, dout, din, samples,
+                    1.0f, delta, dout, in, din, 1.0f, grad_w, din);
+        for (int i = 0; i < samples; i++) {
+            const float *row = delta + (size_t)i * dout;
             for (int j = 0; j < dout; j++)
-                gb[j] += dr[j];
+                grad_b[j] += row[j];
         }
-        if (l == 0)
+        if (layer == 0)
             break;
-        float *da = m->work[pp];
-        pp ^= 1;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, din, dout,
-                    1.0f, delta, dout, w, din, 0.0f, da, din);
-        const size_t cnt = (size_t)n * (size_t)din;
-        const float *act = m->act[l];
-        if (a->act == ACT_RELU) {
-            for (size_t i = 0; i < cnt; i++)
-                da[i] = act[i] > 0.0f ? da[i] : 0.0f;
+        float *dact = model->work[ping];
+        ping ^= 1;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, samples, din, dout,
+                    1.0f, delta, dout, weights, din, 0.0f, dact, din);
+        const size_t count = (size_t)samples * (size_t)din;
+        const float *act = model->act[layer];
+        if (arch->act == ACT_RELU) {
+            for (size_t i = 0; i < count; i++)
+                dact[i] = act[i] > 0.0f ? dact[i] : 0.0f;
         } else {
-            for (size_t i = 0; i < cnt; i++)
-                da[i] *= 1.0f - act[i] * act[i];
+            for (size_t i = 0; i < count; i++)
+                dact[i] *= 1.0f - act[i] * act[i];
         }
-        delta = da;
+        delta = dact;
     }
 }
 
-int model_forward_backward(model_t *m, const float *x, const int32_t *labels,
-                           const float *y, int n, float *grad,
+int model_forward_backward(model_t *model, const float *inputs, const int32_t *labels,
+                           const float *targets, int samples, float *grad,
                            double *loss_sum, int64_t *correct)
 {
-    int rc = check_call(m, x, labels, y, n);
-    if (rc != MODEL_OK || n > m->max_batch || !grad)
+    int rc = check_call(model, inputs, labels, targets, samples);
+    if (rc != MODEL_OK || samples > model->max_batch || !grad)
         return MODEL_EINVAL;
-    if (n == 0) {
+    if (samples == 0) {
         if (loss_sum)
             *loss_sum = 0.0;
         if (correct)
             *correct = 0;
         return MODEL_OK;
     }
-    forward(m, x, n);
-    loss_out(m, labels, y, n, 1, loss_sum, correct);
-    backward(m, x, n, grad);
+    forward(model, inputs, samples);
+    loss_out(model, labels, targets, samples, 1, loss_sum, correct);
+    backward(model, inputs, samples, grad);
     return MODEL_OK;
 }
 
-int model_evaluate(model_t *m, const float *x, const int32_t *labels,
-                   const float *y, int n, double *loss_sum, int64_t *correct)
+int model_evaluate(model_t *model, const float *inputs, const int32_t *labels,
+                   const float *targets, int samples, double *loss_sum,
+                   int64_t *correct)
 {
-    int rc = check_call(m, x, labels, y, n);
+    int rc = check_call(model, inputs, labels, targets, samples);
     if (rc != MODEL_OK)
         return rc;
-    const size_t din = (size_t)m->arch.dims[0];
-    const size_t k = (size_t)m->arch.dims[m->arch.nlayers];
+    const size_t din = (size_t)model->arch.dims[0];
+    const size_t outputs = (size_t)model->arch.dims[model->arch.nlayers];
     double loss = 0.0;
     int64_t hits = 0;
-    for (int start = 0; start < n; start += m->max_batch) {
-        int c = n - start < m->max_batch ? n - start : m->max_batch;
-        double l = 0.0;
-        int64_t h = 0;
-        forward(m, x + (size_t)start * din, c);
-        loss_out(m, labels ? labels + start : NULL,
-                 y ? y + (size_t)start * k : NULL, c, 0, &l, &h);
-        loss += l;
-        hits += h;
+    for (int start = 0; start < samples; start += model->max_batch) {
+        int count = samples - start < model->max_batch ? samples - start : model->max_batch;
+        double part_loss = 0.0;
+        int64_t part_hits = 0;
+        forward(model, inputs + (size_t)start * din, count);
+        loss_out(model, labels ? labels + start : NULL,
+                 targets ? targets + (size_t)start * outputs : NULL, count, 0, &part_loss,
+                 &part_hits);
+        loss += part_loss;
+        hits += part_hits;
     }
     if (loss_sum)
         *loss_sum = loss;
@@ -427,78 +472,59 @@ int model_evaluate(model_t *m, const float *x, const int32_t *labels,
     return MODEL_OK;
 }
 
-/* FNV-1a over the bytes of v in little-endian order. */
-static uint64_t fnv_u32(uint64_t h, uint32_t v)
+/* FNV-1a over the bytes of value in little-endian order. */
+static uint64_t fnv_u32(uint64_t hash, uint32_t value)
 {
     for (int i = 0; i < 4; i++) {
-        h ^= (v >> (8 * i)) & 0xffu;
-        h *= 0x100000001b3ULL;
+        hash ^= (value >> (8 * i)) & 0xffu;
+        hash *= 0x100000001b3ULL;
     }
-    return h;
+    return hash;
 }
 
-uint64_t model_arch_fingerprint(const model_arch_t *a)
+uint64_t model_arch_fingerprint(const model_arch_t *arch)
 {
     static const char tag[] = "ftrain.mlp.v1";
-    uint64_t h = 0xcbf29ce484222325ULL;
-    if (!a)
+    uint64_t hash = 0xcbf29ce484222325ULL;
+    if (!arch)
         return 0;
     for (const char *p = tag; *p; p++) {
-        h ^= (unsigned char)*p;
-        h *= 0x100000001b3ULL;
+        hash ^= (unsigned char)*p;
+        hash *= 0x100000001b3ULL;
     }
-    int nl = a->nlayers;
-    h = fnv_u32(h, (uint32_t)nl);
-    if (nl > MODEL_MAX_LAYERS)
-        nl = MODEL_MAX_LAYERS;
-    for (int i = 0; i <= nl && nl >= 0; i++)
-        h = fnv_u32(h, (uint32_t)a->dims[i]);
-    h = fnv_u32(h, (uint32_t)a->act);
-    h = fnv_u32(h, (uint32_t)a->loss);
-    return rng_mix64(h);
+    int nlayers = arch->nlayers;
+    hash = fnv_u32(hash, (uint32_t)nlayers);
+    if (nlayers > MODEL_MAX_LAYERS)
+        nlayers = MODEL_MAX_LAYERS;
+    for (int i = 0; i <= nlayers && nlayers >= 0; i++)
+        hash = fnv_u32(hash, (uint32_t)arch->dims[i]);
+    hash = fnv_u32(hash, (uint32_t)arch->act);
+    hash = fnv_u32(hash, (uint32_t)arch->loss);
+    return rng_mix64(hash);
 }
 
-void model_arch_string(const model_arch_t *a, char *buf, size_t cap)
+void model_arch_string(const model_arch_t *arch, char *buf, size_t cap)
 {
     size_t len = 0;
     if (!buf || cap == 0)
         return;
     buf[0] = '\0';
-    if (!a || a->nlayers < 1 || a->nlayers > MODEL_MAX_LAYERS) {
+    if (!arch || arch->nlayers < 1 || arch->nlayers > MODEL_MAX_LAYERS) {
         snprintf(buf, cap, "(invalid)");
         return;
     }
-    for (int i = 0; i <= a->nlayers && len < cap; i++) {
-        int w = snprintf(buf + len, cap - len, i ? "-%d" : "%d", a->dims[i]);
-        if (w < 0)
+    for (int i = 0; i <= arch->nlayers && len < cap; i++) {
+        int wrote = snprintf(buf + len, cap - len, i ? "-%d" : "%d", arch->dims[i]);
+        if (wrote < 0)
             return;
-        len += (size_t)w;
+        len += (size_t)wrote;
     }
-    if (len < cap) {
-        snprintf(buf + len, cap - len, " %s %s", model_act_name(a->act),
-                 a->loss == LOSS_XENT ? "xent"
-                 : a->loss == LOSS_MSE ? "mse" : "unknown");
-    }
+    if (len < cap)
+        snprintf(buf + len, cap - len, " %s %s", model_act_name(arch->act),
+                 model_loss_name(arch->loss));
 }
 
-const char *model_act_name(model_act_t a)
-{
-    switch (a) {
-    case ACT_RELU:
-        return "relu";
-    case ACT_TANH:
-        return "tanh";
-    }
-    return "unknown";
-}
-
-int model_act_parse(const char *s)
-{
-    if (!s)
-        return -1;
-    if (strcmp(s, "relu") == 0)
-        return ACT_RELU;
-    if (strcmp(s, "tanh") == 0)
-        return ACT_TANH;
-    return -1;
-}
+/* model_act_name(), model_act_parse(), model_act_names() and the same
+ * three of model_loss. */
+UTIL_NAME_FUNCTIONS(model_act, model_act_t, model_acts)
+UTIL_NAME_FUNCTIONS(model_loss, model_loss_t, model_losses)

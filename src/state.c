@@ -35,6 +35,7 @@
 #include <time.h>
 
 #include "ftrain/ckpt.h"
+#include "ftrain/util.h"
 
 /* Parameters and the optimizer's two moment buffers, a weight and a bias
  * per layer each (state_tensors). */
@@ -43,6 +44,18 @@
 /* The record's own format (docs/checkpoint-format.md, section 9). */
 #define STATE_RECORD_FORMAT "ftrain-state"
 #define STATE_RECORD_VERSION 1
+
+/* Room for config_to_json() of any configuration: its text fields (paths
+ * of CONFIG_PATH_MAX) and the numbers and names around them. */
+#define STATE_CONFIG_JSON_MAX (4 * CONFIG_PATH_MAX)
+/* A 64-bit value as 16 hex digits and a NUL. */
+#define STATE_HEX64_SIZE 17
+/* A message about one rank's shard, or a refusal of a resume. */
+#define STATE_MSG_MAX 512
+/* The most of a record's format string a message quotes. */
+#define STATE_QUOTE_MAX 64
+/* A step directory's name ("step-" and up to 20 digits). */
+#define STATE_STEP_NAME_MAX 64
 
 /* The commit's collectives can wait long: the peers may still be writing
  * (allgather) or rank 0 writing the manifest (bcast).  Wait idle first, so a
@@ -59,74 +72,85 @@ static int coll_bcast(void *ctx, void *buf, size_t bytes, int root)
            comm_bcast((comm_t *)ctx, buf, bytes, root) != COMM_OK;
 }
 
-ckpt_coll_t state_ckpt_coll(comm_t *c)
+ckpt_coll_t state_ckpt_coll(comm_t *comm)
 {
-    ckpt_coll_t coll = {c, comm_rank(c), comm_size(c), coll_allgather, coll_bcast};
+    ckpt_coll_t coll = {comm, comm_rank(comm), comm_size(comm), coll_allgather, coll_bcast};
     return coll;
 }
 
-/* Describe the model parameters and the optimizer moments as tensors. */
-static size_t state_tensors(const state_t *st, ckpt_tensor_t *t)
+/* Describe the model parameters and the optimizer moments as tensors.
+ * @return their number. */
+static size_t state_tensors(const state_t *st, ckpt_tensor_t *tensors)
 {
-    const model_arch_t *a = model_arch(st->model);
-    float *p = model_params(st->model);
-    float *bufs[3] = {p, optim_state_m(st->optim), optim_state_v(st->optim)};
+    const model_arch_t *arch = model_arch(st->model);
+    float *bufs[3] = {model_params(st->model), optim_state_m(st->optim),
+                      optim_state_v(st->optim)};
     const char *prefix[3] = {"model", "optim.m", "optim.v"};
-    size_t n = 0;
-    for (int b = 0; b < 3; b++) {
-        if (!bufs[b])
+    size_t count = 0;
+    for (int buf = 0; buf < 3; buf++) {
+        if (!bufs[buf])
             continue;
-        for (int l = 0; l < a->nlayers && l < MODEL_MAX_LAYERS; l++) {
+        for (int layer = 0; layer < arch->nlayers && layer < MODEL_MAX_LAYERS; layer++) {
             size_t w_off, b_off;
-            model_layer_offsets(a, l, &w_off, &b_off);
-            for (int k = 0; k < 2; k++) {
-                ckpt_tensor_t *x = &t[n++];
-                memset(x, 0, sizeof *x);
-                snprintf(x->name, sizeof x->name, "%s/l%d.%s", prefix[b], l,
-                         k ? "bias" : "weight");
-                x->dtype = CKPT_F32;
-                x->ndim = k ? 1 : 2;
-                x->shape[0] = a->dims[l + 1];
-                x->shape[1] = k ? 0 : a->dims[l];
-                x->data = bufs[b] + (k ? b_off : w_off);
+            model_layer_offsets(arch, layer, &w_off, &b_off);
+            for (int is_bias = 0; is_bias < 2; is_bias++) {
+                ckpt_tensor_t *tensor = &tensors[count++];
+                memset(tensor, 0, sizeof *tensor);
+                snprintf(tensor->name, sizeof tensor->name, "%s/l%d.%s", prefix[buf], layer,
+                         is_bias ? "bias" : "weight");
+                tensor->dtype = CKPT_F32;
+                tensor->ndim = is_bias ? 1 : 2;
+                tensor->shape[0] = arch->dims[layer + 1];
+                tensor->shape[1] = is_bias ? 0 : arch->dims[layer];
+                tensor->data = bufs[buf] + (is_bias ? b_off : w_off);
             }
         }
     }
-    return n;
+    return count;
 }
 
-static json_t *state_arch_json(const model_arch_t *a)
+/* A 64-bit value as 16 hex digits into buf (STATE_HEX64_SIZE bytes). */
+static const char *hex64(uint64_t value, char *buf)
+{
+    snprintf(buf, STATE_HEX64_SIZE, "%016llx", (unsigned long long)value);
+    return buf;
+}
+
+static json_t *state_arch_json(const model_arch_t *arch)
 {
     json_t *dims = json_array();
-    for (int i = 0; i <= a->nlayers; i++)
-        json_array_append_new(dims, json_integer(a->dims[i]));
-    char fp[17], str[256];
-    snprintf(fp, sizeof fp, "%016llx", (unsigned long long)model_arch_fingerprint(a));
-    model_arch_string(a, str, sizeof str);
+    for (int i = 0; i <= arch->nlayers; i++)
+        json_array_append_new(dims, json_integer(arch->dims[i]));
+    char fp[STATE_HEX64_SIZE], str[MODEL_ARCH_STRING_MAX];
+    model_arch_string(arch, str, sizeof str);
     return json_pack("{s:o, s:s, s:s, s:s, s:s}", "dims", dims, "activation",
-                     model_act_name(a->act), "loss",
-                     a->loss == LOSS_XENT ? "xent" : "mse", "fingerprint", fp,
-                     "string", str);
+                     model_act_name(arch->act), "loss", model_loss_name(arch->loss),
+                     "fingerprint", hex64(model_arch_fingerprint(arch), fp), "string", str);
+}
+
+/* The SLURM job this rank runs in, for the record. */
+static json_t *state_slurm_json(void)
+{
+    json_t *slurm = json_object();
+    const char *job = getenv("SLURM_JOB_ID"), *restarts = getenv("SLURM_RESTART_COUNT");
+    const char *array = getenv("SLURM_ARRAY_JOB_ID"), *task = getenv("SLURM_ARRAY_TASK_ID");
+    if (job)
+        json_object_set_new(slurm, "job_id", json_string(job));
+    if (array && task) {
+        json_object_set_new(slurm, "array_job_id", json_string(array));
+        json_object_set_new(slurm, "array_task_id", json_string(task));
+    }
+    json_object_set_new(slurm, "restart_count", json_integer(restarts ? atoll(restarts) : 0));
+    return slurm;
 }
 
 static char *state_record(const state_t *st, int world)
 {
-    char cfgbuf[4096];
+    char cfgbuf[STATE_CONFIG_JSON_MAX];
     if (config_to_json(st->cfg, cfgbuf, sizeof cfgbuf) < 0)
         return NULL;
     json_t *cfg = json_loads(cfgbuf, 0, NULL);
-    json_t *slurm = json_object();
-    const char *job = getenv("SLURM_JOB_ID"), *rc = getenv("SLURM_RESTART_COUNT");
-    const char *arr = getenv("SLURM_ARRAY_JOB_ID"), *task = getenv("SLURM_ARRAY_TASK_ID");
-    if (job)
-        json_object_set_new(slurm, "job_id", json_string(job));
-    if (arr && task) {
-        json_object_set_new(slurm, "array_job_id", json_string(arr));
-        json_object_set_new(slurm, "array_task_id", json_string(task));
-    }
-    json_object_set_new(slurm, "restart_count", json_integer(rc ? atoll(rc) : 0));
-    char dfp[17];
-    snprintf(dfp, sizeof dfp, "%016llx", (unsigned long long)st->data_fp);
+    char dfp[STATE_HEX64_SIZE];
     json_t *rec = json_pack(
         "{s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:o, s:{s:s, s:I, s:I}, "
         "s:{s:I, s:f}, s:{s:s, s:I}, s:o, s:{s:s, s:I, s:s}, s:i, s:i, s:b, s:o, "
@@ -146,11 +170,11 @@ static char *state_record(const state_t *st, int world)
         (json_int_t)optim_updates(st->optim),
         "arch", state_arch_json(model_arch(st->model)),
         "data", "name", st->cfg->data, "train_samples", (json_int_t)st->n_train,
-        "fingerprint", dfp,
+        "fingerprint", hex64(st->data_fp, dfp),
         "world_size", world,
         "threads", st->threads,
         "deterministic", st->cfg->deterministic,
-        "slurm", slurm,
+        "slurm", state_slurm_json(),
         "lineage", "resumed_from",
         st->resumed_from[0] ? json_string(st->resumed_from) : json_null(),
         "run_seconds", st->run_seconds,
@@ -159,194 +183,216 @@ static char *state_record(const state_t *st, int world)
         "eval_pending", st->eval_pending);
     if (!rec)
         return NULL;
-    char *s = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
+    char *text = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(rec);
-    return s;
+    return text;
 }
 
 struct state_snapshot {
-    ckpt_tensor_t t[STATE_MAX_TENSORS];
-    size_t n;
+    ckpt_tensor_t tensors[STATE_MAX_TENSORS];
+    size_t count;
     uint64_t step;
     char *record;
     ckpt_opts_t opts;
     ckpt_shard_info_t info;
     int write_rc;
-    char write_err[512];
+    char write_err[STATE_MSG_MAX];
 };
+
+/* The floats of one tensor of state_tensors(). */
+static size_t tensor_floats(const ckpt_tensor_t *tensor)
+{
+    return (size_t)tensor->shape[0] * (size_t)(tensor->ndim == 2 ? tensor->shape[1] : 1);
+}
 
 size_t state_floats(const state_t *st)
 {
-    ckpt_tensor_t t[STATE_MAX_TENSORS];
-    size_t n = state_tensors(st, t), floats = 0;
-    for (size_t i = 0; i < n; i++)
-        floats += (size_t)t[i].shape[0] * (size_t)(t[i].ndim == 2 ? t[i].shape[1] : 1);
+    ckpt_tensor_t tensors[STATE_MAX_TENSORS];
+    size_t count = state_tensors(st, tensors), floats = 0;
+    for (size_t i = 0; i < count; i++)
+        floats += tensor_floats(&tensors[i]);
     return floats;
 }
 
-void state_snapshot_free(state_snapshot_t *s)
+void state_snapshot_free(state_snapshot_t *snap)
 {
-    if (!s)
+    if (!snap)
         return;
-    free(s->record);
-    free(s);
+    free(snap->record);
+    free(snap);
 }
 
 /* ---- the snapshot copy, on several threads ---------------------------- */
 
-/* Bytes [from, to) of the concatenation of n source ranges, copied to the
- * same offsets of dst. */
+/* At most this many copy threads, each given a slice of at least
+ * COPY_SLICE_MIN bytes (a thread's start costs more than a smaller copy). */
+#define COPY_THREADS_MAX 32
+#define COPY_SLICE_MIN ((size_t)4 << 20)
+
+/* Bytes [from, to) of the concatenation of count source ranges, copied to
+ * the same offsets of dst. */
 typedef struct {
-    const ckpt_tensor_t *t;
-    size_t n;
+    const ckpt_tensor_t *tensors;
+    size_t count;
     unsigned char *dst;
     size_t from, to;
 } copy_part_t;
 
 static void *copy_part(void *arg)
 {
-    copy_part_t *c = arg;
+    copy_part_t *part = arg;
     size_t base = 0;
-    for (size_t i = 0; i < c->n && base < c->to; i++) {
-        size_t len = (size_t)c->t[i].nbytes;
-        size_t a = c->from > base ? c->from - base : 0;
-        size_t b = c->to - base < len ? c->to - base : len;
-        if (a < b)
-            memcpy(c->dst + base + a, (const unsigned char *)c->t[i].data + a, b - a);
+    for (size_t i = 0; i < part->count && base < part->to; i++) {
+        size_t len = (size_t)part->tensors[i].nbytes;
+        size_t begin = part->from > base ? part->from - base : 0;
+        size_t end = part->to - base < len ? part->to - base : len;
+        if (begin < end)
+            memcpy(part->dst + base + begin,
+                   (const unsigned char *)part->tensors[i].data + begin, end - begin);
         base += len;
     }
     return NULL;
 }
 
 /* Copy the tensors' bytes, back to back, into dst: the training stall of
- * an asynchronous save, so it uses up to `threads` threads (a slice of at
- * least 4 MiB each; a thread that cannot start is done by this one). */
-static void copy_tensors(const ckpt_tensor_t *t, size_t n, void *dst, size_t total,
-                         int threads)
+ * an asynchronous save, so it uses up to `threads` threads (a thread that
+ * cannot start is done by this one). */
+static void copy_tensors(const ckpt_tensor_t *tensors, size_t count, void *dst,
+                         size_t total, int threads)
 {
-    enum { MAX_COPY_THREADS = 32 };
-    const size_t min_slice = (size_t)4 << 20;
-    int k = threads < 1 ? 1 : threads > MAX_COPY_THREADS ? MAX_COPY_THREADS : threads;
-    if ((size_t)k > total / min_slice)
-        k = total / min_slice > 0 ? (int)(total / min_slice) : 1;
-    copy_part_t part[MAX_COPY_THREADS];
-    pthread_t th[MAX_COPY_THREADS];
-    int started[MAX_COPY_THREADS] = {0};
-    for (int i = 0; i < k; i++) {
-        part[i] = (copy_part_t){t, n, dst, total * (size_t)i / (size_t)k,
-                                total * (size_t)(i + 1) / (size_t)k};
+    int parts = threads < 1 ? 1 : threads > COPY_THREADS_MAX ? COPY_THREADS_MAX : threads;
+    if ((size_t)parts > total / COPY_SLICE_MIN)
+        parts = total / COPY_SLICE_MIN > 0 ? (int)(total / COPY_SLICE_MIN) : 1;
+    copy_part_t part[COPY_THREADS_MAX];
+    pthread_t thread[COPY_THREADS_MAX];
+    int started[COPY_THREADS_MAX] = {0};
+    for (int i = 0; i < parts; i++) {
+        part[i] = (copy_part_t){tensors, count, dst, total * (size_t)i / (size_t)parts,
+                                total * (size_t)(i + 1) / (size_t)parts};
         if (i > 0)
-            started[i] = pthread_create(&th[i], NULL, copy_part, &part[i]) == 0;
+            started[i] = pthread_create(&thread[i], NULL, copy_part, &part[i]) == 0;
     }
     copy_part(&part[0]);
-    for (int i = 1; i < k; i++) {
+    for (int i = 1; i < parts; i++) {
         if (started[i])
-            pthread_join(th[i], NULL);
+            pthread_join(thread[i], NULL);
         else
             copy_part(&part[i]);
     }
+}
+
+/* The checkpoint encoder threads: --ckpt-threads, else this rank's share
+ * of the node's cores, as for BLAS. */
+static int state_ckpt_threads(const state_t *st)
+{
+    return st->cfg->ckpt_threads ? st->cfg->ckpt_threads : st->ckpt_threads;
+}
+
+/* Copy the snapshot's tensors into copy (copy_floats floats) and point the
+ * tensors at the copy.  @return STATE_OK or STATE_EFAIL (err set). */
+static int snapshot_copy(state_snapshot_t *snap, const state_t *st, float *copy,
+                         size_t copy_floats, char *err, size_t cap)
+{
+    /* The copy is the training stall of an asynchronous save; the caller's
+     * buffer is reused from save to save, so no page is faulted in again. */
+    size_t floats = 0;
+    for (size_t i = 0; i < snap->count; i++)
+        floats += (size_t)(snap->tensors[i].nbytes / sizeof(float));
+    if (floats > copy_floats)
+        return util_fail(err, cap, STATE_EFAIL,
+                         "snapshot buffer of %zu floats is too small for %zu", copy_floats,
+                         floats);
+    copy_tensors(snap->tensors, snap->count, copy, floats * sizeof(float),
+                 state_ckpt_threads(st));
+    float *next = copy;
+    for (size_t i = 0; i < snap->count; i++) {
+        snap->tensors[i].data = next;
+        next += snap->tensors[i].nbytes / sizeof(float);
+    }
+    return STATE_OK;
 }
 
 int state_snapshot_take(const state_t *st, int world, float *copy, size_t copy_floats,
                         int level, state_snapshot_t **out, char *err, size_t cap)
 {
     *out = NULL;
-    state_snapshot_t *s = calloc(1, sizeof *s);
-    if (!s) {
-        snprintf(err, cap, "out of memory for a snapshot");
-        return STATE_EFAIL;
-    }
-    s->n = state_tensors(st, s->t);
-    s->step = (uint64_t)st->step;
+    state_snapshot_t *snap = calloc(1, sizeof *snap);
+    if (!snap)
+        return util_fail(err, cap, STATE_EFAIL, "out of memory for a snapshot");
+    snap->count = state_tensors(st, snap->tensors);
+    snap->step = (uint64_t)st->step;
     uint64_t total = 0;
-    if (ckpt_layout(s->t, s->n, &total) != CKPT_OK) {
-        snprintf(err, cap, "cannot lay out the state: %s", ckpt_last_error());
-        goto fail;
+    int rc = STATE_OK;
+    if (ckpt_layout(snap->tensors, snap->count, &total) != CKPT_OK)
+        rc = util_fail(err, cap, STATE_EFAIL, "cannot lay out the state: %s",
+                       ckpt_last_error());
+    if (rc == STATE_OK && copy)
+        rc = snapshot_copy(snap, st, copy, copy_floats, err, cap);
+    if (rc == STATE_OK) {
+        snap->record = state_record(st, world);
+        if (!snap->record)
+            rc = util_fail(err, cap, STATE_EFAIL, "cannot build the checkpoint record");
     }
-    if (copy) {
-        /* The copy is the training stall of an asynchronous save; the
-         * caller's buffer is reused from save to save, so no page is
-         * faulted in again. */
-        size_t floats = 0;
-        for (size_t i = 0; i < s->n; i++)
-            floats += (size_t)(s->t[i].nbytes / sizeof(float));
-        if (floats > copy_floats) {
-            snprintf(err, cap, "snapshot buffer of %zu floats is too small for %zu", copy_floats,
-                     floats);
-            goto fail;
-        }
-        int threads = st->cfg->ckpt_threads ? st->cfg->ckpt_threads : st->ckpt_threads;
-        copy_tensors(s->t, s->n, copy, floats * sizeof(float), threads);
-        float *p = copy;
-        for (size_t i = 0; i < s->n; i++) {
-            s->t[i].data = p;
-            p += s->t[i].nbytes / sizeof(float);
-        }
+    if (rc != STATE_OK) {
+        state_snapshot_free(snap);
+        return rc;
     }
-    s->record = state_record(st, world);
-    if (!s->record) {
-        snprintf(err, cap, "cannot build the checkpoint record");
-        goto fail;
-    }
-    ckpt_opts_default(&s->opts);
-    s->opts.level = level;
-    /* Default: this rank's share of the node's cores, as for BLAS. */
-    s->opts.threads = st->cfg->ckpt_threads ? st->cfg->ckpt_threads : st->ckpt_threads;
-    s->opts.direct = !st->cfg->ckpt_buffered;
-    s->opts.adapt = !st->cfg->ckpt_no_adapt;
-    *out = s;
+    ckpt_opts_default(&snap->opts);
+    snap->opts.level = level;
+    snap->opts.threads = state_ckpt_threads(st);
+    snap->opts.direct = !st->cfg->ckpt_buffered;
+    snap->opts.adapt = !st->cfg->ckpt_no_adapt;
+    *out = snap;
     return STATE_OK;
-fail:
-    state_snapshot_free(s);
-    return STATE_EFAIL;
 }
 
-int state_snapshot_write(state_snapshot_t *s, const char *root, int rank, int world)
+int state_snapshot_write(state_snapshot_t *snap, const char *root, int rank, int world)
 {
-    s->write_rc = ckpt_shard_write(root, s->step, rank, world, s->t, s->n, &s->opts, &s->info);
-    if (s->write_rc != CKPT_OK)
-        snprintf(s->write_err, sizeof s->write_err, "%s: %s", ckpt_strerror(s->write_rc),
-                 ckpt_last_error());
-    return s->write_rc == CKPT_OK ? STATE_OK : STATE_EFAIL;
+    snap->write_rc = ckpt_shard_write(root, snap->step, rank, world, snap->tensors,
+                                      snap->count, &snap->opts, &snap->info);
+    if (snap->write_rc != CKPT_OK)
+        snprintf(snap->write_err, sizeof snap->write_err, "%s: %s",
+                 ckpt_strerror(snap->write_rc), ckpt_last_error());
+    return snap->write_rc == CKPT_OK ? STATE_OK : STATE_EFAIL;
 }
 
-int state_snapshot_commit(state_snapshot_t *s, comm_t *c, const char *root, char *out,
+int state_snapshot_commit(state_snapshot_t *snap, comm_t *comm, const char *root, char *out,
                           size_t outcap, char *err, size_t cap)
 {
-    ckpt_coll_t coll = state_ckpt_coll(c);
-    int rc = ckpt_commit(root, s->step, s->t, s->n, s->record, &s->opts, s->write_rc,
-                         &s->info, &coll);
-    char name[64];
-    ckpt_step_dirname(s->step, name, sizeof name);
+    ckpt_coll_t coll = state_ckpt_coll(comm);
+    int rc = ckpt_commit(root, snap->step, snap->tensors, snap->count, snap->record,
+                         &snap->opts, snap->write_rc, &snap->info, &coll);
+    char name[STATE_STEP_NAME_MAX];
+    ckpt_step_dirname(snap->step, name, sizeof name);
     snprintf(out, outcap, "%s/%s", root, name);
-    if (rc != CKPT_OK) {
-        if (s->write_rc != CKPT_OK)
-            snprintf(err, cap, "checkpoint '%s' not saved: this rank's shard: %s", out,
-                     s->write_err);
-        else
-            snprintf(err, cap, "checkpoint '%s' not saved: %s: %s", out, ckpt_strerror(rc),
-                     ckpt_last_error());
-        return STATE_EFAIL;
-    }
-    return STATE_OK;
+    if (rc == CKPT_OK)
+        return STATE_OK;
+    if (snap->write_rc != CKPT_OK)
+        return util_fail(err, cap, STATE_EFAIL,
+                         "checkpoint '%s' not saved: this rank's shard: %s", out,
+                         snap->write_err);
+    return util_fail(err, cap, STATE_EFAIL, "checkpoint '%s' not saved: %s: %s", out,
+                     ckpt_strerror(rc), ckpt_last_error());
 }
 
-int state_save(const state_t *st, comm_t *c, const char *root, int level,
+int state_save(const state_t *st, comm_t *comm, const char *root, int level,
                char *out, size_t outcap, char *err, size_t cap)
 {
-    state_snapshot_t *s = NULL;
-    int rc = state_snapshot_take(st, comm_size(c), NULL, 0, level, &s, err, cap);
-    if (comm_any_failed(c, rc)) {
+    state_snapshot_t *snap = NULL;
+    int rc = state_snapshot_take(st, comm_size(comm), NULL, 0, level, &snap, err, cap);
+    if (comm_any_failed(comm, rc)) {
         if (rc == STATE_OK)
             snprintf(err, cap, "another rank could not describe its state");
-        state_snapshot_free(s);
+        state_snapshot_free(snap);
         return STATE_EFAIL;
     }
-    state_snapshot_write(s, root, comm_rank(c), comm_size(c));
-    rc = state_snapshot_commit(s, c, root, out, outcap, err, cap);
-    state_snapshot_free(s);
+    state_snapshot_write(snap, root, comm_rank(comm), comm_size(comm));
+    rc = state_snapshot_commit(snap, comm, root, out, outcap, err, cap);
+    state_snapshot_free(snap);
     return rc;
 }
+
+/* ---- resolve: which checkpoint to resume from ------------------------- */
 
 static void state_report_skip(void *ctx, const char *name, const char *why)
 {
@@ -367,113 +413,136 @@ static void state_report_aside(void *ctx, const char *from, const char *to)
  * fail the same way each time). */
 static void state_set_aside_newer(const char *root, const char *found)
 {
-    ckpt_t *k = NULL;
-    if (ckpt_open(found, &k) != CKPT_OK)
+    ckpt_t *ck = NULL;
+    if (ckpt_open(found, &ck) != CKPT_OK)
         return; /* it verified a moment ago; the load will say what is wrong */
-    if (ckpt_set_aside_after(root, ckpt_step(k), state_report_aside, NULL) != CKPT_OK)
+    if (ckpt_set_aside_after(root, ckpt_step(ck), state_report_aside, NULL) != CKPT_OK)
         fprintf(stderr, "ftrain: resume: could not move bad checkpoints aside: %s\n",
                 ckpt_last_error());
-    ckpt_close(k);
+    ckpt_close(ck);
 }
 
 /* The newest step-<N> under root (any status), into *step and name; 0 when
  * there is none (or no root). */
 static int state_newest_step(const char *root, uint64_t *step, char *name, size_t cap)
 {
-    ckpt_entry_t *v = NULL;
-    size_t n = 0;
+    ckpt_entry_t *entries = NULL;
+    size_t count = 0;
     int found = 0;
-    if (!root || !root[0] || ckpt_list(root, 0, &v, &n) != CKPT_OK)
+    if (!root || !root[0] || ckpt_list(root, 0, &entries, &count) != CKPT_OK)
         return 0;
-    for (size_t i = 0; i < n; i++)
-        if (v[i].name[0] != '.') {
-            *step = v[i].step;
-            snprintf(name, cap, "%s", v[i].name);
+    for (size_t i = 0; i < count; i++)
+        if (entries[i].name[0] != '.') {
+            *step = entries[i].step;
+            snprintf(name, cap, "%s", entries[i].name);
             found = 1;
         }
-    free(v);
+    free(entries);
     return found;
 }
 
-int state_resolve(const config_t *cfg, comm_t *c, const char *root, char *path,
+/* What rank 0 learned of root before deciding: the newest step there. */
+typedef struct {
+    int have;            /* 1: root holds a step-<N> */
+    uint64_t step;
+    char name[STATE_STEP_NAME_MAX];
+} newest_t;
+
+/* --resume auto: the newest checkpoint that verifies, newer bad ones set
+ * aside.  found gets the path or the refusal. */
+static int decide_auto(const char *root, char *found, size_t cap)
+{
+    int rc = ckpt_latest_good(root, found, cap, state_report_skip, NULL);
+    if (rc == CKPT_OK) {
+        state_set_aside_newer(root, found);
+        return STATE_OK;
+    }
+    if (rc == CKPT_ENOTFOUND)
+        return STATE_FRESH;
+    snprintf(found, cap,
+             "checkpoints exist under '%s' but none is good (%s); refusing to start over: "
+             "move them away, or use a new --run-dir, to start fresh", root,
+             ckpt_strerror(rc));
+    return STATE_EFAIL;
+}
+
+/* --resume DIR: that checkpoint, if it verifies and root holds nothing
+ * newer.  found gets the path or the refusal. */
+static int decide_named(const char *dir, const char *root, const newest_t *newest,
+                        char *found, size_t cap)
+{
+    ckpt_t *ck = NULL;
+    int verdict = STATE_OK;
+    int rc = ckpt_open(dir, &ck);
+    if (rc == CKPT_OK)
+        rc = ckpt_verify(ck);
+    if (rc == CKPT_OK && newest->have && newest->step > ckpt_step(ck)) {
+        /* This run would save steps that exist (and fail), or have its own
+         * checkpoints pruned beside the newer ones. */
+        verdict = STATE_EFAIL;
+        snprintf(found, cap,
+                 "--resume '%.300s' is step %llu, but '%.300s' already holds newer "
+                 "checkpoints (newest %s); move them away, use another --run-dir, or "
+                 "--resume auto to continue from the newest", dir,
+                 (unsigned long long)ckpt_step(ck), root, newest->name);
+    } else if (rc == CKPT_OK) {
+        snprintf(found, cap, "%s", dir);
+    } else {
+        verdict = STATE_EFAIL;
+        snprintf(found, cap, "--resume '%.500s': %s: %.400s", dir, ckpt_strerror(rc),
+                 ckpt_last_error());
+    }
+    ckpt_close(ck);
+    return verdict;
+}
+
+/* Rank 0's decision for cfg->resume: STATE_OK with the path in found,
+ * STATE_FRESH, or STATE_EFAIL with the refusal in found. */
+static int state_decide(const config_t *cfg, const char *root, char *found, size_t cap)
+{
+    newest_t newest = {0};
+    newest.have = state_newest_step(root, &newest.step, newest.name, sizeof newest.name);
+    if (strcmp(cfg->resume, "auto") == 0)
+        return decide_auto(root, found, cap);
+    if (strcmp(cfg->resume, "none") != 0)
+        return decide_named(cfg->resume, root, &newest, found, cap);
+    if (!newest.have)
+        return STATE_FRESH;
+    /* A fresh run would save steps that exist, or be pruned away beside
+     * newer ones: never mix two runs in one directory. */
+    snprintf(found, cap,
+             "--resume none: '%.600s' already holds checkpoints (newest %s); a fresh "
+             "run would save beside them: use a new --run-dir, or move them away to "
+             "start over", root, newest.name);
+    return STATE_EFAIL;
+}
+
+int state_resolve(const config_t *cfg, comm_t *comm, const char *root, char *path,
                   size_t cap, char *err, size_t errcap)
 {
     /* msg[0] carries the verdict so one broadcast tells every rank. */
-    char msg[STATE_PATH_MAX + 512];
+    char msg[1 + STATE_PATH_MAX + STATE_MSG_MAX];
     memset(msg, 0, sizeof msg);
-    if (comm_rank(c) == 0) {
-        int verdict = STATE_ENONE;
-        char found[STATE_PATH_MAX] = "";
-        uint64_t newest = 0;
-        char newest_name[128];
-        int have = state_newest_step(root, &newest, newest_name, sizeof newest_name);
-        if (strcmp(cfg->resume, "none") == 0) {
-            verdict = STATE_ENONE;
-            /* A fresh run would save steps that exist, or be pruned away
-             * beside newer ones: never mix two runs in one directory. */
-            if (have) {
-                verdict = STATE_EFAIL;
-                snprintf(found, sizeof found,
-                         "--resume none: '%.600s' already holds checkpoints (newest %s); a fresh "
-                         "run would save beside them: use a new --run-dir, or move them away to "
-                         "start over", root, newest_name);
-            }
-        } else if (strcmp(cfg->resume, "auto") == 0) {
-            int rc = ckpt_latest_good(root, found, sizeof found, state_report_skip, NULL);
-            if (rc == CKPT_OK) {
-                verdict = STATE_OK;
-                state_set_aside_newer(root, found);
-            }
-            else if (rc == CKPT_ENOTFOUND)
-                verdict = STATE_ENONE;
-            else {
-                verdict = STATE_EFAIL;
-                snprintf(found, sizeof found,
-                         "checkpoints exist under '%s' but none is good (%s); refusing to start over: "
-                         "move them away, or use a new --run-dir, to start fresh", root,
-                         ckpt_strerror(rc));
-            }
-        } else {
-            ckpt_t *k = NULL;
-            int rc = ckpt_open(cfg->resume, &k);
-            if (rc == CKPT_OK)
-                rc = ckpt_verify(k);
-            if (rc == CKPT_OK && have && newest > ckpt_step(k)) {
-                /* This run would save steps that exist (and fail), or have
-                 * its own checkpoints pruned beside the newer ones. */
-                verdict = STATE_EFAIL;
-                snprintf(found, sizeof found,
-                         "--resume '%.300s' is step %llu, but '%.300s' already holds newer "
-                         "checkpoints (newest %s); move them away, use another --run-dir, or "
-                         "--resume auto to continue from the newest", cfg->resume,
-                         (unsigned long long)ckpt_step(k), root, newest_name);
-            } else if (rc == CKPT_OK) {
-                verdict = STATE_OK;
-                snprintf(found, sizeof found, "%s", cfg->resume);
-            } else {
-                verdict = STATE_EFAIL;
-                snprintf(found, sizeof found, "--resume '%.500s': %s: %.400s", cfg->resume,
-                         ckpt_strerror(rc), ckpt_last_error());
-            }
-            ckpt_close(k);
-        }
-        msg[0] = (char)(verdict == STATE_OK ? 'o' : verdict == STATE_ENONE ? 'n' : 'f');
+    if (comm_rank(comm) == 0) {
+        char found[STATE_PATH_MAX + STATE_MSG_MAX] = "";
+        int verdict = state_decide(cfg, root, found, sizeof found);
+        msg[0] = (char)(verdict == STATE_OK ? 'o' : verdict == STATE_FRESH ? 'n' : 'f');
         snprintf(msg + 1, sizeof msg - 1, "%s", found);
     }
-    if (comm_bcast(c, msg, sizeof msg, 0) != COMM_OK) {
-        snprintf(err, errcap, "resume: broadcast failed: %s", comm_last_error());
-        return STATE_EFAIL;
-    }
+    if (comm_bcast(comm, msg, sizeof msg, 0) != COMM_OK)
+        return util_fail(err, errcap, STATE_EFAIL, "resume: broadcast failed: %s",
+                         comm_last_error());
     msg[sizeof msg - 1] = '\0';
     if (msg[0] == 'o') {
         snprintf(path, cap, "%s", msg + 1);
         return STATE_OK;
     }
     if (msg[0] == 'n')
-        return STATE_ENONE;
-    snprintf(err, errcap, "%s", msg + 1);
-    return STATE_EFAIL;
+        return STATE_FRESH;
+    return util_fail(err, errcap, STATE_EFAIL, "%s", msg + 1);
 }
+
+/* ---- load: check the record, then read ---------------------------------- */
 
 /* A string from a checkpoint's record, for a message: at most cap - 1
  * bytes, control characters shown as '?', so a record cannot drive the
@@ -494,65 +563,65 @@ static int state_check_data(const state_t *st, json_t *data, char *err, size_t c
 {
     if (!data)
         return STATE_OK;
-    json_int_t n = -1;
+    json_int_t samples = -1;
     const char *fp = NULL;
-    char mine[17], pb[17];
-    snprintf(mine, sizeof mine, "%016llx", (unsigned long long)st->data_fp);
-    if (json_unpack(data, "{s:I, s:s}", "train_samples", &n, "fingerprint", &fp) != 0) {
-        snprintf(err, cap, "checkpoint record's \"data\" object lacks train_samples "
-                           "(integer) or fingerprint (string)");
-        return STATE_EMISMATCH;
-    }
-    if (n != st->n_train || strcmp(fp, mine) != 0) {
-        snprintf(err, cap,
-                 "training data differs: the checkpoint was trained on %lld samples "
-                 "(fingerprint %s), this run loaded %lld (fingerprint %s); resume with the "
-                 "same data (--data-dir), or use a new --run-dir",
-                 (long long)n, printable(fp, pb, sizeof pb), (long long)st->n_train, mine);
-        return STATE_EMISMATCH;
-    }
+    char mine[STATE_HEX64_SIZE], theirs[STATE_HEX64_SIZE];
+    hex64(st->data_fp, mine);
+    if (json_unpack(data, "{s:I, s:s}", "train_samples", &samples, "fingerprint", &fp) != 0)
+        return util_fail(err, cap, STATE_EMISMATCH,
+                         "checkpoint record's \"data\" object lacks train_samples "
+                         "(integer) or fingerprint (string)");
+    if (samples != st->n_train || strcmp(fp, mine) != 0)
+        return util_fail(err, cap, STATE_EMISMATCH,
+                         "training data differs: the checkpoint was trained on %lld samples "
+                         "(fingerprint %s), this run loaded %lld (fingerprint %s); resume "
+                         "with the same data (--data-dir), or use a new --run-dir",
+                         (long long)samples, printable(fp, theirs, sizeof theirs),
+                         (long long)st->n_train, mine);
     return STATE_OK;
 }
 
-/* Compare the checkpoint's record with this run; R4. */
-static int state_check_record(const state_t *st, json_t *rec, char *err, size_t cap)
+/* The record's format and version, and the architecture (R4). */
+static int state_check_format_arch(const state_t *st, json_t *rec, char *err, size_t cap)
 {
     const char *format = json_string_value(json_object_get(rec, "format"));
     json_t *version = json_object_get(rec, "version");
-    if (!format || strcmp(format, STATE_RECORD_FORMAT) != 0 || !json_is_integer(version)) {
-        char fb[65];
-        snprintf(err, cap, "not an ftrain training checkpoint: its record's format is %s%s%s "
-                           "(expected \"%s\" with an integer version)",
-                 format ? "\"" : "", format ? printable(format, fb, sizeof fb) : "missing",
-                 format ? "\"" : "", STATE_RECORD_FORMAT);
-        return STATE_EMISMATCH;
-    }
-    if (json_integer_value(version) < 1 || json_integer_value(version) > STATE_RECORD_VERSION) {
-        snprintf(err, cap, "record version %lld: this ftrain reads version %d%s",
-                 (long long)json_integer_value(version), STATE_RECORD_VERSION,
-                 json_integer_value(version) > STATE_RECORD_VERSION
-                     ? " (the checkpoint was written by a newer ftrain)" : "");
-        return STATE_EMISMATCH;
-    }
+    char quoted[STATE_QUOTE_MAX + 1], their_str[MODEL_ARCH_STRING_MAX];
+    if (!format || strcmp(format, STATE_RECORD_FORMAT) != 0 || !json_is_integer(version))
+        return util_fail(err, cap, STATE_EMISMATCH,
+                         "not an ftrain training checkpoint: its record's format is %s%s%s "
+                         "(expected \"%s\" with an integer version)",
+                         format ? "\"" : "",
+                         format ? printable(format, quoted, sizeof quoted) : "missing",
+                         format ? "\"" : "", STATE_RECORD_FORMAT);
+    if (json_integer_value(version) < 1 || json_integer_value(version) > STATE_RECORD_VERSION)
+        return util_fail(err, cap, STATE_EMISMATCH, "record version %lld: this ftrain reads "
+                         "version %d%s", (long long)json_integer_value(version),
+                         STATE_RECORD_VERSION,
+                         json_integer_value(version) > STATE_RECORD_VERSION
+                             ? " (the checkpoint was written by a newer ftrain)" : "");
     json_t *arch = json_object_get(rec, "arch");
     const char *fp = json_string_value(json_object_get(arch, "fingerprint"));
-    const char *astr = json_string_value(json_object_get(arch, "string"));
-    const model_arch_t *a = model_arch(st->model);
-    char mine[17], mystr[256];
-    snprintf(mine, sizeof mine, "%016llx", (unsigned long long)model_arch_fingerprint(a));
-    model_arch_string(a, mystr, sizeof mystr);
-    if (!fp || strcmp(fp, mine) != 0) {
-        char ab[256];
-        snprintf(err, cap, "architecture differs: the checkpoint has %s, this run asks for %s",
-                 astr ? printable(astr, ab, sizeof ab) : "(unknown)", mystr);
-        return STATE_EMISMATCH;
-    }
-    char cfgbuf[4096];
+    const char *theirs = json_string_value(json_object_get(arch, "string"));
+    const model_arch_t *mine = model_arch(st->model);
+    char mine_fp[STATE_HEX64_SIZE], mine_str[MODEL_ARCH_STRING_MAX];
+    hex64(model_arch_fingerprint(mine), mine_fp);
+    model_arch_string(mine, mine_str, sizeof mine_str);
+    if (!fp || strcmp(fp, mine_fp) != 0)
+        return util_fail(err, cap, STATE_EMISMATCH,
+                         "architecture differs: the checkpoint has %s, this run asks for %s",
+                         theirs ? printable(theirs, their_str, sizeof their_str) : "(unknown)",
+                         mine_str);
+    return STATE_OK;
+}
+
+/* Every option but --epochs/--steps must be the run's (R4). */
+static int state_check_options(const state_t *st, json_t *rec, char *err, size_t cap)
+{
+    char cfgbuf[STATE_CONFIG_JSON_MAX];
     json_t *theirs = json_object_get(rec, "config");
-    if (config_to_json(st->cfg, cfgbuf, sizeof cfgbuf) < 0 || !json_is_object(theirs)) {
-        snprintf(err, cap, "checkpoint record has no config object");
-        return STATE_EMISMATCH;
-    }
+    if (config_to_json(st->cfg, cfgbuf, sizeof cfgbuf) < 0 || !json_is_object(theirs))
+        return util_fail(err, cap, STATE_EMISMATCH, "checkpoint record has no config object");
     json_t *ours = json_loads(cfgbuf, 0, NULL);
     const char *key;
     json_t *val;
@@ -560,36 +629,42 @@ static int state_check_record(const state_t *st, json_t *rec, char *err, size_t 
     json_object_foreach(ours, key, val) {
         if (!strcmp(key, "epochs") || !strcmp(key, "steps"))
             continue;
-        json_t *tv = json_object_get(theirs, key);
-        if (!tv || !json_equal(tv, val)) {
-            char *a1 = tv ? json_dumps(tv, JSON_ENCODE_ANY) : NULL;
-            char *a2 = json_dumps(val, JSON_ENCODE_ANY);
-            snprintf(err, cap,
-                     "option '%s' differs: the checkpoint has %s, this run has %s "
-                     "(use the same options, or a new --run-dir)",
-                     key, a1 ? a1 : "nothing", a2 ? a2 : "?");
-            free(a1);
-            free(a2);
-            rc = STATE_EMISMATCH;
+        json_t *their_val = json_object_get(theirs, key);
+        if (!their_val || !json_equal(their_val, val)) {
+            char *their_text = their_val ? json_dumps(their_val, JSON_ENCODE_ANY) : NULL;
+            char *our_text = json_dumps(val, JSON_ENCODE_ANY);
+            rc = util_fail(err, cap, STATE_EMISMATCH,
+                           "option '%s' differs: the checkpoint has %s, this run has %s "
+                           "(use the same options, or a new --run-dir)",
+                           key, their_text ? their_text : "nothing", our_text ? our_text : "?");
+            free(their_text);
+            free(our_text);
             break;
         }
     }
     json_decref(ours);
+    return rc;
+}
+
+/* Compare the checkpoint's record with this run; R4. */
+static int state_check_record(const state_t *st, json_t *rec, char *err, size_t cap)
+{
+    int rc = state_check_format_arch(st, rec, err, cap);
+    if (rc == STATE_OK)
+        rc = state_check_options(st, rec, err, cap);
     if (rc == STATE_OK)
         rc = state_check_data(st, json_object_get(rec, "data"), err, cap);
     /* Deterministic mode promises bit-identical weights, and OpenBLAS gives
      * other bits with another thread count (docs/determinism.md). */
-    json_t *th = json_object_get(rec, "threads");
-    if (rc == STATE_OK && st->cfg->deterministic && json_is_integer(th) &&
-        json_integer_value(th) != st->threads) {
-        snprintf(err, cap,
-                 "BLAS threads differ: the checkpoint was written with %lld per rank, this run "
-                 "has %d; --deterministic results depend on it (pass --threads %lld, or use a "
-                 "new --run-dir)",
-                 (long long)json_integer_value(th), st->threads,
-                 (long long)json_integer_value(th));
-        rc = STATE_EMISMATCH;
-    }
+    json_t *threads = json_object_get(rec, "threads");
+    if (rc == STATE_OK && st->cfg->deterministic && json_is_integer(threads) &&
+        json_integer_value(threads) != st->threads)
+        rc = util_fail(err, cap, STATE_EMISMATCH,
+                       "BLAS threads differ: the checkpoint was written with %lld per rank, "
+                       "this run has %d; --deterministic results depend on it (pass "
+                       "--threads %lld, or use a new --run-dir)",
+                       (long long)json_integer_value(threads), st->threads,
+                       (long long)json_integer_value(threads));
     return rc;
 }
 
@@ -623,119 +698,152 @@ static void state_warn_schedule(const state_t *st, json_t *rec, int64_t step)
 static void overlap(uint64_t lo, uint64_t hi, uint64_t off, uint64_t nb,
                     uint64_t *count, uint64_t *displ)
 {
-    uint64_t a = lo > off ? lo : off, b = hi < off + nb ? hi : off + nb;
-    *count = b > a ? b - a : 0;
-    *displ = b > a ? a - off : 0;
+    uint64_t begin = lo > off ? lo : off, end = hi < off + nb ? hi : off + nb;
+    *count = end > begin ? end - begin : 0;
+    *displ = end > begin ? begin - off : 0;
 }
 
-int state_load(state_t *st, comm_t *c, const char *dir, int *saved_world,
-               char *err, size_t cap)
+/* A load in progress: the checkpoint, its record, and this run's tensors
+ * with the checkpoint's tensor of the same name beside each. */
+typedef struct {
+    ckpt_t *ck;
+    json_t *rec;
+    json_int_t step, epoch, cursor, updates;
+    ckpt_tensor_t tensors[STATE_MAX_TENSORS];
+    const ckpt_tensor_t *saved[STATE_MAX_TENSORS];
+    size_t count;
+} load_t;
+
+/* This rank's checks of the record and of every tensor, before a byte is
+ * read.  @return STATE_OK, STATE_EMISMATCH or STATE_EFAIL (err set). */
+static int load_check(load_t *ld, const state_t *st, const char *dir, char *err, size_t cap)
 {
-    int rank = comm_rank(c), size = comm_size(c);
-    ckpt_t *k = NULL;
-    json_t *rec = NULL;
-    uint64_t *counts = NULL, *displs = NULL;
-    int rc = ckpt_open(dir, &k), ret = STATE_EFAIL;
-    if (rc != CKPT_OK)
-        snprintf(err, cap, "cannot open checkpoint '%s': %s: %s", dir,
-                 ckpt_strerror(rc), ckpt_last_error());
-    if (comm_any_failed(c, rc))
-        goto fail;
-    /* Decode with this rank's share of the node's cores, as saves encode. */
-    ckpt_set_read_threads(k, st->cfg->ckpt_threads ? st->cfg->ckpt_threads : st->ckpt_threads);
-
-    /* Check the record and every tensor before reading a byte. */
     json_error_t jerr;
-    rec = json_loads(ckpt_record_json(k), 0, &jerr);
-    rc = rec ? state_check_record(st, rec, err, cap) : STATE_EFAIL;
-    if (!rec)
-        snprintf(err, cap, "checkpoint '%s': record is not JSON: %s", dir, jerr.text);
-    json_int_t step = 0, epoch = 0, cursor = 0, updates = 0;
-    if (rc == STATE_OK &&
-        json_unpack(rec, "{s:I, s:I, s:I, s:{s:I}}", "step", &step, "epoch", &epoch,
-                    "cursor", &cursor, "optimizer", "updates", &updates) != 0) {
-        snprintf(err, cap, "checkpoint '%s': record lacks step/epoch/cursor/optimizer.updates", dir);
-        rc = STATE_EFAIL;
+    ld->rec = json_loads(ckpt_record_json(ld->ck), 0, &jerr);
+    if (!ld->rec)
+        return util_fail(err, cap, STATE_EFAIL, "checkpoint '%s': record is not JSON: %s",
+                         dir, jerr.text);
+    int rc = state_check_record(st, ld->rec, err, cap);
+    if (rc != STATE_OK)
+        return rc;
+    if (json_unpack(ld->rec, "{s:I, s:I, s:I, s:{s:I}}", "step", &ld->step, "epoch",
+                    &ld->epoch, "cursor", &ld->cursor, "optimizer", "updates",
+                    &ld->updates) != 0)
+        return util_fail(err, cap, STATE_EFAIL,
+                         "checkpoint '%s': record lacks step/epoch/cursor/optimizer.updates",
+                         dir);
+    if (ld->step < 0 || ld->epoch < 0 || ld->cursor < 0 || ld->updates != ld->step ||
+        ld->cursor % st->cfg->global_batch != 0)
+        return util_fail(err, cap, STATE_EFAIL,
+                         "checkpoint '%s': inconsistent position (step %lld, epoch %lld, "
+                         "cursor %lld, updates %lld)", dir, (long long)ld->step,
+                         (long long)ld->epoch, (long long)ld->cursor, (long long)ld->updates);
+    ld->count = state_tensors(st, ld->tensors);
+    for (size_t i = 0; i < ld->count; i++) {
+        const ckpt_tensor_t *mine = &ld->tensors[i];
+        const ckpt_tensor_t *saved = ld->saved[i] = ckpt_find(ld->ck, mine->name);
+        uint64_t want = (uint64_t)tensor_floats(mine) * sizeof(float);
+        if (!saved || saved->dtype != CKPT_F32 || saved->ndim != mine->ndim ||
+            saved->nbytes != want || saved->shape[0] != mine->shape[0] ||
+            (mine->ndim == 2 && saved->shape[1] != mine->shape[1]))
+            return util_fail(err, cap, STATE_EMISMATCH,
+                             "checkpoint '%s': tensor '%s' missing or of another shape", dir,
+                             mine->name);
     }
-    if (rc == STATE_OK && (step < 0 || epoch < 0 || cursor < 0 || updates != step ||
-                           cursor % st->cfg->global_batch != 0)) {
-        snprintf(err, cap, "checkpoint '%s': inconsistent position (step %lld, epoch %lld, cursor %lld, updates %lld)",
-                 dir, (long long)step, (long long)epoch, (long long)cursor, (long long)updates);
-        rc = STATE_EFAIL;
-    }
-    ckpt_tensor_t t[STATE_MAX_TENSORS];
-    const ckpt_tensor_t *src[STATE_MAX_TENSORS];
-    size_t n = rc == STATE_OK ? state_tensors(st, t) : 0;
-    for (size_t i = 0; i < n && rc == STATE_OK; i++) {
-        const ckpt_tensor_t *s = src[i] = ckpt_find(k, t[i].name);
-        uint64_t want = (uint64_t)t[i].shape[0] * (uint64_t)(t[i].ndim == 2 ? t[i].shape[1] : 1) * 4;
-        if (!s || s->dtype != CKPT_F32 || s->ndim != t[i].ndim || s->nbytes != want ||
-            s->shape[0] != t[i].shape[0] || (t[i].ndim == 2 && s->shape[1] != t[i].shape[1])) {
-            snprintf(err, cap, "checkpoint '%s': tensor '%s' missing or of another shape", dir, t[i].name);
-            rc = STATE_EMISMATCH;
-        }
-    }
-    if (rc == STATE_OK) {
-        counts = calloc((size_t)size, sizeof *counts);
-        displs = calloc((size_t)size, sizeof *displs);
-        if (!counts || !displs) {
-            snprintf(err, cap, "out of memory loading '%s'", dir);
-            rc = STATE_EFAIL;
-        }
-    }
-    if (comm_any_failed(c, rc != STATE_OK)) {
-        ret = rc == STATE_OK ? STATE_EFAIL : rc;
-        if (rc == STATE_OK)
-            snprintf(err, cap, "another rank could not load '%s'", dir);
-        goto fail;
-    }
+    return STATE_OK;
+}
 
-    /* R2: this rank reads its 1/M of the flat space straight into the
-     * tensors it overlaps; then each tensor's pieces are exchanged in place. */
-    uint64_t total = ckpt_total_bytes(k);
+/* R2, collective: this rank reads its 1/M of the flat space straight into
+ * the tensors it overlaps; then each tensor's pieces are exchanged in
+ * place.  @return STATE_OK or STATE_EFAIL (err set), the same on every rank. */
+static int load_read(load_t *ld, comm_t *comm, const char *dir, char *err, size_t cap)
+{
+    int rank = comm_rank(comm), size = comm_size(comm);
+    uint64_t total = ckpt_total_bytes(ld->ck);
     uint64_t lo = total * (uint64_t)rank / (uint64_t)size,
              hi = total * (uint64_t)(rank + 1) / (uint64_t)size;
-    rc = CKPT_OK;
-    for (size_t i = 0; i < n && rc == CKPT_OK; i++) {
-        uint64_t cnt, dsp;
-        overlap(lo, hi, src[i]->offset, src[i]->nbytes, &cnt, &dsp);
-        if (cnt)
-            rc = ckpt_read_range(k, src[i]->offset + dsp, cnt, (char *)t[i].data + dsp);
+    int rc = CKPT_OK;
+    for (size_t i = 0; i < ld->count && rc == CKPT_OK; i++) {
+        uint64_t count, displ;
+        overlap(lo, hi, ld->saved[i]->offset, ld->saved[i]->nbytes, &count, &displ);
+        if (count)
+            rc = ckpt_read_range(ld->ck, ld->saved[i]->offset + displ, count,
+                                 (char *)ld->tensors[i].data + displ);
         if (rc != CKPT_OK)
-            snprintf(err, cap, "reading checkpoint '%s': %s: %s", dir,
-                     ckpt_strerror(rc), ckpt_last_error());
+            snprintf(err, cap, "reading checkpoint '%s': %s: %s", dir, ckpt_strerror(rc),
+                     ckpt_last_error());
     }
-    if (comm_any_failed(c, rc))
-        goto fail;
-    for (size_t i = 0; i < n; i++) {
+    if (comm_any_failed(comm, rc))
+        return rc == CKPT_OK ? util_fail(err, cap, STATE_EFAIL,
+                                         "another rank could not read '%s'", dir)
+                             : STATE_EFAIL;
+    uint64_t *counts = calloc((size_t)size, sizeof *counts);
+    uint64_t *displs = calloc((size_t)size, sizeof *displs);
+    if (comm_any_failed(comm, !counts || !displs)) {
+        free(counts);
+        free(displs);
+        return util_fail(err, cap, STATE_EFAIL, "out of memory loading '%s' on some rank",
+                         dir);
+    }
+    rc = STATE_OK;
+    for (size_t i = 0; i < ld->count && rc == STATE_OK; i++) {
         for (int r = 0; r < size; r++)
             overlap(total * (uint64_t)r / (uint64_t)size,
-                    total * (uint64_t)(r + 1) / (uint64_t)size, src[i]->offset,
-                    src[i]->nbytes, &counts[r], &displs[r]);
-        if (comm_allgatherv_inplace(c, (void *)t[i].data, counts, displs) != COMM_OK) {
-            snprintf(err, cap, "exchanging checkpoint ranges: %s", comm_last_error());
-            goto fail;
-        }
+                    total * (uint64_t)(r + 1) / (uint64_t)size, ld->saved[i]->offset,
+                    ld->saved[i]->nbytes, &counts[r], &displs[r]);
+        if (comm_allgatherv_inplace(comm, (void *)ld->tensors[i].data, counts, displs) !=
+            COMM_OK)
+            rc = util_fail(err, cap, STATE_EFAIL, "exchanging checkpoint ranges: %s",
+                           comm_last_error());
     }
-
-    st->step = step;
-    st->epoch = epoch;
-    st->cursor = cursor;
-    optim_set_updates(st->optim, updates);
-    json_t *rs = json_object_get(rec, "run_seconds");
-    st->run_seconds = json_is_number(rs) ? json_number_value(rs) : 0;
-    /* Absent in records written before it: those resumes go on as they
-     * did then, without evaluating first. */
-    st->eval_pending = json_is_true(json_object_get(rec, "eval_pending"));
-    if (rank == 0)
-        state_warn_schedule(st, rec, step);
-    snprintf(st->resumed_from, sizeof st->resumed_from, "%s", dir);
-    *saved_world = ckpt_world_size(k);
-    ret = STATE_OK;
-fail:
-    json_decref(rec);
     free(counts);
     free(displs);
-    ckpt_close(k);
-    return ret;
+    return rc;
+}
+
+/* Adopt what was loaded: the position, the update count, the run time. */
+static void load_apply(const load_t *ld, state_t *st, int rank, const char *dir)
+{
+    st->step = ld->step;
+    st->epoch = ld->epoch;
+    st->cursor = ld->cursor;
+    optim_set_updates(st->optim, ld->updates);
+    json_t *run_seconds = json_object_get(ld->rec, "run_seconds");
+    st->run_seconds = json_is_number(run_seconds) ? json_number_value(run_seconds) : 0;
+    /* Absent in records written before it: those resumes go on as they
+     * did then, without evaluating first. */
+    st->eval_pending = json_is_true(json_object_get(ld->rec, "eval_pending"));
+    if (rank == 0)
+        state_warn_schedule(st, ld->rec, ld->step);
+    snprintf(st->resumed_from, sizeof st->resumed_from, "%s", dir);
+}
+
+int state_load(state_t *st, comm_t *comm, const char *dir, int *saved_world,
+               char *err, size_t cap)
+{
+    load_t ld;
+    memset(&ld, 0, sizeof ld);
+    int rc = ckpt_open(dir, &ld.ck);
+    if (rc != CKPT_OK)
+        snprintf(err, cap, "cannot open checkpoint '%s': %s: %s", dir, ckpt_strerror(rc),
+                 ckpt_last_error());
+    if (comm_any_failed(comm, rc))
+        return STATE_EFAIL;
+    /* Decode with this rank's share of the node's cores, as saves encode. */
+    ckpt_set_read_threads(ld.ck, state_ckpt_threads(st));
+    rc = load_check(&ld, st, dir, err, cap);
+    if (comm_any_failed(comm, rc != STATE_OK)) {
+        if (rc == STATE_OK)
+            snprintf(err, cap, "another rank could not load '%s'", dir);
+        rc = rc == STATE_OK ? STATE_EFAIL : rc;
+    } else {
+        rc = load_read(&ld, comm, dir, err, cap);
+    }
+    if (rc == STATE_OK) {
+        load_apply(&ld, st, comm_rank(comm), dir);
+        *saved_world = ckpt_world_size(ld.ck);
+    }
+    json_decref(ld.rec);
+    ckpt_close(ld.ck);
+    return rc;
 }

@@ -14,10 +14,11 @@
  *       while the libraries load, before main, waits blocked
  *       (stop_block_early from the executable's .preinit_array) until the
  *       handlers are in place.
- *   S3  After the agreement the ranks save (ckpt_save, itself collective and
- *       committed once by rank 0) and exit 75.  Further signals change
- *       nothing: a save in progress is never interrupted by us; SIGKILL is
- *       covered by the checkpoint commit protocol instead.
+ *   S3  After the agreement the ranks save (state_save: each rank writes
+ *       its shard, then the collective commit, in which rank 0 alone
+ *       commits) and exit 75.  Further signals change nothing: a save in
+ *       progress is never interrupted by us; SIGKILL is covered by the
+ *       checkpoint commit protocol instead.
  *
  * STATES (per process)
  *
@@ -28,12 +29,22 @@
  */
 #include "ftrain/stop.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "ftrain/util.h"
+
+/* The signals that stop a run; the first STOP_SIGNAL_CHOICES may be chosen
+ * as the stop signal, TERM and INT always stop one. */
+static const util_name_t stop_signals[] = {
+    {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"INT", SIGINT},
+};
+#define STOP_SIGNAL_CHOICES 2
 
 static volatile sig_atomic_t stop_sig = 0;
 static volatile sig_atomic_t stop_sec = 0;  /* seconds after stop_base: an int holds them */
@@ -51,7 +62,14 @@ static void stop_handler(int sig)
     }
 }
 
-int stop_install(int stop_signal)
+/* A failed sigaction for sig: STOP_ESYS with the reason in err. */
+static int sigaction_fail(int sig, char *err, size_t cap)
+{
+    return util_fail(err, cap, STOP_ESYS, "sigaction(SIG%s): %s", stop_signal_name(sig),
+                     strerror(errno));
+}
+
+int stop_install(int stop_signal, char *err, size_t cap)
 {
     struct sigaction sa;
     if (!stop_base) {
@@ -63,10 +81,10 @@ int stop_install(int stop_signal)
     sa.sa_handler = stop_handler;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = 0; /* no SA_RESTART: a sleep or wait returns early */
-    int sigs[3] = {stop_signal, SIGTERM, SIGINT};
-    for (int i = 0; i < 3; i++)
+    const int sigs[] = {stop_signal, SIGTERM, SIGINT};
+    for (size_t i = 0; i < UTIL_COUNT(sigs); i++)
         if (sigaction(sigs[i], &sa, NULL) != 0)
-            return -1;
+            return sigaction_fail(sigs[i], err, cap);
     /* Installed again with another stop signal (--stop-signal): SIGUSR1,
      * trapped from the start so that none is lost before the options are
      * read, goes back to its default action. */
@@ -77,9 +95,9 @@ int stop_install(int stop_signal)
         sigemptyset(&dfl.sa_mask);
         if (sigaction(SIGUSR1, NULL, &cur) == 0 && cur.sa_handler == stop_handler &&
             sigaction(SIGUSR1, &dfl, NULL) != 0)
-            return -1;
+            return sigaction_fail(SIGUSR1, err, cap);
     }
-    return 0;
+    return STOP_OK;
 }
 
 /* The kernel's signal mask: 64 bits, signal n is bit n - 1. */
@@ -98,13 +116,15 @@ void stop_block_early(void)
         early_blocked = 1;
 }
 
-int stop_unblock(void)
+int stop_unblock(char *err, size_t cap)
 {
     if (!early_blocked)
-        return 0;
+        return STOP_OK;
     early_blocked = 0;
-    return (int)syscall(SYS_rt_sigprocmask, SIG_SETMASK, &early_old_mask, NULL,
-                        sizeof early_old_mask);
+    if (syscall(SYS_rt_sigprocmask, SIG_SETMASK, &early_old_mask, NULL,
+                sizeof early_old_mask) != 0)
+        return util_fail(err, cap, STOP_ESYS, "sigprocmask: %s", strerror(errno));
+    return STOP_OK;
 }
 
 int stop_local_signal(void) { return stop_sig; }
@@ -116,3 +136,22 @@ double stop_local_time(void)
     return (double)stop_base + (double)stop_sec + (double)stop_nsec * 1e-9;
 }
 
+const char *stop_signal_name(int sig)
+{
+    return util_name_of(stop_signals, UTIL_COUNT(stop_signals), sig, "?");
+}
+
+int stop_signal_parse(const char *name)
+{
+    return util_name_parse(stop_signals, UTIL_COUNT(stop_signals), name);
+}
+
+int stop_signal_choice_parse(const char *name)
+{
+    return util_name_parse(stop_signals, STOP_SIGNAL_CHOICES, name);
+}
+
+const char *stop_signal_choice_names(char *buf, size_t cap)
+{
+    return util_names_join(stop_signals, STOP_SIGNAL_CHOICES, buf, cap);
+}

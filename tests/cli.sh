@@ -2,7 +2,7 @@
 # cli.sh - ftrain's command line: usage errors exit 2 and name the option on
 # stderr; --help lists every option the parser accepts (checked against the
 # option table in src/config.c, both ways); --version; data files that are
-# missing or truncated exit 1 naming the file.
+# missing or truncated exit 1 naming the file (on several ranks, said once).
 #
 # Option errors are found before MPI starts, so these runs need no launcher.
 . "$(dirname "$0")/lib.sh"
@@ -151,6 +151,16 @@ mkdir -p "$T/empty" "$T/trunc"
 rc=$?
 is "$rc" 1 "a missing data directory exits 1"
 like "$(cat "$T/err")" "$T/empty/[a-z0-9-]+\\.gz" "the message names the missing file"
+# The same failure on every rank is said once, by rank 0.
+if command -v mpirun >/dev/null 2>&1; then
+    mpi 3 --data fashion-mnist --data-dir "$T/no-such-dir" --steps 2 >"$T/same.out" 2>"$T/same.err"
+    rc=$?
+    ok "$([ "$rc" -eq 1 ] && [ "$(grep -c '^ftrain: rank' "$T/same.err")" -eq 1 ] &&
+        grep -q '^ftrain: rank 0: .*no-such-dir' "$T/same.err"; echo $?)" \
+        "the same error on 3 ranks is printed once, by rank 0 (exit $rc)" || why "$(cat "$T/same.err")"
+else
+    skip "the same error on 3 ranks is printed once" "mpirun not installed"
+fi
 FM=/usr/share/datasets/fashion-mnist
 if [ -r "$FM/train-images-idx3-ubyte.gz" ]; then
     head -c 100000 "$FM/train-images-idx3-ubyte.gz" >"$T/trunc/train-images-idx3-ubyte.gz"

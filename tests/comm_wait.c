@@ -24,6 +24,7 @@
 
 #include "ftrain/comm.h"
 #include "ftrain/world.h"
+#include "mpi_launch.h"
 #include "tap.h"
 
 #define LATE_S 0.6
@@ -67,35 +68,17 @@ static int timed(comm_t *c, int (*wait)(comm_t *), double *wall, double *cpu)
 
 int main(int argc, char **argv)
 {
-    if (!getenv("OMPI_COMM_WORLD_SIZE")) {
+    if (!mpi_launched()) {
         /* Not under a launcher: start again on two ranks. */
-        setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-        setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-        setenv("OMPI_MCA_btl", "self,vader", 0);
-        setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
-        setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
-        setenv("OMPI_MCA_hwloc_base_binding_policy", "none", 0);
-        fflush(stdout);
-        execlp("timeout", "timeout", "120", "mpirun", "-n", "2", argv[0], (char *)NULL);
+        mpi_relaunch(argv, 2);
         char why[256];
         snprintf(why, sizeof why, "cannot run timeout/mpirun: %s", strerror(errno));
         skip_all(why);
     }
 
     world_t w;
-    comm_t *c = NULL;
-    if (world_init(&w, &argc, &argv) != 0 || comm_open_mpi(&c, &w) != COMM_OK) {
-        printf("Bail out! cannot start MPI: %s\n", comm_last_error());
-        return 1;
-    }
+    comm_t *c = mpi_test_start(&w, &argc, &argv, 2);
     int rank = comm_rank(c);
-    if (rank != 0) /* only rank 0 speaks TAP */
-        if (!freopen("/dev/null", "w", stdout))
-            return 1;
-    if (comm_size(c) != 2) {
-        printf("Bail out! expected 2 ranks, got %d\n", comm_size(c));
-        return 1;
-    }
 
     double wall = 0, cpu = 0, bwall = 0, bcpu = 0;
     int rc = timed(c, comm_wait_all, &wall, &cpu);

@@ -160,8 +160,8 @@ static void expect_fail(const char *what, int want_rc, const char *file,
     ok(!word || strstr(err, word) != NULL, "%s: message says '%s'", what,
        word ? word : "");
     diag("%s", err);
-    ok(tr.n == 0 && tr.x == NULL && tr.labels == NULL && te.n == 0 &&
-           te.x == NULL && te.labels == NULL,
+    ok(tr.samples == 0 && tr.features == NULL && tr.labels == NULL && te.samples == 0 &&
+           te.features == NULL && te.labels == NULL,
        "%s: train and test left empty", what);
     data_free(&tr);
     data_free(&te);
@@ -202,52 +202,52 @@ static void test_synthetic(void)
 
     is_int(data_load("line", NULL, &tr, &te, err, sizeof err), DATA_OK,
            "line loads");
-    ok(tr.n == 1000 && tr.in_dim == 1 && tr.out_dim == 1 &&
-           tr.classification == 0 && tr.x && tr.y && !tr.labels,
+    ok(tr.samples == 1000 && tr.in_dim == 1 && tr.out_dim == 1 &&
+           tr.classification == 0 && tr.features && tr.targets && !tr.labels,
        "line train: 1000 points, 1 -> 1, regression");
-    ok(te.n == 100 && te.in_dim == 1 && te.out_dim == 1 &&
-           te.classification == 0 && te.x && te.y && !te.labels,
+    ok(te.samples == 100 && te.in_dim == 1 && te.out_dim == 1 &&
+           te.classification == 0 && te.features && te.targets && !te.labels,
        "line test: 100 points, 1 -> 1, regression");
     bad = 0;
-    for (int i = 0; i < tr.n && tr.x; i++) {
+    for (int i = 0; i < tr.samples && tr.features; i++) {
         double x = i / 1000.0;
-        if (tr.x[i] != (float)x || tr.y[i] != (float)(0.7 * x + 0.3) ||
-            fabs(tr.y[i] - (0.7 * tr.x[i] + 0.3)) > 1e-6)
+        if (tr.features[i] != (float)x || tr.targets[i] != (float)(0.7 * x + 0.3) ||
+            fabs(tr.targets[i] - (0.7 * tr.features[i] + 0.3)) > 1e-6)
             bad++;
     }
     is_int(bad, 0, "line train: x = i/1000, y = 0.7x + 0.3");
-    is_double(tr.x[999], 0.999, 1e-7, "line train: last x is 0.999");
+    is_double(tr.features[999], 0.999, 1e-7, "line train: last x is 0.999");
     bad = 0;
-    for (int k = 0; k < te.n && te.x; k++) {
+    for (int k = 0; k < te.samples && te.features; k++) {
         double x = 0.0005 + 0.01 * k;
-        if (te.x[k] != (float)x || te.y[k] != (float)(0.7 * x + 0.3))
+        if (te.features[k] != (float)x || te.targets[k] != (float)(0.7 * x + 0.3))
             bad++;
     }
     is_int(bad, 0, "line test: x = 0.0005 + 0.01k, y = 0.7x + 0.3");
     data_free(&tr);
     data_free(&te);
-    ok(tr.n == 0 && tr.x == NULL && tr.y == NULL, "data_free empties a set");
+    ok(tr.samples == 0 && tr.features == NULL && tr.targets == NULL, "data_free empties a set");
 
     is_int(data_load("sine", NULL, &tr, &te, err, sizeof err), DATA_OK,
            "sine loads");
-    ok(tr.n == 100 && tr.in_dim == 1 && tr.out_dim == 1 &&
-           tr.classification == 0 && tr.x && tr.y,
+    ok(tr.samples == 100 && tr.in_dim == 1 && tr.out_dim == 1 &&
+           tr.classification == 0 && tr.features && tr.targets,
        "sine train: 100 points, 1 -> 1, regression");
-    ok(te.n == 99 && te.in_dim == 1 && te.out_dim == 1 &&
-           te.classification == 0 && te.x && te.y,
+    ok(te.samples == 99 && te.in_dim == 1 && te.out_dim == 1 &&
+           te.classification == 0 && te.features && te.targets,
        "sine test: 99 points, 1 -> 1, regression");
     bad = 0;
-    for (int k = 0; k < tr.n && tr.x; k++) {
+    for (int k = 0; k < tr.samples && tr.features; k++) {
         double x = k / 99.0;
-        if (tr.x[k] != (float)x || fabs(tr.y[k] - sin(2 * M_PI * x)) > 1e-6)
+        if (tr.features[k] != (float)x || fabs(tr.targets[k] - sin(2 * M_PI * x)) > 1e-6)
             bad++;
     }
     is_int(bad, 0, "sine train: x = k/99, y = sin(2 pi x)");
-    ok(tr.x[0] == 0.0f && tr.x[99] == 1.0f, "sine train spans [0,1]");
+    ok(tr.features[0] == 0.0f && tr.features[99] == 1.0f, "sine train spans [0,1]");
     bad = 0;
-    for (int k = 0; k < te.n && te.x; k++) {
+    for (int k = 0; k < te.samples && te.features; k++) {
         double x = (k + 0.5) / 99.0;
-        if (te.x[k] != (float)x || fabs(te.y[k] - sin(2 * M_PI * x)) > 1e-6)
+        if (te.features[k] != (float)x || fabs(te.targets[k] - sin(2 * M_PI * x)) > 1e-6)
             bad++;
     }
     is_int(bad, 0, "sine test: midpoints, y = sin(2 pi x)");
@@ -259,10 +259,13 @@ static void test_synthetic(void)
     is_int(data_load("mnist-digits", NULL, &tr, &te, e2, sizeof e2),
            DATA_EINVAL, "unknown data set name is DATA_EINVAL");
     ok(strstr(e2, "mnist-digits") != NULL, "message names the unknown set");
-    ok(tr.n == 0 && tr.x == NULL, "unknown name leaves train empty");
+    ok(tr.samples == 0 && tr.features == NULL, "unknown name leaves train empty");
     ok(data_known("fashion-mnist") && data_known("line") &&
            data_known("sine") && !data_known("mnist") && !data_known(""),
        "data_known");
+    is_int(data_set_parse(data_set_name(DATA_SET_SINE)), DATA_SET_SINE, "sine round trip");
+    is_int(data_set_parse("mnist"), -1, "unknown data set is -1");
+    is_str(data_set_names(e2, sizeof e2), "fashion-mnist, line or sine", "data set names");
     data_free(NULL);
     ok(1, "data_free(NULL) is harmless");
     ok(strcmp(data_strerror(DATA_EFORMAT), data_strerror(DATA_EIO)) != 0 &&
@@ -292,18 +295,18 @@ static void test_real(void)
         return;
     }
     diag("fashion-mnist loaded in %.3f s", dt);
-    ok(tr.n == 60000 && te.n == 10000, "60000 train, 10000 test");
+    ok(tr.samples == 60000 && te.samples == 10000, "60000 train, 10000 test");
     ok(tr.in_dim == 784 && te.in_dim == 784 && tr.out_dim == 10 &&
            te.out_dim == 10 && tr.classification && te.classification &&
            tr.labels && te.labels,
        "784 features, 10 classes, classification");
-    for (int i = 0; i < tr.n; i++) {
+    for (int i = 0; i < tr.samples; i++) {
         if (tr.labels[i] < 0 || tr.labels[i] > 9)
             bad++;
         else
             hist_tr[tr.labels[i]]++;
     }
-    for (int i = 0; i < te.n; i++) {
+    for (int i = 0; i < te.samples; i++) {
         if (te.labels[i] < 0 || te.labels[i] > 9)
             bad++;
         else
@@ -314,16 +317,16 @@ static void test_real(void)
         if (hist_tr[c] != 6000 || hist_te[c] != 1000)
             bad++;
     is_int(bad, 0, "every class has 6000 train and 1000 test samples");
-    for (size_t i = 0; i < (size_t)tr.n * 784; i++) {
-        if (tr.x[i] < lo)
-            lo = tr.x[i];
-        if (tr.x[i] > hi)
-            hi = tr.x[i];
+    for (size_t i = 0; i < (size_t)tr.samples * 784; i++) {
+        if (tr.features[i] < lo)
+            lo = tr.features[i];
+        if (tr.features[i] > hi)
+            hi = tr.features[i];
     }
     ok(lo == 0.0f && hi == 1.0f, "train pixels span exactly [0,1]");
     bad = 0;
-    for (size_t i = 0; i < (size_t)tr.n * 784; i++) {
-        float v = tr.x[i] * 255.0f;
+    for (size_t i = 0; i < (size_t)tr.samples * 784; i++) {
+        float v = tr.features[i] * 255.0f;
         if (fabsf(v - roundf(v)) > 1e-3f)
             bad++;
     }
@@ -347,15 +350,15 @@ static void test_fixtures(void)
     is_int(rc, DATA_OK, "small gzip set loads");
     if (rc != DATA_OK)
         diag("%s", err);
-    ok(rc == DATA_OK && tr.n == N_TRAIN && te.n == N_TEST &&
+    ok(rc == DATA_OK && tr.samples == N_TRAIN && te.samples == N_TEST &&
            tr.in_dim == 784,
        "small set: shapes");
     int bad = 0;
-    for (int i = 0; rc == DATA_OK && i < tr.n; i++) {
+    for (int i = 0; rc == DATA_OK && i < tr.samples; i++) {
         if (tr.labels[i] != i % 10)
             bad++;
         for (int p = 0; p < 784; p++)
-            if (tr.x[(size_t)i * 784 + p] != (float)pixel(i, p) / 255.0f)
+            if (tr.features[(size_t)i * 784 + p] != (float)pixel(i, p) / 255.0f)
                 bad++;
     }
     ok(rc == DATA_OK && bad == 0, "small set: pixels byte/255, labels kept");
@@ -368,8 +371,8 @@ static void test_fixtures(void)
     is_int(rc, DATA_OK, "uncompressed IDX files are accepted");
     if (rc != DATA_OK)
         diag("%s", err);
-    ok(rc == DATA_OK && tr.n == N_TRAIN && te.n == N_TEST &&
-           tr.x[785] == (float)pixel(1, 1) / 255.0f,
+    ok(rc == DATA_OK && tr.samples == N_TRAIN && te.samples == N_TEST &&
+           tr.features[785] == (float)pixel(1, 1) / 255.0f,
        "uncompressed set: same contents");
     data_free(&tr);
     data_free(&te);

@@ -34,7 +34,7 @@ int main(void)
     int ord = 7, rc;
 
     setenv("CUDA_VISIBLE_DEVICES", "", 1);
-    plan(33 + 9);
+    plan(33 + 9 + 2);
 
     rc = device_choose("cpu", 0, 1, &kind, &ord, why, sizeof why);
     is_int(rc, DEVICE_OK, "--device cpu: ok");
@@ -73,6 +73,9 @@ int main(void)
            "NULL kind: invalid");
     is_int(device_choose(NULL, 0, 1, &kind, &ord, NULL, 0), DEVICE_EINVAL,
            "NULL want and no message buffer: invalid, no crash");
+    is_int(device_want_parse(device_want_name(DEVICE_WANT_CUDA)), DEVICE_WANT_CUDA,
+           "cuda round trip");
+    is_str(device_want_names(info, sizeof info), "auto, cpu or cuda", "device names");
 
     why[0] = 'x';
     is_int(device_gpu_count(why, sizeof why), 0, "no GPU counted");
@@ -124,10 +127,11 @@ int main(void)
     /* Ranks on one physical GPU, found from the gathered refs. */
     device_gpu_ref_t r[4];
     rc = device_gpu_ref(-1, "node-a", &r[0]);
-    ok(rc == 0 && !r[0].on_gpu && r[0].ordinal == -1 && strcmp(r[0].host, "node-a") == 0,
+    ok(rc == DEVICE_OK && !r[0].on_gpu && r[0].ordinal == -1 && strcmp(r[0].host, "node-a") == 0,
        "device_gpu_ref of the CPU: not on a GPU, host kept");
     rc = device_gpu_ref(0, "node-a", &r[1]);
-    ok(rc == -1 && !r[1].on_gpu, "device_gpu_ref of a GPU that is not there: -1, says the CPU");
+    ok(rc == DEVICE_ENODEV && !r[1].on_gpu,
+       "device_gpu_ref of a GPU that is not there: DEVICE_ENODEV, says the CPU");
     char longhost[200];
     memset(longhost, 'h', sizeof longhost - 1);
     longhost[sizeof longhost - 1] = '\0';

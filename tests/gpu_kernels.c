@@ -77,7 +77,7 @@ static void check_model(const char *name, int nl, const int *dims, model_act_t a
     model_t *m = NULL;
     gpu_model_t *gm = NULL;
     float *dgrad = NULL;
-    if (model_init(&m, &a, seed, B) != MODEL_OK) {
+    if (model_init(&m, &a, seed, B, NULL, 0) != MODEL_OK) {
         ok(0, "%s: model_init", name);
         return;
     }
@@ -240,7 +240,7 @@ static void check_optim(const char *name, const optim_cfg_t *cfg)
     float *p = malloc(P * sizeof(float)), *pg = malloc(P * sizeof(float));
     float *g = malloc(P * sizeof(float)), *mg = malloc(P * sizeof(float));
     float *dp = NULL, *dg = NULL;
-    int rc = optim_init(&o, cfg, P);
+    int rc = optim_init(&o, cfg, P, NULL, 0) == OPTIM_OK ? 0 : -1;
     rng_t r = rng_make(7, 3);
     for (size_t i = 0; i < P; i++)
         p[i] = urand(&r, -1, 1);
@@ -411,7 +411,7 @@ int main(void)
     char msg[512] = "";
     int r0 = device_gpu_ref(0, "here", &refs[0]), r1 = device_gpu_ref(0, "here", &refs[1]);
     int found = device_find_shared(refs, 2, &sa, &sb, msg, sizeof msg);
-    ok(r0 == 0 && r1 == 0 && refs[0].on_gpu && found == 1 && sa == 0 && sb == 1,
+    ok(r0 == DEVICE_OK && r1 == DEVICE_OK && refs[0].on_gpu && found == 1 && sa == 0 && sb == 1,
        "two ranks on GPU 0: found by its UUID ('%s')", msg);
 
     rc = gpu_init(&ctx, 0);

@@ -95,7 +95,7 @@ static void grad_check(const model_arch_t *a, const char *what)
     model_t *m = NULL;
     float x[N * MAXW], y[N * MAXW];
     int32_t lab[N];
-    if (model_init(&m, a, 7, N) != MODEL_OK) {
+    if (model_init(&m, a, 7, N, NULL, 0) != MODEL_OK) {
         ok(0, "%s: init", what);
         return;
     }
@@ -178,7 +178,7 @@ static void test_accumulate(void)
     int32_t lab[N];
     model_t *m = NULL;
     make_data(&a, 21, N, x, lab, y);
-    if (model_init(&m, &a, 5, N) != MODEL_OK) {
+    if (model_init(&m, &a, 5, N, NULL, 0) != MODEL_OK) {
         ok(0, "accumulate: init");
         return;
     }
@@ -246,7 +246,7 @@ static void test_hand_loss(void)
     const float w[9] = {1, 0, 0, 1, 1, 1, 0, 0, -1};
     const float x[4] = {1, 2, -1, 0.5f};
     const int32_t lab[2] = {0, 1};
-    if (model_init(&m, &a, 1, 4) != MODEL_OK) {
+    if (model_init(&m, &a, 1, 4, NULL, 0) != MODEL_OK) {
         ok(0, "hand: init");
         return;
     }
@@ -289,7 +289,7 @@ static void test_hand_loss(void)
     model_free(m);
 
     a.loss = LOSS_MSE;
-    if (model_init(&m, &a, 1, 4) != MODEL_OK) {
+    if (model_init(&m, &a, 1, 4, NULL, 0) != MODEL_OK) {
         ok(0, "hand mse: init");
         return;
     }
@@ -334,7 +334,7 @@ static void test_evaluate(void)
     make_data(&a, 31, N, x, lab, y);
     for (int pass = 0; pass < 2; pass++) {
         a.loss = pass ? LOSS_MSE : LOSS_XENT;
-        if (model_init(&m, &a, 9, MB) != MODEL_OK) {
+        if (model_init(&m, &a, 9, MB, NULL, 0) != MODEL_OK) {
             ok(0, "evaluate: init");
             return;
         }
@@ -368,9 +368,9 @@ static void test_init(void)
     model_arch_t a = {.nlayers = 3, .dims = {20, 30, 10, 4}, .act = ACT_RELU,
                       .loss = LOSS_XENT};
     model_t *m1 = NULL, *m2 = NULL, *m3 = NULL;
-    model_init(&m1, &a, 42, 4);
-    model_init(&m2, &a, 42, 4);
-    model_init(&m3, &a, 43, 4);
+    model_init(&m1, &a, 42, 4, NULL, 0);
+    model_init(&m2, &a, 42, 4, NULL, 0);
+    model_init(&m3, &a, 43, 4, NULL, 0);
     if (!m1 || !m2 || !m3) {
         ok(0, "init: three models");
         return;
@@ -406,7 +406,7 @@ static void test_init(void)
     model_free(m3);
 
     a.act = ACT_TANH;
-    model_init(&m1, &a, 42, 4);
+    model_init(&m1, &a, 42, 4, NULL, 0);
     double bound = sqrt(6.0 / (20 + 30)), mx = 0;
     for (size_t i = 0; m1 && i < 600; i++)
         mx = fmax(mx, fabs(model_params(m1)[i]));
@@ -434,6 +434,10 @@ static void test_names(void)
     is_int(model_act_parse(model_act_name(ACT_RELU)), ACT_RELU, "relu round trip");
     is_int(model_act_parse("sigmoid"), -1, "unknown activation is -1");
     is_int(model_act_parse(NULL), -1, "NULL activation is -1");
+    is_int(model_loss_parse(model_loss_name(LOSS_MSE)), LOSS_MSE, "mse round trip");
+    is_str(model_loss_name(LOSS_XENT), "xent", "xent name");
+    is_str(model_act_names(buf, sizeof buf), "relu or tanh", "activation names");
+    is_str(model_loss_names(buf, sizeof buf), "xent or mse", "loss names");
 
     uint64_t f = model_arch_fingerprint(&a);
     model_arch_t c = a;
@@ -464,34 +468,36 @@ static void test_invalid(void)
     model_t *m = (model_t *)&good;
     model_arch_t a = good;
     a.nlayers = 0;
-    is_int(model_init(&m, &a, 1, 4), MODEL_EINVAL, "0 layers rejected");
+    is_int(model_init(&m, &a, 1, 4, NULL, 0), MODEL_EINVAL, "0 layers rejected");
     ok(m == NULL, "failed init leaves *out NULL");
     a = good;
     a.nlayers = MODEL_MAX_LAYERS + 1;
-    is_int(model_init(&m, &a, 1, 4), MODEL_EINVAL, "too many layers rejected");
+    is_int(model_init(&m, &a, 1, 4, NULL, 0), MODEL_EINVAL, "too many layers rejected");
     a = good;
     a.dims[1] = 0;
-    is_int(model_init(&m, &a, 1, 4), MODEL_EINVAL, "zero dim rejected");
+    is_int(model_init(&m, &a, 1, 4, NULL, 0), MODEL_EINVAL, "zero dim rejected");
     a = good;
     a.dims[2] = -3;
-    is_int(model_init(&m, &a, 1, 4), MODEL_EINVAL, "negative dim rejected");
+    char err[256] = "";
+    is_int(model_init(&m, &a, 1, 4, err, sizeof err), MODEL_EINVAL, "negative dim rejected");
+    ok(strstr(err, "width -3") != NULL, "the message names the width: %s", err);
     a = good;
     a.act = (model_act_t)7;
-    is_int(model_init(&m, &a, 1, 4), MODEL_EINVAL, "unknown act rejected");
+    is_int(model_init(&m, &a, 1, 4, NULL, 0), MODEL_EINVAL, "unknown act rejected");
     a = good;
     a.loss = (model_loss_t)-1;
-    is_int(model_init(&m, &a, 1, 4), MODEL_EINVAL, "unknown loss rejected");
-    is_int(model_init(&m, &good, 1, 0), MODEL_EINVAL, "max_batch 0 rejected");
-    is_int(model_init(&m, NULL, 1, 4), MODEL_EINVAL, "NULL arch rejected");
+    is_int(model_init(&m, &a, 1, 4, NULL, 0), MODEL_EINVAL, "unknown loss rejected");
+    is_int(model_init(&m, &good, 1, 0, NULL, 0), MODEL_EINVAL, "max_batch 0 rejected");
+    is_int(model_init(&m, NULL, 1, 4, NULL, 0), MODEL_EINVAL, "NULL arch rejected");
     a = good;
     a.nlayers = MODEL_MAX_LAYERS;
     for (int i = 0; i <= MODEL_MAX_LAYERS; i++)
         a.dims[i] = 2;
-    is_int(model_init(&m, &a, 1, 4), MODEL_OK, "MODEL_MAX_LAYERS layers work");
+    is_int(model_init(&m, &a, 1, 4, NULL, 0), MODEL_OK, "MODEL_MAX_LAYERS layers work");
     model_free(m);
     model_free(NULL);
 
-    if (model_init(&m, &good, 1, 4) != MODEL_OK) {
+    if (model_init(&m, &good, 1, 4, NULL, 0) != MODEL_OK) {
         ok(0, "invalid: init");
         return;
     }

@@ -46,8 +46,8 @@ static void check_optimizer(const optim_cfg_t *cfg, const char *what)
     float p[NP];
     double pd[NP], md[NP] = {0}, vd[NP] = {0};
     double ps[NP], ms[NP], vs[NP];
-    int rc = optim_init(&o, cfg, NP);
-    is_int(rc, 0, "%s: init", what);
+    int rc = optim_init(&o, cfg, NP, NULL, 0);
+    is_int(rc, OPTIM_OK, "%s: init", what);
     if (rc)
         return;
     memcpy(p, p0, sizeof(p));
@@ -138,7 +138,7 @@ static void test_optimizers(void)
         p[i] = 0.7f;
         g[i] = -0.3f;
     }
-    optim_init(&o, &c, NP);
+    optim_init(&o, &c, NP, NULL, 0);
     int same = o != NULL;
     for (int s = 0; o && s < 3; s++) {
         optim_step(o, p, g, s);
@@ -155,7 +155,7 @@ static void test_optimizers(void)
     c.kind = OPT_SGD;
     c.lr = 0.5;
     c.momentum = 0.9;
-    optim_init(&o, &c, NP);
+    optim_init(&o, &c, NP, NULL, 0);
     if (o) {
         float q[NP] = {0};
         for (int i = 0; i < NP; i++)
@@ -223,6 +223,9 @@ static void test_names(void)
     is_int(optim_kind_parse(NULL), -1, "NULL optimizer is -1");
     is_int(optim_sched_parse("linear"), -1, "unknown schedule is -1");
     is_int(optim_sched_parse(""), -1, "empty schedule is -1");
+    char names[64];
+    is_str(optim_kind_names(names, sizeof names), "sgd, adam or adamw", "optimizer names");
+    is_str(optim_sched_names(names, sizeof names), "constant or cosine", "schedule names");
 }
 
 static void test_bad_config(void)
@@ -230,7 +233,7 @@ static void test_bad_config(void)
     optim_cfg_t c;
     optim_t *o = (optim_t *)&c;
     optim_cfg_default(&c);
-    is_int(optim_init(&o, &c, 10), 0, "defaults are valid");
+    is_int(optim_init(&o, &c, 10, NULL, 0), OPTIM_OK, "defaults are valid");
     optim_free(o);
     is_int(c.kind, OPT_ADAM, "default is adam");
     is_double(c.lr, 1e-3, 0, "default lr");
@@ -241,8 +244,11 @@ static void test_bad_config(void)
         optim_cfg_default(&c);                                                \
         c.field = value;                                                      \
         o = (optim_t *)&c;                                                    \
-        is_int(optim_init(&o, &c, 10), -1, what " rejected");                 \
+        char err_[256] = "";                                                  \
+        is_int(optim_init(&o, &c, 10, err_, sizeof err_), OPTIM_EINVAL,       \
+               what " rejected");                                             \
         ok(o == NULL, what ": *out is NULL");                                 \
+        ok(strncmp(err_, "optimizer: ", 11) == 0, what ": says why: %s", err_); \
     } while (0)
     BAD(lr, 0.0, "lr 0");
     BAD(lr, -1e-3, "negative lr");
@@ -261,19 +267,26 @@ static void test_bad_config(void)
     optim_cfg_default(&c);
     c.kind = OPT_SGD;
     c.momentum = 1.0;
-    is_int(optim_init(&o, &c, 10), -1, "sgd momentum 1 rejected");
+    is_int(optim_init(&o, &c, 10, NULL, 0), OPTIM_EINVAL, "sgd momentum 1 rejected");
     c.momentum = -0.5;
-    is_int(optim_init(&o, &c, 10), -1, "negative momentum rejected");
+    is_int(optim_init(&o, &c, 10, NULL, 0), OPTIM_EINVAL, "negative momentum rejected");
     optim_cfg_default(&c);
     c.schedule = SCHED_COSINE;
     c.warmup_steps = -1;
-    is_int(optim_init(&o, &c, 10), -1, "negative warm-up rejected");
+    is_int(optim_init(&o, &c, 10, NULL, 0), OPTIM_EINVAL, "negative warm-up rejected");
     c.warmup_steps = 0;
     c.min_lr = 1.0;
-    is_int(optim_init(&o, &c, 10), -1, "min_lr above lr rejected");
+    is_int(optim_init(&o, &c, 10, NULL, 0), OPTIM_EINVAL, "min_lr above lr rejected");
     optim_cfg_default(&c);
-    is_int(optim_init(&o, &c, 0), -1, "zero parameters rejected");
-    is_int(optim_init(&o, NULL, 10), -1, "NULL config rejected");
+    is_int(optim_init(&o, &c, 0, NULL, 0), OPTIM_EINVAL, "zero parameters rejected");
+    is_int(optim_init(&o, NULL, 10, NULL, 0), OPTIM_EINVAL, "NULL config rejected");
+    {
+        char err[256] = "";
+        optim_cfg_default(&c);
+        c.lr = -2.0;
+        optim_init(&o, &c, 10, err, sizeof err);
+        ok(strstr(err, "learning rate -2") != NULL, "the message names the field: %s", err);
+    }
     optim_free(NULL);
 }
 

@@ -42,7 +42,7 @@ static const shape_t shapes[] = {
  * problems found and explains the first on stdout as a diagnostic. */
 static int check_epoch(sampler_t *s, int w, const int64_t *ref_order)
 {
-    int64_t n = s->n;
+    int64_t n = s->samples;
     int *seen = calloc((size_t)n, sizeof *seen);
     int64_t *order = malloc((size_t)n * sizeof *order);
     int bad = 0;
@@ -143,7 +143,7 @@ int main(void)
     for (int k = 0; k < NSHAPES; k++) {
         const shape_t *sh = &shapes[k];
         sampler_t s;
-        is_int(sampler_init(&s, sh->n, sh->b, sh->m, 7), 0, "init n=%lld B=%lld micro=%lld",
+        is_int(sampler_init(&s, sh->n, sh->b, sh->m, 7, NULL, 0), SAMPLER_OK, "init n=%lld B=%lld micro=%lld",
                (long long)sh->n, (long long)sh->b, (long long)sh->m);
         is_int(sampler_steps_per_epoch(&s), (sh->n + sh->b - 1) / sh->b,
                "n=%lld B=%lld: ceil(n/B) steps per epoch", (long long)sh->n, (long long)sh->b);
@@ -173,7 +173,7 @@ int main(void)
      * samples in the same positions whatever W (spelled out for one step). */
     {
         sampler_t s;
-        sampler_init(&s, 97, 10, 3, 11);
+        sampler_init(&s, 97, 10, 3, 11, NULL, 0);
         sampler_set_epoch(&s, 3);
         int same = 1;
         for (int64_t j = 0; j < sampler_steps_per_epoch(&s); j++) {
@@ -210,9 +210,9 @@ int main(void)
     /* The permutation depends only on (seed, epoch). */
     {
         sampler_t a, b, c;
-        sampler_init(&a, 500, 32, 8, 42);
-        sampler_init(&b, 500, 100, 7, 42); /* other batch shapes, same seed */
-        sampler_init(&c, 500, 32, 8, 43);
+        sampler_init(&a, 500, 32, 8, 42, NULL, 0);
+        sampler_init(&b, 500, 100, 7, 42, NULL, 0); /* other batch shapes, same seed */
+        sampler_init(&c, 500, 32, 8, 43, NULL, 0);
         sampler_set_epoch(&a, 0);
         int64_t *e0 = malloc(500 * sizeof *e0);
         memcpy(e0, a.perm, 500 * sizeof *e0);
@@ -245,7 +245,7 @@ int main(void)
     /* Idle ranks when W exceeds the micro-batch count, spelled out. */
     {
         sampler_t s;
-        sampler_init(&s, 64, 16, 8, 1); /* 2 micro-batches a step */
+        sampler_init(&s, 64, 16, 8, 1, NULL, 0); /* 2 micro-batches a step */
         int64_t f[5], cnt[5];
         for (int r = 0; r < 5; r++)
             sampler_rank_micros(&s, 0, r, 5, &f[r], &cnt[r]);
@@ -272,12 +272,16 @@ int main(void)
         };
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
             sampler_t s;
-            is_int(sampler_init(&s, bad[i].n, bad[i].b, bad[i].m, 1), -1, "refuses %s",
-                   bad[i].what);
+            char err[256] = "";
+            is_int(sampler_init(&s, bad[i].n, bad[i].b, bad[i].m, 1, err, sizeof err),
+                   SAMPLER_EINVAL, "refuses %s", bad[i].what);
+            int sizes_ok = bad[i].n >= 1 && bad[i].b >= 1 && bad[i].m >= 1;
+            ok(strstr(err, sizes_ok ? "larger than the global batch" : "must be at least 1"),
+               "%s: the message says why: %s", bad[i].what, err);
             sampler_free(&s); /* must be safe after a refusal */
         }
         sampler_t s;
-        is_int(sampler_init(&s, 100, 32, 32, 1), 0, "accepts micro = B");
+        is_int(sampler_init(&s, 100, 32, 32, 1, NULL, 0), SAMPLER_OK, "accepts micro = B");
         sampler_free(&s);
         sampler_free(NULL);
         ok(1, "sampler_free(NULL) is a no-op");

@@ -2,14 +2,15 @@
 # train_det.sh - --deterministic gives the same parameters (param_hash) for
 # any world size; a fast (non-deterministic) run ends near the deterministic
 # one; a run with no launcher equals mpirun -n 1; metrics.jsonl has its
-# required fields.
+# required fields; a diverging deterministic run stops with an error instead
+# of printing a wrapped-around (fixed-point overflow) negative loss.
 #
 # The line set has 1000 samples and B=32, so every epoch ends with a short
 # step of 8 samples (one micro-batch: on 2..5 ranks some ranks are idle).
 . "$(dirname "$0")/lib.sh"
 need_mpi
 command -v python3 >/dev/null 2>&1 || skip_all "python3 not installed"
-plan 13
+plan 15
 
 LINE="--data line --layers 16 --global-batch 32 --micro-batch 8 --lr 0.01"
 
@@ -116,5 +117,15 @@ for e in errs[:10]: print("# " + e)
 EOF
 is "$(head -n 1 "$T/py")" ok "metrics.jsonl: rows have step, epoch, loss, lr, samples_per_s, world_size; start and done events" ||
     why "$(tail -n +2 "$T/py")"
+
+# A diverging deterministic run: its losses are summed in 2^24 fixed point,
+# which a runaway loss would overflow; the run must stop with an error, not
+# print a wrapped-around negative loss.
+mpi 2 --data sine --deterministic --optimizer sgd --lr 3 --steps 60 --layers 16 >"$T/div.out" 2>"$T/div.err"
+rc=$?
+ok "$([ "$rc" -eq 1 ] && grep -q 'runaway loss at step [0-9]*: training diverged' "$T/div.err"; echo $?)" \
+    "diverging deterministic run: exit 1, 'training diverged' (exit $rc)" || why "$(tail -n 2 "$T/div.err")"
+ok "$(! grep -Eq '(loss|test_loss) -[0-9]' "$T/div.out"; echo $?)" \
+    "  no negative (wrapped-around) loss was printed" || why "$(grep -E 'loss -' "$T/div.out" | head -n 2)"
 
 done_testing

@@ -83,9 +83,9 @@ typedef enum {
 } ckpt_dtype_t;
 
 /** @return bytes per element of a dtype, 0 for an unknown value. */
-size_t ckpt_dtype_size(ckpt_dtype_t d);
+size_t ckpt_dtype_size(ckpt_dtype_t dtype);
 /** @return the dtype's manifest name ("f32"), NULL for an unknown value. */
-const char *ckpt_dtype_name(ckpt_dtype_t d);
+const char *ckpt_dtype_name(ckpt_dtype_t dtype);
 
 /* One named tensor.  On save, data points at the whole tensor (every rank has
  * it); offset and nbytes are filled by ckpt_layout().  On load (ckpt_tensor_at,
@@ -164,7 +164,7 @@ typedef struct {
  * @return CKPT_OK and *total_bytes, or CKPT_EINVAL (bad name, dtype, shape,
  *         duplicate name, overflow).
  */
-int ckpt_layout(ckpt_tensor_t *tensors, size_t n, uint64_t *total_bytes);
+int ckpt_layout(ckpt_tensor_t *tensors, size_t ntensors, uint64_t *total_bytes);
 
 /**
  * Phase one, local: write rank `rank` of `world`'s slice of the flat space
@@ -174,7 +174,7 @@ int ckpt_layout(ckpt_tensor_t *tensors, size_t n, uint64_t *total_bytes);
  *         CKPT_EEXIST (step already committed).
  */
 int ckpt_shard_write(const char *root, uint64_t step, int rank, int world,
-                     const ckpt_tensor_t *tensors, size_t n,
+                     const ckpt_tensor_t *tensors, size_t ntensors,
                      const ckpt_opts_t *opts, ckpt_shard_info_t *info);
 
 /**
@@ -189,13 +189,13 @@ int ckpt_shard_write(const char *root, uint64_t step, int rank, int world,
  *         error, CKPT_EPEER, or rank 0's commit error.
  */
 int ckpt_commit(const char *root, uint64_t step, const ckpt_tensor_t *tensors,
-                size_t n, const char *record_json, const ckpt_opts_t *opts,
+                size_t ntensors, const char *record_json, const ckpt_opts_t *opts,
                 int local_rc, const ckpt_shard_info_t *info,
                 const ckpt_coll_t *coll);
 
 /** Both phases.  @return as ckpt_commit. */
 int ckpt_save(const char *root, uint64_t step, ckpt_tensor_t *tensors,
-              size_t n, const char *record_json, const ckpt_opts_t *opts,
+              size_t ntensors, const char *record_json, const ckpt_opts_t *opts,
               const ckpt_coll_t *coll);
 
 /* ---- reading ---------------------------------------------------------- */
@@ -213,25 +213,25 @@ typedef struct ckpt ckpt_t;
  */
 int ckpt_open(const char *dir, ckpt_t **out);
 /** Close; accepts NULL. */
-void ckpt_close(ckpt_t *c);
+void ckpt_close(ckpt_t *ckpt);
 
-uint64_t ckpt_step(const ckpt_t *c);
-uint64_t ckpt_total_bytes(const ckpt_t *c);
-int ckpt_world_size(const ckpt_t *c);   /* number of shards */
-size_t ckpt_num_tensors(const ckpt_t *c);
-/** @return the i-th tensor (data NULL), or NULL when i is out of range. */
-const ckpt_tensor_t *ckpt_tensor_at(const ckpt_t *c, size_t i);
+uint64_t ckpt_step(const ckpt_t *ckpt);
+uint64_t ckpt_total_bytes(const ckpt_t *ckpt);
+int ckpt_world_size(const ckpt_t *ckpt);   /* number of shards */
+size_t ckpt_num_tensors(const ckpt_t *ckpt);
+/** @return tensor `index` (data NULL), or NULL when out of range. */
+const ckpt_tensor_t *ckpt_tensor_at(const ckpt_t *ckpt, size_t index);
 /** @return the tensor named name, or NULL. */
-const ckpt_tensor_t *ckpt_find(const ckpt_t *c, const char *name);
-/** @return the record as compact JSON text owned by c. */
-const char *ckpt_record_json(const ckpt_t *c);
-/** @return the i-th shard's info as written in the manifest, or NULL. */
-const ckpt_shard_info_t *ckpt_shard_at(const ckpt_t *c, int i);
+const ckpt_tensor_t *ckpt_find(const ckpt_t *ckpt, const char *name);
+/** @return the record as compact JSON text owned by ckpt. */
+const char *ckpt_record_json(const ckpt_t *ckpt);
+/** @return shard `index`'s info as written in the manifest, or NULL. */
+const ckpt_shard_info_t *ckpt_shard_at(const ckpt_t *ckpt, int index);
 /** @return the manifest's creation time (seconds since the epoch). */
-int64_t ckpt_created(const ckpt_t *c);
+int64_t ckpt_created(const ckpt_t *ckpt);
 /** @return 1 when the manifest had a checksum (it matched, or open would
  * have failed), 0 for a manifest of an older writer that has none. */
-int ckpt_manifest_checksummed(const ckpt_t *c);
+int ckpt_manifest_checksummed(const ckpt_t *ckpt);
 
 /**
  * Read bytes [offset, offset+len) of the flat space into dst.  Reads and
@@ -240,21 +240,58 @@ int ckpt_manifest_checksummed(const ckpt_t *c);
  * @return CKPT_OK, or CKPT_EINVAL (range) / CKPT_EIO / CKPT_ECORRUPT /
  *         CKPT_EINCOMPLETE (shard missing).
  */
-int ckpt_read_range(ckpt_t *c, uint64_t offset, uint64_t len, void *dst);
+int ckpt_read_range(ckpt_t *ckpt, uint64_t offset, uint64_t len, void *dst);
 
 /** Threads that ckpt_read_range decodes whole frames with (frames are
  * independent): default the CPUs of the process's affinity mask, at most 8;
  * processes sharing those CPUs should pass their share.  Clamped to 1..64. */
-void ckpt_set_read_threads(ckpt_t *c, int threads);
+void ckpt_set_read_threads(ckpt_t *ckpt, int threads);
 
-/** Read a whole tensor (dst must hold t->nbytes).  @return as read_range. */
-int ckpt_read_tensor(ckpt_t *c, const char *name, void *dst, uint64_t cap);
+/** Read a whole tensor into dst, which holds cap bytes (at least its
+ *  nbytes).  @return as read_range, or CKPT_ENOTFOUND (no such tensor). */
+int ckpt_read_tensor(ckpt_t *ckpt, const char *name, void *dst, uint64_t cap);
 
 /**
  * Re-read every shard, check each frame and each shard checksum and size
  * against the manifest.  @return CKPT_OK or the first error.
  */
-int ckpt_verify(ckpt_t *c);
+int ckpt_verify(ckpt_t *ckpt);
+
+/* ---- names in a checkpoint root --------------------------------------- */
+
+/* The manifest's file name inside a step directory. */
+#define CKPT_MANIFEST_NAME "manifest.json"
+
+/* Room for any name this library gives an entry of a root or of a step
+ * directory ("step-<N>", ".tmp-step-<N>", "step-<N>.corrupt-<k>",
+ * "shard-<i>.ftsh", "LATEST"), with its NUL. */
+#define CKPT_FILE_NAME_MAX 64
+
+/** Step directory name for a step: "step-%08llu".  buf should hold
+ *  CKPT_FILE_NAME_MAX bytes; a shorter one gets a truncated name. */
+void ckpt_step_dirname(uint64_t step, char *buf, size_t cap);
+
+/** Shard file name of a shard index, as the manifest's "file" field:
+ *  "shard-<index>.ftsh".  buf should hold CKPT_FILE_NAME_MAX bytes. */
+void ckpt_shard_name(int index, char *buf, size_t cap);
+
+/**
+ * Parse a step directory name exactly as ckpt_step_dirname writes it
+ * ("step-00000042"; "step-42" and "step-x" are not checkpoints), or with tmp
+ * non-zero the name of a save in progress (".tmp-step-00000042").
+ * @return 1 and *step on a match, 0 otherwise (*step untouched).
+ */
+int ckpt_parse_dirname(const char *name, int tmp, uint64_t *step);
+
+/**
+ * Copy text into buf (cap bytes, always NUL-terminated when cap > 0) as
+ * valid UTF-8 without control codes, for terminals and JSON: C0 and C1
+ * controls, DEL and bytes that are not UTF-8 become "\xNN"; a character is
+ * never cut in two when text does not fit.  Paths and names in checkpoints
+ * are anyone's bytes; every message of ckpt_last_error() is already clean.
+ * @return the length written.
+ */
+size_t ckpt_text_clean(const char *text, char *buf, size_t cap);
 
 /* ---- managing a root -------------------------------------------------- */
 
@@ -264,8 +301,11 @@ typedef enum {
     CKPT_ST_CORRUPT = 2     /* manifest invalid, or verify failed */
 } ckpt_status_t;
 
+/* Room for an entry's reason, with its NUL. */
+#define CKPT_ENTRY_WHY_MAX 256
+
 typedef struct {
-    char name[64];          /* "step-00000042" or ".tmp-step-..." */
+    char name[CKPT_FILE_NAME_MAX]; /* "step-00000042" or ".tmp-step-..." */
     uint64_t step;
     ckpt_status_t status;
     int is_latest;
@@ -274,7 +314,7 @@ typedef struct {
     uint64_t raw_bytes;
     uint64_t file_bytes;
     int64_t created;
-    char why[256];          /* reason when not committed */
+    char why[CKPT_ENTRY_WHY_MAX]; /* reason when not committed */
 } ckpt_entry_t;
 
 /**
@@ -283,7 +323,8 @@ typedef struct {
  * *out is malloc'd; free() it.
  * @return CKPT_OK, or CKPT_ENOTFOUND (no such root) / CKPT_EIO / CKPT_ENOMEM.
  */
-int ckpt_list(const char *root, int verify, ckpt_entry_t **out, size_t *n);
+int ckpt_list(const char *root, int verify, ckpt_entry_t **out,
+              size_t *nentries);
 
 /**
  * Find the newest checkpoint that fully verifies, writing its directory to
@@ -332,9 +373,6 @@ int ckpt_prune(const char *root, int keep, const char *in_use, int *removed);
  */
 int ckpt_prune_keep_good(const char *root, int keep, const char *in_use,
                          int *removed, char *good, size_t cap);
-
-/** Step directory name for a step: "step-%08llu". */
-void ckpt_step_dirname(uint64_t step, char *buf, size_t cap);
 
 /* ---- archives (libarchive) -------------------------------------------- */
 

@@ -1,14 +1,15 @@
 /*
  * comm.h - the collectives ftrain uses, behind one small interface.
  *
- * HowTo: comm_open_mpi(&c, world) gives a communicator over the world's MPI
+ * HowTo: comm_open_mpi(&comm, world) gives a communicator over the world's MPI
  * ranks; every collective is called by all ranks in the same order.  The
  * interface is a table of backend functions so a device backend (NCCL on
  * GPUs) can sit behind the same calls.  Buffers larger than INT_MAX elements
  * are split transparently.
  *
- * Errors: every call returns COMM_OK or COMM_EFAIL; comm_strerror() names it
- * and comm_last_error() gives the backend's message.
+ * Errors: every call returns COMM_OK or COMM_EFAIL / COMM_EINVAL;
+ * comm_strerror() names the code and comm_last_error() gives the backend's
+ * message.
  */
 #ifndef FTRAIN_COMM_H
 #define FTRAIN_COMM_H
@@ -25,34 +26,47 @@ typedef enum { COMM_OK = 0, COMM_EFAIL = -1, COMM_EINVAL = -2 } comm_err_t;
 typedef struct comm comm_t;
 
 /** A communicator over all ranks of the world.  @return COMM_OK/COMM_EFAIL. */
-int comm_open_mpi(comm_t **out, const world_t *w);
+int comm_open_mpi(comm_t **out, const world_t *world);
 /** Release; accepts NULL. */
-void comm_close(comm_t *c);
+void comm_close(comm_t *comm);
 
-int comm_rank(const comm_t *c);
-int comm_size(const comm_t *c);
+int comm_rank(const comm_t *comm);
+int comm_size(const comm_t *comm);
 
 /** In-place allreduce of n elements.  @return COMM_OK or an error. */
-int comm_allreduce(comm_t *c, void *buf, size_t n, comm_dtype_t t, comm_op_t op);
+int comm_allreduce(comm_t *comm, void *buf, size_t n, comm_dtype_t type, comm_op_t op);
 /** Broadcast bytes from root.  @return COMM_OK or an error. */
-int comm_bcast(comm_t *c, void *buf, size_t bytes, int root);
+int comm_bcast(comm_t *comm, void *buf, size_t bytes, int root);
 /** Every rank sends `bytes` and receives size*bytes, rank-ordered. */
-int comm_allgather(comm_t *c, const void *send, void *recv, size_t bytes);
+int comm_allgather(comm_t *comm, const void *send, void *recv, size_t bytes);
 /** Gather variable-sized pieces: rank r contributes counts[r] bytes at
  *  recv+displs[r] (already in place in recv); afterwards every rank has all. */
-int comm_allgatherv_inplace(comm_t *c, void *recv, const uint64_t *counts,
+int comm_allgatherv_inplace(comm_t *comm, void *recv, const uint64_t *counts,
                             const uint64_t *displs);
 /** Agreement on success: every rank passes its local rc (0 = fine).
  *  @return 0 on every rank when all passed 0, else 1 on every rank (or the
  *  collective's own error). */
-int comm_any_failed(comm_t *c, int local_rc);
+int comm_any_failed(comm_t *comm, int local_rc);
 /** Barrier.  @return COMM_OK or an error. */
-int comm_barrier(comm_t *c);
+int comm_barrier(comm_t *comm);
 /** Barrier for long waits (peers still writing a checkpoint): waits without
  * keeping a core busy, so that a rank that is done does not take CPU from the
  * ranks on its node that are not.  Costs up to about a millisecond of latency.
  * @return COMM_OK or an error. */
-int comm_wait_all(comm_t *c);
+int comm_wait_all(comm_t *comm);
+
+/**
+ * The element rule of every reduction over host buffers, whichever backend
+ * runs it: inout[i] = op(inout[i], in[i]) for n elements of type.  SUM
+ * adds.  MAX on floating point is a total rule, the same in any order of
+ * the ranks: a NaN on either side wins (which NaN, when both are, is
+ * unspecified), +0 is above -0, and otherwise the larger value wins (so
+ * +inf above all, -inf below all).  MPI_MAX and fmax make none of these
+ * promises; the trainer's divergence vote needs the NaN one.
+ * @return COMM_OK, or COMM_EINVAL for an unknown type or op.
+ */
+int comm_reduce_local(void *inout, const void *in, size_t n, comm_dtype_t type,
+                      comm_op_t op);
 
 /** @return a static name for an error code. */
 const char *comm_strerror(int err);

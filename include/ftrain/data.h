@@ -30,17 +30,24 @@ typedef enum {
     DATA_EIO = -1,      /* a file could not be opened or read */
     DATA_EFORMAT = -2,  /* bad magic, dimensions, truncated, trailing bytes */
     DATA_ENOMEM = -3,
-    DATA_EINVAL = -4    /* unknown data set name */
+    DATA_EINVAL = -4    /* unknown data set name, a path too long, bad arguments */
 } data_err_t;
 
+/** The data sets data_load() knows. */
+typedef enum {
+    DATA_SET_FASHION_MNIST = 0,
+    DATA_SET_LINE = 1,
+    DATA_SET_SINE = 2
+} data_set_t;
+
 typedef struct {
-    int n;                 /* number of samples */
+    int samples;           /* number of samples */
     int in_dim;            /* features per sample */
     int out_dim;           /* classes (classification) or targets */
     int classification;    /* 1: labels used, loss softmax cross-entropy */
-    float *x;              /* n * in_dim, row-major */
-    int32_t *labels;       /* n, in [0, out_dim) when classification */
-    float *y;              /* n * out_dim when !classification */
+    float *features;       /* samples * in_dim, row-major */
+    int32_t *labels;       /* samples, in [0, out_dim) when classification */
+    float *targets;        /* samples * out_dim when !classification */
 } dataset_t;
 
 /**
@@ -55,27 +62,36 @@ int data_load(const char *name, const char *dir, dataset_t *train,
  * Parse one IDX file (optionally gzip-compressed; zlib detects it).
  * expect_dims is 1 (labels) or 3 (images).  On success *dims holds the
  * dimension sizes and *data a malloc'd buffer of the unsigned bytes.
- * @return DATA_OK or DATA_EIO / DATA_EFORMAT / DATA_ENOMEM with err set.
+ * @return DATA_OK, or DATA_EIO / DATA_EFORMAT / DATA_ENOMEM / DATA_EINVAL
+ *         (bad arguments) with err set.
  */
 int data_read_idx(const char *path, int expect_dims, uint32_t dims[3],
                   uint8_t **data, char *err, size_t errcap);
 
 /**
- * A data set's fingerprint: h = XXH64 (seed 0) of its four sizes (n, in_dim,
- * out_dim, classification as 8-byte little-endian integers), then
+ * A data set's fingerprint: h = XXH64 (seed 0) of its four sizes (samples,
+ * in_dim, out_dim, classification as 8-byte little-endian integers), then
  * h = XXH64(features, seed h), then h = XXH64(labels or targets, seed h),
  * the arrays as loaded (floats and int32 in host byte order).  A checkpoint
  * stores it for its training set so that a resume on other data is
  * refused.  Allocates nothing and cannot fail.
- * @return the fingerprint (0 for d == NULL).
+ * @return the fingerprint (0 for set == NULL).
  */
-uint64_t data_fingerprint(const dataset_t *d);
+uint64_t data_fingerprint(const dataset_t *set);
 
-/** @return 1 if name is a known data set, else 0. */
+/** The one name table of the data sets: "fashion-mnist", "line", "sine".
+ *  _name: "unknown" for a value outside the table; _parse: the value, or
+ *  -1 for an unknown name; _names: all names as "fashion-mnist, line or
+ *  sine" into buf, for messages (returns buf). */
+const char *data_set_name(data_set_t set);
+int data_set_parse(const char *name);
+const char *data_set_names(char *buf, size_t cap);
+
+/** @return 1 if name is a known data set (data_set_parse(name) >= 0), else 0. */
 int data_known(const char *name);
 
 /** Release a data set's buffers; accepts NULL and empty sets. */
-void data_free(dataset_t *d);
+void data_free(dataset_t *set);
 
 /** @return a static name for an error code. */
 const char *data_strerror(int err);

@@ -20,12 +20,21 @@
 
 #include <stddef.h>
 
+#include "ftrain/world.h"
+
 typedef enum { DEVICE_CPU = 0, DEVICE_CUDA = 1 } device_kind_t;
+
+/** What --device asks for. */
+typedef enum { DEVICE_WANT_AUTO = 0, DEVICE_WANT_CPU = 1, DEVICE_WANT_CUDA = 2 } device_want_t;
+
+/** Room for a `why` line of device_choose(). */
+#define DEVICE_WHY_MAX 512
 
 typedef enum {
     DEVICE_OK = 0,
     DEVICE_EINVAL = -1,   /* not "auto", "cpu" or "cuda", or bad arguments */
-    DEVICE_ENODEV = -2    /* "cuda" asked for, but no GPU (or no CUDA build) */
+    DEVICE_ENODEV = -2    /* "cuda" asked for, but no GPU (or no CUDA build);
+                             a GPU whose properties cannot be read */
 } device_err_t;
 
 /**
@@ -40,7 +49,7 @@ typedef enum {
  * main agrees on one kind for all.  On success *kind and
  * *ordinal (GPU index, -1 for the CPU) are set and why gets one line saying
  * what was chosen and why, e.g.
- *   "cuda: 4 GPUs visible, local rank 1 -> GPU 1 (NVIDIA H100 80GB HBM3)"
+ *   "cuda: 4 GPUs visible, local rank 1 -> GPU 1 (<the GPU's name>)"
  *   "cpu: no GPU visible (cudaGetDeviceCount: no CUDA-capable device is detected)"
  *   "cpu: built without CUDA"
  *   "cpu: --device cpu"
@@ -58,7 +67,7 @@ typedef struct {
     int on_gpu;                 /* 1: this rank uses GPU uuid */
     int ordinal;                /* its index among the rank's visible GPUs */
     unsigned char uuid[16];
-    char host[64];
+    char host[WORLD_HOST_MAX];
 } device_gpu_ref_t;
 
 /**
@@ -66,20 +75,20 @@ typedef struct {
  * its UUID (cudaDeviceProp.uuid), which names the physical GPU whatever
  * CUDA_VISIBLE_DEVICES or SLURM's binding made its index.  host is copied
  * for messages.
- * @return 0, or -1 when the GPU's properties cannot be read (ref then says
- *         the CPU).
+ * @return DEVICE_OK, DEVICE_EINVAL for a NULL ref, or DEVICE_ENODEV when
+ *         the GPU's properties cannot be read (ref then says the CPU).
  */
 int device_gpu_ref(int ordinal, const char *host, device_gpu_ref_t *ref);
 
 /**
- * Among the n ranks' refs, the first pair of ranks *a < *b on one physical
- * GPU (same UUID; CPU ranks are ignored).  When found and why is not NULL,
+ * Among the n ranks' refs, the first pair of ranks *rank_a < *rank_b on one
+ * physical GPU (same UUID; CPU ranks are ignored).  When found and why is not NULL,
  * why gets "ranks A and B would share one GPU (GPU-xxxxxxxx, host H, index
  * I): NCCL needs a GPU of its own for each rank".
  * @return 1 when such a pair exists, else 0.
  */
-int device_find_shared(const device_gpu_ref_t *refs, int n, int *a, int *b, char *why,
-                       size_t cap);
+int device_find_shared(const device_gpu_ref_t *refs, int n, int *rank_a, int *rank_b,
+                       char *why, size_t cap);
 
 /**
  * The number of visible GPUs; 0 when none, when CUDA reports an error (its
@@ -119,5 +128,13 @@ int device_nccl_warning(char *buf, size_t cap);
 
 /** @return a static name for an error code. */
 const char *device_strerror(int err);
+
+/** The one name table of --device: "auto", "cpu", "cuda".  _name:
+ *  "unknown" for a value outside the table; _parse: the value, or -1 for an
+ *  unknown name; _names: "auto, cpu or cuda" into buf, for messages
+ *  (returns buf). */
+const char *device_want_name(device_want_t want);
+int device_want_parse(const char *name);
+const char *device_want_names(char *buf, size_t cap);
 
 #endif

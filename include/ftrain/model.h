@@ -40,55 +40,73 @@ typedef struct model model_t;
 
 typedef enum {
     MODEL_OK = 0,
-    MODEL_EINVAL = -1,
-    MODEL_ENOMEM = -2
+    MODEL_EINVAL = -1,  /* a bad architecture, batch size or call argument */
+    MODEL_ENOMEM = -2   /* no memory for the parameters or the workspace */
 } model_err_t;
+
+/** Room for model_arch_string() of any architecture: MODEL_MAX_LAYERS + 1
+ *  widths of up to 8 digits and a dash each, then the two names. */
+#define MODEL_ARCH_STRING_MAX (9 * (MODEL_MAX_LAYERS + 1) + 32)
 
 /**
  * Create a model, initialise its parameters from seed (Kaiming-uniform for
  * ReLU, Xavier-uniform for tanh; biases zero), with workspace for up to
  * max_batch samples per call.
- * @return MODEL_OK, MODEL_EINVAL (bad arch or max_batch) or MODEL_ENOMEM.
+ * @return MODEL_OK, or MODEL_EINVAL (bad arch or max_batch) / MODEL_ENOMEM
+ *         with err naming the field at fault or the memory asked for.
  */
 int model_init(model_t **out, const model_arch_t *arch, uint64_t seed,
-               int max_batch);
+               int max_batch, char *err, size_t cap);
 /** Release; accepts NULL. */
-void model_free(model_t *m);
+void model_free(model_t *model);
 
 /** @return the number of float parameters. */
-size_t model_num_params(const model_t *m);
-/** @return the flat parameter array (owned by m). */
-float *model_params(model_t *m);
+size_t model_num_params(const model_t *model);
+/** @return the flat parameter array (owned by model). */
+float *model_params(model_t *model);
 /** @return the architecture. */
-const model_arch_t *model_arch(const model_t *m);
-/** Offsets (in floats) of layer l's weight and bias in the flat array. */
-void model_layer_offsets(const model_arch_t *a, int l, size_t *w_off,
+const model_arch_t *model_arch(const model_t *model);
+/** Offsets (in floats) of layer `layer`'s weight and bias in the flat
+ *  array (both 0 for an invalid architecture or layer). */
+void model_layer_offsets(const model_arch_t *arch, int layer, size_t *w_off,
                          size_t *b_off);
 
 /**
- * Forward and backward over n samples (n <= max_batch).  x is n x dims[0];
- * labels (classification) or y (n x out, regression) are the targets.  Adds
- * the summed per-sample gradient into grad (model_num_params floats).
+ * Forward and backward over `samples` samples (at most max_batch).  inputs
+ * is samples x dims[0]; labels (classification) or targets (samples x
+ * outputs, regression) are what is learnt.  Adds the summed per-sample
+ * gradient into grad (model_num_params floats).
  * *loss_sum gets the sum of per-sample losses, *correct (may be NULL) the
  * number of argmax hits (classification) or |err| < 0.05 hits (regression).
- * @return MODEL_OK or MODEL_EINVAL.
+ * @return MODEL_OK, or MODEL_EINVAL for bad arguments (NULL buffers,
+ *         samples out of range, a label outside [0, outputs)); nothing is
+ *         touched then.
  */
-int model_forward_backward(model_t *m, const float *x, const int32_t *labels,
-                           const float *y, int n, float *grad,
+int model_forward_backward(model_t *model, const float *inputs, const int32_t *labels,
+                           const float *targets, int samples, float *grad,
                            double *loss_sum, int64_t *correct);
 
 /** Forward only, same outputs as above.  @return MODEL_OK or MODEL_EINVAL. */
-int model_evaluate(model_t *m, const float *x, const int32_t *labels,
-                   const float *y, int n, double *loss_sum, int64_t *correct);
+int model_evaluate(model_t *model, const float *inputs, const int32_t *labels,
+                   const float *targets, int samples, double *loss_sum,
+                   int64_t *correct);
 
 /** @return a 64-bit fingerprint of the architecture (dims, act, loss). */
-uint64_t model_arch_fingerprint(const model_arch_t *a);
+uint64_t model_arch_fingerprint(const model_arch_t *arch);
 
-/** Write a readable architecture string ("784-256-128-10 relu xent"). */
-void model_arch_string(const model_arch_t *a, char *buf, size_t cap);
+/** Write a readable architecture string ("784-256-128-10 relu xent") into
+ *  buf (MODEL_ARCH_STRING_MAX bytes hold any). */
+void model_arch_string(const model_arch_t *arch, char *buf, size_t cap);
 
-/** @return "relu"/"tanh", and parse back; -1 when unknown. */
-const char *model_act_name(model_act_t a);
-int model_act_parse(const char *s);
+/** The one name table of each enumeration: "relu", "tanh"; "xent", "mse".
+ *  _name: "unknown" for a value outside the table; _parse: the value, or
+ *  -1 for an unknown name; _names: all names as "relu or tanh" into buf,
+ *  for messages (returns buf). */
+const char *model_act_name(model_act_t act);
+int model_act_parse(const char *name);
+const char *model_act_names(char *buf, size_t cap);
+const char *model_loss_name(model_loss_t loss);
+int model_loss_parse(const char *name);
+const char *model_loss_names(char *buf, size_t cap);
 
 #endif

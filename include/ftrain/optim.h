@@ -1,9 +1,9 @@
 /*
  * optim.h - SGD with momentum, Adam and AdamW, and learning-rate schedules.
  *
- * HowTo: optim_cfg_default(&cfg), set fields, optim_init(&o, &cfg, nparams);
- * each step call optim_step(o, params, grad, step) with the step's averaged
- * gradient and the 0-based index of the update.  The update uses
+ * HowTo: optim_cfg_default(&cfg), set fields, optim_init(&opt, &cfg,
+ * nparams, err, cap); each step call optim_step(opt, params, grad, step)
+ * with the step's averaged gradient and the 0-based index of the update.  The update uses
  * optim_lr(&cfg, step).  The state (momentum / first and second moments and
  * the count of updates done) is reachable for checkpoints.
  *
@@ -38,36 +38,50 @@ typedef struct {
 
 typedef struct optim optim_t;
 
+typedef enum {
+    OPTIM_OK = 0,
+    OPTIM_EINVAL = -1,  /* a configuration field out of range, or bad arguments */
+    OPTIM_ENOMEM = -2   /* no memory for the optimizer's state */
+} optim_err_t;
+
 /** Defaults: Adam, lr 1e-3, momentum 0.9, betas 0.9/0.999, eps 1e-8, no
  *  decay, constant schedule. */
 void optim_cfg_default(optim_cfg_t *cfg);
 
-/** @return 0, or -1 for a bad config / nparams, -2 for no memory. */
-int optim_init(optim_t **out, const optim_cfg_t *cfg, size_t nparams);
+/** @return OPTIM_OK, or OPTIM_EINVAL (err names the field and its value) /
+ *  OPTIM_ENOMEM (err says how much memory). */
+int optim_init(optim_t **out, const optim_cfg_t *cfg, size_t nparams, char *err,
+               size_t cap);
 /** Release; accepts NULL. */
-void optim_free(optim_t *o);
+void optim_free(optim_t *opt);
 
 /** @return the learning rate of the 0-based update `step`. */
 double optim_lr(const optim_cfg_t *cfg, int64_t step);
 
-/** The configuration o runs with, total_steps included (optim_lr of it is
- * the rate o applies; the caller's copy may lack total_steps). */
-const optim_cfg_t *optim_config(const optim_t *o);
+/** The configuration opt runs with, total_steps included (optim_lr of it is
+ * the rate opt applies; the caller's copy may lack total_steps). */
+const optim_cfg_t *optim_config(const optim_t *opt);
 
-/** Apply update number `step` (0-based).  @return 0. */
-int optim_step(optim_t *o, float *params, const float *grad, int64_t step);
+/** Apply update number `step` (0-based).  @return OPTIM_OK, or OPTIM_EINVAL
+ *  for a NULL buffer or a negative step (nothing is changed then). */
+int optim_step(optim_t *opt, float *params, const float *grad, int64_t step);
 
-/** State buffers (nparams floats each); v is NULL for SGD. */
-float *optim_state_m(optim_t *o);
-float *optim_state_v(optim_t *o);
+/** State buffers (nparams floats each); the second moment is NULL for SGD. */
+float *optim_state_m(optim_t *opt);
+float *optim_state_v(optim_t *opt);
 /** Number of updates applied so far (restored from checkpoints). */
-int64_t optim_updates(const optim_t *o);
-void optim_set_updates(optim_t *o, int64_t n);
+int64_t optim_updates(const optim_t *opt);
+void optim_set_updates(optim_t *opt, int64_t updates);
 
-/** Names: "sgd", "adam", "adamw"; "constant", "cosine".  Parse: -1 unknown. */
-const char *optim_kind_name(optim_kind_t k);
-int optim_kind_parse(const char *s);
-const char *optim_sched_name(sched_kind_t s);
-int optim_sched_parse(const char *s);
+/** The one name table of each enumeration: "sgd", "adam", "adamw";
+ *  "constant", "cosine".  _name: "unknown" for a value outside the table;
+ *  _parse: the value, or -1 for an unknown name; _names: all names as
+ *  "sgd, adam or adamw" into buf, for messages (returns buf). */
+const char *optim_kind_name(optim_kind_t kind);
+int optim_kind_parse(const char *name);
+const char *optim_kind_names(char *buf, size_t cap);
+const char *optim_sched_name(sched_kind_t sched);
+int optim_sched_parse(const char *name);
+const char *optim_sched_names(char *buf, size_t cap);
 
 #endif

@@ -42,9 +42,9 @@ typedef struct {
 
 typedef enum {
     STATE_OK = 0,
-    STATE_EFAIL = -1,     /* I/O, checkpoint or collective failure */
-    STATE_EMISMATCH = -2, /* architecture or trajectory options differ */
-    STATE_ENONE = -3      /* nothing to resume from */
+    STATE_FRESH = 1,      /* state_resolve: nothing to resume from, start fresh */
+    STATE_EFAIL = -1,     /* I/O, checkpoint, memory or collective failure */
+    STATE_EMISMATCH = -2  /* architecture or trajectory options differ */
 } state_err_t;
 
 /* A save in three phases, so that the middle one can run in a background
@@ -65,37 +65,37 @@ size_t state_floats(const state_t *st);
 /** Phase one: write this rank's shard; no collective, thread-safe.  The
  *  result is kept in the snapshot for the commit.  @return STATE_OK or
  *  STATE_EFAIL. */
-int state_snapshot_write(state_snapshot_t *s, const char *root, int rank, int world);
-/** The checkpoint commit's collectives over c (ckpt_coll_t): each waits
+int state_snapshot_write(state_snapshot_t *snap, const char *root, int rank, int world);
+/** The checkpoint commit's collectives over comm (ckpt_coll_t): each waits
  * without spinning (comm_wait_all) before its MPI collective. */
-ckpt_coll_t state_ckpt_coll(comm_t *c);
+ckpt_coll_t state_ckpt_coll(comm_t *comm);
 
 /** Phase two, collective: commit if every rank's write succeeded.  out gets
  *  the step dir.  @return the same on every rank. */
-int state_snapshot_commit(state_snapshot_t *s, comm_t *c, const char *root, char *out,
+int state_snapshot_commit(state_snapshot_t *snap, comm_t *comm, const char *root, char *out,
                           size_t outcap, char *err, size_t cap);
 /** Release; accepts NULL. */
-void state_snapshot_free(state_snapshot_t *s);
+void state_snapshot_free(state_snapshot_t *snap);
 
 /** Collective save of st into root (DIR/ckpt): take + write + commit.  out
  *  gets the step dir.
  *  @return STATE_OK or STATE_EFAIL with err set (same on every rank). */
-int state_save(const state_t *st, comm_t *c, const char *root, int level,
+int state_save(const state_t *st, comm_t *comm, const char *root, int level,
                char *out, size_t outcap, char *err, size_t cap);
 
 /** Collective: decide what to resume from for cfg->resume ("auto", "none" or
  *  a directory).  Rank 0 looks and reports skipped (corrupt) checkpoints on
  *  stderr; the answer is broadcast.
- *  @return STATE_OK with path set, STATE_ENONE for a fresh start, or
+ *  @return STATE_OK with path set, STATE_FRESH for a fresh start, or
  *  STATE_EFAIL (checkpoints exist but none is good, or a named one is bad). */
-int state_resolve(const config_t *cfg, comm_t *c, const char *root,
+int state_resolve(const config_t *cfg, comm_t *comm, const char *root,
                   char *path, size_t cap, char *err, size_t errcap);
 
 /** Collective load from dir into st (model/optim already created for the
  *  configured architecture).  *saved_world gets the checkpoint's world size.
  *  @return STATE_OK, STATE_EMISMATCH (message names the difference) or
  *  STATE_EFAIL; the same on every rank. */
-int state_load(state_t *st, comm_t *c, const char *dir, int *saved_world,
+int state_load(state_t *st, comm_t *comm, const char *dir, int *saved_world,
                char *err, size_t cap);
 
 #endif

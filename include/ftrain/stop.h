@@ -15,9 +15,17 @@
 #ifndef FTRAIN_STOP_H
 #define FTRAIN_STOP_H
 
+#include <stddef.h>
+
+typedef enum {
+    STOP_OK = 0,
+    STOP_ESYS = -1  /* sigaction or sigprocmask failed; err has the reason */
+} stop_err_t;
+
 /** Install handlers (sigaction, SA_RESTART off) for stop_signal, SIGTERM and
- *  SIGINT.  @return 0 or -1 (errno set). */
-int stop_install(int stop_signal);
+ *  SIGINT.  @return STOP_OK, or STOP_ESYS with err naming the call, the
+ *  signal and the system's reason. */
+int stop_install(int stop_signal, char *err, size_t cap);
 
 /** Block SIGUSR1, SIGUSR2, SIGTERM and SIGINT and remember the mask the
  *  process started with.  Safe before the C library's constructors run
@@ -27,8 +35,8 @@ void stop_block_early(void);
 /** Restore the mask stop_block_early() saved: a signal that came while it was
  *  blocked is delivered now, to the handlers stop_install() set (or, for a
  *  signal without one, its default action).  No-op without
- *  stop_block_early().  @return 0 or -1 (errno set). */
-int stop_unblock(void);
+ *  stop_block_early().  @return STOP_OK, or STOP_ESYS with err set. */
+int stop_unblock(char *err, size_t cap);
 
 /** @return the first signal this process received, 0 when none. */
 int stop_local_signal(void);
@@ -36,5 +44,15 @@ int stop_local_signal(void);
 /** @return the wall-clock time (seconds since the epoch) of the first
  *  signal, 0 when none. */
 double stop_local_time(void);
+
+/** The one name table of the signals that stop a run, without "SIG":
+ *  "USR1", "USR2", "TERM", "INT".  _name: "?" for another signal; _parse:
+ *  the signal number, or -1 for an unknown name.  The _choice_ pair knows
+ *  only the ones a stop signal may be chosen from (--stop-signal): USR1
+ *  and USR2; _choice_names writes "USR1 or USR2" into buf (returns buf). */
+const char *stop_signal_name(int sig);
+int stop_signal_parse(const char *name);
+int stop_signal_choice_parse(const char *name);
+const char *stop_signal_choice_names(char *buf, size_t cap);
 
 #endif

@@ -1,9 +1,9 @@
 /*
  * world.h - who we are: ranks, local ranks, hosts; MPI start and end.
  *
- * HowTo: world_init(&w, &argc, &argv) once at start (a plain run with no
- * launcher is a world of one), world_print() on every rank to have rank 0
- * print each rank's host and pid, world_free() at the end.  The world also
+ * HowTo: world_init(&w, &argc, &argv, err, cap) once at start (a plain run
+ * with no launcher is a world of one), world_print() on every rank to have
+ * rank 0 print each rank's host and pid, world_free() at the end.  The world also
  * picks the BLAS threads per rank: the cores of the rank's CPU affinity mask
  * divided by the local ranks that share them, unless the caller overrides
  * it.
@@ -11,7 +11,18 @@
 #ifndef FTRAIN_WORLD_H
 #define FTRAIN_WORLD_H
 
+#include <stddef.h>
 #include <stdio.h>
+
+/* Room for a host name, its terminating NUL included. */
+#define WORLD_HOST_MAX 64
+
+typedef enum {
+    WORLD_OK = 0,
+    WORLD_EMPI = -1,    /* an MPI call failed (MPI could not start) */
+    WORLD_ENOMEM = -2,
+    WORLD_EINVAL = -3   /* bad arguments */
+} world_err_t;
 
 typedef struct {
     int rank, size;             /* in MPI_COMM_WORLD */
@@ -19,41 +30,42 @@ typedef struct {
     int node_cores;             /* online CPUs of this node */
     int rank_cores;             /* CPUs for this rank: its affinity mask's,
                                    divided by the local ranks sharing them */
-    char host[64];              /* SLURMD_NODENAME when set, else hostname */
+    char host[WORLD_HOST_MAX];  /* SLURMD_NODENAME when set, else hostname */
     void *mpi_world;            /* MPI_Comm of the world (opaque here) */
     void *mpi_local;            /* MPI_Comm of the node */
 } world_t;
 
-/** Start MPI (thread level FUNNELED) and fill w.  @return 0 or -1. */
-int world_init(world_t *w, int *argc, char ***argv);
+/** Start MPI (thread level FUNNELED) and fill world.  @return WORLD_OK, or
+ *  WORLD_EMPI / WORLD_ENOMEM with err saying which step failed. */
+int world_init(world_t *world, int *argc, char ***argv, char *err, size_t cap);
 
 /** Collective: rank 0 prints one line per rank (rank, local rank, host, pid)
  *  to out. */
-void world_print(const world_t *w, FILE *out);
+void world_print(const world_t *world, FILE *out);
 
 /** @return default BLAS (and checkpoint compression) threads per rank:
  *  rank_cores. */
-int world_default_threads(const world_t *w);
+int world_default_threads(const world_t *world);
 
 /** Collective over the world: @return 1 on every rank when every rank
  *  passed ok != 0, else 0 (also when the collective itself failed). */
-int world_all_ok(const world_t *w, int ok);
+int world_all_ok(const world_t *world, int ok);
 
 /** Collective over the world: every rank's `bytes` bytes at mine, in rank
- *  order, into all (size * bytes).  @return 0, or -1 when the collective
- *  failed. */
-int world_allgather(const world_t *w, const void *mine, size_t bytes, void *all);
+ *  order, into all (size * bytes).  @return WORLD_OK, WORLD_EINVAL for bad
+ *  arguments, or WORLD_EMPI when the collective failed. */
+int world_allgather(const world_t *world, const void *mine, size_t bytes, void *all);
 
 /** Collective over the world, bounded: whether every rank holds the same
  *  text (compared by a 64-bit hash).  Waits at most timeout_s seconds for
  *  the other ranks.  @return 1 all the same, 0 some differ, -1 unknown (the
  *  collective failed or timed out; it is then left pending). */
-int world_same_text(const world_t *w, const char *text, double timeout_s);
+int world_same_text(const world_t *world, const char *text, double timeout_s);
 
 /** Abort every rank (used only by main on fatal errors). */
-void world_abort(const world_t *w, int code);
+void world_abort(const world_t *world, int code);
 
 /** End MPI.  Accepts a world that failed to start. */
-void world_free(world_t *w);
+void world_free(world_t *world);
 
 #endif

@@ -28,14 +28,17 @@ stop() { # PIDFILE NAME: SIGTERM that pid if it still is that daemon
 	rm -f "$1"
 }
 
-# Jobs first, while slurmctld still runs.
+# Jobs first, while slurmctld still runs.  Each client call is bounded (a
+# controller that does not answer would hold it for its message timeout),
+# and so is the whole wait: 10 s.
 if [ -f "$SLURM_CONF" ] && [ -f "$LAB/run/slurmctld.pid" ] && alive "$(cat "$LAB/run/slurmctld.pid")" slurmctld; then
-	ids=$(squeue -h -o %i 2>/dev/null || :)
+	ids=$(timeout -k 1 5 squeue -h -o %i 2>/dev/null || :)
 	if [ -n "$ids" ]; then
 		# shellcheck disable=SC2086
-		scancel $ids 2>/dev/null || :
-		for _ in $(seq 1 100); do
-			[ -z "$(squeue -h -o %i 2>/dev/null)" ] && break
+		timeout -k 1 5 scancel $ids 2>/dev/null || :
+		deadline=$((SECONDS + 10))
+		while [ "$SECONDS" -lt "$deadline" ]; do
+			[ -z "$(timeout -k 1 5 squeue -h -o %i 2>/dev/null)" ] && break
 			sleep 0.1
 		done
 	fi

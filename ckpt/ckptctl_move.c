@@ -1,0 +1,173 @@
+/*
+ * ckptctl_move.c - the ckptctl commands that write or remove checkpoints:
+ * export (to a tar file), import (from one) and prune.  The library does
+ * the work (ckpt_export, ckpt_import, ckpt_prune_keep_good); these say what
+ * was done, as docs/ckptctl.md specifies.
+ */
+#include "ckptctl.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ---- export / import ------------------------------------------------------------- */
+
+static bool has_suffix(const char *text, const char *suffix)
+{
+    size_t text_len = strlen(text), suffix_len = strlen(suffix);
+    return text_len >= suffix_len && strcmp(text + text_len - suffix_len, suffix) == 0;
+}
+
+int cmd_export(const args_t *args)
+{
+    const char *file = args->operands[args->noperands - 1];
+    char dir[CKPT_PATH_MAX];
+    if (!has_suffix(file, ".tar") && !has_suffix(file, ".tar.zst") &&
+        !has_suffix(file, ".tzst"))
+        return ctl_usage_error("export", "'%s': the file name must end in .tar or .tar.zst",
+                               file);
+    int result = ctl_resolve_ckpt("export", args->operands[0],
+                                  args->noperands > 2 ? args->operands[1] : NULL, true,
+                                  dir, sizeof dir);
+    if (result != EXIT_GOOD)
+        return result;
+    /* Without --force the library refuses an existing FILE, before it
+     * starts and again, atomically, at the rename. */
+    int rc = ckpt_export(dir, file, !!(args->set & OPT_FORCE));
+    if (rc == CKPT_EEXIST) {
+        ctl_error("export", file, "file exists (use --force to replace it)");
+        return EXIT_ERROR;
+    }
+    if (rc != CKPT_OK)
+        return ctl_lib_fail("export", dir, rc);
+    struct stat st;
+    char size[CTL_FIELD_MAX] = "?";
+    if (stat(file, &st) == 0)
+        ctl_fmt_bytes((uint64_t)st.st_size, size, sizeof size);
+    printf("exported '%s' to '%s' (%s)\n", dir, file, size);
+    return EXIT_GOOD;
+}
+
+/* LATEST stays as it was, but a trainer resuming with --resume auto takes
+ * the newest checkpoint that verifies: say so when the one imported as
+ * `imported` is newer than checkpoints that were already in root (a run's
+ * own). */
+static void note_if_newest(const char *root, const char *imported)
+{
+    ckpt_entry_t *entries = NULL;
+    size_t count = 0;
+    char base[CTL_BASE_NAME_MAX];
+    const char *name = ctl_base_name(imported, base, sizeof base);
+    if (ckpt_list(root, 0, &entries, &count) != CKPT_OK) {
+        free(entries);
+        return;
+    }
+    uint64_t step = 0, newest_other = 0;
+    int others = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (entries[i].status != CKPT_ST_COMMITTED || entries[i].name[0] == '.')
+            continue;
+        if (strcmp(entries[i].name, name) == 0) {
+            step = entries[i].step;
+        } else {
+            others++;
+            if (entries[i].step > newest_other)
+                newest_other = entries[i].step;
+        }
+    }
+    if (others > 0 && step > newest_other)
+        fprintf(stderr, "ckptctl: import: note: %s is now the newest checkpoint in "
+                "'%s' (the newest before was step %" PRIu64 "): a run resumed "
+                "with --resume auto from this directory continues from it\n",
+                name, root, newest_other);
+    free(entries);
+}
+
+int cmd_import(const args_t *args)
+{
+    const char *file = args->operands[0], *root = args->operands[1];
+    char imported[CKPT_PATH_MAX];
+    int rc = ckpt_import(file, root, imported, sizeof imported);
+    if (rc != CKPT_OK)
+        return ctl_lib_fail("import", file, rc);
+    printf("imported '%s' as '%s'\n", file, imported);
+    note_if_newest(root, imported);
+    return EXIT_GOOD;
+}
+
+/* ---- prune ------------------------------------------------------------------------- */
+
+/* Checkpoints prune keeps when --keep is not given. */
+#define PRUNE_KEEP_DEFAULT 3
+
+/* Print "removed NAME" for each entry of before that after lacks. */
+static void print_removed(const ckpt_entry_t *before, size_t nbefore,
+                          const ckpt_entry_t *after, size_t nafter)
+{
+    for (size_t i = 0; i < nbefore; i++) {
+        bool still = false;
+        for (size_t j = 0; j < nafter && !still; j++)
+            still = strcmp(before[i].name, after[j].name) == 0;
+        if (!still)
+            printf("removed %s\n", before[i].name);
+    }
+}
+
+/* Say what is left in root, and which checkpoint was kept as the newest
+ * that verifies (good; "" when none does) when it was not the newest. */
+static void print_prune_summary(const char *root, int removed, const ckpt_entry_t *before,
+                                size_t nbefore, const ckpt_entry_t *after, size_t nafter,
+                                const char *good)
+{
+    size_t kept = 0;
+    for (size_t j = 0; j < nafter; j++)
+        kept += after[j].status == CKPT_ST_COMMITTED;
+    printf("removed %d, %zu committed checkpoint%s left in '%s'\n", removed, kept,
+           kept == 1 ? "" : "s", root);
+    const char *newest = NULL; /* the newest committed checkpoint before */
+    for (size_t i = 0; i < nbefore; i++)
+        if (before[i].status == CKPT_ST_COMMITTED)
+            newest = before[i].name;
+    const char *good_name = strrchr(good, '/');
+    good_name = good_name ? good_name + 1 : good;
+    if (!good[0])
+        printf("note: no checkpoint in '%s' verifies\n", root);
+    else if (newest && strcmp(good_name, newest) != 0)
+        printf("kept %s: the newest checkpoint that verifies\n", good);
+}
+
+int cmd_prune(const args_t *args)
+{
+    const char *root = args->operands[0];
+    int keep = (args->set & OPT_KEEP) ? args->keep : PRUNE_KEEP_DEFAULT;
+    ckpt_entry_t *before = NULL, *after = NULL;
+    size_t nbefore = 0, nafter = 0;
+    int removed = 0;
+    int rc = ckpt_list(root, 0, &before, &nbefore);
+    if (rc != CKPT_OK)
+        return ctl_lib_fail("cannot list", root, rc);
+    /* Never remove the checkpoint LATEST names, even when it is not among
+     * the newest K (after a fallback, or an import of a newer step). */
+    const char *in_use = NULL;
+    for (size_t i = 0; i < nbefore; i++)
+        if (before[i].is_latest)
+            in_use = before[i].name;
+    /* Nor the newest one that verifies: newer ones with damaged shards
+     * would otherwise count among the K and the only good one could go. */
+    char good[CKPT_PATH_MAX];
+    rc = ckpt_prune_keep_good(root, keep, in_use, &removed, good, sizeof good);
+    if (rc != CKPT_OK) {
+        free(before);
+        return ctl_lib_fail("cannot prune", root, rc);
+    }
+    /* What is gone is what a second listing lacks; if that listing fails,
+     * only the count is known. */
+    if (ckpt_list(root, 0, &after, &nafter) == CKPT_OK)
+        print_removed(before, nbefore, after, nafter);
+    print_prune_summary(root, removed, before, nbefore, after, nafter, good);
+    free(before);
+    free(after);
+    return EXIT_GOOD;
+}

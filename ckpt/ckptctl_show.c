@@ -1,0 +1,585 @@
+/*
+ * ckptctl_show.c - the ckptctl commands that show what checkpoints hold and
+ * whether they are good, changing nothing: list, inspect and verify.  Their
+ * output, text and --json, is specified in docs/ckptctl.md.
+ */
+#include "ckptctl.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A shard's byte range, "[<u64>, <u64>)". */
+#define RANGE_TEXT_MAX (sizeof "[, )" + 2 * sizeof "18446744073709551615")
+
+/* ---- list ---------------------------------------------------------------------- */
+
+/* Find an integer member named key in obj or one level of nested objects
+ * (a record keeps its epoch at the top or in a group of its own). */
+static bool record_int(json_t *obj, const char *key, long long *out)
+{
+    json_t *value = json_object_get(obj, key);
+    if (json_is_integer(value)) {
+        *out = json_integer_value(value);
+        return true;
+    }
+    const char *name;
+    json_t *member;
+    json_object_foreach (obj, name, member) {
+        value = json_is_object(member) ? json_object_get(member, key) : NULL;
+        if (json_is_integer(value)) {
+            *out = json_integer_value(value);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The epoch a committed checkpoint's record gives.  @return false when it
+ * gives none or cannot be read (list shows "-"). */
+static bool entry_epoch(const char *root, const ckpt_entry_t *entry, long long *epoch)
+{
+    char path[CKPT_PATH_MAX];
+    ckpt_t *ckpt = NULL;
+    bool found = false;
+    if (entry->status != CKPT_ST_COMMITTED)
+        return false;
+    snprintf(path, sizeof path, "%s/%s", root, entry->name);
+    if (ckpt_open(path, &ckpt) == CKPT_OK) {
+        json_t *record = json_loads(ckpt_record_json(ckpt), 0, NULL);
+        found = record && record_int(record, "epoch", epoch);
+        json_decref(record);
+    }
+    ckpt_close(ckpt);
+    return found;
+}
+
+static const char *status_name(ckpt_status_t status)
+{
+    switch (status) {
+    case CKPT_ST_COMMITTED:
+        return "committed";
+    case CKPT_ST_INCOMPLETE:
+        return "incomplete";
+    default:
+        return "corrupt";
+    }
+}
+
+static json_t *list_entry_json(const ckpt_entry_t *entry, bool have_epoch,
+                               long long epoch)
+{
+    char utc[CTL_FIELD_MAX];
+    bool dated = ctl_fmt_time_utc(entry->created, utc, sizeof utc);
+    /* Known only when a manifest was read; null otherwise. */
+    bool known = entry->world_size > 0;
+    json_t *obj = json_object();
+    json_object_set_new(obj, "name", ctl_json_str(entry->name));
+    json_object_set_new(obj, "step", ctl_json_uint(entry->step));
+    json_object_set_new(obj, "status", ctl_json_str(status_name(entry->status)));
+    json_object_set_new(obj, "latest", json_boolean(entry->is_latest));
+    json_object_set_new(obj, "epoch", have_epoch ? json_integer(epoch) : json_null());
+    json_object_set_new(obj, "world_size",
+                        known ? json_integer(entry->world_size) : json_null());
+    json_object_set_new(obj, "raw_bytes",
+                        known ? ctl_json_uint(entry->raw_bytes) : json_null());
+    json_object_set_new(obj, "file_bytes",
+                        known ? ctl_json_uint(entry->file_bytes) : json_null());
+    json_object_set_new(obj, "created",
+                        known ? json_integer(entry->created) : json_null());
+    json_object_set_new(obj, "created_utc",
+                        known && dated ? ctl_json_str(utc) : json_null());
+    json_object_set_new(obj, "why",
+                        entry->status == CKPT_ST_COMMITTED ? json_null()
+                                                           : ctl_json_str(entry->why));
+    return obj;
+}
+
+static void list_entry_print(const ckpt_entry_t *entry, bool have_epoch, long long epoch)
+{
+    char raw[CTL_FIELD_MAX], stored[CTL_FIELD_MAX], when[CTL_FIELD_MAX];
+    char epoch_text[CTL_FIELD_MAX], world[CTL_FIELD_MAX];
+    bool committed = entry->status == CKPT_ST_COMMITTED;
+    ctl_fmt_bytes(entry->raw_bytes, raw, sizeof raw);
+    ctl_fmt_bytes(entry->file_bytes, stored, sizeof stored);
+    ctl_fmt_time_local(entry->created, when, sizeof when);
+    snprintf(epoch_text, sizeof epoch_text, have_epoch ? "%lld" : "-", epoch);
+    snprintf(world, sizeof world, entry->world_size > 0 ? "%d" : "-", entry->world_size);
+    printf("%-20s %10" PRIu64 " %6s %5s %10s %10s  %-19s  %s%s%s%s\n", entry->name,
+           entry->step, epoch_text, world, committed ? raw : "-",
+           committed ? stored : "-", committed ? when : "-", status_name(entry->status),
+           entry->is_latest ? " LATEST" : "", committed || !entry->why[0] ? "" : ": ",
+           committed ? "" : entry->why);
+}
+
+int cmd_list(const args_t *args)
+{
+    const char *root = args->noperands ? args->operands[0] : ".";
+    bool json = args->set & OPT_JSON;
+    ckpt_entry_t *entries = NULL;
+    size_t count = 0;
+    int rc = ckpt_list(root, !!(args->set & OPT_VERIFY), &entries, &count);
+    if (rc != CKPT_OK)
+        return ctl_lib_fail("cannot list", root, rc);
+
+    json_t *list = json ? json_array() : NULL;
+    bool bad = false;
+    if (!json && count > 0)
+        printf("%-20s %10s %6s %5s %10s %10s  %-19s  %s\n", "NAME", "STEP", "EPOCH",
+               "WORLD", "RAW", "STORED", "CREATED", "STATUS");
+    for (size_t i = 0; i < count; i++) {
+        long long epoch = -1;
+        bool have_epoch = entry_epoch(root, &entries[i], &epoch);
+        if (entries[i].status == CKPT_ST_CORRUPT)
+            bad = true;
+        if (json)
+            json_array_append_new(list, list_entry_json(&entries[i], have_epoch, epoch));
+        else
+            list_entry_print(&entries[i], have_epoch, epoch);
+    }
+    int result = bad ? EXIT_BAD : EXIT_GOOD;
+    if (json) {
+        json_t *doc = json_object();
+        json_object_set_new(doc, "root", ctl_json_str(root));
+        json_object_set_new(doc, "verified", json_boolean(args->set & OPT_VERIFY));
+        json_object_set_new(doc, "checkpoints", list);
+        int print_rc = ctl_json_print(doc);
+        if (print_rc != EXIT_GOOD)
+            result = print_rc;
+    } else if (count == 0) {
+        printf("no checkpoints in '%s'\n", root);
+    }
+    free(entries);
+    return result;
+}
+
+/* ---- inspect: the record ---------------------------------------------------------- */
+
+/* A flattened (dotted) record key; longer ones are cut. */
+#define RECORD_KEY_MAX 256
+/* Room for a record key and for a record string as shown, after escaping
+ * (ckpt_text_clean), and the NUL; what is longer is cut. */
+#define RECORD_KEY_SHOWN 1100
+#define RECORD_STRING_SHOWN 4100
+/* Bytes of a record value that is not a string shown, as compact JSON,
+ * before "..." (one record field must not fill the screen). */
+#define RECORD_JSON_SHOWN 200
+/* Objects nested deeper than this are printed as compact JSON, not
+ * flattened: a record is anyone's JSON, and jansson accepts 2048 levels. */
+#define RECORD_FLATTEN_DEPTH 8
+
+/* text with control characters written as \xNN, into buf: a record is
+ * anyone's JSON, and it must not drive the terminal. */
+static const char *clean(const char *text, char *buf, size_t cap)
+{
+    ckpt_text_clean(text, buf, cap);
+    return buf;
+}
+
+/* Print "  key value" for one record value that is not flattened further. */
+static void print_record_leaf(const char *key, json_t *value)
+{
+    char key_shown[RECORD_KEY_SHOWN];
+    clean(key, key_shown, sizeof key_shown);
+    if (json_is_string(value)) {
+        char string_shown[RECORD_STRING_SHOWN];
+        printf("  %-28s %s\n", key_shown,
+               clean(json_string_value(value), string_shown, sizeof string_shown));
+        return;
+    }
+    char *text = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY);
+    /* Room for the escape or character that straddles the cut, so that the
+     * first RECORD_JSON_SHOWN bytes are always there. */
+    char json_shown[RECORD_JSON_SHOWN + CTL_CLEAN_GROWTH];
+    printf("  %-28s %.*s%s\n", key_shown, RECORD_JSON_SHOWN,
+           text ? clean(text, json_shown, sizeof json_shown) : "?",
+           text && strlen(text) > RECORD_JSON_SHOWN ? "..." : "");
+    free(text);
+}
+
+/* Print one record value as "  prefix.key value", flattening objects. */
+static void print_record_value(const char *prefix, json_t *value, int depth)
+{
+    if (json_is_object(value) && json_object_size(value) > 0 &&
+        depth < RECORD_FLATTEN_DEPTH) {
+        const char *name;
+        json_t *member;
+        json_object_foreach (value, name, member) {
+            char key[RECORD_KEY_MAX];
+            snprintf(key, sizeof key, "%s.%s", prefix, name);
+            print_record_value(key, member, depth + 1);
+        }
+        return;
+    }
+    print_record_leaf(prefix, value);
+}
+
+/* Keys of a record section, NULL-terminated. */
+#define SECTION_KEYS_MAX 10
+
+/* Sections of the record shown by inspect, by top-level key. */
+static const struct {
+    const char *title;
+    const char *keys[SECTION_KEYS_MAX];
+} record_sections[] = {
+    {"data cursor",
+     {"epoch", "cursor", "steps_per_epoch", "samples_seen", "step", "rng", "schedule",
+      "data", NULL}},
+    {"lineage",
+     {"lineage", "slurm", "saved_at", "run_seconds", "ftrain_version", "world_size",
+      NULL}},
+    {"config", {"config", NULL}},
+};
+#define NSECTIONS (sizeof record_sections / sizeof record_sections[0])
+
+static bool in_section(const char *key)
+{
+    for (size_t s = 0; s < NSECTIONS; s++)
+        for (int i = 0; record_sections[s].keys[i]; i++)
+            if (strcmp(record_sections[s].keys[i], key) == 0)
+                return true;
+    return false;
+}
+
+static void print_record(json_t *record)
+{
+    for (size_t section = 0; section < NSECTIONS; section++) {
+        bool printed = false;
+        for (int i = 0; record_sections[section].keys[i]; i++) {
+            const char *key = record_sections[section].keys[i];
+            json_t *value = json_object_get(record, key);
+            if (!value)
+                continue;
+            if (!printed)
+                printf("\n%s:\n", record_sections[section].title);
+            printed = true;
+            print_record_value(key, value, 0);
+        }
+    }
+    bool printed = false;
+    const char *key;
+    json_t *value;
+    json_object_foreach (record, key, value) {
+        if (in_section(key))
+            continue;
+        if (!printed)
+            printf("\nrecord (other):\n");
+        printed = true;
+        print_record_value(key, value, 0);
+    }
+}
+
+/* ---- inspect ----------------------------------------------------------------------- */
+
+static json_t *tensors_json(const ckpt_t *ckpt)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; i < ckpt_num_tensors(ckpt); i++) {
+        const ckpt_tensor_t *tensor = ckpt_tensor_at(ckpt, i);
+        json_t *obj = json_object(), *shape = json_array();
+        for (int d = 0; d < tensor->ndim; d++)
+            json_array_append_new(shape, json_integer(tensor->shape[d]));
+        json_object_set_new(obj, "name", ctl_json_str(tensor->name));
+        json_object_set_new(obj, "dtype", ctl_json_str(ckpt_dtype_name(tensor->dtype)));
+        json_object_set_new(obj, "shape", shape);
+        json_object_set_new(obj, "offset", ctl_json_uint(tensor->offset));
+        json_object_set_new(obj, "nbytes", ctl_json_uint(tensor->nbytes));
+        json_array_append_new(list, obj);
+    }
+    return list;
+}
+
+static json_t *shards_json(const ckpt_t *ckpt)
+{
+    json_t *list = json_array();
+    for (int i = 0; i < ckpt_world_size(ckpt); i++) {
+        const ckpt_shard_info_t *shard = ckpt_shard_at(ckpt, i);
+        char file[CKPT_FILE_NAME_MAX];
+        ckpt_shard_name(i, file, sizeof file);
+        json_t *obj = json_object();
+        json_object_set_new(obj, "index", json_integer(i));
+        json_object_set_new(obj, "file", ctl_json_str(file));
+        json_object_set_new(obj, "raw_offset", ctl_json_uint(shard->raw_offset));
+        json_object_set_new(obj, "raw_bytes", ctl_json_uint(shard->raw_bytes));
+        json_object_set_new(obj, "file_bytes", ctl_json_uint(shard->file_bytes));
+        json_object_set_new(obj, "nframes", json_integer(shard->nframes));
+        json_object_set_new(obj, "xxh64", ctl_json_hex64(shard->xxh64));
+        json_array_append_new(list, obj);
+    }
+    return list;
+}
+
+/* inspect --json of the checkpoint at dir; the document takes record. */
+static int inspect_json(const char *dir, const ckpt_t *ckpt, json_t *record,
+                        uint64_t stored)
+{
+    char utc[CTL_FIELD_MAX];
+    bool dated = ctl_fmt_time_utc(ckpt_created(ckpt), utc, sizeof utc);
+    json_t *doc = json_object();
+    json_object_set_new(doc, "path", ctl_json_str(dir));
+    json_object_set_new(doc, "step", ctl_json_uint(ckpt_step(ckpt)));
+    json_object_set_new(doc, "created", json_integer(ckpt_created(ckpt)));
+    json_object_set_new(doc, "created_utc", dated ? ctl_json_str(utc) : json_null());
+    json_object_set_new(doc, "world_size", json_integer(ckpt_world_size(ckpt)));
+    json_object_set_new(doc, "total_bytes", ctl_json_uint(ckpt_total_bytes(ckpt)));
+    json_object_set_new(doc, "file_bytes", ctl_json_uint(stored));
+    json_object_set_new(doc, "manifest_checksum",
+                        ctl_json_str(ckpt_manifest_checksummed(ckpt) ? "verified" : "none"));
+    json_object_set_new(doc, "tensors", tensors_json(ckpt));
+    json_object_set_new(doc, "shards", shards_json(ckpt));
+    json_object_set_new(doc, "record", record);
+    return ctl_json_print(doc);
+}
+
+static void print_tensors(const ckpt_t *ckpt)
+{
+    printf("\ntensors (%zu):\n", ckpt_num_tensors(ckpt));
+    printf("  %-32s %-5s %-20s %14s %14s\n", "NAME", "DTYPE", "SHAPE", "OFFSET",
+           "BYTES");
+    for (size_t i = 0; i < ckpt_num_tensors(ckpt); i++) {
+        const ckpt_tensor_t *tensor = ckpt_tensor_at(ckpt, i);
+        char shape[CTL_SHAPE_TEXT_MAX];
+        ctl_shape_text(tensor, shape, sizeof shape);
+        printf("  %-32s %-5s %-20s %14" PRIu64 " %14" PRIu64 "\n", tensor->name,
+               ckpt_dtype_name(tensor->dtype), shape, tensor->offset, tensor->nbytes);
+    }
+}
+
+static void print_shards(const ckpt_t *ckpt)
+{
+    printf("\nshards (%d):\n", ckpt_world_size(ckpt));
+    printf("  %-16s %-31s %14s %7s  %s\n", "FILE", "RAW RANGE", "FILE BYTES", "FRAMES",
+           "XXH64");
+    for (int i = 0; i < ckpt_world_size(ckpt); i++) {
+        const ckpt_shard_info_t *shard = ckpt_shard_at(ckpt, i);
+        char file[CKPT_FILE_NAME_MAX], range[RANGE_TEXT_MAX];
+        ckpt_shard_name(i, file, sizeof file);
+        snprintf(range, sizeof range, "[%" PRIu64 ", %" PRIu64 ")", shard->raw_offset,
+                 shard->raw_offset + shard->raw_bytes);
+        printf("  %-16s %-31s %14" PRIu64 " %7u  %016" PRIx64 "\n", file, range,
+               shard->file_bytes, shard->nframes, shard->xxh64);
+    }
+}
+
+static void inspect_print(const char *dir, const ckpt_t *ckpt, json_t *record,
+                          uint64_t stored)
+{
+    char when[CTL_FIELD_MAX], raw[CTL_FIELD_MAX], stored_text[CTL_FIELD_MAX];
+    ctl_fmt_time_local(ckpt_created(ckpt), when, sizeof when);
+    ctl_fmt_bytes(ckpt_total_bytes(ckpt), raw, sizeof raw);
+    ctl_fmt_bytes(stored, stored_text, sizeof stored_text);
+    printf("checkpoint   %s\n", dir);
+    printf("step         %" PRIu64 "\n", ckpt_step(ckpt));
+    printf("created      %s (%" PRId64 ")\n", when, ckpt_created(ckpt));
+    printf("world size   %d shards\n", ckpt_world_size(ckpt));
+    printf("flat bytes   %" PRIu64 " (%s), stored %" PRIu64 " (%s)\n",
+           ckpt_total_bytes(ckpt), raw, stored, stored_text);
+    printf("manifest     %s\n", ckpt_manifest_checksummed(ckpt)
+                                    ? "checksum verified"
+                                    : "no checksum (written by an older ftrain)");
+    print_tensors(ckpt);
+    print_shards(ckpt);
+    print_record(record);
+}
+
+int cmd_inspect(const args_t *args)
+{
+    char dir[CKPT_PATH_MAX];
+    int result = ctl_resolve_ckpt("inspect", args->operands[0],
+                                  args->noperands > 1 ? args->operands[1] : NULL, true,
+                                  dir, sizeof dir);
+    if (result != EXIT_GOOD)
+        return result;
+    ckpt_t *ckpt = NULL;
+    int rc = ckpt_open(dir, &ckpt);
+    if (rc != CKPT_OK)
+        return ctl_lib_fail("cannot open checkpoint", dir, rc);
+
+    /* The record is the writer's text; one that does not parse shows empty. */
+    json_t *record = json_loads(ckpt_record_json(ckpt), 0, NULL);
+    if (!record)
+        record = json_object();
+    uint64_t stored = 0;
+    for (int i = 0; i < ckpt_world_size(ckpt); i++)
+        stored += ckpt_shard_at(ckpt, i)->file_bytes;
+
+    if (args->set & OPT_JSON) {
+        result = inspect_json(dir, ckpt, record, stored);
+    } else {
+        inspect_print(dir, ckpt, record, stored);
+        json_decref(record);
+    }
+    ckpt_close(ckpt);
+    return result;
+}
+
+/* ---- verify ------------------------------------------------------------------------ */
+
+/* What verify found so far. */
+typedef struct {
+    json_t *results; /* --json: one object per checkpoint; NULL for text */
+    size_t good;     /* checkpoints that verified */
+    size_t total;    /* checkpoints verified, good or bad */
+    size_t skipped;  /* temp dirs of unfinished saves */
+} verify_tally_t;
+
+/* Report one checkpoint's verdict (rc, why) on stdout or into the results;
+ * ckpt is its open handle, or NULL when its manifest could not be read. */
+static void verify_report(const char *dir, const char *name, ckpt_t *ckpt, int rc,
+                          const char *why, json_t *results)
+{
+    const char *status = rc == CKPT_OK ? "ok"
+                         : (rc == CKPT_EINCOMPLETE || rc == CKPT_ENOTFOUND)
+                             ? "incomplete"
+                             : "corrupt";
+    if (results) {
+        uint64_t named_step;
+        json_t *obj = json_object();
+        json_object_set_new(obj, "name", ctl_json_str(name));
+        json_object_set_new(obj, "path", ctl_json_str(dir));
+        json_object_set_new(obj, "step",
+                            ckpt ? ctl_json_uint(ckpt_step(ckpt))
+                            : ckpt_parse_dirname(name, 0, &named_step)
+                                ? ctl_json_uint(named_step)
+                                : json_null());
+        json_object_set_new(obj, "status", ctl_json_str(status));
+        json_object_set_new(obj, "ok", json_boolean(rc == CKPT_OK));
+        json_object_set_new(obj, "error",
+                            rc == CKPT_OK ? json_null() : ctl_json_str(ckpt_strerror(rc)));
+        json_object_set_new(obj, "why", rc == CKPT_OK ? json_null() : ctl_json_str(why));
+        json_object_set_new(obj, "world_size",
+                            ckpt ? json_integer(ckpt_world_size(ckpt)) : json_null());
+        json_object_set_new(obj, "total_bytes",
+                            ckpt ? ctl_json_uint(ckpt_total_bytes(ckpt)) : json_null());
+        json_array_append_new(results, obj);
+    } else if (rc == CKPT_OK) {
+        char raw[CTL_FIELD_MAX];
+        ctl_fmt_bytes(ckpt_total_bytes(ckpt), raw, sizeof raw);
+        printf("%s: ok (%d shards, %s)\n", name, ckpt_world_size(ckpt), raw);
+    } else {
+        printf("%s: %s: %s\n", name, status, why);
+    }
+}
+
+/* Verify the checkpoint at dir and count it. */
+static void verify_one(const char *dir, const char *name, verify_tally_t *tally)
+{
+    ckpt_t *ckpt = NULL;
+    int rc = ckpt_open(dir, &ckpt);
+    if (rc == CKPT_OK)
+        rc = ckpt_verify(ckpt);
+    verify_report(dir, name, ckpt, rc,
+                  rc == CKPT_OK ? "" : ctl_lib_why(rc, "verify", dir), tally->results);
+    ckpt_close(ckpt);
+    tally->total++;
+    if (rc == CKPT_OK)
+        tally->good++;
+}
+
+/* Report a temp dir of an unfinished save under root, which is not counted. */
+static void verify_skip(const char *root, const ckpt_entry_t *entry,
+                        verify_tally_t *tally)
+{
+    static const char why[] = "temp dir of an unfinished save";
+    tally->skipped++;
+    if (!tally->results) {
+        printf("%s: skipped: %s\n", entry->name, why);
+        return;
+    }
+    char dir[CKPT_PATH_MAX];
+    bool fits = snprintf(dir, sizeof dir, "%s/%s", root, entry->name) < (int)sizeof dir;
+    json_t *obj = json_object();
+    json_object_set_new(obj, "name", ctl_json_str(entry->name));
+    json_object_set_new(obj, "path", fits ? ctl_json_str(dir) : json_null());
+    json_object_set_new(obj, "step", ctl_json_uint(entry->step));
+    json_object_set_new(obj, "status", ctl_json_str("skipped"));
+    json_object_set_new(obj, "ok", json_null());
+    json_object_set_new(obj, "error", json_null());
+    json_object_set_new(obj, "why", ctl_json_str(why));
+    json_object_set_new(obj, "world_size", json_null());
+    json_object_set_new(obj, "total_bytes", json_null());
+    json_array_append_new(tally->results, obj);
+}
+
+/* verify of every checkpoint under root. */
+static int verify_root(const char *root, verify_tally_t *tally)
+{
+    ckpt_entry_t *entries = NULL;
+    size_t count = 0;
+    int rc = ckpt_list(root, 0, &entries, &count);
+    if (rc != CKPT_OK)
+        return ctl_lib_fail("cannot list", root, rc);
+    for (size_t i = 0; i < count; i++) {
+        const ckpt_entry_t *entry = &entries[i];
+        char dir[CKPT_PATH_MAX];
+        uint64_t step;
+        if (ckpt_parse_dirname(entry->name, 1, &step)) {
+            verify_skip(root, entry, tally);
+            continue;
+        }
+        if (snprintf(dir, sizeof dir, "%s/%s", root, entry->name) >= (int)sizeof dir)
+            continue;
+        if (entry->is_link) { /* listed corrupt; never opened through the link */
+            verify_report(dir, entry->name, NULL, CKPT_ECORRUPT, entry->why,
+                          tally->results);
+            tally->total++;
+            continue;
+        }
+        verify_one(dir, entry->name, tally);
+    }
+    free(entries);
+    /* --json still prints its (empty) document; verify_summary fails it. */
+    if (tally->total == 0 && !tally->results) {
+        ctl_error("verify", root, "no checkpoints in this directory");
+        return EXIT_ERROR;
+    }
+    return EXIT_GOOD;
+}
+
+/* The document of verify --json, or the line saying how many were bad. */
+static int verify_summary(const char *arg, verify_tally_t *tally)
+{
+    int result = tally->good == tally->total && tally->total > 0 ? EXIT_GOOD : EXIT_BAD;
+    if (tally->results) {
+        json_t *doc = json_object();
+        json_object_set_new(doc, "path", ctl_json_str(arg));
+        json_object_set_new(doc, "ok", json_boolean(result == EXIT_GOOD));
+        json_object_set_new(doc, "good", json_integer((json_int_t)tally->good));
+        json_object_set_new(doc, "bad",
+                            json_integer((json_int_t)(tally->total - tally->good)));
+        json_object_set_new(doc, "skipped", json_integer((json_int_t)tally->skipped));
+        json_object_set_new(doc, "checkpoints", tally->results);
+        tally->results = NULL;
+        int print_rc = ctl_json_print(doc);
+        if (print_rc != EXIT_GOOD)
+            return print_rc;
+        if (tally->total == 0)
+            return EXIT_ERROR;
+    }
+    if (result != EXIT_GOOD)
+        ctl_error("verify", arg, "%zu of %zu checkpoints bad", tally->total - tally->good,
+                  tally->total);
+    return result;
+}
+
+int cmd_verify(const args_t *args)
+{
+    const char *arg = args->operands[0];
+    const char *step_arg = args->noperands > 1 ? args->operands[1] : NULL;
+    verify_tally_t tally = {(args->set & OPT_JSON) ? json_array() : NULL, 0, 0, 0};
+    int result;
+    if (step_arg || ctl_is_checkpoint_dir(arg) || !ctl_is_dir(arg)) {
+        char dir[CKPT_PATH_MAX], base[CTL_BASE_NAME_MAX];
+        result = ctl_resolve_ckpt("verify", arg, step_arg, false, dir, sizeof dir);
+        if (result == EXIT_GOOD)
+            verify_one(dir, ctl_base_name(dir, base, sizeof base), &tally);
+    } else {
+        result = verify_root(arg, &tally);
+    }
+    if (result != EXIT_GOOD) {
+        json_decref(tally.results);
+        return result;
+    }
+    return verify_summary(arg, &tally);
+}

@@ -1,0 +1,96 @@
+/*
+ * util.h - small helpers the trainer's modules share: error messages,
+ * directories, paths, and the tables that map an enumeration's values to
+ * their names and back.
+ *
+ * Error convention of the trainer's modules (sampler, optim, data, model,
+ * state, stop, device, world): a function that can fail returns its
+ * module's code (0 is success, each failure a distinct negative value) and,
+ * where the code alone cannot say what went wrong, fills a caller's
+ * (char *err, size_t cap) buffer with a message naming the problem.  err
+ * may be NULL (cap is then ignored).  util_fail() does both in one
+ * statement.  The comm library keeps its own convention: a code plus
+ * comm_last_error().
+ */
+#ifndef FTRAIN_UTIL_H
+#define FTRAIN_UTIL_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Format a message into err (when err is not NULL and cap > 0), truncating
+ *  to cap.  @return code, so that `return util_fail(err, cap, CODE, ...)`
+ *  reports and fails at once. */
+int util_fail(char *err, size_t cap, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/** Create path and every missing parent (mode 0755), as mkdir -p.  A name
+ *  that exists already counts as made, whatever it is: the caller checks
+ *  that it is a directory it can use.  @return 0, or -1 with errno set
+ *  (ENAMETOOLONG for a path of UTIL_PATH_MAX bytes or more, ENOENT for an
+ *  empty one). */
+int util_mkdir_p(const char *path);
+
+/** The longest path util_mkdir_p accepts, its terminating NUL included. */
+#define UTIL_PATH_MAX 4096
+
+/** @return the last component of path: what follows its last '/' (path
+ *  itself when it has none).  Trailing slashes are not stripped. */
+const char *util_base_name(const char *path);
+
+/* Zeroed memory for count elements of size bytes that starts on a page and
+ * fills whole pages, so no other allocation shares its pages: a GPU can
+ * page-lock it (cudaHostRegister) without meeting a page locked already.
+ * NULL when out of memory or when the size overflows; release with free(). */
+void *util_calloc_pages(size_t count, size_t size);
+
+/** One entry of a name table: a name and the enumeration value it names. */
+typedef struct {
+    const char *name;
+    int value;
+} util_name_t;
+
+/** @return the name of value in table (count entries), or unknown. */
+const char *util_name_of(const util_name_t *table, size_t count, int value,
+                         const char *unknown);
+
+/** @return the value named name in table (exact match), or -1 when no
+ *  entry has that name (or name is NULL). */
+int util_name_parse(const util_name_t *table, size_t count, const char *name);
+
+/** Write the names of table in order as "a, b or c" into buf (truncated to
+ *  cap).  @return buf. */
+const char *util_names_join(const util_name_t *table, size_t count, char *buf,
+                            size_t cap);
+
+/** The number of entries of a name table (an array, not a pointer). */
+#define UTIL_COUNT(table) (sizeof(table) / sizeof((table)[0]))
+
+/** Define the three functions of one enumeration's name table, as its
+ *  module's header declares them:
+ *    const char *PREFIX_name(TYPE value);   the name, or "unknown"
+ *    int PREFIX_parse(const char *name);    the value, or -1
+ *    const char *PREFIX_names(char *buf, size_t cap);  "a, b or c"
+ *  over TABLE, a util_name_t array in scope. */
+#define UTIL_NAME_FUNCTIONS(prefix, type, table)                              \
+    const char *prefix##_name(type value)                                    \
+    {                                                                         \
+        return util_name_of(table, UTIL_COUNT(table), (int)value, "unknown"); \
+    }                                                                         \
+    int prefix##_parse(const char *name)                                      \
+    {                                                                         \
+        return util_name_parse(table, UTIL_COUNT(table), name);               \
+    }                                                                         \
+    const char *prefix##_names(char *buf, size_t cap)                         \
+    {                                                                         \
+        return util_names_join(table, UTIL_COUNT(table), buf, cap);           \
+    }
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,151 @@
+/*
+ * train_internal.h - the trainer's state, shared by the training loop
+ * (train.c), its start and end (train_setup.c) and the computation of one
+ * step and of the evaluation (train_step.c).  Nothing else includes it.
+ */
+#ifndef FTRAIN_TRAIN_INTERNAL_H
+#define FTRAIN_TRAIN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "ftrain/comm.h"
+#include "ftrain/config.h"
+#include "ftrain/data.h"
+#include "ftrain/metrics.h"
+#include "ftrain/model.h"
+#include "ftrain/optim.h"
+#include "ftrain/sampler.h"
+#include "ftrain/state.h"
+#include "ftrain/train.h"
+#include "ftrain/world.h"
+#include "save_async_internal.h"
+#include "train_gpu_internal.h"
+
+/* One formatted report: a line's tail of numbers or a metrics event's members. */
+#define REPORT_MAX 256
+
+/* Progress since the last progress line. */
+typedef struct {
+    double loss;               /* loss sum */
+    int64_t hits, samples;
+    double since;              /* when the window began */
+} log_window_t;
+
+typedef struct {
+    const config_t *cfg;
+    const world_t *world;
+    comm_t *comm;
+    int rank, size;
+    int blas_threads;
+    dataset_t train, test;
+    sampler_t sampler;
+    model_t *model;
+    optim_t *opt;
+    size_t n_params;
+    int64_t steps_per_epoch, total_steps;
+    int64_t max_rank_micros;   /* micro-batches of one step on one rank, at most */
+    float *grad;               /* n_params + 2 floats: gradient, loss sum, correct */
+    float *micro_grads;        /* deterministic: max_rank_micros * n_params */
+    double *micro_loss;        /* deterministic: per micro-batch loss sums */
+    int64_t *fixed_sum;        /* deterministic: n_params + 2 */
+    float *batch_x, *batch_y;  /* batch staging (the GPU mirror's pinned buffers) */
+    int32_t *batch_labels;
+    /* The GPU path (both NULL on the CPU): the device copy of the model and
+     * optimizer; the host ones above hold the initial values and the
+     * checkpoint snapshots. */
+    gpu_ctx_t *gpu_ctx;
+    gpu_mirror_t *gpu;
+    int device_failed;         /* a device call failed on this rank: voted at the
+                                  next control reduction, never acted on alone */
+    metrics_t metrics;
+    int trace_fd;              /* --trace-samples, -1 when off */
+    state_t state;
+    char ckpt_root[TRAIN_CKPT_ROOT_MAX]; /* "" without a run directory */
+    /* Position and progress. */
+    int64_t step;              /* updates done */
+    int64_t last_saved;        /* step of the newest checkpoint of ours, -1 */
+    int64_t evaluated_step;    /* the last epoch end whose evaluation ran, -1 */
+    int evaluated_at_end;      /* the last step's evaluation ran */
+    double last_loss;          /* mean loss of the last step, NaN before */
+    double started;            /* when train_run began */
+    double run_base;           /* training seconds of earlier processes (the record's) */
+    double run_start;          /* when this process's training loop began; 0 before */
+    double loop_end;           /* when it ended; 0 before */
+    double eval_seconds;       /* spent in the loop's epoch evaluations */
+    int64_t run_samples;       /* samples trained by this process */
+    int64_t log_every;         /* steps between progress lines */
+    log_window_t window;
+    double control_last;       /* when the last control reduction (stop check) ended */
+    double longest_gap;        /* the longest time between two stop checks: a step,
+                                  with any evaluation or save in between */
+    double reduce_seconds;     /* in the gradient reductions (reduced_steps of them) */
+    double control_seconds;    /* in the control reductions */
+    int64_t reduced_steps;
+    /* Checkpoints. */
+    double last_save_time;
+    async_save_t async;
+    int async_saves, async_failures, async_skipped;
+    double async_stall_seconds;
+} trainer_t;
+
+/* Which micro-batches of a step this rank computes. */
+typedef struct {
+    int64_t epoch, index;      /* the step's epoch and its index in it */
+    int64_t first_micro, nmicro;
+    int64_t samples;           /* of the whole step, all ranks */
+} step_plan_t;
+
+/* One step's local results, then (after step_reduce) the global ones. */
+typedef struct {
+    double max_abs_grad;       /* local max |g|, NaN as INFINITY */
+    double loss;               /* loss sum */
+    int64_t hits;
+    int loss_bad;              /* this rank's loss cannot be reduced */
+} step_sums_t;
+
+/* A test-set evaluation. */
+typedef struct {
+    double loss, acc;
+    int cut_short;             /* a stop signal cut it short (on every rank) */
+} eval_result_t;
+
+static inline double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* train_setup.c */
+
+/** Collective: the run directory, the data, model, optimizer and buffers
+ *  (and the GPU mirror when gpu is not NULL), on every rank or on none.
+ *  t is ready for trainer_close() whatever the result.
+ *  @return TRAIN_OK or TRAIN_EFAIL. */
+int trainer_open(trainer_t *t, const config_t *cfg, const world_t *world, comm_t *comm,
+                 gpu_ctx_t *gpu, char *err, size_t cap);
+/** Collective: resume from the checkpoint --resume picks, when there is
+ *  one.  @return TRAIN_OK, TRAIN_EMISMATCH or TRAIN_EFAIL. */
+int trainer_resume(trainer_t *t, char *err, size_t cap);
+/** Release everything; a save in flight is abandoned, never committed. */
+void trainer_close(trainer_t *t);
+
+/* train_step.c */
+
+/** Forward/backward of this rank's share of the step; a device failure
+ *  sets t->device_failed. */
+void step_compute(trainer_t *t, const step_plan_t *plan, step_sums_t *sums);
+/** Collective: sum the gradient over all ranks and average it over the
+ *  step's samples (grad_max: the global max |g| of the control reduction);
+ *  sums get the global loss sum and hits.  @return TRAIN_OK or TRAIN_EFAIL. */
+int step_reduce(trainer_t *t, const step_plan_t *plan, double grad_max, step_sums_t *sums,
+                char *err, size_t cap);
+/** The optimizer update with the reduced gradient. */
+void step_update(trainer_t *t);
+/** Collective: evaluate on the test set, chunks dealt to ranks; a stop
+ *  signal cuts it short on every rank.  @return TRAIN_OK or TRAIN_EFAIL. */
+int evaluate_test_set(trainer_t *t, eval_result_t *out, char *err, size_t cap);
+
+#endif

@@ -1,0 +1,106 @@
+/*
+ * util.c - the helpers of util.h.
+ */
+#include "ftrain/util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int util_fail(char *err, size_t cap, int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!err || cap == 0)
+        return code;
+    va_start(ap, fmt);
+    vsnprintf(err, cap, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int util_mkdir_p(const char *path)
+{
+    char buf[UTIL_PATH_MAX];
+    size_t len = path ? strlen(path) : 0;
+
+    if (len == 0 || len >= sizeof buf) {
+        errno = len ? ENAMETOOLONG : ENOENT;
+        return -1;
+    }
+    memcpy(buf, path, len + 1);
+    /* Each parent in turn, then path itself; a name that exists already
+     * counts as made (the caller judges what it is). */
+    for (size_t i = 1; i <= len; i++) {
+        if (buf[i] != '/' && buf[i] != '\0')
+            continue;
+        char saved = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return -1;
+        buf[i] = saved;
+    }
+    return 0;
+}
+
+const char *util_base_name(const char *path)
+{
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    return slash ? slash + 1 : path;
+}
+
+const char *util_name_of(const util_name_t *table, size_t count, int value,
+                         const char *unknown)
+{
+    for (size_t i = 0; i < count; i++)
+        if (table[i].value == value)
+            return table[i].name;
+    return unknown;
+}
+
+int util_name_parse(const util_name_t *table, size_t count, const char *name)
+{
+    if (!name)
+        return -1;
+    for (size_t i = 0; i < count; i++)
+        if (strcmp(table[i].name, name) == 0)
+            return table[i].value;
+    return -1;
+}
+
+const char *util_names_join(const util_name_t *table, size_t count, char *buf,
+                            size_t cap)
+{
+    size_t len = 0;
+
+    if (!buf || cap == 0)
+        return buf;
+    buf[0] = '\0';
+    for (size_t i = 0; i < count && len < cap; i++) {
+        const char *sep = i == 0 ? "" : i + 1 == count ? " or " : ", ";
+        int wrote = snprintf(buf + len, cap - len, "%s%s", sep, table[i].name);
+        if (wrote < 0)
+            break;
+        len += (size_t)wrote;
+    }
+    return buf;
+}
+
+void *util_calloc_pages(size_t count, size_t size)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    size_t align = page > 0 ? (size_t)page : 4096;
+    if (size && count > (SIZE_MAX - align) / size)
+        return NULL;
+    size_t bytes = (count * size + align - 1) / align * align;
+    void *mem = NULL;
+    if (posix_memalign(&mem, align, bytes ? bytes : align) != 0)
+        return NULL;
+    memset(mem, 0, bytes ? bytes : align);
+    return mem;
+}

@@ -1,0 +1,50 @@
+#!/bin/sh
+# run_dir.sh - a run directory the trainer cannot use is refused at
+# start-up, on every rank, before any training, with a message naming the
+# path and what is wrong: a checkpoint root that is a file, a checkpoint
+# root no one may write to, a metrics file that cannot be opened.
+. "$(dirname "$0")/lib.sh"
+: "${FTRAIN_TIMEOUT:=60}"
+need_mpi
+TINY="--data line --layers 8"
+
+# ---- a checkpoint root that is not a directory ---------------------------
+# Found at start-up on every rank, not at the first save after the training.
+d="$T/rootfile"
+mkdir -p "$d"
+echo x >"$d/ckpt"
+mpi 2 $TINY --steps 3 --log-every 1 --run-dir "$d" >"$d.out" 2>"$d.err"
+rc=$?
+ok "$([ "$rc" -ne 0 ] && [ "$rc" -ne 75 ] && ! grep -q '^epoch ' "$d.out"; echo $?)" \
+    "RUN_DIR/ckpt is a file: refused before training (exit $rc)" ||
+    why "$(grep -c '^epoch ' "$d.out") progress lines" "$(cat "$d.err")"
+like "$(cat "$d.err")" "rank 0: cannot use the checkpoint directory '$d/ckpt': not a directory" \
+    "  rank 0 names the path and what is wrong"
+like "$(cat "$d.err")" "rank 1: rank 0 could not set up run directory" "  and rank 1 agrees"
+
+# ---- a checkpoint root no one may write to (immutable: even root cannot) ----
+d="$T/rootro"
+mkdir -p "$d/ckpt"
+if chattr +i "$d/ckpt" 2>/dev/null; then
+    mpi 2 $TINY --steps 3 --log-every 1 --run-dir "$d" >"$d.out" 2>"$d.err"
+    rc=$?
+    chattr -i "$d/ckpt"
+    ok "$([ "$rc" -ne 0 ] && [ "$rc" -ne 75 ] && ! grep -q '^epoch ' "$d.out"; echo $?)" \
+        "RUN_DIR/ckpt cannot be written: refused before training (exit $rc)" || why "$(cat "$d.err")"
+    like "$(cat "$d.err")" "cannot use the checkpoint directory '$d/ckpt': " "  naming it"
+else
+    skip "an unwritable checkpoint root" "chattr +i is not supported on this file system"
+    skip "  naming it" "chattr +i is not supported on this file system"
+fi
+
+# ---- a metrics file that cannot be opened ---------------------------------
+d="$T/metricsdir"
+mkdir -p "$d/metrics.jsonl"
+mpi 1 $TINY --steps 2 --run-dir "$d" >"$d.out" 2>"$d.err"
+rc=$?
+ok "$([ "$rc" -ne 0 ] && ! grep -q '^epoch ' "$d.out"; echo $?)" \
+    "metrics.jsonl is a directory: refused before training (exit $rc)"
+like "$(cat "$d.err")" "cannot open the metrics file '$d/metrics.jsonl': Is a directory" \
+    "  the message names the metrics file, not the run directory" || why "$(cat "$d.err")"
+
+done_testing
