@@ -6,13 +6,13 @@
 #
 # Sections: 1 training throughput, 2 checkpoint save, 3 load and reshard,
 # 4 compression ratio, 5 torch.save/torch.load, 6 stop path, 7 GPU (skipped
-# with the reason when no GPU can be used).  Each is one function below
-# (section_1_training ... section_7_gpu); main, at the bottom, runs those
-# that BENCH_SECTIONS names.
+# with the reason when no GPU can be used), 8 convergence beside PyTorch.
+# Each is one function below (section_1_training ... section_8_convergence);
+# main, at the bottom, runs those that BENCH_SECTIONS names.
 #
 # Settings (environment):
 #   BUILD               build directory with ftrain and bench/ckpt_bench (build)
-#   BENCH_SECTIONS      which sections to run ("1 2 3 4 5 6 7")
+#   BENCH_SECTIONS      which sections to run ("1 2 3 4 5 6 7 8")
 #   BENCH_STEPS         training steps for section 1 (400)
 #   BENCH_REPEAT        runs per figure; the best is reported (3)
 #   BENCH_PAIRS         back-to-back rounds (dd conv=fdatasync, 1 rank, 2
@@ -37,7 +37,7 @@
 # caller's.
 set -u
 BUILD=${BUILD:-build}
-SECTIONS=${BENCH_SECTIONS:-"1 2 3 4 5 6 7"}
+SECTIONS=${BENCH_SECTIONS:-"1 2 3 4 5 6 7 8"}
 TRAIN_STEPS=${BENCH_STEPS:-400}
 REPEAT=${BENCH_REPEAT:-3}
 PAIR_ROUNDS=${BENCH_PAIRS:-8}
@@ -45,6 +45,7 @@ CKPT_MB=${BENCH_CKPT_MB:-1024}
 PYTHON_BIN=${PYTHON:-/usr/bin/python3}
 FTRAIN=$BUILD/ftrain
 CKPT_BENCH=$BUILD/bench/ckpt_bench
+GEMM_BOUND=$BUILD/bench/gemm_bound
 SCRIPT_DIR=$(dirname "$0")
 # The scratch directory (set by make_scratch) and the background run that
 # the exit must stop (section 6).
@@ -277,56 +278,103 @@ print_header() {
 
 # ---- 1. training throughput -----------------------------------------------------
 
-section_1_training() {
-    heading "1. training throughput (trainer core): MLP 784-256-128-10 ReLU, Adam lr 1e-3, batch 128, Fashion-MNIST, $TRAIN_STEPS steps"
-    echo "  samples/s over the training loop only (no data loading, no final evaluation)"
-    # ftrain and PyTorch runs alternate, so both see the same background load.
-    ftrain_1x2_sps=""
-    ftrain_1x2_runs=""
-    torch_1x2_sps=""
-    torch_1x2_runs=""
-    torch_usable=0
-    if have_torch; then
-        torch_usable=1
-    else
-        echo "  peer unavailable: $TORCH_WHY"
-    fi
-    round=0
-    while [ "$round" -lt "$REPEAT" ]; do
-        round=$((round + 1))
-        output=$(timeout 600 "$FTRAIN" --threads 2 --steps "$TRAIN_STEPS" --log-every 100000 2>&1)
-        samples_per_s=$(timing_samples_per_s "$output")
-        if [ -n "$samples_per_s" ]; then
-            ftrain_1x2_runs="$ftrain_1x2_runs $samples_per_s"
-            ftrain_1x2_sps=$(maxof "$ftrain_1x2_sps" "$samples_per_s")
-        else
-            show_tail 5 "$output"
-        fi
-        [ "$torch_usable" = 1 ] || continue
-        for policy in default passive; do
-            if [ "$policy" = passive ]; then
-                output=$(OMP_WAIT_POLICY=passive timeout 900 "$PYTHON_BIN" "$SCRIPT_DIR/torch_mlp.py" --steps "$TRAIN_STEPS" --threads 2 2>&1)
+# keep NAME VALUE: append VALUE ("42000", or "passive:42000") to runs_NAME
+# and keep the largest number in best_NAME.
+keep() {
+    eval "_keep_best=\${best_$1:-}"
+    eval "runs_$1=\"\${runs_$1:-} $2\""
+    eval "best_$1=$(maxof "$_keep_best" "${2#*:}")"
+}
+
+# training_round THREADS: ftrain (1 rank), PyTorch and the GEMM-only bound,
+# each once at THREADS threads; keeps their samples/s (keep).  PyTorch at 2
+# threads runs with OMP_WAIT_POLICY unset and =passive: on a machine where
+# other processes take CPU time, OpenMP threads that spin while they wait
+# lose their core and the default can be ten times slower.  One thread has
+# no one to wait for, so it runs once.
+training_round() {
+    _round_threads=$1
+    _round_output=$(timeout 600 "$FTRAIN" --threads "$_round_threads" --steps "$TRAIN_STEPS" --log-every 100000 2>&1)
+    _round_sps=$(timing_samples_per_s "$_round_output")
+    if [ -n "$_round_sps" ]; then keep "ftrain_$_round_threads" "$_round_sps"; else show_tail 5 "$_round_output"; fi
+    if [ "$torch_usable" = 1 ]; then
+        _round_policies=default
+        [ "$_round_threads" = 1 ] || _round_policies="default passive"
+        for _round_policy in $_round_policies; do
+            if [ "$_round_policy" = passive ]; then
+                _round_output=$(OMP_WAIT_POLICY=passive timeout 900 "$PYTHON_BIN" "$SCRIPT_DIR/torch_mlp.py" --steps "$TRAIN_STEPS" --threads "$_round_threads" 2>&1)
             else
-                output=$(timeout 900 "$PYTHON_BIN" "$SCRIPT_DIR/torch_mlp.py" --steps "$TRAIN_STEPS" --threads 2 2>&1)
+                _round_output=$(timeout 900 "$PYTHON_BIN" "$SCRIPT_DIR/torch_mlp.py" --steps "$TRAIN_STEPS" --threads "$_round_threads" 2>&1)
             fi
-            samples_per_s=$(field torch_mlp: "$output")
-            if [ -z "$samples_per_s" ]; then
-                echo "  peer unavailable: torch_mlp.py failed: $(printf '%s\n' "$output" | tail -1)"
+            _round_sps=$(field torch_mlp: "$_round_output")
+            if [ -z "$_round_sps" ]; then
+                echo "  peer unavailable: torch_mlp.py failed: $(printf '%s\n' "$_round_output" | tail -1)"
                 torch_usable=0
                 break
             fi
-            torch_1x2_runs="$torch_1x2_runs $policy:$samples_per_s"
-            torch_1x2_sps=$(maxof "$torch_1x2_sps" "$samples_per_s")
+            keep "torch_$_round_threads" "$_round_policy:$_round_sps"
         done
+    fi
+    [ -x "$GEMM_BOUND" ] || return 0
+    _round_output=$("$GEMM_BOUND" --threads "$_round_threads" --steps "$TRAIN_STEPS" --repeat 3 2>&1)
+    _round_sps=$(field gemm_bound: "$_round_output")
+    if [ -n "$_round_sps" ]; then keep "bound_$_round_threads" "$_round_sps"; else show_tail 3 "$_round_output"; fi
+}
+
+# best_threads NAME: "S T" for the best samples/s S of NAME over 1 and 2
+# threads and the thread count T that gave it ("" when neither ran).
+best_threads() {
+    eval "_bt_1=\${best_${1}_1:-} _bt_2=\${best_${1}_2:-}"
+    if [ -z "$_bt_1$_bt_2" ]; then echo ""; elif [ "$(maxof "$_bt_1" "$_bt_2")" = "$_bt_1" ]; then echo "$_bt_1 1"; else echo "$_bt_2 2"; fi
+}
+
+# The 1-rank figures: ftrain and PyTorch at 1 and at 2 threads, in turn, so
+# that all four see the same background load; each side's best thread count
+# is what a user would get, so best against best is the comparison.
+section_1_one_rank() {
+    for _s1_name in ftrain_1 ftrain_2 torch_1 torch_2 bound_1 bound_2; do
+        eval "best_$_s1_name='' runs_$_s1_name=''"
     done
-    [ -n "$ftrain_1x2_sps" ] || fail "ftrain 1 rank x 2 threads gave no timing line"
-    echo "  ftrain 1 rank x 2 threads runs:$ftrain_1x2_runs samples/s"
-    [ -n "$torch_1x2_runs" ] && echo "  torch 1 process x 2 threads runs:$torch_1x2_runs samples/s"
-    [ -n "$torch_1x2_runs" ] && echo "    (OMP_WAIT_POLICY unset and =passive, in turn with the ftrain runs; the best is used)"
+    torch_usable=0
+    if have_torch; then torch_usable=1; else echo "  peer unavailable: $TORCH_WHY"; fi
+    [ -x "$GEMM_BOUND" ] || fail "$GEMM_BOUND not built (make $GEMM_BOUND): no GEMM-only bound"
+    echo "  load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+    _s1_round=0
+    while [ "$_s1_round" -lt "$REPEAT" ]; do
+        _s1_round=$((_s1_round + 1))
+        training_round 1
+        training_round 2
+    done
+    echo "  load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+    for _s1_threads in 1 2; do
+        eval "echo \"  ftrain 1 rank x $_s1_threads thread(s) runs:\$runs_ftrain_$_s1_threads samples/s\""
+        [ -n "$runs_torch_1$runs_torch_2" ] && eval "echo \"  torch 1 process x $_s1_threads thread(s) runs:\$runs_torch_$_s1_threads samples/s\""
+        [ -x "$GEMM_BOUND" ] && eval "echo \"  gemm_bound $_s1_threads thread(s), best of 3 per round:\$runs_bound_$_s1_threads samples/s\""
+    done
+    [ -n "$best_ftrain_1" ] || fail "ftrain 1 rank x 1 thread gave no timing line"
+    [ -n "$best_ftrain_2" ] || fail "ftrain 1 rank x 2 threads gave no timing line"
+    [ -n "$runs_torch_2" ] && echo "    (torch at 2 threads: OMP_WAIT_POLICY unset and =passive, the best is used)"
     echo
     row "" "ftrain" "PyTorch" "ratio"
-    row "samples/s, 1 rank x 2 threads" "${ftrain_1x2_sps:-failed}" "${torch_1x2_sps:-n/a}" "$(ratio "$ftrain_1x2_sps" "$torch_1x2_sps")"
-    echo "  target: ftrain >= 1.50x PyTorch -> $(verdict "$(ratio "$ftrain_1x2_sps" "$torch_1x2_sps")" 1.5)"
+    row "samples/s, 1 rank x 1 thread" "${best_ftrain_1:-failed}" "${best_torch_1:-n/a}" "$(ratio "$best_ftrain_1" "$best_torch_1")"
+    row "samples/s, 1 rank x 2 threads" "${best_ftrain_2:-failed}" "${best_torch_2:-n/a}" "$(ratio "$best_ftrain_2" "$best_torch_2")"
+    _s1_f=$(best_threads ftrain) _s1_t=$(best_threads torch)
+    ftrain_best_sps=${_s1_f% *} torch_best_sps=${_s1_t% *}
+    row "samples/s, each at its best thread count" "${ftrain_best_sps:-failed}${_s1_f:+ (${_s1_f#* }t)}" "${torch_best_sps:-n/a}${_s1_t:+ (${_s1_t#* }t)}" "$(ratio "$ftrain_best_sps" "$torch_best_sps")"
+    echo "  target: ftrain >= 1.50x PyTorch, best against best -> $(verdict "$(ratio "$ftrain_best_sps" "$torch_best_sps")" 1.5)"
+    echo
+    echo "  the GEMM-only bound (gemm_bound: the step's sgemm calls alone, same shapes and threads):"
+    row "" "ftrain" "bound" "fraction"
+    row "samples/s, 1 rank x 1 thread" "${best_ftrain_1:-failed}" "${best_bound_1:-n/a}" "$(ratio "$best_ftrain_1" "$best_bound_1")"
+    row "samples/s, 1 rank x 2 threads" "${best_ftrain_2:-failed}" "${best_bound_2:-n/a}" "$(ratio "$best_ftrain_2" "$best_bound_2")"
+    echo "  target: ftrain >= 0.80 of the bound at 1 thread -> $(verdict "$(ratio "$best_ftrain_1" "$best_bound_1")" 0.8)"
+}
+
+section_1_training() {
+    heading "1. training throughput (trainer core): MLP 784-256-128-10 ReLU, Adam lr 1e-3, batch 128, Fashion-MNIST, $TRAIN_STEPS steps"
+    echo "  samples/s over the training loop only (no data loading, no final evaluation)"
+    section_1_one_rank
+    ftrain_1x2_sps=$best_ftrain_2
 
     ftrain_best 2 --threads 1 --steps "$TRAIN_STEPS" --log-every 100000
     fast_2x1_sps=$BEST_SAMPLES_PER_S
@@ -345,7 +393,7 @@ section_1_training() {
     echo "  per-step reduction cost at 2 ranks (ms/step, from the fastest run of each mode):"
     row "gradient reduction, fast (f32 allreduce)" "${fast_grad_reduction_ms:-n/a}" "" ""
     row "gradient reduction, --deterministic (i64)" "${deterministic_grad_reduction_ms:-n/a}" "" "$(ratio "$deterministic_grad_reduction_ms" "$fast_grad_reduction_ms") of fast"
-    row "stop/control reduction (5 doubles, MAX), fast" "${fast_control_reduction_ms:-n/a}" "" ""
+    row "stop/control reduction (6 doubles, MAX), fast" "${fast_control_reduction_ms:-n/a}" "" ""
     row "stop/control reduction, --deterministic" "${deterministic_control_reduction_ms:-n/a}" "" ""
     echo "  (the reduction times include waiting for the slower rank)"
 }
@@ -789,6 +837,87 @@ section_7_gpu() {
     rm -rf "$SCRATCH/gstall"
 }
 
+# ---- 8. convergence beside PyTorch --------------------------------------------
+
+# converge_ftrain ARGS...: one ftrain run (one rank, CPU) of ARGS; sets
+# CONV_LOSS and CONV_METRIC from its last eval line ("" when it failed).
+converge_ftrain() {
+    _conv_output=$(timeout 1800 "$FTRAIN" --device cpu --log-every 1000000 "$@" 2>&1)
+    _conv_eval=$(printf '%s\n' "$_conv_output" | grep '^eval: epoch ' | tail -1)
+    CONV_LOSS=$(field test_loss "$_conv_eval")
+    CONV_METRIC=$(field test_r2 "$_conv_eval")
+    [ -n "$CONV_METRIC" ] || CONV_METRIC=$(field test_acc "$_conv_eval")
+    if [ -z "$CONV_LOSS" ]; then
+        fail "ftrain $*"
+        show_tail 5 "$_conv_output"
+    fi
+}
+
+# converge_torch ARGS...: one torch_converge.py run of ARGS; sets
+# CONV_LOSS and CONV_METRIC ("" when it failed, saying why).  Passive
+# OpenMP waits: threads that spin lose their core on a shared machine.
+converge_torch() {
+    CONV_LOSS="" CONV_METRIC=""
+    [ "$CONV_TORCH" = 1 ] || return
+    _conv_output=$(OMP_WAIT_POLICY=passive timeout 1800 "$PYTHON_BIN" "$SCRIPT_DIR/torch_converge.py" "$@" 2>&1)
+    CONV_LOSS=$(field test_loss "$_conv_output")
+    CONV_METRIC=$(field value "$_conv_output")
+    [ -n "$CONV_LOSS" ] || echo "  peer unavailable: torch_converge.py $*: $(printf '%s\n' "$_conv_output" | tail -1)"
+}
+
+# converge_row LABEL METRIC FTRAIN_ARGS -- TORCH_ARGS: both sides of one
+# workload and their line of the table.
+converge_row() {
+    _row_label=$1 _row_metric=$2
+    shift 2
+    _row_ftrain=""
+    while [ "$#" -gt 0 ] && [ "$1" != -- ]; do
+        _row_ftrain="$_row_ftrain $1"
+        shift
+    done
+    [ "$#" -gt 0 ] && shift
+    # shellcheck disable=SC2086
+    converge_ftrain $_row_ftrain
+    _row_ftrain_loss=$CONV_LOSS _row_ftrain_metric=$CONV_METRIC
+    CONV_LOSS="" CONV_METRIC=""
+    [ "$#" -gt 0 ] && converge_torch "$@"
+    printf '  %-40s %-6s %12s %12s %10s %10s\n' "$_row_label" "$_row_metric" \
+        "${_row_ftrain_loss:-failed}" "${CONV_LOSS:-n/a}" "${_row_ftrain_metric:-failed}" "${CONV_METRIC:-n/a}"
+}
+
+section_8_convergence() {
+    heading "8. convergence beside PyTorch: final test loss and metric, same data, model, batch, optimizer, epochs"
+    CONV_TORCH=0
+    if have_torch; then
+        CONV_TORCH=1
+    else
+        echo "  peer unavailable: $TORCH_WHY"
+    fi
+    echo "  ftrain: one rank, fast mode, its defaults (--init torch, seed 42); PyTorch: nn.Linear defaults,"
+    echo "  seed 1, bench/torch_converge.py; the same test sets (metric: r2 = R^2 for regression, acc)"
+    echo "  line: y = 0.7x + 0.3, 1-1000-1000-1000-1 ReLU, Adam lr 1e-3, batch 128, 50 epochs"
+    echo "  sine: y = sin(2 pi x), 1-16-1 tanh, SGD lr 0.01 without momentum, batch 10, 3000 epochs"
+    echo "        (30000 steps: plain SGD at this rate needs them to get past the flat start)"
+    echo "  fashion-mnist: 784-256-128-10 ReLU, Adam lr 1e-3, batch 128, 5 epochs"
+    echo
+    printf '  %-40s %-6s %12s %12s %10s %10s\n' "" metric "ftrain loss" "torch loss" ftrain torch
+    converge_row "line" r2 --data line --layers 1000,1000,1000 --optimizer adam --lr 0.001 \
+        --global-batch 128 --epochs 50 -- --data line --layers 1000,1000,1000 --activation relu \
+        --optimizer adam --lr 1e-3 --batch 128 --epochs 50
+    converge_row "line, --init kaiming (earlier default)" r2 --data line --layers 1000,1000,1000 \
+        --optimizer adam --lr 0.001 --global-batch 128 --epochs 50 --init kaiming
+    converge_row "sine" r2 --data sine --layers 16 --activation tanh --optimizer sgd --momentum 0 \
+        --lr 0.01 --global-batch 10 --micro-batch 10 --epochs 3000 -- --data sine --layers 16 \
+        --activation tanh --optimizer sgd --momentum 0 --lr 0.01 --batch 10 --epochs 3000
+    if [ -r /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+        converge_row "fashion-mnist" acc --data fashion-mnist --layers 256,128 --optimizer adam \
+            --lr 0.001 --global-batch 128 --epochs 5 -- --data fashion-mnist --layers 256,128 \
+            --activation relu --optimizer adam --lr 1e-3 --batch 128 --epochs 5 --threads 2
+    else
+        echo "  fashion-mnist: skipped: the data set is not installed (apt-get install dataset-fashion-mnist)"
+    fi
+}
+
 # ---- main ------------------------------------------------------------------------
 
 main() {
@@ -807,6 +936,7 @@ main() {
     rm -rf "$SCRATCH/c1" "$SCRATCH/c2" "$SCRATCH/raw.bin" "$SCRATCH/raw.bin.json"
     if want 6; then section_6_stop_path; fi
     if want 7; then section_7_gpu; fi
+    if want 8; then section_8_convergence; fi
     echo
     echo "bench: done ($(uptime | sed 's/.*load average: /load average /'))"
     exit $status

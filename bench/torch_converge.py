@@ -20,7 +20,9 @@ one partial (ftrain's steps per epoch are ceil(n / batch) too).
 
 Usage: torch_converge.py --data line|sine|fashion-mnist --layers 1000,1000,1000
            --activation relu|tanh --optimizer adam|sgd --lr 1e-3 --batch 128
-           --epochs 50 [--data-dir DIR] [--seed 1] [--threads 1]
+           --epochs 50 [--momentum 0] [--data-dir DIR] [--seed 1] [--threads 1]
+(--momentum: SGD's, PyTorch's default 0; ftrain's --momentum defaults to 0.9,
+so a comparison passes it to both.)
 Exit status: 0, or 1 with a message on stderr (torch missing, bad data).
 """
 import argparse
@@ -77,6 +79,7 @@ def main():
     ap.add_argument("--activation", default="relu", choices=["relu", "tanh"])
     ap.add_argument("--optimizer", default="adam", choices=["adam", "sgd"])
     ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--momentum", type=float, default=0.0)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--epochs", type=int, default=50)
     ap.add_argument("--seed", type=int, default=1)
@@ -107,7 +110,7 @@ def main():
     layers.append(torch.nn.Linear(prev, 10 if classification else 1))
     model = torch.nn.Sequential(*layers)
     opt = (torch.optim.Adam(model.parameters(), lr=a.lr) if a.optimizer == "adam"
-           else torch.optim.SGD(model.parameters(), lr=a.lr))
+           else torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum))
     lossf = torch.nn.CrossEntropyLoss() if classification else torch.nn.MSELoss()
     n = trx.shape[0]
     for _ in range(a.epochs):

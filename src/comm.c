@@ -199,8 +199,13 @@ static void mpi_close(comm_t *comm)
         MPI_Comm_free(&comm->mpi);
 }
 
+/* Nothing of MPI's own can be cut short from outside: MPI_Abort (the
+ * caller's) ends the MPI collectives with the processes. */
+static void mpi_abort(comm_t *comm) { (void)comm; }
+
 static const comm_ops_t comm_mpi_ops = {
     comm_host_allreduce, comm_host_bcast, comm_host_allgather, mpi_barrier, mpi_close,
+    mpi_abort,
 };
 
 int comm_open_mpi(comm_t **out, const world_t *world)
@@ -228,6 +233,12 @@ void comm_close(comm_t *comm)
         return;
     comm->ops->close(comm);
     free(comm);
+}
+
+void comm_abort(comm_t *comm)
+{
+    if (comm)
+        comm->ops->abort(comm);
 }
 
 int comm_rank(const comm_t *comm) { return comm->rank; }

@@ -21,6 +21,7 @@ typedef struct {
     int (*allgather)(comm_t *, const void *, void *, size_t);
     int (*barrier)(comm_t *);
     void (*close)(comm_t *);
+    void (*abort)(comm_t *); /* from any thread, for a process about to end */
 } comm_ops_t;
 
 struct comm {

@@ -310,8 +310,18 @@ static void nccl_close(comm_t *comm)
         MPI_Comm_free(&comm->mpi);
 }
 
+/* From another thread, the process about to end: abort the NCCL
+ * communicator the training thread may be waiting in (NCCL allows that
+ * from a second thread); its state is left as it is, never freed. */
+static void nccl_abort(comm_t *comm)
+{
+    nccl_state_t *st = comm->backend;
+    if (st && st->nccl && !st->broken)
+        ncclCommAbort(st->nccl);
+}
+
 static const comm_ops_t comm_nccl_ops = {
-    nccl_allreduce, nccl_bcast, nccl_allgather, nccl_barrier, nccl_close,
+    nccl_allreduce, nccl_bcast, nccl_allgather, nccl_barrier, nccl_close, nccl_abort,
 };
 
 /* ---- opening: local set-up, agreement, then NCCL ------------------------ */

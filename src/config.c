@@ -25,8 +25,9 @@
 #include "ftrain/util.h"
 
 /* ---- enumerations ---------------------------------------------------------
- * Activations, optimizers, schedules and data sets have their one name
- * table in their own module; the two below are the command line's own. */
+ * Activations, initialisations, optimizers, schedules and data sets have
+ * their one name table in their own module; the two below are the command
+ * line's own. */
 
 /* --stop-signal may choose the first STOP_SIGNAL_CHOICES; TERM and INT
  * always stop a run and are here to be named in messages. */
@@ -67,6 +68,7 @@ static const char *device_names_join(char *buf, size_t cap)
 }
 
 static const config_enum_t activations = {model_act_parse, model_act_names, NULL, NULL};
+static const config_enum_t inits = {model_init_parse, model_init_names, NULL, NULL};
 static const config_enum_t optimizers = {optim_kind_parse, optim_kind_names, NULL, NULL};
 static const config_enum_t schedules = {optim_sched_parse, optim_sched_names, NULL, NULL};
 static const config_enum_t stop_signals = {stop_signal_parse, stop_signal_names, "SIG", NULL};
@@ -103,6 +105,14 @@ static const config_option_t config_opts[] = {
      .help = "hidden layer widths (default 256,128; 'none' for\na linear model)"},
     {"activation", .kind = CONFIG_ARG_ENUM, FIELD(act), .names = &activations, .metavar = "A",
      .default_text = "relu", .help = "relu (default) or tanh"},
+    {"init", .kind = CONFIG_ARG_ENUM, FIELD(init), .names = &inits, .metavar = "I",
+     .default_text = "torch",
+     .help = "initial parameters: torch (default: PyTorch's\n"
+             "nn.Linear, weights and biases U(-b, b) with\n"
+             "b = 1/sqrt(fan_in)); kaiming (b = sqrt(6/fan_in))\n"
+             "and xavier (b = sqrt(6/(fan_in+fan_out))) draw\n"
+             "weights only, biases 0: the earlier rules of relu\n"
+             "and tanh nets"},
     {"optimizer", .kind = CONFIG_ARG_ENUM, FIELD(opt.kind), .names = &optimizers, .metavar = "O",
      .default_text = "adam", .section = "optimisation", .help = "sgd, adam (default), adamw"},
     {"lr", .kind = CONFIG_ARG_REAL, FIELD(opt.lr), .reals = {0, 1000, CONFIG_OPEN_MIN},
@@ -180,6 +190,11 @@ static const config_option_t config_opts[] = {
     {"grace", .kind = CONFIG_ARG_REAL, FIELD(grace), .reals = {0, 1e6, CONFIG_OPEN_MIN},
      .max_is_cap = 1, .unit = "seconds", .metavar = "SEC", .default_text = "30",
      .help = "warn when a stop takes longer (default 30)"},
+    {"hang-timeout", .kind = CONFIG_ARG_REAL, FIELD(hang_timeout), .reals = {0, 1e6, 0},
+     .max_is_cap = 1, .unit = "seconds", .metavar = "SEC",
+     .help = "end the job (exit 76) when a rank makes no progress\n"
+             "for SEC seconds (0: never; default: 10x the longest\n"
+             "step, evaluation or save seen, at least 45)"},
     {"log-every", .kind = CONFIG_ARG_INT, FIELD(log_every), .ints = {1, STEPS_CAP},
      .max_is_cap = 1, .metavar = "N",
      .help = "steps between progress lines (default: 10 a epoch)"},
@@ -482,6 +497,7 @@ void config_defaults(config_t *cfg)
     memset(cfg, 0, sizeof *cfg);
     /* Betas and eps have no option; the table sets the rest. */
     optim_cfg_default(&cfg->opt);
+    cfg->hang_timeout = CONFIG_HANG_AUTO; /* derived: a value no option takes */
     for (size_t i = 0; i < NOPTIONS; i++) {
         const config_option_t *row = &config_opts[i];
         char err[DEFAULT_ERR_MAX];
@@ -710,6 +726,9 @@ int config_to_json(const config_t *cfg, char *buf, size_t cap)
     json_object_set_new(doc, "data", json_string(cfg->data));
     json_object_set_new(doc, "layers", layers);
     json_object_set_new(doc, "activation", json_string(model_act_name(cfg->act)));
+    /* --init is not here: it shapes step 0 only, and a resume takes the
+     * weights from the checkpoint whatever it says.  The record keeps it
+     * beside this object ("init"), so that old records resume as before. */
     json_object_set_new(doc, "optimizer", json_string(optim_kind_name(cfg->opt.kind)));
     json_object_set_new(doc, "lr", json_real(cfg->opt.lr));
     json_object_set_new(doc, "momentum", json_real(cfg->opt.momentum));

@@ -7,7 +7,7 @@
  * and double arithmetic with the round-to-nearest intrinsics (__fadd_rn,
  * __fmul_rn, __fdiv_rn, __fsqrt_rn, __dmul_rn, ...), which the compiler never
  * fuses into an FMA, in the operation order of model.c / optim.c /
- * train.c; the build adds -fmad=false as well.  Conversions use the
+ * train_step.c; the build adds -fmad=false as well.  Conversions use the
  * round-to-nearest-even forms (__double2ll_rn, __ll2double_rn,
  * __double2float_rn) that llrint and the C casts use on the host.  The
  * transcendental functions (expf, tanhf, log) are CUDA's, accurate to a few
@@ -310,7 +310,7 @@ extern "C" int gpu_fixed_to_float(gpu_ctx_t *ctx, float *g, const int64_t *acc,
         return GPU_EINVAL;
     if (n == 0)
         return GPU_OK;
-    /* train.c: inv = ldexp(1.0, -e) / (double)nstep, on the host. */
+    /* train_step.c: inv = ldexp(1.0, -e) / (double)nstep, on the host. */
     k_fixed_to_float<<<gpuk_blocks(n), GPUK_THREADS, 0, ctx->stream>>>(
         g, (const long long *)acc, n, ldexp(1.0, -e) / (double)nstep);
     GPU_CUDA(cudaGetLastError());

@@ -5,17 +5,22 @@
  * Exit codes (docs/exit-codes in README.md):
  *   0   training finished
  *   75  stopped by a signal after a committed checkpoint: requeue me
+ *   76  a hang: a rank made no progress for too long (the watchdog ended
+ *       the whole job; the newest committed checkpoint is good)
  *   2   bad options
  *   1   any other failure (data, checkpoint, collective)
  *   128+signal  stopped by a signal with no run directory (nothing saved)
  */
 #include <cblas.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ftrain/comm.h"
 #include "ftrain/comm_nccl.h"
@@ -24,9 +29,13 @@
 #include "ftrain/gpu.h"
 #include "ftrain/stop.h"
 #include "ftrain/train.h"
+#include "ftrain/watchdog.h"
 #include "ftrain/world.h"
 
 #define EXIT_REQUEUE 75
+#define EXIT_HANG 76
+/* How long MPI_Abort may take after a hang before the process ends itself. */
+#define HANG_ABORT_WAIT_S 10
 #define EXIT_USAGE 2
 /* The most a rank waits to learn whether its failure message is the others'. */
 #define SAME_TEXT_TIMEOUT_S 10.0
@@ -165,15 +174,94 @@ static int agree_device_and_comm(const config_t *cfg, const world_t *world, gpu_
     return AGREE_OK;
 }
 
+/* ---- hangs ----------------------------------------------------------------- */
+
+/* What a hang aborts: the communicator while it is open (NCCL's kernels
+ * would wait for a dead peer for ever), and the world. */
+static comm_t *_Atomic hang_comm;
+static const world_t *hang_world;
+
+/* MPI_Abort has no timeout of its own: the job ends within
+ * HANG_ABORT_WAIT_S even when it does not return. */
+static void *hang_last_resort(void *unused)
+{
+    (void)unused;
+    struct timespec wait = {HANG_ABORT_WAIT_S, 0};
+    nanosleep(&wait, NULL);
+    _exit(EXIT_HANG);
+}
+
+/* The watchdog's verdict, on its thread: print it (stderr reaches the
+ * job's output), abort the device communicator and the MPI job.  Nothing
+ * is saved: the newest committed checkpoint stays the one to resume. */
+static void end_job_on_hang(const char *report, void *arg)
+{
+    (void)arg;
+    fprintf(stderr, "%sftrain: hang: ending the job with exit code %d; the newest committed "
+            "checkpoint is kept\n", report, EXIT_HANG);
+    fflush(stderr);
+    pthread_t last;
+    if (pthread_create(&last, NULL, hang_last_resort, NULL) == 0)
+        pthread_detach(last);
+    comm_abort(atomic_load(&hang_comm));
+    world_abort(hang_world, EXIT_HANG);
+    _exit(EXIT_HANG);
+}
+
+/* One rank at the start: who it is, and when (the job's token). */
+typedef struct {
+    watchdog_peer_t peer;
+    uint64_t started_ns;
+} rank_card_t;
+
+/* Collective: gather every rank's pid and host, start the watchdog.  A
+ * rank whose watchdog does not start trains on, with a warning. */
+static void start_watchdog(const config_t *cfg, const world_t *world)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    rank_card_t me = {.peer.pid = (int)getpid(),
+                      .started_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec};
+    snprintf(me.peer.host, sizeof me.peer.host, "%s", world->host);
+    rank_card_t *cards = calloc((size_t)world->size, sizeof *cards);
+    watchdog_peer_t *peers = calloc((size_t)world->size, sizeof *peers);
+    int gathered = cards && peers && world_allgather(world, &me, sizeof me, cards) == WORLD_OK;
+    for (int r = 0; gathered && r < world->size; r++)
+        peers[r] = cards[r].peer;
+    char dir[CONFIG_PATH_MAX + sizeof "/heartbeat"] = "";
+    if (cfg->run_dir[0])
+        snprintf(dir, sizeof dir, "%s/heartbeat", cfg->run_dir);
+    /* Rank 0's pid and start time: heartbeats of an earlier job in the same
+     * run directory are not this one's. */
+    uint64_t token = gathered ? cards[0].started_ns ^ ((uint64_t)cards[0].peer.pid << 40) : 0;
+    watchdog_opts_t opts = {
+        .rank = world->rank, .size = world->size, .peers = gathered ? peers : NULL,
+        .timeout_s = cfg->hang_timeout, .heartbeat_dir = gathered ? dir : NULL,
+        .token = token, .fire = end_job_on_hang,
+    };
+    hang_world = world;
+    char err[TRAIN_ERR_MAX];
+    if (watchdog_start(&opts, err, sizeof err) != WATCHDOG_OK)
+        fprintf(stderr, "ftrain: warning: rank %d: %s\n", world->rank, err);
+    free(cards);
+    free(peers);
+}
+
 /* Rank 0: the done, timing and async checkpoint lines of a run that ended. */
 static void print_result(const config_t *cfg, const train_result_t *res)
 {
-    /* nan means "not measured by this process": test_acc when it stopped
-     * before any evaluation, loss when it trained no step (a resume at or
-     * past the last step). */
-    printf("done: step=%lld epoch=%lld loss=%.6f test_acc=%.4f param_hash=%016llx\n",
-           (long long)res->step, (long long)res->epoch, res->loss,
-           res->evaluated ? res->test_acc : NAN, (unsigned long long)res->param_hash);
+    /* nan means "not measured by this process": test_acc (test_r2) when
+     * it stopped before any evaluation, loss when it trained no step (a
+     * resume at or past the last step).  Regression reports R^2, and its
+     * loss with %g: a good fit's MSE is far below what six decimals show. */
+    if (res->regression)
+        printf("done: step=%lld epoch=%lld loss=%.6g test_r2=%.6f param_hash=%016llx\n",
+               (long long)res->step, (long long)res->epoch, res->loss,
+               res->evaluated ? res->test_r2 : NAN, (unsigned long long)res->param_hash);
+    else
+        printf("done: step=%lld epoch=%lld loss=%.6f test_acc=%.4f param_hash=%016llx\n",
+               (long long)res->step, (long long)res->epoch, res->loss,
+               res->evaluated ? res->test_acc : NAN, (unsigned long long)res->param_hash);
     if (cfg->quiet)
         return;
     printf("timing: %.0f samples/s, gradient reduction %.3f ms/step, stop/control "
@@ -269,6 +357,7 @@ int main(int argc, char **argv)
     }
     if (!cfg.quiet)
         world_print(&world, stdout);
+    start_watchdog(&cfg, &world);
 
     gpu_ctx_t *gpu = NULL;
     comm_t *comm = NULL;
@@ -276,7 +365,9 @@ int main(int argc, char **argv)
     int outcome = TRAIN_EFAIL;
     int agreed = agree_device_and_comm(&cfg, &world, &gpu, &comm, err, sizeof err);
     if (agreed == AGREE_OK) {
+        atomic_store(&hang_comm, comm);
         outcome = train_run(&cfg, &world, comm, gpu, &res, err, sizeof err);
+        watchdog_phase(WATCHDOG_FINISH, 0);
         code = report_outcome(&cfg, &world, outcome, &res, err);
     } else {
         if (err[0])
@@ -285,6 +376,8 @@ int main(int argc, char **argv)
             world_abort(&world, EXIT_FAILURE);
         code = EXIT_FAILURE;
     }
+    atomic_store(&hang_comm, NULL);
+    watchdog_stop(); /* before the communicator it would abort is closed */
     comm_close(comm);
     gpu_close(gpu);
     world_free(&world);

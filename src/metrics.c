@@ -7,6 +7,7 @@
 #include "ftrain/metrics.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -49,12 +50,14 @@ static double metrics_now(void)
 
 void metrics_step(metrics_t *m, const metrics_row_t *r)
 {
-    char line[512];
+    char line[512], acc[64] = "";
+    if (!isnan(r->acc))
+        snprintf(acc, sizeof acc, "\"acc\":%.6g,", r->acc);
     int n = snprintf(line, sizeof line,
-                     "{\"step\":%lld,\"epoch\":%lld,\"loss\":%.6g,\"acc\":%.6g,"
+                     "{\"step\":%lld,\"epoch\":%lld,\"loss\":%.6g,%s"
                      "\"lr\":%.6g,\"samples_per_s\":%.1f,\"world_size\":%d,"
                      "\"time\":%.3f}\n",
-                     (long long)r->step, (long long)r->epoch, r->loss, r->acc, r->lr,
+                     (long long)r->step, (long long)r->epoch, r->loss, acc, r->lr,
                      r->samples_per_s, r->world_size, metrics_now());
     if (n < (int)sizeof line)
         metrics_write(m, line, n);

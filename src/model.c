@@ -15,21 +15,29 @@
  *
  * Backward: delta_L is written over the logits in place; for l = L-1 .. 0,
  * dW_l += delta^T A_l and db_l += column sums of delta go straight into the
- * caller's gradient (sgemm with beta = 1, a plain loop over rows for the
- * bias), then delta = (delta W_l) * act'(A_l) in one of two ping-pong
+ * caller's gradient (sgemm with beta = 1; the bias sums add the rows in
+ * order), then delta = (delta W_l) * act'(A_l) in one of two ping-pong
  * buffers, skipped for l = 0 since the input needs no gradient.
  *
  * Determinism: every loop is sequential in a fixed order, all workspace is
  * written before it is read, and the only parallelism is inside OpenBLAS, so
  * a call's result depends only on its inputs, the parameters and the BLAS
- * thread count.  All memory is allocated in model_init; calls never allocate.
+ * thread count.  The SSE loops do for each element the operations of the
+ * scalar loops, in the same order: their bits are the scalar loops' bits.
+ * All memory is allocated in model_init; calls never allocate.
  * The workspace lives in the model, so one model serves one thread at a time.
  * A call that returns MODEL_EINVAL has touched neither grad nor the model.
  *
- * Initialisation: every layer's weights are uniform in [-bound, bound) with
- * bound = sqrt(6 / fan_in) for ReLU nets (Kaiming-uniform, gain sqrt 2) and
- * sqrt(6 / (fan_in + fan_out)) for tanh nets (Xavier-uniform, gain 1), drawn
- * row-major from rng_make(seed, MODEL_RNG_STREAM + l); biases are zero.
+ * Initialisation (model_init_t): every layer's weights are uniform in
+ * [-bound, bound), drawn row-major from rng_make(seed, MODEL_RNG_STREAM + l),
+ * with bound = 1 / sqrt(fan_in) (torch, PyTorch's nn.Linear default),
+ * sqrt(6 / fan_in) (kaiming: Kaiming-uniform, gain sqrt 2) or
+ * sqrt(6 / (fan_in + fan_out)) (xavier: Xavier-uniform, gain 1).  torch
+ * draws the biases in the same bound from rng_make(seed,
+ * MODEL_BIAS_RNG_STREAM + l); kaiming and xavier set them to zero.  The
+ * weights' draws are the same for every rule, only scaled: kaiming gives the
+ * bits that ReLU nets had before the rule could be chosen, xavier those of
+ * tanh nets.
  */
 #include "ftrain/model.h"
 
@@ -42,8 +50,15 @@
 #include "ftrain/rng.h"
 #include "ftrain/util.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 /* The RNG stream of layer 0's weights; layer l uses this plus l. */
 #define MODEL_RNG_STREAM 0x1417u
+/* The same for the biases (torch rule): far above any epoch number, whose
+ * permutation has the stream of that number. */
+#define MODEL_BIAS_RNG_STREAM 0xb1a5000000000000u
 /* Upper bounds that keep every size and BLAS int argument far from overflow. */
 #define MODEL_DIM_MAX (1 << 24)
 #define MODEL_BATCH_MAX (1 << 20)
@@ -66,6 +81,10 @@ static const util_name_t model_acts[] = {
 
 static const util_name_t model_losses[] = {
     {"xent", LOSS_XENT}, {"mse", LOSS_MSE},
+};
+
+static const util_name_t model_inits[] = {
+    {"torch", INIT_TORCH}, {"kaiming", INIT_KAIMING}, {"xavier", INIT_XAVIER},
 };
 
 /* @return MODEL_OK when arch is a well-formed architecture, else
@@ -120,21 +139,34 @@ void model_layer_offsets(const model_arch_t *arch, int layer, size_t *w_off,
         *b_off = off + (size_t)arch->dims[layer + 1] * (size_t)arch->dims[layer];
 }
 
-/* Fill the weights of every layer from seed and zero the biases. */
-static void init_params(model_t *model, uint64_t seed)
+/* count values uniform in [-bound, bound) from rng_make(seed, stream), in
+ * order. */
+static void fill_uniform(float *out, size_t count, uint64_t seed, uint64_t stream,
+                         double bound)
+{
+    rng_t rng = rng_make(seed, stream);
+    for (size_t i = 0; i < count; i++)
+        out[i] = (float)((2.0 * rng_uniform(&rng) - 1.0) * bound);
+}
+
+/* Fill every layer's weights, and its biases, from seed by rule init. */
+static void init_params(model_t *model, model_init_t init, uint64_t seed)
 {
     const model_arch_t *arch = &model->arch;
     for (int layer = 0; layer < arch->nlayers; layer++) {
         double fan_in = arch->dims[layer], fan_out = arch->dims[layer + 1];
-        double bound = arch->act == ACT_RELU ? sqrt(6.0 / fan_in)
-                                             : sqrt(6.0 / (fan_in + fan_out));
-        rng_t rng = rng_make(seed, MODEL_RNG_STREAM + (uint64_t)layer);
-        float *weights = model->params + model->w_off[layer];
+        double bound = init == INIT_TORCH     ? 1.0 / sqrt(fan_in)
+                       : init == INIT_KAIMING ? sqrt(6.0 / fan_in)
+                                              : sqrt(6.0 / (fan_in + fan_out));
         size_t nweights = (size_t)arch->dims[layer + 1] * (size_t)arch->dims[layer];
-        for (size_t i = 0; i < nweights; i++)
-            weights[i] = (float)((2.0 * rng_uniform(&rng) - 1.0) * bound);
-        memset(model->params + model->b_off[layer], 0,
-               (size_t)arch->dims[layer + 1] * sizeof(float));
+        size_t nbiases = (size_t)arch->dims[layer + 1];
+        float *biases = model->params + model->b_off[layer];
+        fill_uniform(model->params + model->w_off[layer], nweights, seed,
+                     MODEL_RNG_STREAM + (uint64_t)layer, bound);
+        if (init == INIT_TORCH)
+            fill_uniform(biases, nbiases, seed, MODEL_BIAS_RNG_STREAM + (uint64_t)layer, bound);
+        else
+            memset(biases, 0, nbiases * sizeof(float));
     }
 }
 
@@ -161,8 +193,8 @@ static int workspace_floats(const model_arch_t *arch, size_t batch, size_t *floa
     return MODEL_OK;
 }
 
-int model_init(model_t **out, const model_arch_t *arch, uint64_t seed,
-               int max_batch, char *err, size_t cap)
+int model_init_with(model_t **out, const model_arch_t *arch, model_init_t init,
+                    uint64_t seed, int max_batch, char *err, size_t cap)
 {
     if (!out)
         return util_fail(err, cap, MODEL_EINVAL, "model: no place for the result");
@@ -170,6 +202,9 @@ int model_init(model_t **out, const model_arch_t *arch, uint64_t seed,
     int rc = arch_check(arch, err, cap);
     if (rc != MODEL_OK)
         return rc;
+    if (!util_name_of(model_inits, UTIL_COUNT(model_inits), (int)init, NULL))
+        return util_fail(err, cap, MODEL_EINVAL, "model: unknown initialisation %d",
+                         (int)init);
     if (max_batch < 1 || max_batch > MODEL_BATCH_MAX)
         return util_fail(err, cap, MODEL_EINVAL, "model: batch of %d samples: must be 1 to %d",
                          max_batch, MODEL_BATCH_MAX);
@@ -212,9 +247,15 @@ int model_init(model_t **out, const model_arch_t *arch, uint64_t seed,
         model->work[1] = next + batch * hidden_max;
     }
 
-    init_params(model, seed);
+    init_params(model, init, seed);
     *out = model;
     return MODEL_OK;
+}
+
+int model_init(model_t **out, const model_arch_t *arch, uint64_t seed,
+               int max_batch, char *err, size_t cap)
+{
+    return model_init_with(out, arch, INIT_TORCH, seed, max_batch, err, cap);
 }
 
 void model_free(model_t *model)
@@ -261,6 +302,29 @@ static int check_call(const model_t *model, const float *inputs, const int32_t *
     return MODEL_OK;
 }
 
+/* row[j] += bias[j] over rows x cols, then ReLU (v > 0 ? v : 0) when relu.
+ * Branch-free: the sign of v is a coin toss that a branch mispredicts.
+ * maxps(v, 0) gives what v > 0 ? v : 0 gives for every v, NaN (0) and -0
+ * (+0) included, so the bits are those of the plain loop. */
+static void add_bias_relu(float *out, const float *bias, int rows, int cols, int relu)
+{
+    for (int i = 0; i < rows; i++) {
+        float *row = out + (size_t)i * cols;
+        int j = 0;
+#if defined(__SSE2__)
+        const __m128 zero = _mm_setzero_ps();
+        for (; j + 4 <= cols; j += 4) {
+            __m128 v = _mm_add_ps(_mm_loadu_ps(row + j), _mm_loadu_ps(bias + j));
+            _mm_storeu_ps(row + j, relu ? _mm_max_ps(v, zero) : v);
+        }
+#endif
+        for (; j < cols; j++) {
+            float v = row[j] + bias[j];
+            row[j] = relu && !(v > 0.0f) ? 0.0f : v;
+        }
+    }
+}
+
 /* Forward `samples` <= max_batch samples; leaves layer outputs in act[1..L]. */
 static void forward(model_t *model, const float *inputs, int samples)
 {
@@ -274,20 +338,8 @@ static void forward(model_t *model, const float *inputs, int samples)
         float *out = model->act[layer + 1];
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, samples, dout, din,
                     1.0f, in, din, weights, din, 0.0f, out, dout);
-        if (layer == nlayers - 1) {
-            for (int i = 0; i < samples; i++) {
-                float *row = out + (size_t)i * dout;
-                for (int j = 0; j < dout; j++)
-                    row[j] += bias[j];
-            }
-        } else if (arch->act == ACT_RELU) {
-            for (int i = 0; i < samples; i++) {
-                float *row = out + (size_t)i * dout;
-                for (int j = 0; j < dout; j++) {
-                    float v = row[j] + bias[j];
-                    row[j] = v > 0.0f ? v : 0.0f;
-                }
-            }
+        if (layer == nlayers - 1 || arch->act == ACT_RELU) {
+            add_bias_relu(out, bias, samples, dout, layer < nlayers - 1);
         } else {
             for (int i = 0; i < samples; i++) {
                 float *row = out + (size_t)i * dout;
@@ -385,6 +437,64 @@ static void loss_out(model_t *model, const int32_t *labels, const float *targets
         *correct = hits;
 }
 
+/* grad_b[j] += the sum over the rows of delta[i][j]: for each j the
+ * additions of a plain loop over the rows, in the same order (the same
+ * bits), with blocks of columns summed in registers, not loaded and stored
+ * once per row.  16 columns are four independent chains of additions. */
+static void add_column_sums(float *grad_b, const float *delta, int rows, int cols)
+{
+    int j = 0;
+#if defined(__SSE2__)
+    for (; j + 16 <= cols; j += 16) {
+        __m128 s0 = _mm_loadu_ps(grad_b + j), s1 = _mm_loadu_ps(grad_b + j + 4);
+        __m128 s2 = _mm_loadu_ps(grad_b + j + 8), s3 = _mm_loadu_ps(grad_b + j + 12);
+        for (int i = 0; i < rows; i++) {
+            const float *row = delta + (size_t)i * cols + j;
+            s0 = _mm_add_ps(s0, _mm_loadu_ps(row));
+            s1 = _mm_add_ps(s1, _mm_loadu_ps(row + 4));
+            s2 = _mm_add_ps(s2, _mm_loadu_ps(row + 8));
+            s3 = _mm_add_ps(s3, _mm_loadu_ps(row + 12));
+        }
+        _mm_storeu_ps(grad_b + j, s0);
+        _mm_storeu_ps(grad_b + j + 4, s1);
+        _mm_storeu_ps(grad_b + j + 8, s2);
+        _mm_storeu_ps(grad_b + j + 12, s3);
+    }
+    for (; j + 4 <= cols; j += 4) {
+        __m128 s = _mm_loadu_ps(grad_b + j);
+        for (int i = 0; i < rows; i++)
+            s = _mm_add_ps(s, _mm_loadu_ps(delta + (size_t)i * cols + j));
+        _mm_storeu_ps(grad_b + j, s);
+    }
+#endif
+    for (; j < cols; j++) {
+        float sum = grad_b[j];
+        for (int i = 0; i < rows; i++)
+            sum += delta[(size_t)i * cols + j];
+        grad_b[j] = sum;
+    }
+}
+
+/* dact *= act'(z), from the post-activation values act: ReLU keeps dact
+ * where act > 0 (an and-mask, branch-free, with the bits of act > 0 ? dact
+ * : 0, NaN included); tanh multiplies by 1 - act^2 with the operations of
+ * the plain loop. */
+static void mul_act_grad(float *dact, const float *act, size_t count, int relu)
+{
+    size_t i = 0;
+#if defined(__SSE2__)
+    const __m128 zero = _mm_setzero_ps(), one = _mm_set1_ps(1.0f);
+    for (; i + 4 <= count; i += 4) {
+        __m128 a = _mm_loadu_ps(act + i), d = _mm_loadu_ps(dact + i);
+        d = relu ? _mm_and_ps(_mm_cmpgt_ps(a, zero), d)
+                 : _mm_mul_ps(d, _mm_sub_ps(one, _mm_mul_ps(a, a)));
+        _mm_storeu_ps(dact + i, d);
+    }
+#endif
+    for (; i < count; i++)
+        dact[i] = relu ? (act[i] > 0.0f ? dact[i] : 0.0f) : dact[i] * (1.0f - act[i] * act[i]);
+}
+
 /* Backward from the deltas left over the last layer's outputs. */
 static void backward(model_t *model, const float *inputs, int samples, float *grad)
 {
@@ -399,26 +509,15 @@ static void backward(model_t *model, const float *inputs, int samples, float *gr
         float *grad_b = grad + model->b_off[layer];
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, dout, din, samples,
                     1.0f, delta, dout, in, din, 1.0f, grad_w, din);
-        for (int i = 0; i < samples; i++) {
-            const float *row = delta + (size_t)i * dout;
-            for (int j = 0; j < dout; j++)
-                grad_b[j] += row[j];
-        }
+        add_column_sums(grad_b, delta, samples, dout);
         if (layer == 0)
             break;
         float *dact = model->work[ping];
         ping ^= 1;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, samples, din, dout,
                     1.0f, delta, dout, weights, din, 0.0f, dact, din);
-        const size_t count = (size_t)samples * (size_t)din;
-        const float *act = model->act[layer];
-        if (arch->act == ACT_RELU) {
-            for (size_t i = 0; i < count; i++)
-                dact[i] = act[i] > 0.0f ? dact[i] : 0.0f;
-        } else {
-            for (size_t i = 0; i < count; i++)
-                dact[i] *= 1.0f - act[i] * act[i];
-        }
+        mul_act_grad(dact, model->act[layer], (size_t)samples * (size_t)din,
+                     arch->act == ACT_RELU);
         delta = dact;
     }
 }
@@ -525,6 +624,7 @@ void model_arch_string(const model_arch_t *arch, char *buf, size_t cap)
 }
 
 /* model_act_name(), model_act_parse(), model_act_names() and the same
- * three of model_loss. */
+ * three of model_loss and of model_init. */
 UTIL_NAME_FUNCTIONS(model_act, model_act_t, model_acts)
 UTIL_NAME_FUNCTIONS(model_loss, model_loss_t, model_losses)
+UTIL_NAME_FUNCTIONS(model_init, model_init_t, model_inits)

@@ -26,9 +26,14 @@
  *             lr_s = min_lr + 0.5 * (lr - min_lr) * (1 + cos(pi * progress)).
  *   A negative step is treated as 0.
  *
+ * grad is the caller's gradient times grad_scale (optim_step_scaled; 1 for
+ * optim_step), one float multiply per element before the formulas.
+ *
  * Scalars (lr_s, betas, eps, wd and the bias-correction factors) are rounded
  * to float once per step, so every element sees the same constants and the
- * update is a pure function of (params, grad, state, step).
+ * update is a pure function of (params, grad, state, step).  The SSE and AVX
+ * loops do each element's operations in the scalar order, with no fused
+ * multiply-add, so the bits do not depend on the path the CPU takes.
  */
 #include "ftrain/optim.h"
 
@@ -40,6 +45,14 @@
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
+#endif
+/* The AVX path is compiled by function attribute and chosen at run time,
+ * so the build needs no -mavx and runs on any x86-64. */
+#if defined(__GNUC__) && defined(__x86_64__)
+#define OPTIM_AVX 1
+#include <immintrin.h>
+#else
+#define OPTIM_AVX 0
 #endif
 
 struct optim {
@@ -203,8 +216,8 @@ double optim_lr(const optim_cfg_t *cfg, int64_t step)
            0.5 * (cfg->lr - cfg->min_lr) * (1.0 + cos(M_PI * progress));
 }
 
-/* One SGD update over all parameters. */
-static void step_sgd(optim_t *opt, float *params, const float *grad, double lr)
+/* One SGD update over all parameters, with the gradient grad * gs. */
+static void step_sgd(optim_t *opt, float *params, const float *grad, float gs, double lr)
 {
     const size_t nparams = opt->nparams;
     const float flr = (float)lr;
@@ -213,85 +226,151 @@ static void step_sgd(optim_t *opt, float *params, const float *grad, double lr)
     float *buf = opt->moment1;
     if (opt->updates == 0) {
         for (size_t i = 0; i < nparams; i++) {
-            float g = grad[i] + wd * params[i];
+            float g = grad[i] * gs + wd * params[i];
             buf[i] = g;
             params[i] = params[i] - flr * g;
         }
     } else {
         for (size_t i = 0; i < nparams; i++) {
-            float b = mu * buf[i] + (grad[i] + wd * params[i]);
+            float b = mu * buf[i] + (grad[i] * gs + wd * params[i]);
             buf[i] = b;
             params[i] = params[i] - flr * b;
         }
     }
 }
 
-/* One Adam or AdamW update over all parameters. */
-static void step_adam(optim_t *opt, float *params, const float *grad, double lr,
-                      int64_t step)
-{
-    const size_t nparams = opt->nparams;
-    const double updates = (double)step + 1.0; /* t of the formulas above */
-    const double bc1 = 1.0 - pow(opt->cfg.beta1, updates);
-    const double bc2 = 1.0 - pow(opt->cfg.beta2, updates);
-    const float b1 = (float)opt->cfg.beta1, c1 = (float)(1.0 - opt->cfg.beta1);
-    const float b2 = (float)opt->cfg.beta2, c2 = (float)(1.0 - opt->cfg.beta2);
-    const float eps = (float)opt->cfg.eps;
-    const float ss = (float)(lr / bc1);
-    const float rs = (float)(1.0 / sqrt(bc2));
-    /* Branch-free decay: AdamW scales p by shrink (exactly 1 otherwise),
-     * Adam adds l2 * p to g (l2 is exactly 0 otherwise). */
-    const int adamw = opt->cfg.kind == OPT_ADAMW;
-    const float shrink = adamw ? (float)(1.0 - lr * opt->cfg.weight_decay) : 1.0f;
-    const float l2 = adamw ? 0.0f : (float)opt->cfg.weight_decay;
-    float *moment1 = opt->moment1, *moment2 = opt->moment2;
+/* The per-element constants of one Adam or AdamW update, as floats: every
+ * element and every code path below uses these. */
+typedef struct {
+    float gs;          /* gradient scale: g = grad * gs (1: as given) */
+    float shrink, l2;  /* AdamW's p * shrink (exactly 1 for Adam), Adam's
+                          l2 * p (exactly 0 for AdamW): a branch-free decay */
+    float b1, c1, b2, c2, eps, ss, rs;
+} adam_k_t;
 
-    size_t i = 0;
-#if defined(__SSE2__)
-    /* Four lanes at a time with the same operations in the same order as
-     * the scalar loop below; IEEE add, mul, div and sqrt are correctly
-     * rounded, so each element gets bit-identical results either way. */
-    const __m128 v_shrink = _mm_set1_ps(shrink), v_l2 = _mm_set1_ps(l2);
-    const __m128 v_b1 = _mm_set1_ps(b1), v_c1 = _mm_set1_ps(c1);
-    const __m128 v_b2 = _mm_set1_ps(b2), v_c2 = _mm_set1_ps(c2);
-    const __m128 v_rs = _mm_set1_ps(rs), v_eps = _mm_set1_ps(eps);
-    const __m128 v_ss = _mm_set1_ps(ss);
-    for (; i + 4 <= nparams; i += 4) {
-        __m128 w = _mm_mul_ps(_mm_loadu_ps(params + i), v_shrink);
-        __m128 g = _mm_add_ps(_mm_loadu_ps(grad + i), _mm_mul_ps(v_l2, w));
-        __m128 mi = _mm_add_ps(_mm_mul_ps(v_b1, _mm_loadu_ps(moment1 + i)),
-                               _mm_mul_ps(v_c1, g));
-        __m128 vi = _mm_add_ps(_mm_mul_ps(v_b2, _mm_loadu_ps(moment2 + i)),
-                               _mm_mul_ps(v_c2, _mm_mul_ps(g, g)));
-        _mm_storeu_ps(moment1 + i, mi);
-        _mm_storeu_ps(moment2 + i, vi);
-        __m128 den = _mm_add_ps(_mm_mul_ps(_mm_sqrt_ps(vi), v_rs), v_eps);
-        _mm_storeu_ps(params + i,
-                      _mm_sub_ps(w, _mm_mul_ps(v_ss, _mm_div_ps(mi, den))));
-    }
-#endif
-    for (; i < nparams; i++) {
-        float w = params[i] * shrink;
-        float g = grad[i] + l2 * w;
-        float mi = b1 * moment1[i] + c1 * g;
-        float vi = b2 * moment2[i] + c2 * (g * g);
+/* Elements [from, to) one at a time: the reference that the vector paths
+ * match bit for bit. */
+static void adam_scalar(const adam_k_t *k, float *params, const float *grad, float *moment1,
+                        float *moment2, size_t from, size_t to)
+{
+    for (size_t i = from; i < to; i++) {
+        float w = params[i] * k->shrink;
+        float g = grad[i] * k->gs + k->l2 * w;
+        float mi = k->b1 * moment1[i] + k->c1 * g;
+        float vi = k->b2 * moment2[i] + k->c2 * (g * g);
         moment1[i] = mi;
         moment2[i] = vi;
-        params[i] = w - ss * (mi / (sqrtf(vi) * rs + eps));
+        params[i] = w - k->ss * (mi / (sqrtf(vi) * k->rs + k->eps));
     }
 }
 
-int optim_step(optim_t *opt, float *params, const float *grad, int64_t step)
+#if defined(__SSE2__)
+/* Four lanes at a time from `from` while four are left; @return where it
+ * stopped.  The operations of adam_scalar in its order: IEEE add, mul, div
+ * and sqrt are correctly rounded, so every lane gets the scalar bits. */
+static size_t adam_sse(const adam_k_t *k, float *params, const float *grad, float *moment1,
+                       float *moment2, size_t from, size_t to)
+{
+    const __m128 gs = _mm_set1_ps(k->gs), shrink = _mm_set1_ps(k->shrink);
+    const __m128 l2 = _mm_set1_ps(k->l2), b1 = _mm_set1_ps(k->b1), c1 = _mm_set1_ps(k->c1);
+    const __m128 b2 = _mm_set1_ps(k->b2), c2 = _mm_set1_ps(k->c2);
+    const __m128 rs = _mm_set1_ps(k->rs), eps = _mm_set1_ps(k->eps), ss = _mm_set1_ps(k->ss);
+    size_t i = from;
+    for (; i + 4 <= to; i += 4) {
+        __m128 w = _mm_mul_ps(_mm_loadu_ps(params + i), shrink);
+        __m128 g = _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(grad + i), gs), _mm_mul_ps(l2, w));
+        __m128 mi = _mm_add_ps(_mm_mul_ps(b1, _mm_loadu_ps(moment1 + i)), _mm_mul_ps(c1, g));
+        __m128 vi = _mm_add_ps(_mm_mul_ps(b2, _mm_loadu_ps(moment2 + i)),
+                               _mm_mul_ps(c2, _mm_mul_ps(g, g)));
+        _mm_storeu_ps(moment1 + i, mi);
+        _mm_storeu_ps(moment2 + i, vi);
+        __m128 den = _mm_add_ps(_mm_mul_ps(_mm_sqrt_ps(vi), rs), eps);
+        _mm_storeu_ps(params + i, _mm_sub_ps(w, _mm_mul_ps(ss, _mm_div_ps(mi, den))));
+    }
+    return i;
+}
+#endif
+
+#if OPTIM_AVX
+/* adam_sse on eight lanes, for CPUs with AVX (asked at run time): the
+ * vector square roots and divisions, which bound this loop, do twice the
+ * work per instruction.  Built for AVX alone, without FMA, whose fused
+ * multiply-add would round once where the scalar code rounds twice. */
+__attribute__((target("avx"))) static size_t adam_avx(const adam_k_t *k, float *params,
+                                                      const float *grad, float *moment1,
+                                                      float *moment2, size_t from, size_t to)
+{
+    const __m256 gs = _mm256_set1_ps(k->gs), shrink = _mm256_set1_ps(k->shrink);
+    const __m256 l2 = _mm256_set1_ps(k->l2), b1 = _mm256_set1_ps(k->b1);
+    const __m256 c1 = _mm256_set1_ps(k->c1), b2 = _mm256_set1_ps(k->b2);
+    const __m256 c2 = _mm256_set1_ps(k->c2), rs = _mm256_set1_ps(k->rs);
+    const __m256 eps = _mm256_set1_ps(k->eps), ss = _mm256_set1_ps(k->ss);
+    size_t i = from;
+    for (; i + 8 <= to; i += 8) {
+        __m256 w = _mm256_mul_ps(_mm256_loadu_ps(params + i), shrink);
+        __m256 g = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(grad + i), gs),
+                                 _mm256_mul_ps(l2, w));
+        __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(moment1 + i)),
+                                  _mm256_mul_ps(c1, g));
+        __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(moment2 + i)),
+                                  _mm256_mul_ps(c2, _mm256_mul_ps(g, g)));
+        _mm256_storeu_ps(moment1 + i, mi);
+        _mm256_storeu_ps(moment2 + i, vi);
+        __m256 den = _mm256_add_ps(_mm256_mul_ps(_mm256_sqrt_ps(vi), rs), eps);
+        _mm256_storeu_ps(params + i,
+                         _mm256_sub_ps(w, _mm256_mul_ps(ss, _mm256_div_ps(mi, den))));
+    }
+    return i;
+}
+#endif
+
+/* One Adam or AdamW update over all parameters, with the gradient grad * gs:
+ * eight lanes where the CPU has AVX, then four, then one at a time. */
+static void step_adam(optim_t *opt, float *params, const float *grad, float gs, double lr,
+                      int64_t step)
+{
+    const optim_cfg_t *cfg = &opt->cfg;
+    const double updates = (double)step + 1.0; /* t of the formulas above */
+    const double bc1 = 1.0 - pow(cfg->beta1, updates);
+    const double bc2 = 1.0 - pow(cfg->beta2, updates);
+    const int adamw = cfg->kind == OPT_ADAMW;
+    const adam_k_t k = {
+        .gs = gs,
+        .shrink = adamw ? (float)(1.0 - lr * cfg->weight_decay) : 1.0f,
+        .l2 = adamw ? 0.0f : (float)cfg->weight_decay,
+        .b1 = (float)cfg->beta1, .c1 = (float)(1.0 - cfg->beta1),
+        .b2 = (float)cfg->beta2, .c2 = (float)(1.0 - cfg->beta2),
+        .eps = (float)cfg->eps, .ss = (float)(lr / bc1), .rs = (float)(1.0 / sqrt(bc2)),
+    };
+    const size_t n = opt->nparams;
+    size_t i = 0;
+#if OPTIM_AVX
+    if (__builtin_cpu_supports("avx"))
+        i = adam_avx(&k, params, grad, opt->moment1, opt->moment2, i, n);
+#endif
+#if defined(__SSE2__)
+    i = adam_sse(&k, params, grad, opt->moment1, opt->moment2, i, n);
+#endif
+    adam_scalar(&k, params, grad, opt->moment1, opt->moment2, i, n);
+}
+
+int optim_step_scaled(optim_t *opt, float *params, const float *grad, float grad_scale,
+                      int64_t step)
 {
     if (!opt || !params || !grad || step < 0)
         return OPTIM_EINVAL;
     double lr = optim_lr(&opt->cfg, step);
     if (opt->cfg.kind == OPT_SGD)
-        step_sgd(opt, params, grad, lr);
+        step_sgd(opt, params, grad, grad_scale, lr);
     else
-        step_adam(opt, params, grad, lr, step);
+        step_adam(opt, params, grad, grad_scale, lr, step);
     opt->updates++;
     return OPTIM_OK;
+}
+
+int optim_step(optim_t *opt, float *params, const float *grad, int64_t step)
+{
+    return optim_step_scaled(opt, params, grad, 1.0f, step);
 }
 
 float *optim_state_m(optim_t *opt)

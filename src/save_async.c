@@ -24,11 +24,12 @@ static float *alloc_copy(size_t floats)
     return malloc(floats * sizeof(float) + 1);
 }
 
-int async_save_reserve(async_save_t *save, const state_t *st, comm_t *comm, char *err,
-                       size_t cap)
+int async_save_reserve(async_save_t *save, const state_t *st, comm_t *comm, float *buffer,
+                       char *err, size_t cap)
 {
     save->copy_floats = state_floats(st);
-    save->copy = alloc_copy(save->copy_floats);
+    save->copy_borrowed = buffer != NULL;
+    save->copy = buffer ? buffer : alloc_copy(save->copy_floats);
     if (save->copy)
         memset(save->copy, 0, save->copy_floats * sizeof(float));
     if (comm_any_failed(comm, !save->copy)) {
@@ -59,8 +60,9 @@ static int start_writer(async_save_t *save, const state_t *st, int level, char *
         snprintf(err, cap, "out of memory for the snapshot");
         return STATE_EFAIL;
     }
-    int rc = state_snapshot_take(st, save->world, save->copy, save->copy_floats, level,
-                                 &save->snapshot, err, cap);
+    int rc = state_snapshot_take(st, save->world, save->copy, save->copy_floats, save->placed,
+                                 save->nplaced, level, &save->snapshot, err, cap);
+    save->nplaced = 0;
     if (rc == STATE_OK && pthread_create(&save->writer, NULL, write_shard, save) != 0) {
         snprintf(err, cap, "cannot start the checkpoint writer thread");
         rc = STATE_EFAIL;
@@ -91,6 +93,15 @@ int async_save_start(async_save_t *save, const state_t *st, comm_t *comm, const 
     save->snapshot_seconds = now_s() - started;
     save->gpu_copy_seconds = gpu_copy_seconds;
     return TRAIN_OK;
+}
+
+void async_save_placed(async_save_t *save, const float *const *host_arrays, size_t count,
+                       size_t floats)
+{
+    save->nplaced = 0;
+    for (size_t i = 0; i < count && i < ASYNC_PLACED_MAX; i++)
+        if (host_arrays[i])
+            save->placed[save->nplaced++] = (state_placed_t){host_arrays[i], floats};
 }
 
 int async_save_writing(const async_save_t *save)
@@ -125,6 +136,7 @@ void async_save_free(async_save_t *save)
         save->snapshot = NULL;
         save->in_flight = 0;
     }
-    free(save->copy);
+    if (!save->copy_borrowed)
+        free(save->copy);
     save->copy = NULL;
 }

@@ -22,6 +22,10 @@
 #include "ftrain/state.h"
 #include "ftrain/train.h"
 
+/* The most tensors a start may find in the copy already: the parameters and
+ * the optimizer's two moments. */
+#define ASYNC_PLACED_MAX 3
+
 typedef struct {
     pthread_t writer;
     int in_flight;              /* a save is in flight (same on every rank) */
@@ -35,6 +39,9 @@ typedef struct {
     int rank, world;
     float *copy;                /* the snapshot copy, allocated once and reused */
     size_t copy_floats;
+    int copy_borrowed;          /* the caller owns copy (a page-locked buffer) */
+    state_placed_t placed[ASYNC_PLACED_MAX]; /* host arrays already in the copy */
+    size_t nplaced;
 } async_save_t;
 
 /* One committed (or failed) asynchronous save. */
@@ -48,10 +55,20 @@ typedef struct {
 } async_commit_t;
 
 /** Collective: allocate and touch the snapshot copy for st now, so that no
- *  save pays for faulting its pages in during training.
- *  @return TRAIN_OK, or TRAIN_EFAIL when any rank is out of memory. */
-int async_save_reserve(async_save_t *save, const state_t *st, comm_t *comm, char *err,
-                       size_t cap);
+ *  save pays for faulting its pages in during training.  buffer, when not
+ *  NULL, is the caller's (state_floats(st) floats, page-locked for a GPU's
+ *  download) and is used instead; the caller frees it after
+ *  async_save_free.  @return TRAIN_OK, or TRAIN_EFAIL when any rank is out
+ *  of memory. */
+int async_save_reserve(async_save_t *save, const state_t *st, comm_t *comm, float *buffer,
+                       char *err, size_t cap);
+
+/** The next start finds the tensors of these host arrays (floats each) in
+ *  the copy already (downloaded there from a GPU, at the state_copy_offset
+ *  of each array's start), and copies only the rest.  NULL entries are
+ *  skipped; at most ASYNC_PLACED_MAX; cleared by the start. */
+void async_save_placed(async_save_t *save, const float *const *host_arrays, size_t count,
+                       size_t floats);
 
 /** Collective: snapshot st (already on the host, at its step) and start
  *  writing it to root in the background.  started is when the caller began

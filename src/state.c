@@ -154,7 +154,7 @@ static char *state_record(const state_t *st, int world)
     json_t *rec = json_pack(
         "{s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:o, s:{s:s, s:I, s:I}, "
         "s:{s:I, s:f}, s:{s:s, s:I}, s:o, s:{s:s, s:I, s:s}, s:i, s:i, s:b, s:o, "
-        "s:{s:o}, s:f, s:I, s:s, s:b}",
+        "s:{s:o}, s:f, s:I, s:s, s:b, s:s}",
         "format", STATE_RECORD_FORMAT, "version", STATE_RECORD_VERSION,
         "step", (json_int_t)st->step,
         "epoch", (json_int_t)st->epoch,
@@ -180,7 +180,8 @@ static char *state_record(const state_t *st, int world)
         "run_seconds", st->run_seconds,
         "saved_at", (json_int_t)time(NULL),
         "ftrain_version", FTRAIN_VERSION,
-        "eval_pending", st->eval_pending);
+        "eval_pending", st->eval_pending,
+        "init", model_init_name(st->init));
     if (!rec)
         return NULL;
     char *text = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
@@ -246,9 +247,10 @@ static void *copy_part(void *arg)
         size_t len = (size_t)part->tensors[i].nbytes;
         size_t begin = part->from > base ? part->from - base : 0;
         size_t end = part->to - base < len ? part->to - base : len;
-        if (begin < end)
-            memcpy(part->dst + base + begin,
-                   (const unsigned char *)part->tensors[i].data + begin, end - begin);
+        const unsigned char *src = part->tensors[i].data;
+        /* A tensor already at its place in the copy (downloaded there) stays. */
+        if (begin < end && src != part->dst + base)
+            memcpy(part->dst + base + begin, src + begin, end - begin);
         base += len;
     }
     return NULL;
@@ -288,10 +290,41 @@ static int state_ckpt_threads(const state_t *st)
     return st->cfg->ckpt_threads ? st->cfg->ckpt_threads : st->ckpt_threads;
 }
 
+/* Point the tensors that lie in one of the placed host arrays at their
+ * place in the copy, where they are already.  A placed array must land in
+ * the copy as it lies in memory (its tensors back to back, in order), or
+ * its bytes in the copy would not be the tensors'.  @return STATE_OK or
+ * STATE_EFAIL (err set). */
+static int snapshot_redirect(state_snapshot_t *snap, float *copy, const state_placed_t *placed,
+                             size_t nplaced, char *err, size_t cap)
+{
+    for (size_t k = 0; k < nplaced; k++) {
+        const float *base = placed[k].host;
+        float *at = copy, *start = NULL;
+        for (size_t i = 0; i < snap->count; i++) {
+            const float *data = snap->tensors[i].data;
+            size_t floats = tensor_floats(&snap->tensors[i]);
+            if (data >= base && data < base + placed[k].floats) {
+                if (!start)
+                    start = at - (data - base);
+                if (start < copy || at != start + (data - base))
+                    return util_fail(err, cap, STATE_EFAIL, "snapshot: tensor '%s' is not laid "
+                                     "out in the copy as in its host array",
+                                     snap->tensors[i].name);
+                snap->tensors[i].data = at;
+            }
+            at += floats;
+        }
+    }
+    return STATE_OK;
+}
+
 /* Copy the snapshot's tensors into copy (copy_floats floats) and point the
- * tensors at the copy.  @return STATE_OK or STATE_EFAIL (err set). */
+ * tensors at the copy; those in the placed host arrays are in the copy
+ * already.  @return STATE_OK or STATE_EFAIL (err set). */
 static int snapshot_copy(state_snapshot_t *snap, const state_t *st, float *copy,
-                         size_t copy_floats, char *err, size_t cap)
+                         size_t copy_floats, const state_placed_t *placed, size_t nplaced,
+                         char *err, size_t cap)
 {
     /* The copy is the training stall of an asynchronous save; the caller's
      * buffer is reused from save to save, so no page is faulted in again. */
@@ -302,6 +335,8 @@ static int snapshot_copy(state_snapshot_t *snap, const state_t *st, float *copy,
         return util_fail(err, cap, STATE_EFAIL,
                          "snapshot buffer of %zu floats is too small for %zu", copy_floats,
                          floats);
+    if (snapshot_redirect(snap, copy, placed, nplaced, err, cap) != STATE_OK)
+        return STATE_EFAIL;
     copy_tensors(snap->tensors, snap->count, copy, floats * sizeof(float),
                  state_ckpt_threads(st));
     float *next = copy;
@@ -312,8 +347,23 @@ static int snapshot_copy(state_snapshot_t *snap, const state_t *st, float *copy,
     return STATE_OK;
 }
 
+int state_copy_offset(const state_t *st, const void *host_data, size_t *offset)
+{
+    ckpt_tensor_t tensors[STATE_MAX_TENSORS];
+    size_t count = state_tensors(st, tensors), floats = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (tensors[i].data == host_data) {
+            *offset = floats;
+            return STATE_OK;
+        }
+        floats += tensor_floats(&tensors[i]);
+    }
+    return STATE_EFAIL;
+}
+
 int state_snapshot_take(const state_t *st, int world, float *copy, size_t copy_floats,
-                        int level, state_snapshot_t **out, char *err, size_t cap)
+                        const state_placed_t *placed, size_t nplaced, int level,
+                        state_snapshot_t **out, char *err, size_t cap)
 {
     *out = NULL;
     state_snapshot_t *snap = calloc(1, sizeof *snap);
@@ -327,7 +377,7 @@ int state_snapshot_take(const state_t *st, int world, float *copy, size_t copy_f
         rc = util_fail(err, cap, STATE_EFAIL, "cannot lay out the state: %s",
                        ckpt_last_error());
     if (rc == STATE_OK && copy)
-        rc = snapshot_copy(snap, st, copy, copy_floats, err, cap);
+        rc = snapshot_copy(snap, st, copy, copy_floats, placed, nplaced, err, cap);
     if (rc == STATE_OK) {
         snap->record = state_record(st, world);
         if (!snap->record)
@@ -379,7 +429,7 @@ int state_save(const state_t *st, comm_t *comm, const char *root, int level,
                char *out, size_t outcap, char *err, size_t cap)
 {
     state_snapshot_t *snap = NULL;
-    int rc = state_snapshot_take(st, comm_size(comm), NULL, 0, level, &snap, err, cap);
+    int rc = state_snapshot_take(st, comm_size(comm), NULL, 0, NULL, 0, level, &snap, err, cap);
     if (comm_any_failed(comm, rc)) {
         if (rc == STATE_OK)
             snprintf(err, cap, "another rank could not describe its state");
@@ -693,6 +743,26 @@ static void state_warn_schedule(const state_t *st, json_t *rec, int64_t step)
     fprintf(stderr, ")\n");
 }
 
+/* Adopt the checkpoint's init, so that later saves record where the
+ * weights came from.  Records of older writers have none: those had one
+ * rule, kaiming for ReLU nets and xavier for tanh (the architecture is
+ * checked equal), and resume without a note, as they did.  Another --init
+ * is noted by rank 0, never refused: the weights are the checkpoint's.  A
+ * name from a newer ftrain (-1) leaves ours. */
+static void state_adopt_init(state_t *st, json_t *rec, int rank)
+{
+    json_t *init = json_object_get(rec, "init");
+    int saved = init ? model_init_parse(json_string_value(init))
+                : model_arch(st->model)->act == ACT_TANH ? INIT_XAVIER : INIT_KAIMING;
+    if (rank == 0 && init && saved >= 0 && saved != (int)st->init)
+        fprintf(stderr,
+                "ftrain: note: resume: the checkpoint's weights started from --init %s; "
+                "this run's --init %s changes nothing, the weights come from the checkpoint\n",
+                model_init_name((model_init_t)saved), model_init_name(st->init));
+    if (saved >= 0)
+        st->init = (model_init_t)saved;
+}
+
 /* The part of the byte range [lo, hi) of the flat space that falls in a
  * tensor at [off, off + nb): *count bytes from *displ into the tensor. */
 static void overlap(uint64_t lo, uint64_t hi, uint64_t off, uint64_t nb,
@@ -815,6 +885,7 @@ static void load_apply(const load_t *ld, state_t *st, int rank, const char *dir)
     st->eval_pending = json_is_true(json_object_get(ld->rec, "eval_pending"));
     if (rank == 0)
         state_warn_schedule(st, ld->rec, ld->step);
+    state_adopt_init(st, ld->rec, rank);
     snprintf(st->resumed_from, sizeof st->resumed_from, "%s", dir);
 }
 

@@ -25,6 +25,7 @@
 #include "ftrain/ckpt.h"
 #include "ftrain/gpu.h"
 #include "ftrain/stop.h"
+#include "ftrain/watchdog.h"
 
 /* The control vector reduced with MAX each step.  CTL_BAD: BAD_LOSS when
  * this rank's loss was not finite or too large for the deterministic
@@ -56,9 +57,34 @@ uint64_t train_param_hash(const float *params, size_t n)
 
 /* ---- saving -------------------------------------------------------------- */
 
+/* The GPU's state straight into the asynchronous save's snapshot (one
+ * device -> host copy, into page-locked memory, instead of a download to
+ * the host arrays and a second copy from there); the start then copies only
+ * the small host tensors. */
+static int download_into_snapshot(trainer_t *t, async_save_t *save, char *err, size_t cap)
+{
+    const float *host[ASYNC_PLACED_MAX] = {model_params(t->model), optim_state_m(t->opt),
+                                           optim_state_v(t->opt)};
+    float *dst[ASYNC_PLACED_MAX] = {NULL, NULL, NULL};
+    for (int i = 0; i < ASYNC_PLACED_MAX; i++) {
+        size_t offset = 0;
+        if (host[i] && state_copy_offset(&t->state, host[i], &offset) == STATE_OK)
+            dst[i] = save->copy + offset;
+        else
+            host[i] = NULL;
+    }
+    if (!save->copy || !dst[0])
+        return gpu_mirror_download(t->gpu, err, cap); /* no snapshot yet: the usual way */
+    int rc = gpu_mirror_download_to(t->gpu, dst[0], dst[1], dst[2], err, cap);
+    if (rc == TRAIN_OK)
+        async_save_placed(save, host, ASYNC_PLACED_MAX, t->n_params);
+    return rc;
+}
+
 /* Collective: bring the state of `step` to the host (from the GPU when there
- * is one) and set the position the checkpoint records. */
-static int download_state(trainer_t *t, int64_t step, char *err, size_t cap)
+ * is one; into the asynchronous save's snapshot when `into` is given) and
+ * set the position the checkpoint records. */
+static int download_state(trainer_t *t, int64_t step, async_save_t *into, char *err, size_t cap)
 {
     err[0] = '\0';
     int rc = TRAIN_OK;
@@ -66,7 +92,7 @@ static int download_state(trainer_t *t, int64_t step, char *err, size_t cap)
         snprintf(err, cap, "gpu: a device call failed: %s", gpu_last_error());
         rc = TRAIN_EFAIL;
     } else if (t->gpu) {
-        rc = gpu_mirror_download(t->gpu, err, cap);
+        rc = into ? download_into_snapshot(t, into, err, cap) : gpu_mirror_download(t->gpu, err, cap);
     }
     if (comm_any_failed(t->comm, rc)) {
         if (!err[0])
@@ -114,9 +140,10 @@ static void prune_and_report(trainer_t *t, int64_t step, const char *dir, const 
 static int save_checkpoint(trainer_t *t, int64_t step, train_result_t *res, char *err,
                            size_t cap)
 {
+    watchdog_phase(WATCHDOG_SAVE, step);
     double t0 = now_s();
     char dir[TRAIN_CKPT_DIR_MAX], how[REPORT_MAX], extra[REPORT_MAX];
-    if (download_state(t, step, err, cap) != TRAIN_OK ||
+    if (download_state(t, step, NULL, err, cap) != TRAIN_OK ||
         state_save(&t->state, t->comm, t->ckpt_root, t->cfg->ckpt_level, dir, sizeof dir, err,
                    cap) != STATE_OK)
         return TRAIN_EFAIL;
@@ -140,8 +167,9 @@ static int save_checkpoint(trainer_t *t, int64_t step, train_result_t *res, char
 static void start_async_save(trainer_t *t, int64_t step)
 {
     char err[TRAIN_ERR_MAX];
+    watchdog_phase(WATCHDOG_SAVE, step);
     double t0 = now_s();
-    int rc = download_state(t, step, err, sizeof err);
+    int rc = download_state(t, step, &t->async, err, sizeof err);
     if (rc == TRAIN_OK)
         rc = async_save_start(&t->async, &t->state, t->comm, t->ckpt_root, t->cfg->ckpt_level,
                               t0, t->gpu ? gpu_mirror_copy_seconds(t->gpu) : -1, err,
@@ -162,6 +190,7 @@ static void commit_async_save(trainer_t *t, train_result_t *res)
 {
     if (!t->async.in_flight)
         return;
+    watchdog_phase(WATCHDOG_SAVE, t->async.step);
     async_commit_t done;
     char err[TRAIN_ERR_MAX] = "";
     int rc = async_save_commit(&t->async, t->comm, &done, err, sizeof err);
@@ -287,6 +316,35 @@ static int stop_after_eval(trainer_t *t, train_result_t *res, char *err, size_t 
 
 /* ---- evaluation ---------------------------------------------------------- */
 
+/* An evaluation as the eval line's tail and the eval event's members.
+ * Classification: the accuracy.  Regression: R^2 (an accuracy within a
+ * tolerance says little of a fit), and the loss with %g, as a good fit's
+ * MSE is far below what four decimals show. */
+static void format_eval(const trainer_t *t, const eval_result_t *ev, char *line, size_t lcap,
+                        char *json, size_t jcap)
+{
+    if (t->test.classification) {
+        snprintf(line, lcap, "test_loss %.4f test_acc %.4f", ev->loss, ev->acc);
+        snprintf(json, jcap, "\"test_loss\":%.6g,\"test_acc\":%.6g", ev->loss, ev->acc);
+        return;
+    }
+    snprintf(line, lcap, "test_loss %.4g test_r2 %.6f", ev->loss, ev->r2);
+    /* JSON has no inf or nan: a diverged fit's R^2 is null. */
+    if (isfinite(ev->r2))
+        snprintf(json, jcap, "\"test_loss\":%.6g,\"test_r2\":%.6g", ev->loss, ev->r2);
+    else
+        snprintf(json, jcap, "\"test_loss\":%.6g,\"test_r2\":null", ev->loss);
+}
+
+/* The result's copy of the latest evaluation. */
+static void keep_eval(train_result_t *res, const eval_result_t *ev)
+{
+    res->test_loss = ev->loss;
+    res->test_acc = ev->acc;
+    res->test_r2 = ev->r2;
+    res->evaluated = 1;
+}
+
 /* Collective: the evaluation at the end of the epoch the current step
  * completes, reported (rank 0) and remembered.  It reads the weights only:
  * no parameter or random stream changes.  *cut_short: a stop signal cut it
@@ -307,17 +365,14 @@ static int evaluate_epoch(trainer_t *t, train_result_t *res, int *cut_short, cha
             printf("eval: epoch %lld cut short by a stop signal\n", (long long)epoch);
         return TRAIN_OK;
     }
-    res->test_loss = ev.loss;
-    res->test_acc = ev.acc;
-    res->evaluated = 1;
+    keep_eval(res, &ev);
     t->evaluated_step = t->step;
     t->evaluated_at_end = t->step == t->total_steps;
     if (t->rank == 0) {
+        char line[REPORT_MAX], extra[REPORT_MAX];
+        format_eval(t, &ev, line, sizeof line, extra, sizeof extra);
         if (!t->cfg->quiet)
-            printf("eval: epoch %lld test_loss %.4f test_acc %.4f\n", (long long)epoch, ev.loss,
-                   ev.acc);
-        char extra[REPORT_MAX];
-        snprintf(extra, sizeof extra, "\"test_loss\":%.6g,\"test_acc\":%.6g", ev.loss, ev.acc);
+            printf("eval: epoch %lld %s\n", (long long)epoch, line);
         metrics_event(&t->metrics, "eval", t->step, t->size, extra);
         fflush(stdout);
     }
@@ -334,16 +389,21 @@ static void announce_run(trainer_t *t)
         return;
     char arch[MODEL_ARCH_STRING_MAX];
     model_arch_string(model_arch(t->model), arch, sizeof arch);
+    /* After a resume the init is the checkpoint's: where the weights came from. */
+    const char *init = model_init_name(t->state.init);
     if (!cfg->quiet)
-        printf("train: %s, %zu parameters, data %s (%d train / %d test), global batch %lld "
-               "(%lld x %lld), %lld steps (%lld per epoch), %s, %d BLAS thread%s per rank\n",
-               arch, t->n_params, cfg->data, t->train.samples, t->test.samples,
+        printf("train: %s, init %s, %zu parameters, data %s (%d train / %d test), global batch "
+               "%lld (%lld x %lld), %lld steps (%lld per epoch), %s, %d BLAS thread%s per "
+               "rank\n",
+               arch, init, t->n_params, cfg->data, t->train.samples, t->test.samples,
                (long long)cfg->global_batch,
                (long long)(cfg->global_batch / cfg->micro_batch), (long long)cfg->micro_batch,
                (long long)t->total_steps, (long long)t->steps_per_epoch,
                cfg->deterministic ? "deterministic" : "fast reduction", t->blas_threads,
                t->blas_threads == 1 ? "" : "s");
-    metrics_event(&t->metrics, "start", t->step, t->size, "");
+    char extra[REPORT_MAX];
+    snprintf(extra, sizeof extra, "\"init\":\"%s\"", init);
+    metrics_event(&t->metrics, "start", t->step, t->size, extra);
     fflush(stdout);
 }
 
@@ -470,11 +530,19 @@ static void print_progress(trainer_t *t)
     fmt_eta(eta, eta_text, sizeof eta_text);
     double lr = optim_lr(optim_config(t->opt), step - 1);
     double loss = win->loss / (double)win->samples, acc = (double)win->hits / (double)win->samples;
+    /* Regression: no accuracy (R^2 is the evaluation's), the loss with %g. */
+    int classes = t->train.classification;
+    char numbers[REPORT_MAX];
+    if (classes)
+        snprintf(numbers, sizeof numbers, "loss %.4f acc %.4f", loss, acc);
+    else
+        snprintf(numbers, sizeof numbers, "loss %.4g", loss);
     if (!cfg->quiet)
-        printf("epoch %lld/%lld step %lld/%lld loss %.4f acc %.4f lr %.2e %.0f samples/s eta %s\n",
+        printf("epoch %lld/%lld step %lld/%lld %s lr %.2e %.0f samples/s eta %s\n",
                (long long)((step - 1) / t->steps_per_epoch + 1), (long long)epochs,
-               (long long)step, (long long)t->total_steps, loss, acc, lr, sps, eta_text);
-    metrics_row_t row = {step, (step - 1) / t->steps_per_epoch, loss, acc, lr, sps, t->size};
+               (long long)step, (long long)t->total_steps, numbers, lr, sps, eta_text);
+    metrics_row_t row = {step, (step - 1) / t->steps_per_epoch, loss, classes ? acc : NAN, lr,
+                         sps, t->size};
     metrics_step(&t->metrics, &row);
     fflush(stdout);
     memset(win, 0, sizeof *win);
@@ -534,11 +602,16 @@ static int train_step(trainer_t *t, train_result_t *res, char *err, size_t cap)
     step_plan_t plan;
     step_sums_t sums;
     control_t control;
+    /* Progress marks for the watchdog, numbered as the progress lines. */
+    watchdog_phase(WATCHDOG_COMPUTE, t->step + 1);
     plan_step(t, &plan);
     step_compute(t, &plan, &sums);
+    watchdog_phase(WATCHDOG_CONTROL, t->step + 1);
     int rc = agree_control(t, &sums, &control, err, cap);
+    watchdog_phase(WATCHDOG_REDUCE, t->step + 1);
     if (rc == TRAIN_OK)
         rc = step_reduce(t, &plan, control.ctl[CTL_GMAX], &sums, err, cap);
+    watchdog_phase(WATCHDOG_UPDATE, t->step + 1);
     if (rc == TRAIN_OK && !isfinite(sums.loss)) {
         snprintf(err, cap, "non-finite loss at step %lld: training diverged (lower --lr?)",
                  (long long)t->step);
@@ -566,6 +639,7 @@ static int train_step(trainer_t *t, train_result_t *res, char *err, size_t cap)
     }
     if (rc == TRAIN_OK)
         rc = save_if_due(t, &control, res, err, cap);
+    watchdog_phase(WATCHDOG_UPDATE, t->step);
     if (rc == TRAIN_OK)
         delay_step(t);
     return rc;
@@ -596,9 +670,7 @@ static int finish_training(trainer_t *t, train_result_t *res, char *err, size_t 
             printf("eval: final evaluation cut short by a stop signal\n");
         return stop_after_eval(t, res, err, cap);
     }
-    res->test_loss = ev.loss;
-    res->test_acc = ev.acc;
-    res->evaluated = 1;
+    keep_eval(res, &ev);
     return TRAIN_DONE;
 }
 
@@ -610,6 +682,7 @@ static int fill_result(trainer_t *t, int outcome, train_result_t *res, char *err
     res->step = t->step;
     res->epoch = t->step / t->steps_per_epoch;
     res->loss = t->last_loss;
+    res->regression = !t->test.classification;
     if (t->gpu && gpu_mirror_download(t->gpu, err, cap) != TRAIN_OK)
         outcome = TRAIN_EFAIL;
     res->param_hash = train_param_hash(model_params(t->model), t->n_params);
@@ -643,6 +716,7 @@ int train_run(const config_t *cfg, const world_t *world, comm_t *comm, gpu_ctx_t
     trainer_t *t = &trainer;
     memset(res, 0, sizeof *res);
     int rc = trainer_open(t, cfg, world, comm, gpu, err, cap);
+    watchdog_phase(WATCHDOG_LOAD, 0);
     if (rc == TRAIN_OK)
         rc = trainer_resume(t, err, cap);
     if (rc == TRAIN_OK) {

@@ -35,6 +35,7 @@ struct gpu_mirror {
     float *batch_x, *batch_y;   /* pinned staging buffers of the device model */
     int32_t *batch_labels;
     void *pinned[HOST_ARRAYS];  /* host arrays page-locked for the state copy */
+    float *snapshot;            /* page-locked buffer of --ckpt-async, or NULL */
     int data_on_device;
     double copy_seconds;        /* of the last download */
 };
@@ -136,6 +137,7 @@ void gpu_mirror_close(gpu_mirror_t *mirror)
         return;
     for (int i = 0; i < HOST_ARRAYS; i++)
         gpu_host_unregister(mirror->ctx, mirror->pinned[i]);
+    gpu_host_free(mirror->ctx, mirror->snapshot);
     gpu_dfree(mirror->ctx, mirror->grad);
     gpu_dfree(mirror->ctx, mirror->micro_grads);
     gpu_dfree(mirror->ctx, mirror->fixed_sum);
@@ -152,17 +154,23 @@ int gpu_mirror_has_data(const gpu_mirror_t *mirror)
 /* This copy is the training stall of a GPU checkpoint. */
 int gpu_mirror_download(gpu_mirror_t *mirror, char *err, size_t cap)
 {
+    optim_t *opt = mirror->host_opt;
+    return gpu_mirror_download_to(mirror, model_params(mirror->host_model), optim_state_m(opt),
+                                  optim_state_v(opt), err, cap);
+}
+
+int gpu_mirror_download_to(gpu_mirror_t *mirror, float *params, float *moment1, float *moment2,
+                           char *err, size_t cap)
+{
     gpu_ctx_t *ctx = mirror->ctx;
-    model_t *model = mirror->host_model;
     optim_t *opt = mirror->host_opt;
     size_t bytes = mirror->n_params * sizeof(float);
     double params_s = 0, m1_s = 0, m2_s = 0;
-    int rc = gpu_download(ctx, model_params(model), gpu_model_params(mirror->model), bytes,
-                          &params_s);
-    if (rc == GPU_OK)
-        rc = gpu_download(ctx, optim_state_m(opt), gpu_optim_state_m(mirror->opt), bytes, &m1_s);
-    if (rc == GPU_OK && optim_state_v(opt))
-        rc = gpu_download(ctx, optim_state_v(opt), gpu_optim_state_v(mirror->opt), bytes, &m2_s);
+    int rc = gpu_download(ctx, params, gpu_model_params(mirror->model), bytes, &params_s);
+    if (rc == GPU_OK && moment1)
+        rc = gpu_download(ctx, moment1, gpu_optim_state_m(mirror->opt), bytes, &m1_s);
+    if (rc == GPU_OK && moment2)
+        rc = gpu_download(ctx, moment2, gpu_optim_state_v(mirror->opt), bytes, &m2_s);
     optim_set_updates(opt, gpu_optim_updates(mirror->opt));
     mirror->copy_seconds = params_s + m1_s + m2_s;
     if (rc != GPU_OK) {
@@ -170,6 +178,15 @@ int gpu_mirror_download(gpu_mirror_t *mirror, char *err, size_t cap)
         return TRAIN_EFAIL;
     }
     return TRAIN_OK;
+}
+
+float *gpu_mirror_snapshot_buffer(gpu_mirror_t *mirror, size_t floats)
+{
+    if (!mirror->snapshot &&
+        gpu_host_alloc(mirror->ctx, floats * sizeof(float) + 1, (void **)&mirror->snapshot) !=
+            GPU_OK)
+        mirror->snapshot = NULL;
+    return mirror->snapshot;
 }
 
 double gpu_mirror_copy_seconds(const gpu_mirror_t *mirror)

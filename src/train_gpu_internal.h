@@ -56,6 +56,15 @@ int gpu_mirror_has_data(const gpu_mirror_t *mirror);
 
 /** Device state -> host model and optimizer.  @return TRAIN_OK or TRAIN_EFAIL. */
 int gpu_mirror_download(gpu_mirror_t *mirror, char *err, size_t cap);
+/** The same state (parameters, then the optimizer's moments where it has
+ *  them: NULL skips one) into any host arrays: an asynchronous save
+ *  downloads straight into its snapshot, with no second host copy. */
+int gpu_mirror_download_to(gpu_mirror_t *mirror, float *params, float *moment1, float *moment2,
+                           char *err, size_t cap);
+/** A page-locked buffer of floats for the asynchronous save's snapshot,
+ *  made at the first call and freed by gpu_mirror_close; NULL when it
+ *  cannot be had (the caller then uses pageable memory). */
+float *gpu_mirror_snapshot_buffer(gpu_mirror_t *mirror, size_t floats);
 /** @return the seconds the last gpu_mirror_download took. */
 double gpu_mirror_copy_seconds(const gpu_mirror_t *mirror);
 /** Host model and optimizer -> device (after a resume).

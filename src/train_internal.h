@@ -40,6 +40,8 @@ typedef struct {
     int rank, size;
     int blas_threads;
     dataset_t train, test;
+    double test_sst;           /* regression: the test targets' sum of squared
+                                  deviations from their means, R^2's divisor */
     sampler_t sampler;
     model_t *model;
     optim_t *opt;
@@ -47,6 +49,9 @@ typedef struct {
     int64_t steps_per_epoch, total_steps;
     int64_t max_rank_micros;   /* micro-batches of one step on one rank, at most */
     float *grad;               /* n_params + 2 floats: gradient, loss sum, correct */
+    float grad_scale;          /* the update's factor on grad: 1 / samples after a
+                                  float reduction (the sum), 1 after a fixed-point
+                                  one (already the mean) */
     float *micro_grads;        /* deterministic: max_rank_micros * n_params */
     double *micro_loss;        /* deterministic: per micro-batch loss sums */
     int64_t *fixed_sum;        /* deterministic: n_params + 2 */
@@ -105,9 +110,10 @@ typedef struct {
     int loss_bad;              /* this rank's loss cannot be reduced */
 } step_sums_t;
 
-/* A test-set evaluation. */
+/* A test-set evaluation: the mean loss, and the accuracy (classification)
+ * or R^2 (regression). */
 typedef struct {
-    double loss, acc;
+    double loss, acc, r2;
     int cut_short;             /* a stop signal cut it short (on every rank) */
 } eval_result_t;
 

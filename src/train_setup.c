@@ -66,6 +66,26 @@ static int is_own_checkpoint(const char *root, int64_t step, const char *from)
 
 /* ---- this rank's data, model and buffers --------------------------------- */
 
+/* R^2's divisor: the sum over a regression set of each target's squared
+ * deviation from its output's mean (0 for classification).  In double and
+ * in a fixed order, so that every rank has the same. */
+static double sum_squared_deviations(const dataset_t *set)
+{
+    double total = 0;
+    size_t n = (size_t)set->samples, out = (size_t)set->out_dim;
+    for (size_t j = 0; !set->classification && n > 0 && j < out; j++) {
+        double mean = 0;
+        for (size_t i = 0; i < n; i++)
+            mean += set->targets[i * out + j];
+        mean /= (double)n;
+        for (size_t i = 0; i < n; i++) {
+            double dev = set->targets[i * out + j] - mean;
+            total += dev * dev;
+        }
+    }
+    return total;
+}
+
 /* The data set and its sampler; the run's length in steps. */
 static int load_data(trainer_t *t, char *err, size_t cap)
 {
@@ -77,6 +97,7 @@ static int load_data(trainer_t *t, char *err, size_t cap)
         snprintf(err, cap, "%s", derr[0] ? derr : "data loading failed on another rank");
         return TRAIN_EFAIL;
     }
+    t->test_sst = sum_squared_deviations(&t->test);
     if (sampler_init(&t->sampler, t->train.samples, cfg->global_batch, cfg->micro_batch, cfg->seed,
                      err, cap) != SAMPLER_OK)
         return TRAIN_EFAIL;
@@ -108,7 +129,8 @@ static int build_model(trainer_t *t, char *err, size_t cap)
     arch.dims[arch.nlayers] = t->train.out_dim;
     arch.act = cfg->act;
     arch.loss = t->train.classification ? LOSS_XENT : LOSS_MSE;
-    if (model_init(&t->model, &arch, cfg->seed, max_batch(t), err, cap) != MODEL_OK)
+    if (model_init_with(&t->model, &arch, cfg->init, cfg->seed, max_batch(t), err, cap) !=
+        MODEL_OK)
         return TRAIN_EFAIL;
     t->n_params = model_num_params(t->model);
     optim_cfg_t oc = cfg->opt;
@@ -236,6 +258,7 @@ static void describe_state(trainer_t *t)
     st->data_fp = data_fingerprint(&t->train);
     st->threads = t->blas_threads;
     st->ckpt_threads = world_default_threads(t->world);
+    st->init = t->cfg->init; /* a resume replaces it with the checkpoint's */
 }
 
 int trainer_open(trainer_t *t, const config_t *cfg, const world_t *world, comm_t *comm,
@@ -259,8 +282,13 @@ int trainer_open(trainer_t *t, const config_t *cfg, const world_t *world, comm_t
         return TRAIN_EFAIL;
     }
     describe_state(t);
-    if (cfg->ckpt_async)
-        return async_save_reserve(&t->async, &t->state, t->comm, err, cap);
+    if (cfg->ckpt_async) {
+        /* On a GPU the snapshot is page-locked: the device state is
+         * downloaded straight into it at each save. */
+        float *pinned = t->gpu ? gpu_mirror_snapshot_buffer(t->gpu, state_floats(&t->state))
+                               : NULL;
+        return async_save_reserve(&t->async, &t->state, t->comm, pinned, err, cap);
+    }
     return TRAIN_OK;
 }
 

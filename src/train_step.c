@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "ftrain/stop.h"
+#include "ftrain/watchdog.h"
 
 /* The fixed-point sums stay below 2^FIXED_SUM_BITS: a loss (in
  * 2^LOSS_FIXED_BITS fixed point) summed over 2^k addends must stay below
@@ -223,6 +224,7 @@ static int reduce_fixed_cpu(trainer_t *t, int64_t nmicro, int scale_exp, int64_t
     double inv = ldexp(1.0, -scale_exp) / (double)samples;
     for (size_t q = 0; q < n; q++)
         t->grad[q] = (float)((double)t->fixed_sum[q] * inv);
+    t->grad_scale = 1.0f; /* already the mean: times 1 is exact */
     sums->loss = ldexp((double)t->fixed_sum[n], -LOSS_FIXED_BITS);
     sums->hits = t->fixed_sum[n + 1];
     return TRAIN_OK;
@@ -241,9 +243,9 @@ static int reduce_float_cpu(trainer_t *t, int64_t samples, step_sums_t *sums, ch
     }
     sums->loss = t->grad[n];
     sums->hits = (int64_t)llrintf(t->grad[n + 1]);
-    float inv = 1.0f / (float)samples;
-    for (size_t q = 0; q < n; q++)
-        t->grad[q] *= inv;
+    /* The update turns the sum into the mean: a pass over the gradient
+     * of its own would cost as much as the update's reading of it. */
+    t->grad_scale = 1.0f / (float)samples;
     return TRAIN_OK;
 }
 
@@ -277,7 +279,7 @@ void step_update(trainer_t *t)
     if (t->gpu)
         gpu_mirror_update(t->gpu, t->step); /* errors surface at the next sync */
     else
-        optim_step(t->opt, model_params(t->model), t->grad, t->step);
+        optim_step_scaled(t->opt, model_params(t->model), t->grad, t->grad_scale, t->step);
 }
 
 /* The members of the evaluation's one reduction, summed over the ranks:
@@ -329,6 +331,7 @@ static void evaluate_chunks(trainer_t *t, int64_t first, int64_t last, int64_t c
 
 int evaluate_test_set(trainer_t *t, eval_result_t *out, char *err, size_t cap)
 {
+    watchdog_phase(WATCHDOG_EVAL, t->step);
     int64_t chunk = t->cfg->deterministic ? t->cfg->micro_batch
                                           : t->max_rank_micros * t->cfg->micro_batch;
     int64_t chunks = (t->test.samples + chunk - 1) / chunk;
@@ -354,5 +357,10 @@ int evaluate_test_set(trainer_t *t, eval_result_t *out, char *err, size_t cap)
     out->loss = sums[EV_LOSS_BAD] ? INFINITY
                 : n ? ldexp((double)sums[EV_LOSS], -LOSS_FIXED_BITS) / (double)n : 0;
     out->acc = n ? (double)sums[EV_HITS] / (double)n : 0;
+    /* R^2 = 1 - SSE / SST over the whole test set (nothing is reported of
+     * a cut-short one); the loss of a sample is its mean over the outputs. */
+    out->r2 = t->test_sst > 0
+                  ? 1.0 - out->loss * (double)n * (double)t->test.out_dim / t->test_sst
+                  : NAN;
     return TRAIN_OK;
 }

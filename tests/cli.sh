@@ -72,6 +72,7 @@ bad "--step-delay-ms -5" --step-delay-ms --step-delay-ms -5
 bad "unknown --data" --data --data cifar
 bad "unknown --optimizer" --optimizer --optimizer lion
 bad "unknown --activation" --activation --activation gelu
+bad "unknown --init" "--init: expected torch, kaiming or xavier, got 'bogus'" --init bogus
 bad "unknown --schedule" --schedule --schedule linear
 bad "unknown --stop-signal" --stop-signal --stop-signal KILL
 bad "--ckpt-every without --run-dir" --ckpt-every --ckpt-every 5

@@ -177,6 +177,7 @@ static void test_defaults(void)
     ok(cfg.nhidden == 2 && cfg.hidden[0] == 256 && cfg.hidden[1] == 128,
        "default --layers 256,128");
     is_int(cfg.act, ACT_RELU, "default --activation relu");
+    is_int(cfg.init, INIT_TORCH, "default --init torch (PyTorch's nn.Linear)");
     is_int(cfg.opt.kind, OPT_ADAM, "default --optimizer adam");
     is_double(cfg.opt.lr, 0.001, 0, "default --lr 0.001");
     is_double(cfg.opt.momentum, 0.9, 0, "default --momentum 0.9");
@@ -199,6 +200,7 @@ static void test_defaults(void)
        "flags are off");
     is_int(cfg.stop_signal, SIGUSR1, "default --stop-signal USR1");
     is_double(cfg.grace, 30, 0, "default --grace 30");
+    is_double(cfg.hang_timeout, CONFIG_HANG_AUTO, 0, "default --hang-timeout: derived");
     is_int(config_check(&cfg, &none, err, sizeof err), CONFIG_RUN, "the defaults agree");
 }
 
@@ -218,6 +220,10 @@ static void test_valid_values(void)
     ok(parse_one(&cfg, "layers", "none") == CONFIG_RUN && cfg.nhidden == 0, "--layers none");
     ok(parse_one(&cfg, "activation", "tanh") == CONFIG_RUN && cfg.act == ACT_TANH,
        "--activation tanh");
+    ok(parse_one(&cfg, "init", "kaiming") == CONFIG_RUN && cfg.init == INIT_KAIMING,
+       "--init kaiming");
+    ok(parse_one(&cfg, "init", "xavier") == CONFIG_RUN && cfg.init == INIT_XAVIER,
+       "--init xavier");
     ok(parse_one(&cfg, "optimizer", "adamw") == CONFIG_RUN && cfg.opt.kind == OPT_ADAMW,
        "--optimizer adamw");
     ok(parse_one(&cfg, "lr", "0.25") == CONFIG_RUN && cfg.opt.lr == 0.25, "--lr 0.25");
@@ -266,6 +272,10 @@ static void test_valid_values(void)
     ok(parse_one(&cfg, "stop-signal", "SIGUSR2") == CONFIG_RUN && cfg.stop_signal == SIGUSR2,
        "--stop-signal SIGUSR2");
     ok(parse_one(&cfg, "grace", "4") == CONFIG_RUN && cfg.grace == 4, "--grace 4");
+    ok(parse_one(&cfg, "hang-timeout", "2.5") == CONFIG_RUN && cfg.hang_timeout == 2.5,
+       "--hang-timeout 2.5");
+    ok(parse_one(&cfg, "hang-timeout", "0") == CONFIG_RUN && cfg.hang_timeout == 0,
+       "--hang-timeout 0 (off)");
     ok(parse_one(&cfg, "log-every", "5") == CONFIG_RUN && cfg.log_every == 5, "--log-every 5");
     ok(parse_one(&cfg, "step-delay-ms", "20") == CONFIG_RUN && cfg.step_delay_ms == 20,
        "--step-delay-ms 20");
@@ -516,6 +526,7 @@ static void test_messages(void)
         {"--momentum", "1", "--momentum: expected a number in [0, 1), got '1'"},
         {"--min-lr", "-1", "--min-lr: expected a number >= 0, got '-1'"},
         {"--grace", "0", "--grace: expected seconds > 0, got '0'"},
+        {"--hang-timeout", "-1", "--hang-timeout: expected seconds >= 0, got '-1'"},
         {"--ckpt-interval", "2e9",
          "--ckpt-interval: expected seconds in (0, 1000000000], got '2e9'"},
         {"--activation", "gelu", "--activation: expected relu or tanh, got 'gelu'"},

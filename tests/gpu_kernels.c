@@ -3,7 +3,7 @@
  * mirrors: forward/backward and evaluation of small MLPs against model.c
  * (float tolerance: cuBLAS sums in another order), gradient accumulation,
  * the optimizers against optim_step (bit for bit on x86-64), the fixed-point
- * conversion both ways against train.c's formulas (bit for bit), max |g|
+ * conversion both ways against train_step.c's formulas (bit for bit), max |g|
  * (exact, NaN propagating), determinism (two runs, same bits) and the
  * device choice with a GPU visible.
  *
@@ -332,7 +332,7 @@ static void check_reduction(void)
     GPU_OK_OR_BAIL(gpu_maxabs(ctx, dg, 0, &got));
     ok(got == 0.0f, "maxabs of nothing is 0");
 
-    /* acc += llrint(g * 2^e), twice, as train.c does per micro-batch. */
+    /* acc += llrint(g * 2^e), twice, as train_step.c does per micro-batch. */
     double scale = ldexp(1.0, e);
     for (int t = 0; t < 2; t++) {
         GPU_OK_OR_BAIL(gpu_fixed_accumulate(ctx, dacc, dg, P, e));

@@ -42,6 +42,7 @@ if [ "$have_gpu" = 0 ]; then
     skip "GPU deterministic: stopped and resumed = uninterrupted" "$reason"
     skip "a 1-GPU checkpoint resumes on 2 CPU ranks" "$reason"
     skip "a 3-rank CPU checkpoint resumes on 1 GPU" "$reason"
+    skip "GPU: an asynchronous checkpoint (downloaded into its snapshot) equals the synchronous one" "$reason"
     done_testing
     exit $?
 fi
@@ -118,4 +119,17 @@ mpi 1 --device cuda --data line --layers 16 --global-batch 32 --micro-batch 8 --
 rc=$?
 ok "$([ "$rc" = 0 ] && grep -q '^resume: .* world 3 -> 1' "$T/c2g" && grep -q '^done: step=40 ' "$T/c2g"; echo $?)" \
     "a 3-rank CPU checkpoint resumes on 1 GPU to the end" || why "exit $rc" "$(tail -n 5 "$T/c3.out" "$T/c2g")"
+
+# 6. --ckpt-async on the GPU downloads the state straight into the page-locked
+# snapshot: its checkpoint must be the synchronous save's of the same step.
+A="--device cuda --data line --layers 64,64 --steps 30 --ckpt-every 10 --ckpt-keep 5 --log-every 1000"
+mpi 1 $A --ckpt-async --run-dir "$T/async" >"$T/async.out" 2>&1
+ra=$?
+mpi 1 $A --run-dir "$T/sync" >"$T/sync.out" 2>&1
+rs=$?
+"$BUILD/ckptctl" diff "$T/async/ckpt/step-00000010" "$T/sync/ckpt/step-00000010" >"$T/adiff" 2>&1
+rd=$?
+ok "$([ "$ra" = 0 ] && [ "$rs" = 0 ] && [ "$rd" = 0 ] && grep -q '^async checkpoints: [1-9]' "$T/async.out"; echo $?)" \
+    "GPU: an asynchronous checkpoint (downloaded into its snapshot) equals the synchronous one" ||
+    why "exit $ra/$rs" "$(tail -n 5 "$T/async.out" "$T/adiff")"
 done_testing

@@ -363,6 +363,26 @@ static void test_evaluate(void)
     }
 }
 
+/* Layer l's parameters of m against the rule: every weight (and bias,
+ * when biases_drawn) within +-bound, the largest above half of it;
+ * otherwise every bias zero. */
+static int layer_in_rule(model_t *m, int l, double bound, int biases_drawn)
+{
+    const model_arch_t *a = model_arch(m);
+    size_t wo, bo;
+    model_layer_offsets(a, l, &wo, &bo);
+    const float *p = model_params(m);
+    double wmax = 0, bmax = 0;
+    int good = 1;
+    for (size_t i = wo; i < bo; i++)
+        wmax = fmax(wmax, fabs(p[i]));
+    for (int j = 0; j < a->dims[l + 1]; j++)
+        bmax = fmax(bmax, fabs(p[bo + j]));
+    good &= wmax <= bound && wmax > 0.5 * bound;
+    good &= biases_drawn ? bmax <= bound && bmax > 0.5 * bound : bmax == 0.0;
+    return good;
+}
+
 static void test_init(void)
 {
     model_arch_t a = {.nlayers = 3, .dims = {20, 30, 10, 4}, .act = ACT_RELU,
@@ -381,38 +401,59 @@ static void test_init(void)
        "same seed gives identical parameters");
     ok(memcmp(model_params(m1), model_params(m3), np * 4) != 0,
        "another seed gives other parameters");
-    int bias_zero = 1, in_bound = 1, spread = 1;
-    for (int l = 0; l < 3; l++) {
-        size_t wo, bo;
-        model_layer_offsets(&a, l, &wo, &bo);
-        double bound = sqrt(6.0 / a.dims[l]), mx = 0;
-        for (size_t i = wo; i < bo; i++) {
-            double v = fabs(model_params(m1)[i]);
-            in_bound &= v <= bound;
-            mx = fmax(mx, v);
-        }
-        spread &= mx > 0.5 * bound;
-        for (int j = 0; j < a.dims[l + 1]; j++)
-            bias_zero &= model_params(m1)[bo + j] == 0.0f;
-    }
-    ok(bias_zero, "biases start at zero");
-    ok(in_bound && spread, "relu weights fill [-sqrt(6/fan_in), +] (Kaiming)");
     size_t wo, bo;
     model_layer_offsets(&a, 1, &wo, &bo);
     is_int(wo, 20 * 30 + 30, "layer 1 weights follow layer 0's W and b");
     is_int(bo, wo + 30 * 10, "layer 1 bias follows its weights");
-    model_free(m1);
     model_free(m2);
     model_free(m3);
 
-    a.act = ACT_TANH;
-    model_init(&m1, &a, 42, 4, NULL, 0);
-    double bound = sqrt(6.0 / (20 + 30)), mx = 0;
-    for (size_t i = 0; m1 && i < 600; i++)
-        mx = fmax(mx, fabs(model_params(m1)[i]));
-    ok(m1 && mx <= bound && mx > 0.5 * bound,
-       "tanh weights fill [-sqrt(6/(fan_in+fan_out)), +] (Xavier)");
+    /* The rules, each on a relu and on a tanh net: the activation does not
+     * choose the rule. */
+    for (int act = ACT_RELU; act <= ACT_TANH; act++) {
+        const char *an = act == ACT_RELU ? "relu" : "tanh";
+        a.act = (model_act_t)act;
+        model_t *torch = NULL, *kaiming = NULL, *xavier = NULL;
+        model_init_with(&torch, &a, INIT_TORCH, 42, 4, NULL, 0);
+        model_init_with(&kaiming, &a, INIT_KAIMING, 42, 4, NULL, 0);
+        model_init_with(&xavier, &a, INIT_XAVIER, 42, 4, NULL, 0);
+        if (!torch || !kaiming || !xavier) {
+            ok(0, "init %s: three models", an);
+            continue;
+        }
+        int t_ok = 1, k_ok = 1, x_ok = 1;
+        for (int l = 0; l < 3; l++) {
+            double fi = a.dims[l], fo = a.dims[l + 1];
+            t_ok &= layer_in_rule(torch, l, 1.0 / sqrt(fi), 1);
+            k_ok &= layer_in_rule(kaiming, l, sqrt(6.0 / fi), 0);
+            x_ok &= layer_in_rule(xavier, l, sqrt(6.0 / (fi + fo)), 0);
+        }
+        ok(t_ok, "%s, torch: weights and biases fill [-1/sqrt(fan_in), +] (nn.Linear)", an);
+        ok(k_ok, "%s, kaiming: weights fill [-sqrt(6/fan_in), +], biases zero", an);
+        ok(x_ok, "%s, xavier: weights fill [-sqrt(6/(fan_in+fan_out)), +], biases zero", an);
+        if (act == ACT_RELU)
+            ok(memcmp(model_params(m1), model_params(torch), np * 4) == 0,
+               "model_init is model_init_with INIT_TORCH");
+        /* The biases have streams of their own: layer 0's biases are not
+         * the first draws of its weights' stream, scaled alike. */
+        model_layer_offsets(&a, 0, &wo, &bo);
+        ok(memcmp(model_params(torch) + wo, model_params(torch) + bo, 30 * 4) != 0,
+           "%s, torch: biases are not the weights' draws", an);
+        model_free(torch);
+        model_free(kaiming);
+        model_free(xavier);
+    }
     model_free(m1);
+
+    char err[128] = "";
+    model_t *m = NULL;
+    is_int(model_init_with(&m, &a, (model_init_t)7, 1, 4, err, sizeof err), MODEL_EINVAL,
+           "an unknown init is rejected");
+    ok(m == NULL && strstr(err, "initialisation") != NULL, "  naming it: %s", err);
+    is_str(model_init_name(INIT_TORCH), "torch", "init names: torch");
+    is_int(model_init_parse("xavier"), INIT_XAVIER, "init names: xavier parses");
+    is_int(model_init_parse("kaiming"), INIT_KAIMING, "init names: kaiming parses");
+    is_int(model_init_parse("bogus"), -1, "init names: bogus does not");
 }
 
 static void test_names(void)

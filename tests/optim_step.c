@@ -172,6 +172,71 @@ static void test_optimizers(void)
     optim_free(o);
 }
 
+/* WIDE elements take every path of the update: 8 lanes (where the CPU has
+ * AVX) for the first 32, 4 lanes for the next 4, one at a time for the
+ * last.  Each element must get the bits that a one-element optimizer (only
+ * the one-at-a-time path) gives it, and optim_step_scaled(grad, s) the bits
+ * of optim_step on grad already multiplied by s. */
+#define WIDE 37
+
+/* Three updates of n elements from the same start: p0 and grad vary by
+ * element; with scale, optim_step_scaled, else optim_step on grad * 0.125f
+ * computed here.  The results go to p, m and v (v may be NULL for SGD). */
+static int run_wide(const optim_cfg_t *cfg, int first, int n, int scale, float *p, float *m,
+                    float *v)
+{
+    optim_t *o = NULL;
+    if (optim_init(&o, cfg, (size_t)n, NULL, 0) != OPTIM_OK)
+        return 0;
+    float g[WIDE], gs[WIDE];
+    for (int i = 0; i < n; i++)
+        p[i] = 0.03f * (float)(first + i) - 0.5f;
+    for (int s = 0; s < 3; s++) {
+        for (int i = 0; i < n; i++) {
+            g[i] = (float)((first + i) * 7 % 11 + s) * 0.37f - 1.9f;
+            gs[i] = g[i] * 0.125f;
+        }
+        if (scale)
+            optim_step_scaled(o, p, g, 0.125f, s);
+        else
+            optim_step(o, p, gs, s);
+    }
+    memcpy(m, optim_state_m(o), (size_t)n * sizeof *m);
+    if (v)
+        memcpy(v, optim_state_v(o), (size_t)n * sizeof *v);
+    optim_free(o);
+    return 1;
+}
+
+static void check_wide(const optim_cfg_t *cfg, const char *what)
+{
+    float p[WIDE], m[WIDE], v[WIDE], p1[WIDE], m1[WIDE], v1[WIDE], ps[WIDE], ms[WIDE], vs[WIDE];
+    float *vp = cfg->kind == OPT_SGD ? NULL : v, *vp1 = vp ? v1 : NULL, *vps = vp ? vs : NULL;
+    int ran = run_wide(cfg, 0, WIDE, 0, p, m, vp) && run_wide(cfg, 0, WIDE, 1, ps, ms, vps);
+    for (int i = 0; ran && i < WIDE; i++)
+        ran = run_wide(cfg, i, 1, 0, p1 + i, m1 + i, vp1 ? vp1 + i : NULL);
+    size_t bytes = WIDE * sizeof(float);
+    ok(ran && !memcmp(p, p1, bytes) && !memcmp(m, m1, bytes) && (!vp || !memcmp(v, v1, bytes)),
+       "%s: %d elements get the bits of one-element updates (every vector path)", what, WIDE);
+    ok(ran && !memcmp(p, ps, bytes) && !memcmp(m, ms, bytes) && (!vp || !memcmp(v, vs, bytes)),
+       "%s: optim_step_scaled gives the bits of a gradient scaled first", what);
+}
+
+static void test_paths_and_scale(void)
+{
+    optim_cfg_t c;
+    optim_cfg_default(&c);
+    c.weight_decay = 0.01;
+    check_wide(&c, "adam + L2 decay");
+    c.kind = OPT_ADAMW;
+    check_wide(&c, "adamw");
+    optim_cfg_default(&c);
+    c.kind = OPT_SGD;
+    c.momentum = 0.9;
+    c.weight_decay = 0.05;
+    check_wide(&c, "sgd momentum + weight decay");
+}
+
 static void test_schedules(void)
 {
     optim_cfg_t c;
@@ -293,6 +358,7 @@ static void test_bad_config(void)
 int main(void)
 {
     test_optimizers();
+    test_paths_and_scale();
     test_schedules();
     test_names();
     test_bad_config();

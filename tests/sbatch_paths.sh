@@ -76,6 +76,7 @@ like "$(cat "$LOG")" "srun got USR1" "USR1 to the batch shell is forwarded to sr
 like "$(cat "$LOG")" "scontrol requeue 4242" "  after ftrain's exit 75 the job is requeued"
 is "$rc" 143 "  and the requeue's TERM ends the shell"
 like "$(grep '^srun ' "$LOG")" "--stop-signal USR1" "ftrain is told its stop signal (--stop-signal USR1)"
+like "$(grep '^srun ' "$LOG")" "--kill-on-bad-exit=1" "srun ends the step when a rank dies (--kill-on-bad-exit=1)"
 
 # ---- FTRAIN_STOP_SIGNAL=USR2: ftrain gets --stop-signal USR2 ---------------
 run_script FTRAIN_STOP_SIGNAL=USR2

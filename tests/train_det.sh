@@ -83,7 +83,9 @@ fi
 
 # metrics.jsonl: every progress row has step, epoch, loss, lr, samples_per_s
 # and world_size of the right types, steps increase, world_size is the
-# launcher's; and there are start and done events.
+# launcher's; and there are start, eval and done events.  The line set is a
+# regression: its eval events give R^2 (test_r2), no row or event an
+# accuracy.
 mpi 3 $LINE --epochs 1 --deterministic --quiet --log-every 4 --run-dir "$T/m" >"$T/m.out" 2>&1
 python3 - "$T/m/metrics.jsonl" 3 32 >"$T/py" 2>&1 <<'EOF'
 import json, sys
@@ -110,12 +112,20 @@ if not rows: errs.append("no progress rows")
 elif st != sorted(set(st)) or st[-1] != steps:
     errs.append("steps not increasing or not ending at %d: %s" % (steps, st))
 kinds = [e.get("event") for e in events]
-for k in ("start", "done"):
+for k in ("start", "done", "eval"):
     if k not in kinds: errs.append("no %r event (events: %s)" % (k, kinds))
+# A regression reports R^2 (a number <= 1), never an accuracy.
+for o in rows:
+    if "acc" in o: errs.append("row at step %s has an acc" % o.get("step"))
+for e in events:
+    if e.get("event") != "eval": continue
+    r2 = e.get("test_r2")
+    if "test_acc" in e or not isinstance(r2, (int, float)) or isinstance(r2, bool) or r2 > 1:
+        errs.append("eval event without a test_r2 <= 1, or with a test_acc: %r" % e)
 print("ok" if not errs else "not ok")
 for e in errs[:10]: print("# " + e)
 EOF
-is "$(head -n 1 "$T/py")" ok "metrics.jsonl: rows have step, epoch, loss, lr, samples_per_s, world_size; start and done events" ||
+is "$(head -n 1 "$T/py")" ok "metrics.jsonl: rows have step, epoch, loss, lr, samples_per_s, world_size; start, eval and done events; a regression's eval has test_r2, nothing has an accuracy" ||
     why "$(tail -n +2 "$T/py")"
 
 # A diverging deterministic run: its losses are summed in 2^24 fixed point,

@@ -29,6 +29,12 @@ typedef struct comm comm_t;
 int comm_open_mpi(comm_t **out, const world_t *world);
 /** Release; accepts NULL. */
 void comm_close(comm_t *comm);
+/** For a process that is about to end (a hang's watchdog, before
+ *  MPI_Abort): cut short what the backend can, from any thread (NCCL:
+ *  ncclCommAbort, which frees the GPU from kernels waiting on a dead
+ *  peer).  The communicator may not be used after it, only left behind.
+ *  Accepts NULL. */
+void comm_abort(comm_t *comm);
 
 int comm_rank(const comm_t *comm);
 int comm_size(const comm_t *comm);

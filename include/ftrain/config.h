@@ -24,6 +24,8 @@
 
 #define FTRAIN_VERSION "0.1.0"
 #define CONFIG_PATH_MAX 1024
+/* --hang-timeout not given: the limit is derived from the run (watchdog.h). */
+#define CONFIG_HANG_AUTO (-1.0)
 
 typedef enum {
     CONFIG_RUN = 0,
@@ -40,6 +42,7 @@ typedef struct {
     int nhidden;
     int hidden[MODEL_MAX_LAYERS];
     model_act_t act;
+    model_init_t init;     /* how the parameters start (a fresh run) */
     /* optimisation */
     optim_cfg_t opt;
     int64_t epochs;        /* 0 when --steps is given */
@@ -64,6 +67,8 @@ typedef struct {
     /* signals and logging */
     int stop_signal;       /* SIGUSR1 by default */
     double grace;          /* seconds a stop may take before we warn */
+    double hang_timeout;   /* seconds without progress: a hang; 0 off;
+                              CONFIG_HANG_AUTO derived from the run */
     int64_t log_every;     /* steps between progress lines, 0 auto */
     int step_delay_ms;     /* test aid: sleep per step */
     char trace_samples[CONFIG_PATH_MAX]; /* test aid: per-rank sample log */

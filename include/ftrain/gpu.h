@@ -14,15 +14,15 @@
  *     ... reduce dgrad (comm_nccl.h on the device, or download + MPI) ...
  *     gpu_optim_step(go, gpu_model_params(gm), dgrad, step)
  *   checkpoint: gpu_download() the parameters and gpu_optim_state_m/v() into
- *   host arrays (train.c uses the host model's and optimizer's own, pageable;
- *   pinned ones from gpu_host_alloc copy faster); resume: gpu_upload() them
+ *   host arrays (the trainer page-locks the host model's and optimizer's
+ *   own with gpu_host_register: a pageable copy is slower); resume: gpu_upload() them
  *   back and gpu_optim_set_updates().
  *   gpu_optim_free(go); gpu_model_free(gm); gpu_dfree(ctx, dgrad); gpu_close(ctx)
  *
  * Deterministic reduction (docs/determinism.md) on the device, per
  * micro-batch gradient g_i (device, P floats):
  *   gpu_maxabs(ctx, g_i, P, &m)                 local max |g|, exact
- *   ... control reduction gives the global max M, then e as in train.c ...
+ *   ... control reduction gives the global max M, then e as in train_step.c ...
  *   gpu_fixed_accumulate(ctx, acc, g_i, P, e)   acc += llrint(g * 2^e)
  *   ... int64 allreduce of acc ...
  *   gpu_fixed_to_float(ctx, grad, acc, P, e, nstep)
@@ -247,7 +247,7 @@ void gpu_optim_set_updates(gpu_optim_t *go, int64_t n);
 
 /**
  * *out = max |d[i]| over n device floats, exact; NaN when any element is
- * NaN (as train.c's loop); 0 for n = 0.  Synchronizes the stream.
+ * NaN (as train_step.c's loop); 0 for n = 0.  Synchronizes the stream.
  * @return GPU_OK, GPU_EINVAL or GPU_ECUDA.
  */
 int gpu_maxabs(gpu_ctx_t *ctx, const float *d, size_t n, float *out);

@@ -21,7 +21,8 @@ void metrics_close(metrics_t *m);
 
 typedef struct {
     int64_t step, epoch;
-    double loss, acc, lr, samples_per_s;
+    double loss, acc, lr, samples_per_s; /* acc NaN: the row has none
+                                            (regression) */
     int world_size;
 } metrics_row_t;
 

@@ -28,6 +28,14 @@
 
 typedef enum { ACT_RELU = 0, ACT_TANH = 1 } model_act_t;
 typedef enum { LOSS_XENT = 0, LOSS_MSE = 1 } model_loss_t;
+/* How the parameters start (bound b, fan_in = dims[l], fan_out = dims[l+1]):
+ *   INIT_TORCH    weights and biases U(-b, b), b = 1/sqrt(fan_in): PyTorch's
+ *                 nn.Linear default
+ *   INIT_KAIMING  weights b = sqrt(6/fan_in) (Kaiming-uniform, gain sqrt 2),
+ *                 biases zero
+ *   INIT_XAVIER   weights b = sqrt(6/(fan_in+fan_out)) (Xavier-uniform),
+ *                 biases zero */
+typedef enum { INIT_TORCH = 0, INIT_KAIMING = 1, INIT_XAVIER = 2 } model_init_t;
 
 typedef struct {
     int nlayers;                       /* linear layers, >= 1 */
@@ -49,12 +57,15 @@ typedef enum {
 #define MODEL_ARCH_STRING_MAX (9 * (MODEL_MAX_LAYERS + 1) + 32)
 
 /**
- * Create a model, initialise its parameters from seed (Kaiming-uniform for
- * ReLU, Xavier-uniform for tanh; biases zero), with workspace for up to
- * max_batch samples per call.
- * @return MODEL_OK, or MODEL_EINVAL (bad arch or max_batch) / MODEL_ENOMEM
- *         with err naming the field at fault or the memory asked for.
+ * Create a model, initialise its parameters from seed with rule `init`,
+ * with workspace for up to max_batch samples per call.
+ * @return MODEL_OK, or MODEL_EINVAL (bad arch, init or max_batch) /
+ *         MODEL_ENOMEM with err naming the field at fault or the memory
+ *         asked for.
  */
+int model_init_with(model_t **out, const model_arch_t *arch, model_init_t init,
+                    uint64_t seed, int max_batch, char *err, size_t cap);
+/** model_init_with() with the default rule, INIT_TORCH. */
 int model_init(model_t **out, const model_arch_t *arch, uint64_t seed,
                int max_batch, char *err, size_t cap);
 /** Release; accepts NULL. */
@@ -98,7 +109,8 @@ uint64_t model_arch_fingerprint(const model_arch_t *arch);
  *  buf (MODEL_ARCH_STRING_MAX bytes hold any). */
 void model_arch_string(const model_arch_t *arch, char *buf, size_t cap);
 
-/** The one name table of each enumeration: "relu", "tanh"; "xent", "mse".
+/** The one name table of each enumeration: "relu", "tanh"; "xent", "mse";
+ *  "torch", "kaiming", "xavier".
  *  _name: "unknown" for a value outside the table; _parse: the value, or
  *  -1 for an unknown name; _names: all names as "relu or tanh" into buf,
  *  for messages (returns buf). */
@@ -108,5 +120,8 @@ const char *model_act_names(char *buf, size_t cap);
 const char *model_loss_name(model_loss_t loss);
 int model_loss_parse(const char *name);
 const char *model_loss_names(char *buf, size_t cap);
+const char *model_init_name(model_init_t init);
+int model_init_parse(const char *name);
+const char *model_init_names(char *buf, size_t cap);
 
 #endif

@@ -65,6 +65,11 @@ const optim_cfg_t *optim_config(const optim_t *opt);
 /** Apply update number `step` (0-based).  @return OPTIM_OK, or OPTIM_EINVAL
  *  for a NULL buffer or a negative step (nothing is changed then). */
 int optim_step(optim_t *opt, float *params, const float *grad, int64_t step);
+/** optim_step with the gradient grad[i] * grad_scale (one float multiply
+ *  per element, as if the caller had scaled grad first: the same bits),
+ *  so that a gradient sum becomes a mean without a pass of its own. */
+int optim_step_scaled(optim_t *opt, float *params, const float *grad, float grad_scale,
+                      int64_t step);
 
 /** State buffers (nparams floats each); the second moment is NULL for SGD. */
 float *optim_state_m(optim_t *opt);

@@ -4,8 +4,10 @@
  * HowTo: rng_t r = rng_make(seed, stream); rng_next(&r); rng_uniform(&r).
  * The whole state is one 64-bit counter plus a key, so a position can be
  * saved, restored and derived (seed, stream) without history: the epoch's
- * permutation is rng_make(seed, epoch), and layer l's initial weights come
- * from rng_make(seed, 0x1417 + l) (MODEL_RNG_STREAM in src/model.c).
+ * permutation is rng_make(seed, epoch), layer l's initial weights come
+ * from rng_make(seed, 0x1417 + l) (MODEL_RNG_STREAM in src/model.c) and its
+ * initial biases (--init torch) from rng_make(seed, 0xb1a5000000000000 + l)
+ * (MODEL_BIAS_RNG_STREAM).
  * Generator: SplitMix64 over (key + counter * golden gamma).
  */
 #ifndef FTRAIN_RNG_H

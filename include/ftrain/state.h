@@ -35,6 +35,8 @@ typedef struct {
     uint64_t data_fp;        /* data_fingerprint() of the training set */
     int threads;             /* BLAS threads per rank */
     int ckpt_threads;        /* default checkpoint encoder threads */
+    model_init_t init;       /* the rule the weights started from: --init,
+                                or after a resume the checkpoint's */
     char resumed_from[STATE_PATH_MAX]; /* lineage: "" for a fresh start */
     double run_seconds;      /* training seconds of the run up to step, all
                                 processes together (state_load: as saved) */
@@ -54,12 +56,27 @@ typedef enum {
  *   commit  collective: gather shard infos, rank 0 commits             [main] */
 typedef struct state_snapshot state_snapshot_t;
 
+/* A host array (the parameters, a moment) whose tensors a snapshot copy
+ * holds already. */
+typedef struct {
+    const float *host;
+    size_t floats;
+} state_placed_t;
+
 /** Describe st as a checkpoint of step st->step for `world` ranks.  With
  *  copy != NULL the state is copied into it (copy_floats floats, at least
  *  state_floats(st)) so training may go on; the caller keeps the buffer.
- *  @return STATE_OK or STATE_EFAIL (err set). */
+ *  The tensors that lie in placed[0..nplaced) are in the copy already (a
+ *  GPU downloaded each array there whole, at the state_copy_offset of its
+ *  start) and are not copied; an array whose tensors are not back to back
+ *  in the copy is refused.  @return STATE_OK or STATE_EFAIL (err set). */
 int state_snapshot_take(const state_t *st, int world, float *copy, size_t copy_floats,
-                        int level, state_snapshot_t **out, char *err, size_t cap);
+                        const state_placed_t *placed, size_t nplaced, int level,
+                        state_snapshot_t **out, char *err, size_t cap);
+/** Where, in floats from its start, a snapshot copy holds the tensor whose
+ *  host data is host_data.  @return STATE_OK, or STATE_EFAIL when st has
+ *  no such tensor. */
+int state_copy_offset(const state_t *st, const void *host_data, size_t *offset);
 /** @return the number of floats a snapshot copy of st needs. */
 size_t state_floats(const state_t *st);
 /** Phase one: write this rank's shard; no collective, thread-safe.  The

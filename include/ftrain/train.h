@@ -40,6 +40,9 @@ typedef enum {
 typedef struct {
     int64_t step, epoch;
     double loss, test_loss, test_acc;
+    double test_r2;           /* regression: R^2 over the test set */
+    int regression;           /* the data set is a regression (test_r2, not
+                                 test_acc, is its metric) */
     int evaluated;            /* test_* are from an evaluation */
     uint64_t param_hash;
     int stop_signal;          /* signal that stopped the run (0 none) */

@@ -1,0 +1,111 @@
+/*
+ * watchdog.h - hang detection: a thread per rank that notices when this
+ * rank has made no progress for too long, and says where and why.
+ *
+ * HowTo: after MPI is up, every rank calls watchdog_start(&opts) once; the
+ * training loop marks each phase it enters with watchdog_phase(phase,
+ * step) (a mutex and a clock read: cheap enough for every collective);
+ * watchdog_stop() before MPI ends.  The thread
+ *   - writes a small heartbeat file per rank (phase, step, a counter, host,
+ *     pid) into opts.heartbeat_dir every watchdog_beat_period(), when there is one
+ *     (the run directory, which every rank sees), so that a rank that hangs
+ *     can tell which rank stopped making progress without MPI: a peer that
+ *     is stopped or dead cannot answer a message, but its file stays;
+ *   - when the current phase has lasted longer than its allowance
+ *     (watchdog_allowance), reads the heartbeats, names the rank(s) that
+ *     stopped or fell behind, and calls opts.fire(report) once.  fire ends
+ *     the job (the trainer's choice; this module never exits).
+ * Signal handlers and the training loop are untouched: the thread only
+ * reads what watchdog_phase recorded.
+ */
+#ifndef FTRAIN_WATCHDOG_H
+#define FTRAIN_WATCHDOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The phases, in the order a step goes through them (a heartbeat's
+ * position in the run is (step, phase), so the order matters). */
+typedef enum {
+    WATCHDOG_START = 0, /* start-up: data, model, communicator */
+    WATCHDOG_LOAD,      /* a resume's checkpoint load */
+    WATCHDOG_COMPUTE,   /* forward/backward of step N */
+    WATCHDOG_CONTROL,   /* the control reduction of step N */
+    WATCHDOG_REDUCE,    /* the gradient allreduce of step N */
+    WATCHDOG_UPDATE,    /* the update of step N, its log line, a test delay */
+    WATCHDOG_EVAL,      /* the evaluation after step N */
+    WATCHDOG_SAVE,      /* the checkpoint of step N */
+    WATCHDOG_FINISH,    /* the end: reports, closing */
+    WATCHDOG_PHASES
+} watchdog_phase_t;
+
+/* --hang-timeout's "derived from the run" (the default); 0 is off. */
+#define WATCHDOG_AUTO (-1.0)
+/* The derived limit: this multiple of the longest step phase, evaluation
+ * or save seen so far, and never less than the floor. */
+#define WATCHDOG_MULTIPLE 10.0
+#define WATCHDOG_FLOOR_S 45.0
+/* Own allowances: start-up and a resume's load; the first evaluation or
+ * save (nothing measured yet); the end (its reports wait up to 10 s). */
+#define WATCHDOG_START_S 600.0
+#define WATCHDOG_FIRST_S 300.0
+#define WATCHDOG_FINISH_S 60.0
+/* Heartbeat period: the limit / WATCHDOG_BEATS_PER_LIMIT within these
+ * bounds (a file write per rank and period: few on a shared file system);
+ * a hang's diagnosis watches the heartbeats for WATCHDOG_LOOKS periods. */
+#define WATCHDOG_BEATS_PER_LIMIT 30.0
+#define WATCHDOG_BEAT_MIN_S 0.5
+#define WATCHDOG_BEAT_MAX_S 5.0
+#define WATCHDOG_LOOKS 3
+
+/* Room for a report: a few lines per rank named. */
+#define WATCHDOG_REPORT_MAX 4096
+
+/* One rank as the start gathered it. */
+typedef struct {
+    int pid;
+    char host[64];
+} watchdog_peer_t;
+
+typedef void (*watchdog_fire_fn)(const char *report, void *arg);
+
+typedef struct {
+    int rank, size;
+    const watchdog_peer_t *peers; /* size entries (copied), or NULL */
+    double timeout_s;             /* > 0 fixed, WATCHDOG_AUTO, 0 off */
+    const char *heartbeat_dir;    /* NULL or "": no heartbeats */
+    uint64_t token;               /* the same on every rank of this job */
+    watchdog_fire_fn fire;        /* called once, on the watchdog thread */
+    void *arg;
+} watchdog_opts_t;
+
+typedef enum { WATCHDOG_OK = 0, WATCHDOG_EFAIL = -1 } watchdog_err_t;
+
+/** Start the thread (phase WATCHDOG_START, step 0).  With timeout_s 0 it
+ *  still writes heartbeats.  @return WATCHDOG_OK, or WATCHDOG_EFAIL with
+ *  err set (already started, no thread). */
+int watchdog_start(const watchdog_opts_t *opts, char *err, size_t cap);
+/** This rank enters phase for step (progress).  A no-op when not started. */
+void watchdog_phase(watchdog_phase_t phase, int64_t step);
+/** Stop and join the thread, remove this rank's heartbeat.  Accepts "not
+ *  started". */
+void watchdog_stop(void);
+
+/** The measurements the limit derives from: the longest step phase,
+ *  evaluation and save so far (< 0: none yet). */
+typedef struct {
+    double step_s, eval_s, save_s;
+} watchdog_seen_t;
+
+/** Seconds phase may go without progress, for --hang-timeout timeout_s
+ *  (> 0, or WATCHDOG_AUTO) and what was seen.  Pure: for tests. */
+double watchdog_allowance(watchdog_phase_t phase, double timeout_s, const watchdog_seen_t *seen);
+
+/** Seconds between heartbeats for --hang-timeout timeout_s (the same on
+ *  every rank: it depends on the option only).  Pure: for tests. */
+double watchdog_beat_period(double timeout_s);
+
+/** "the gradient allreduce of step 12" and the like, into buf. */
+const char *watchdog_phase_text(watchdog_phase_t phase, int64_t step, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,415 @@
+/*
+ * watchdog.c - hang detection (watchdog.h): the phase marks, the limit,
+ * the heartbeat files and the diagnosis of a hang.
+ *
+ * The training thread only takes a mutex to record its phase; the watchdog
+ * thread wakes every TICK_S, writes this rank's heartbeat when one is due,
+ * and compares the time in the current phase with its allowance.  A hang's
+ * diagnosis reads every rank's heartbeat twice, WATCHDOG_LOOKS periods apart: a
+ * heartbeat that did not change belongs to a rank that is stopped, dead or
+ * cut off; among the live ones, the rank(s) furthest behind in (step,
+ * phase) are the ones the others wait for.
+ */
+#include "ftrain/watchdog.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* How often the thread looks; a hang is seen at most this late. */
+#define TICK_S 0.1
+/* A look this much later than due means the whole process was not running
+ * (SIGSTOP, `scontrol suspend`): that time is no rank's fault. */
+#define STALL_S 2.0
+#define HB_LINE_MAX 512
+#define HB_PATH_MAX 4200
+#define HB_MAGIC "ftrain-heartbeat 1"
+
+/* One heartbeat as read back. */
+typedef struct {
+    int valid;
+    int pid, phase;
+    unsigned long long seq;
+    long long step;
+    double idle;             /* seconds in its phase when written */
+    char host[64];
+} beat_t;
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    pthread_t thread;
+    int running, stopping;
+    watchdog_opts_t opts;
+    watchdog_peer_t *peers;
+    char dir[HB_PATH_MAX];
+    double beat_s, look_s;   /* heartbeat period; the diagnosis' watch */
+    /* What the training thread last recorded (under lock). */
+    watchdog_phase_t phase;
+    int64_t step;
+    double since;
+    watchdog_seen_t seen;
+    unsigned long long beats;
+} wd = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double max2(double a, double b) { return a > b ? a : b; }
+
+double watchdog_allowance(watchdog_phase_t phase, double timeout_s, const watchdog_seen_t *seen)
+{
+    double longest = max2(seen->step_s, max2(seen->eval_s, seen->save_s));
+    double limit = timeout_s > 0 ? timeout_s
+                                 : max2(WATCHDOG_FLOOR_S, WATCHDOG_MULTIPLE * longest);
+    switch (phase) {
+    case WATCHDOG_START:
+    case WATCHDOG_LOAD:
+        return max2(limit, WATCHDOG_START_S);
+    case WATCHDOG_EVAL:
+        return max2(limit, seen->eval_s < 0 ? WATCHDOG_FIRST_S
+                                            : WATCHDOG_MULTIPLE * seen->eval_s);
+    case WATCHDOG_SAVE:
+        return max2(limit, seen->save_s < 0 ? WATCHDOG_FIRST_S
+                                            : WATCHDOG_MULTIPLE * seen->save_s);
+    case WATCHDOG_FINISH:
+        return max2(limit, WATCHDOG_FINISH_S);
+    default:
+        return limit;
+    }
+}
+
+double watchdog_beat_period(double timeout_s)
+{
+    double limit = timeout_s > 0 ? timeout_s : WATCHDOG_FLOOR_S;
+    double beat = limit / WATCHDOG_BEATS_PER_LIMIT;
+    return beat < WATCHDOG_BEAT_MIN_S ? WATCHDOG_BEAT_MIN_S
+           : beat > WATCHDOG_BEAT_MAX_S ? WATCHDOG_BEAT_MAX_S
+                                        : beat;
+}
+
+const char *watchdog_phase_text(watchdog_phase_t phase, int64_t step, char *buf, size_t cap)
+{
+    static const char *const what[WATCHDOG_PHASES] = {
+        "start-up", "checkpoint load", "computation", "control reduction",
+        "gradient allreduce", "update", "evaluation after", "checkpoint save", "end",
+    };
+    long long s = (long long)step;
+    if (phase < 0 || phase >= WATCHDOG_PHASES)
+        snprintf(buf, cap, "an unknown phase %d of step %lld", (int)phase, s);
+    else if (phase <= WATCHDOG_LOAD || phase == WATCHDOG_FINISH)
+        snprintf(buf, cap, "the %s", what[phase]);
+    else if (phase == WATCHDOG_EVAL)
+        snprintf(buf, cap, "the %s step %lld", what[phase], s);
+    else
+        snprintf(buf, cap, "the %s of step %lld", what[phase], s);
+    return buf;
+}
+
+/* ---- marks (the training thread) ---------------------------------------- */
+
+void watchdog_phase(watchdog_phase_t phase, int64_t step)
+{
+    pthread_mutex_lock(&wd.lock);
+    if (wd.running) {
+        double now = mono_s(), took = now - wd.since;
+        /* What the phase that ends took feeds the derived limit. */
+        double *longest = wd.phase == WATCHDOG_EVAL ? &wd.seen.eval_s
+                          : wd.phase == WATCHDOG_SAVE ? &wd.seen.save_s
+                          : wd.phase >= WATCHDOG_COMPUTE && wd.phase <= WATCHDOG_UPDATE
+                              ? &wd.seen.step_s
+                              : NULL;
+        if (longest && took > *longest)
+            *longest = took;
+        wd.phase = phase;
+        wd.step = step;
+        wd.since = now;
+    }
+    pthread_mutex_unlock(&wd.lock);
+}
+
+/* ---- heartbeats ------------------------------------------------------------ */
+
+static void beat_path(char *path, size_t cap, int rank, const char *suffix)
+{
+    snprintf(path, cap, "%s/rank-%d%s", wd.dir, rank, suffix);
+}
+
+/* Write this rank's heartbeat (a new file renamed over the old one, so a
+ * reader never sees half of one).  Until the run directory exists the
+ * directory cannot be made: try again next time. */
+static void write_beat(watchdog_phase_t phase, int64_t step, double idle)
+{
+    char line[HB_LINE_MAX], tmp[HB_PATH_MAX + 16], path[HB_PATH_MAX + 16];
+    int rank = wd.opts.rank;
+    int n = snprintf(line, sizeof line,
+                     HB_MAGIC " token %016llx rank %d pid %d seq %llu phase %d step %lld "
+                     "idle %.3f host %s\n",
+                     (unsigned long long)wd.opts.token, rank, (int)getpid(), ++wd.beats,
+                     (int)phase, (long long)step, idle,
+                     wd.peers ? wd.peers[rank].host : "?");
+    beat_path(tmp, sizeof tmp, rank, ".new");
+    beat_path(path, sizeof path, rank, "");
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == ENOENT && mkdir(wd.dir, 0755) == 0)
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    int ok = write(fd, line, (size_t)n) == n;
+    if (close(fd) == 0 && ok)
+        rename(tmp, path);
+}
+
+static void read_beat(int rank, beat_t *b)
+{
+    char path[HB_PATH_MAX + 16], line[HB_LINE_MAX];
+    memset(b, 0, sizeof *b);
+    beat_path(path, sizeof path, rank, "");
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return;
+    int got = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    unsigned long long token = 0;
+    int r = -1;
+    if (got && sscanf(line, HB_MAGIC " token %llx rank %d pid %d seq %llu phase %d step %lld "
+                      "idle %lf host %63s", &token, &r, &b->pid, &b->seq, &b->phase, &b->step,
+                      &b->idle, b->host) == 8)
+        b->valid = token == wd.opts.token && r == rank; /* not a file of an earlier job */
+}
+
+/* ---- the diagnosis --------------------------------------------------------- */
+
+/* Append a formatted line to the report. */
+__attribute__((format(printf, 3, 4)))
+static void add(char *report, size_t cap, const char *fmt, ...)
+{
+    size_t len = strlen(report);
+    if (len + 1 >= cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(report + len, cap - len, fmt, ap);
+    va_end(ap);
+}
+
+static const char *host_of(int rank, const beat_t *b)
+{
+    if (b && b->valid)
+        return b->host;
+    return wd.peers ? wd.peers[rank].host : "?";
+}
+
+static int pid_of(int rank, const beat_t *b)
+{
+    if (b && b->valid)
+        return b->pid;
+    return wd.peers ? wd.peers[rank].pid : 0;
+}
+
+/* (step, phase) as one number: who is furthest behind. */
+static long long position(long long step, int phase)
+{
+    return step * WATCHDOG_PHASES + phase;
+}
+
+/* Name the ranks whose heartbeat stopped (first[] and then[] were read
+ * wd.look_s apart) and, among the others, those furthest behind.
+ * @return how many ranks were named. */
+static int name_ranks(const beat_t *first, const beat_t *then, long long mine, char *report,
+                      size_t cap)
+{
+    int named = 0, size = wd.opts.size;
+    long long low = mine, high = mine;
+    char where[128];
+    for (int r = 0; r < size; r++) {
+        if (r == wd.opts.rank)
+            continue;
+        const beat_t *b = &then[r];
+        if (!b->valid) {
+            add(report, cap, "ftrain: hang: rank %d (host %s, pid %d) left no heartbeat: it "
+                "never got this far, or it is gone\n", r, host_of(r, NULL), pid_of(r, NULL));
+            named++;
+        } else if (!first[r].valid || first[r].seq == b->seq) {
+            add(report, cap, "ftrain: hang: rank %d (host %s, pid %d) stopped making "
+                "progress: its heartbeat has not changed for %.1f s (the process is stopped, "
+                "dead or cut off); its last heartbeat had it in %s\n", r, b->host, b->pid,
+                wd.look_s,
+                watchdog_phase_text((watchdog_phase_t)b->phase, b->step, where, sizeof where));
+            named++;
+        } else {
+            long long p = position(b->step, b->phase);
+            low = p < low ? p : low;
+            high = p > high ? p : high;
+        }
+    }
+    if (named || low == high)
+        return named;
+    for (int r = 0; r < size; r++) {
+        const beat_t *b = &then[r];
+        long long p = r == wd.opts.rank ? mine : b->valid ? position(b->step, b->phase) : high;
+        if (p != low || (r != wd.opts.rank && first[r].seq == b->seq))
+            continue;
+        int phase = (int)(p % WATCHDOG_PHASES);
+        add(report, cap, "ftrain: hang: rank %d (host %s, pid %d) is behind the others, "
+            "stuck in %s\n", r, host_of(r, r == wd.opts.rank ? NULL : b),
+            pid_of(r, r == wd.opts.rank ? NULL : b),
+            watchdog_phase_text((watchdog_phase_t)phase, p / WATCHDOG_PHASES, where,
+                                sizeof where));
+        named++;
+    }
+    return named;
+}
+
+/* The report of a hang in phase/step after idle seconds (limit allowed). */
+static void diagnose(watchdog_phase_t phase, int64_t step, double idle, double limit,
+                     char *report, size_t cap)
+{
+    char where[128];
+    int me = wd.opts.rank;
+    report[0] = '\0';
+    add(report, cap, "ftrain: hang: rank %d (host %s, pid %d) made no progress for %.1f s "
+        "(limit %.1f s) in %s\n", me, host_of(me, NULL), (int)getpid(), idle, limit,
+        watchdog_phase_text(phase, step, where, sizeof where));
+    if (!wd.dir[0] || wd.opts.size <= 1) {
+        if (wd.opts.size > 1)
+            add(report, cap, "ftrain: hang: which rank stopped is unknown: heartbeats need "
+                "--run-dir\n");
+        return;
+    }
+    beat_t *first = calloc((size_t)wd.opts.size, sizeof *first);
+    beat_t *then = calloc((size_t)wd.opts.size, sizeof *then);
+    if (!first || !then) {
+        free(first);
+        free(then);
+        return;
+    }
+    for (int r = 0; r < wd.opts.size; r++)
+        read_beat(r, &first[r]);
+    /* Keep beating while watching the others, so that they see us alive. */
+    for (double end = mono_s() + wd.look_s; mono_s() < end;) {
+        write_beat(phase, step, idle);
+        struct timespec pause = {(time_t)wd.beat_s,
+                                 (long)((wd.beat_s - (double)(time_t)wd.beat_s) * 1e9)};
+        nanosleep(&pause, NULL);
+    }
+    for (int r = 0; r < wd.opts.size; r++)
+        read_beat(r, &then[r]);
+    if (!name_ranks(first, then, position(step, phase), report, cap))
+        add(report, cap, "ftrain: hang: every rank is alive and at the same point: that phase "
+            "is slower than the limit on every rank, or the communication itself is stuck "
+            "(network, MPI or NCCL)\n");
+    free(first);
+    free(then);
+}
+
+/* ---- the thread -------------------------------------------------------------- */
+
+static void *watch(void *unused)
+{
+    (void)unused;
+    double last_beat = 0, last_look = mono_s();
+    pthread_mutex_lock(&wd.lock);
+    while (!wd.stopping) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += (long)(TICK_S * 1e9);
+        until.tv_sec += until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&wd.wake, &wd.lock, &until);
+        if (wd.stopping)
+            break;
+        double now = mono_s();
+        if (now - last_look > TICK_S + STALL_S)
+            wd.since += now - last_look - TICK_S; /* suspended: a fresh allowance */
+        last_look = now;
+        watchdog_phase_t phase = wd.phase;
+        int64_t step = wd.step;
+        double idle = now - wd.since;
+        double limit = watchdog_allowance(phase, wd.opts.timeout_s, &wd.seen);
+        pthread_mutex_unlock(&wd.lock);
+        if (wd.dir[0] && now - last_beat >= wd.beat_s) {
+            write_beat(phase, step, idle);
+            last_beat = now;
+        }
+        if (wd.opts.timeout_s != 0 && idle > limit) {
+            static char report[WATCHDOG_REPORT_MAX];
+            diagnose(phase, step, idle, limit, report, sizeof report);
+            wd.opts.fire(report, wd.opts.arg); /* ends the job; if not, we are done */
+            return NULL;
+        }
+        pthread_mutex_lock(&wd.lock);
+    }
+    pthread_mutex_unlock(&wd.lock);
+    return NULL;
+}
+
+int watchdog_start(const watchdog_opts_t *opts, char *err, size_t cap)
+{
+    if (wd.running) {
+        snprintf(err, cap, "watchdog: already started");
+        return WATCHDOG_EFAIL;
+    }
+    wd.opts = *opts;
+    wd.peers = NULL;
+    if (opts->peers && (wd.peers = malloc((size_t)opts->size * sizeof *wd.peers)))
+        memcpy(wd.peers, opts->peers, (size_t)opts->size * sizeof *wd.peers);
+    wd.opts.peers = wd.peers;
+    wd.dir[0] = '\0';
+    if (opts->heartbeat_dir && opts->heartbeat_dir[0])
+        snprintf(wd.dir, sizeof wd.dir, "%s", opts->heartbeat_dir);
+    wd.beat_s = watchdog_beat_period(opts->timeout_s);
+    wd.look_s = WATCHDOG_LOOKS * wd.beat_s;
+    wd.phase = WATCHDOG_START;
+    wd.step = 0;
+    wd.since = mono_s();
+    wd.seen = (watchdog_seen_t){-1, -1, -1};
+    wd.stopping = 0;
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&wd.wake, &attr);
+    pthread_condattr_destroy(&attr);
+    int rc = pthread_create(&wd.thread, NULL, watch, NULL);
+    if (rc != 0) {
+        snprintf(err, cap, "watchdog: cannot start its thread: %s", strerror(rc));
+        free(wd.peers);
+        wd.peers = NULL;
+        return WATCHDOG_EFAIL;
+    }
+    wd.running = 1;
+    return WATCHDOG_OK;
+}
+
+void watchdog_stop(void)
+{
+    pthread_mutex_lock(&wd.lock);
+    int running = wd.running;
+    wd.stopping = 1;
+    wd.running = 0;
+    pthread_cond_signal(&wd.wake);
+    pthread_mutex_unlock(&wd.lock);
+    if (!running)
+        return;
+    pthread_join(wd.thread, NULL);
+    pthread_cond_destroy(&wd.wake);
+    if (wd.dir[0]) {
+        char path[HB_PATH_MAX + 16];
+        beat_path(path, sizeof path, wd.opts.rank, "");
+        unlink(path);
+        rmdir(wd.dir); /* the last rank out removes it; the others fail, harmlessly */
+    }
+    free(wd.peers);
+    wd.peers = NULL;
+}

@@ -1,0 +1,130 @@
+#!/bin/bash
+# slurm_rank_failure.sh: a rank that dies or hangs under slurm/train.sbatch
+# (srun --mpi=pmix on the one-machine test cluster, 2 nodes) ends the job
+# within seconds and the job's output names it (TAP).
+#
+#   1. SIGKILL to rank 1: srun --kill-on-bad-exit=1 (the script's) ends the
+#      step at once, "task 1: Killed" names the task and node, the job
+#      fails, and the newest checkpoint verifies.  (SLURM's defaults would
+#      leave rank 0 waiting in a collective.)
+#   2. SIGSTOP to rank 1 with --hang-timeout 3: ftrain's watchdog on rank 0
+#      names rank 1 and its node and ends the job; the step exits 76.
+#
+# Needs root and the SLURM packages, like slurm_e2e.sh (it skips without
+# them), and takes the same lock: one test cluster per machine.
+set -u
+
+BUILD=${BUILD:-build}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+case $BUILD in /*) bdir=$BUILD ;; *) bdir=$root/$BUILD ;; esac
+export FTRAIN_SLURM_LAB=${FTRAIN_SLURM_LAB:-/tmp/ftrain-slurm-lab}
+LAB=$FTRAIN_SLURM_LAB
+
+skip_all() { echo "1..0 # SKIP $*"; exit 0; }
+[ "$(id -u)" = 0 ] || skip_all "needs root to run slurmctld and slurmd"
+for c in slurmctld slurmd sbatch srun scontrol scancel munge flock; do
+	command -v "$c" >/dev/null 2>&1 || skip_all "'$c' not found"
+done
+[ -x "$bdir/ftrain" ] && [ -x "$bdir/ckptctl" ] || skip_all "$bdir/ftrain or ckptctl not built"
+
+exec 9>"$LAB.lock"
+flock -w 900 9 || { echo "Bail out! another SLURM test holds $LAB.lock"; exit 1; }
+
+n=0
+failed=0
+ok() {
+	n=$((n + 1))
+	if [ "$1" = 0 ]; then echo "ok $n - $2"; return 0; fi
+	echo "not ok $n - $2"
+	failed=$((failed + 1))
+	return 1
+}
+why() { printf '%s\n' "$@" | sed 's/^/# /' >&2; }
+# wait_for FILE REGEX SECONDS
+wait_for() {
+	local end=$(($(date +%s) + $3))
+	while [ "$(date +%s)" -le "$end" ]; do
+		grep -Eq -- "$2" "$1" 2>/dev/null && return 0
+		sleep 0.2
+	done
+	return 1
+}
+job_state() { scontrol -o show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n 's/^JobState=//p'; }
+
+was_up=0
+pid_file=$LAB/run/slurmctld.pid
+[ -n "$(cat "$pid_file" 2>/dev/null)" ] &&
+	[ "$(cat "/proc/$(cat "$pid_file")/comm" 2>/dev/null)" = slurmctld ] && was_up=1
+W=$(mktemp -d /tmp/ftrain-rankfail.XXXXXX)
+chmod 755 "$W"
+jobs_started=""
+cleanup() {
+	for j in $jobs_started; do SLURM_CONF=$LAB/etc/slurm.conf scancel "$j" 2>/dev/null; done
+	[ "$was_up" = 1 ] || "$here/slurm/lab-down.sh" >/dev/null 2>&1
+	if [ "$failed" = 0 ]; then rm -rf "$W"; else echo "# kept $W"; fi
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+echo "1..7"
+"$here/slurm/lab-up.sh" >"$W/lab-up.log" 2>&1 9>&-
+ok $? "test cluster is up" || { why "$(tail -n 5 "$W/lab-up.log")"; echo "Bail out! no cluster"; exit 1; }
+# shellcheck disable=SC1091
+. "$LAB/env"
+export FTRAIN=$bdir/ftrain FTRAIN_TASKS_PER_NODE=1
+export FTRAIN_ARGS="--device cpu --data line --layers 8 --global-batch 32 --micro-batch 8 --steps 100000 --log-every 1 --step-delay-ms 150 --ckpt-every 5"
+
+# submit NAME SIGNAL [ftrain options]: a 2-node job; once it has trained 12
+# steps, SIGNAL to rank 1; sets out, took (seconds from the signal to the
+# end of the step), victim.
+submit() {
+	local name=$1 sig=$2
+	shift 2
+	out=$W/$name.out
+	export RUN_DIR=$W/$name
+	local job
+	job=$(sbatch --parsable -N 2 --time=5 -o "$out" -J "rf-$name" "$root/slurm/train.sbatch" "$@" 2>"$W/$name.sbatch.err")
+	jobs_started="$jobs_started $job"
+	took=none
+	victim=$(wait_for "$out" '^epoch 1/[0-9]+ step 12/' 60 &&
+		sed -n 's/^world: rank 1 .* pid \([0-9]*\).*/\1/p' "$out" | head -n1)
+	[ -n "$victim" ] || { why "job $job did not train: $(tail -n 5 "$out" 2>/dev/null)"; return 1; }
+	local t0 t1
+	t0=$(date +%s.%N)
+	kill -"$sig" "$victim"
+	wait_for "$out" 'train\.sbatch.*ftrain exited with status' 60
+	t1=$(date +%s.%N)
+	kill -CONT "$victim" 2>/dev/null # only if it outlived its job
+	took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+	below=$(awk -v x="$took" 'BEGIN { print (x < 15) ? 0 : 1 }')
+	return 0
+}
+
+# ---- 1. a rank killed -------------------------------------------------------------
+if submit kill KILL; then
+	ok "$below" "SIGKILL to rank 1: the step ended in $took s (< 15 s)" || why "$(tail -n 8 "$out")"
+	grep -Eq 'srun: error: [^ ]+: task 1: Killed' "$out"
+	ok $? "  srun names task 1, its node and the signal" || why "$(grep -E 'srun|exited' "$out")"
+	"$bdir/ckptctl" verify "$RUN_DIR/ckpt" >"$W/kill.verify" 2>&1
+	ok $? "  the checkpoints left behind verify" || why "$(cat "$W/kill.verify")"
+else
+	ok 1 "SIGKILL to rank 1: the job did not get going"
+	ok 1 "  srun names task 1"
+	ok 1 "  the checkpoints verify"
+fi
+
+# ---- 2. a rank stopped: the watchdog -------------------------------------------------
+if submit stop STOP --hang-timeout 3; then
+	ok "$below" "SIGSTOP to rank 1, --hang-timeout 3: the step ended in $took s (< 15 s)" ||
+		why "$(tail -n 8 "$out")"
+	grep -q 'train\.sbatch.*ftrain exited with status 76' "$out"
+	ok $? "  with ftrain's hang status 76" || why "$(grep exited "$out")"
+	grep -Eq "hang: rank 1 \(host n[0-9], pid $victim\) stopped making progress" "$out"
+	ok $? "  the watchdog names rank 1, its node and pid" || why "$(grep 'hang:' "$out")"
+else
+	ok 1 "SIGSTOP to rank 1: the job did not get going"
+	ok 1 "  status 76"
+	ok 1 "  the watchdog names rank 1"
+fi
+[ "$failed" = 0 ]
