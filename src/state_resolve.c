@@ -1,0 +1,167 @@
+/*
+ * state_resolve.c - which checkpoint a run resumes from (state.h's
+ * state_resolve): --resume auto, none or one step directory, checked
+ * against what the run directory holds, decided on rank 0 and broadcast.
+ */
+#include "ftrain/state.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ftrain/ckpt.h"
+#include "ftrain/util.h"
+
+/* A message and a path or step name; a step directory's name. */
+#define STATE_MSG_MAX 512
+#define STATE_STEP_NAME_MAX 64
+
+/* ---- resolve: which checkpoint to resume from ------------------------- */
+
+static void state_report_skip(void *ctx, const char *name, const char *why)
+{
+    (void)ctx;
+    fprintf(stderr, "ftrain: resume: skipping checkpoint '%s': %s\n", name, why);
+}
+
+static void state_report_aside(void *ctx, const char *from, const char *to)
+{
+    (void)ctx;
+    fprintf(stderr, "ftrain: resume: moved the bad checkpoint '%s' aside to '%s' (kept for "
+                    "inspection; this run saves that step anew)\n", from, to);
+}
+
+/* The run resumes from `found` because every newer checkpoint failed to
+ * verify: move those out of the way, or this run's own save of their
+ * steps would find the names taken and fail (and a requeued job would
+ * fail the same way each time). */
+static void state_set_aside_newer(const char *root, const char *found)
+{
+    ckpt_t *ck = NULL;
+    if (ckpt_open(found, &ck) != CKPT_OK)
+        return; /* it verified a moment ago; the load will say what is wrong */
+    if (ckpt_set_aside_after(root, ckpt_step(ck), state_report_aside, NULL) != CKPT_OK)
+        fprintf(stderr, "ftrain: resume: could not move bad checkpoints aside: %s\n",
+                ckpt_last_error());
+    ckpt_close(ck);
+}
+
+/* The newest step-<N> under root (any status), into *step and name; 0 when
+ * there is none (or no root). */
+static int state_newest_step(const char *root, uint64_t *step, char *name, size_t cap)
+{
+    ckpt_entry_t *entries = NULL;
+    size_t count = 0;
+    int found = 0;
+    if (!root || !root[0] || ckpt_list(root, 0, &entries, &count) != CKPT_OK)
+        return 0;
+    for (size_t i = 0; i < count; i++)
+        if (entries[i].name[0] != '.') {
+            *step = entries[i].step;
+            snprintf(name, cap, "%s", entries[i].name);
+            found = 1;
+        }
+    free(entries);
+    return found;
+}
+
+/* What rank 0 learned of root before deciding: the newest step there. */
+typedef struct {
+    int have;            /* 1: root holds a step-<N> */
+    uint64_t step;
+    char name[STATE_STEP_NAME_MAX];
+} newest_t;
+
+/* --resume auto: the newest checkpoint that verifies, newer bad ones set
+ * aside.  found gets the path or the refusal. */
+static int decide_auto(const char *root, char *found, size_t cap)
+{
+    int rc = ckpt_latest_good(root, found, cap, state_report_skip, NULL);
+    if (rc == CKPT_OK) {
+        state_set_aside_newer(root, found);
+        return STATE_OK;
+    }
+    if (rc == CKPT_ENOTFOUND)
+        return STATE_FRESH;
+    snprintf(found, cap,
+             "checkpoints exist under '%s' but none is good (%s); refusing to start over: "
+             "move them away, or use a new --run-dir, to start fresh", root,
+             ckpt_strerror(rc));
+    return STATE_EFAIL;
+}
+
+/* --resume DIR: that checkpoint, if it verifies and root holds nothing
+ * newer.  found gets the path or the refusal. */
+static int decide_named(const char *dir, const char *root, const newest_t *newest,
+                        char *found, size_t cap)
+{
+    ckpt_t *ck = NULL;
+    int verdict = STATE_OK;
+    int rc = ckpt_open(dir, &ck);
+    if (rc == CKPT_OK)
+        rc = ckpt_verify(ck);
+    if (rc == CKPT_OK && newest->have && newest->step > ckpt_step(ck)) {
+        /* This run would save steps that exist (and fail), or have its own
+         * checkpoints pruned beside the newer ones. */
+        verdict = STATE_EFAIL;
+        snprintf(found, cap,
+                 "--resume '%.300s' is step %llu, but '%.300s' already holds newer "
+                 "checkpoints (newest %s); move them away, use another --run-dir, or "
+                 "--resume auto to continue from the newest", dir,
+                 (unsigned long long)ckpt_step(ck), root, newest->name);
+    } else if (rc == CKPT_OK) {
+        snprintf(found, cap, "%s", dir);
+    } else {
+        verdict = STATE_EFAIL;
+        snprintf(found, cap, "--resume '%.500s': %s: %.400s", dir, ckpt_strerror(rc),
+                 ckpt_last_error());
+    }
+    ckpt_close(ck);
+    return verdict;
+}
+
+/* Rank 0's decision for cfg->resume: STATE_OK with the path in found,
+ * STATE_FRESH, or STATE_EFAIL with the refusal in found. */
+static int state_decide(const config_t *cfg, const char *root, char *found, size_t cap)
+{
+    newest_t newest = {0};
+    newest.have = state_newest_step(root, &newest.step, newest.name, sizeof newest.name);
+    if (strcmp(cfg->resume, "auto") == 0)
+        return decide_auto(root, found, cap);
+    if (strcmp(cfg->resume, "none") != 0)
+        return decide_named(cfg->resume, root, &newest, found, cap);
+    if (!newest.have)
+        return STATE_FRESH;
+    /* A fresh run would save steps that exist, or be pruned away beside
+     * newer ones: never mix two runs in one directory. */
+    snprintf(found, cap,
+             "--resume none: '%.600s' already holds checkpoints (newest %s); a fresh "
+             "run would save beside them: use a new --run-dir, or move them away to "
+             "start over", root, newest.name);
+    return STATE_EFAIL;
+}
+
+int state_resolve(const config_t *cfg, comm_t *comm, const char *root, char *path,
+                  size_t cap, char *err, size_t errcap)
+{
+    /* msg[0] carries the verdict so one broadcast tells every rank. */
+    char msg[1 + STATE_PATH_MAX + STATE_MSG_MAX];
+    memset(msg, 0, sizeof msg);
+    if (comm_rank(comm) == 0) {
+        char found[STATE_PATH_MAX + STATE_MSG_MAX] = "";
+        int verdict = state_decide(cfg, root, found, sizeof found);
+        msg[0] = (char)(verdict == STATE_OK ? 'o' : verdict == STATE_FRESH ? 'n' : 'f');
+        snprintf(msg + 1, sizeof msg - 1, "%s", found);
+    }
+    if (comm_bcast(comm, msg, sizeof msg, 0) != COMM_OK)
+        return util_fail(err, errcap, STATE_EFAIL, "resume: broadcast failed: %s",
+                         comm_last_error());
+    msg[sizeof msg - 1] = '\0';
+    if (msg[0] == 'o') {
+        snprintf(path, cap, "%s", msg + 1);
+        return STATE_OK;
+    }
+    if (msg[0] == 'n')
+        return STATE_FRESH;
+    return util_fail(err, errcap, STATE_EFAIL, "%s", msg + 1);
+}
