@@ -26,7 +26,7 @@
  *             lr_s = min_lr + 0.5 * (lr - min_lr) * (1 + cos(pi * progress)).
  *   A negative step is treated as 0.
  *
- * grad is the caller's gradient times grad_scale (optim_step_scaled; 1 for
+ * grad is the caller's gradient times grad_scale (optim_step_consume; 1 for
  * optim_step), one float multiply per element before the formulas.
  *
  * Scalars (lr_s, betas, eps, wd and the bias-correction factors) are rounded
@@ -216,26 +216,31 @@ double optim_lr(const optim_cfg_t *cfg, int64_t step)
            0.5 * (cfg->lr - cfg->min_lr) * (1.0 + cos(M_PI * progress));
 }
 
+/* The arrays of one update.  zero is NULL, or grad itself, which the update
+ * then leaves all zeros (optim_step_consume): a store to a line that the
+ * update has just read costs less than a clearing pass of its own. */
+typedef struct {
+    float *params, *moment1, *moment2;
+    const float *grad;
+    float *zero;
+} optim_arrays_t;
+
 /* One SGD update over all parameters, with the gradient grad * gs. */
-static void step_sgd(optim_t *opt, float *params, const float *grad, float gs, double lr)
+static void step_sgd(optim_t *opt, const optim_arrays_t *a, float gs, double lr)
 {
     const size_t nparams = opt->nparams;
     const float flr = (float)lr;
     const float mu = (float)opt->cfg.momentum;
     const float wd = (float)opt->cfg.weight_decay; /* wd * p is 0 when wd = 0 */
-    float *buf = opt->moment1;
-    if (opt->updates == 0) {
-        for (size_t i = 0; i < nparams; i++) {
-            float g = grad[i] * gs + wd * params[i];
-            buf[i] = g;
-            params[i] = params[i] - flr * g;
-        }
-    } else {
-        for (size_t i = 0; i < nparams; i++) {
-            float b = mu * buf[i] + (grad[i] * gs + wd * params[i]);
-            buf[i] = b;
-            params[i] = params[i] - flr * b;
-        }
+    const int first = opt->updates == 0;
+    float *params = a->params, *buf = a->moment1;
+    for (size_t i = 0; i < nparams; i++) {
+        float g = a->grad[i] * gs + wd * params[i];
+        float b = first ? g : mu * buf[i] + g;
+        buf[i] = b;
+        params[i] = params[i] - flr * b;
+        if (a->zero)
+            a->zero[i] = 0.0f;
     }
 }
 
@@ -250,17 +255,19 @@ typedef struct {
 
 /* Elements [from, to) one at a time: the reference that the vector paths
  * match bit for bit. */
-static void adam_scalar(const adam_k_t *k, float *params, const float *grad, float *moment1,
-                        float *moment2, size_t from, size_t to)
+static void adam_scalar(const adam_k_t *k, const optim_arrays_t *a, size_t from, size_t to)
 {
+    float *params = a->params, *moment1 = a->moment1, *moment2 = a->moment2;
     for (size_t i = from; i < to; i++) {
         float w = params[i] * k->shrink;
-        float g = grad[i] * k->gs + k->l2 * w;
+        float g = a->grad[i] * k->gs + k->l2 * w;
         float mi = k->b1 * moment1[i] + k->c1 * g;
         float vi = k->b2 * moment2[i] + k->c2 * (g * g);
         moment1[i] = mi;
         moment2[i] = vi;
         params[i] = w - k->ss * (mi / (sqrtf(vi) * k->rs + k->eps));
+        if (a->zero)
+            a->zero[i] = 0.0f;
     }
 }
 
@@ -268,17 +275,17 @@ static void adam_scalar(const adam_k_t *k, float *params, const float *grad, flo
 /* Four lanes at a time from `from` while four are left; @return where it
  * stopped.  The operations of adam_scalar in its order: IEEE add, mul, div
  * and sqrt are correctly rounded, so every lane gets the scalar bits. */
-static size_t adam_sse(const adam_k_t *k, float *params, const float *grad, float *moment1,
-                       float *moment2, size_t from, size_t to)
+static size_t adam_sse(const adam_k_t *k, const optim_arrays_t *a, size_t from, size_t to)
 {
     const __m128 gs = _mm_set1_ps(k->gs), shrink = _mm_set1_ps(k->shrink);
     const __m128 l2 = _mm_set1_ps(k->l2), b1 = _mm_set1_ps(k->b1), c1 = _mm_set1_ps(k->c1);
     const __m128 b2 = _mm_set1_ps(k->b2), c2 = _mm_set1_ps(k->c2);
     const __m128 rs = _mm_set1_ps(k->rs), eps = _mm_set1_ps(k->eps), ss = _mm_set1_ps(k->ss);
+    float *params = a->params, *moment1 = a->moment1, *moment2 = a->moment2;
     size_t i = from;
     for (; i + 4 <= to; i += 4) {
         __m128 w = _mm_mul_ps(_mm_loadu_ps(params + i), shrink);
-        __m128 g = _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(grad + i), gs), _mm_mul_ps(l2, w));
+        __m128 g = _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(a->grad + i), gs), _mm_mul_ps(l2, w));
         __m128 mi = _mm_add_ps(_mm_mul_ps(b1, _mm_loadu_ps(moment1 + i)), _mm_mul_ps(c1, g));
         __m128 vi = _mm_add_ps(_mm_mul_ps(b2, _mm_loadu_ps(moment2 + i)),
                                _mm_mul_ps(c2, _mm_mul_ps(g, g)));
@@ -286,6 +293,8 @@ static size_t adam_sse(const adam_k_t *k, float *params, const float *grad, floa
         _mm_storeu_ps(moment2 + i, vi);
         __m128 den = _mm_add_ps(_mm_mul_ps(_mm_sqrt_ps(vi), rs), eps);
         _mm_storeu_ps(params + i, _mm_sub_ps(w, _mm_mul_ps(ss, _mm_div_ps(mi, den))));
+        if (a->zero)
+            _mm_storeu_ps(a->zero + i, _mm_setzero_ps());
     }
     return i;
 }
@@ -296,19 +305,19 @@ static size_t adam_sse(const adam_k_t *k, float *params, const float *grad, floa
  * vector square roots and divisions, which bound this loop, do twice the
  * work per instruction.  Built for AVX alone, without FMA, whose fused
  * multiply-add would round once where the scalar code rounds twice. */
-__attribute__((target("avx"))) static size_t adam_avx(const adam_k_t *k, float *params,
-                                                      const float *grad, float *moment1,
-                                                      float *moment2, size_t from, size_t to)
+__attribute__((target("avx"))) static size_t adam_avx(const adam_k_t *k, const optim_arrays_t *a,
+                                                      size_t from, size_t to)
 {
     const __m256 gs = _mm256_set1_ps(k->gs), shrink = _mm256_set1_ps(k->shrink);
     const __m256 l2 = _mm256_set1_ps(k->l2), b1 = _mm256_set1_ps(k->b1);
     const __m256 c1 = _mm256_set1_ps(k->c1), b2 = _mm256_set1_ps(k->b2);
     const __m256 c2 = _mm256_set1_ps(k->c2), rs = _mm256_set1_ps(k->rs);
     const __m256 eps = _mm256_set1_ps(k->eps), ss = _mm256_set1_ps(k->ss);
+    float *params = a->params, *moment1 = a->moment1, *moment2 = a->moment2;
     size_t i = from;
     for (; i + 8 <= to; i += 8) {
         __m256 w = _mm256_mul_ps(_mm256_loadu_ps(params + i), shrink);
-        __m256 g = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(grad + i), gs),
+        __m256 g = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(a->grad + i), gs),
                                  _mm256_mul_ps(l2, w));
         __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(moment1 + i)),
                                   _mm256_mul_ps(c1, g));
@@ -319,6 +328,8 @@ __attribute__((target("avx"))) static size_t adam_avx(const adam_k_t *k, float *
         __m256 den = _mm256_add_ps(_mm256_mul_ps(_mm256_sqrt_ps(vi), rs), eps);
         _mm256_storeu_ps(params + i,
                          _mm256_sub_ps(w, _mm256_mul_ps(ss, _mm256_div_ps(mi, den))));
+        if (a->zero)
+            _mm256_storeu_ps(a->zero + i, _mm256_setzero_ps());
     }
     return i;
 }
@@ -326,8 +337,7 @@ __attribute__((target("avx"))) static size_t adam_avx(const adam_k_t *k, float *
 
 /* One Adam or AdamW update over all parameters, with the gradient grad * gs:
  * eight lanes where the CPU has AVX, then four, then one at a time. */
-static void step_adam(optim_t *opt, float *params, const float *grad, float gs, double lr,
-                      int64_t step)
+static void step_adam(optim_t *opt, const optim_arrays_t *a, float gs, double lr, int64_t step)
 {
     const optim_cfg_t *cfg = &opt->cfg;
     const double updates = (double)step + 1.0; /* t of the formulas above */
@@ -346,31 +356,39 @@ static void step_adam(optim_t *opt, float *params, const float *grad, float gs, 
     size_t i = 0;
 #if OPTIM_AVX
     if (__builtin_cpu_supports("avx"))
-        i = adam_avx(&k, params, grad, opt->moment1, opt->moment2, i, n);
+        i = adam_avx(&k, a, i, n);
 #endif
 #if defined(__SSE2__)
-    i = adam_sse(&k, params, grad, opt->moment1, opt->moment2, i, n);
+    i = adam_sse(&k, a, i, n);
 #endif
-    adam_scalar(&k, params, grad, opt->moment1, opt->moment2, i, n);
+    adam_scalar(&k, a, i, n);
 }
 
-int optim_step_scaled(optim_t *opt, float *params, const float *grad, float grad_scale,
-                      int64_t step)
+/* Update number `step` from the gradient grad * gs; zero as optim_arrays_t. */
+static int step_any(optim_t *opt, float *params, const float *grad, float *zero, float gs,
+                    int64_t step)
 {
     if (!opt || !params || !grad || step < 0)
         return OPTIM_EINVAL;
+    const optim_arrays_t arrays = {params, opt->moment1, opt->moment2, grad, zero};
     double lr = optim_lr(&opt->cfg, step);
     if (opt->cfg.kind == OPT_SGD)
-        step_sgd(opt, params, grad, grad_scale, lr);
+        step_sgd(opt, &arrays, gs, lr);
     else
-        step_adam(opt, params, grad, grad_scale, lr, step);
+        step_adam(opt, &arrays, gs, lr, step);
     opt->updates++;
     return OPTIM_OK;
 }
 
 int optim_step(optim_t *opt, float *params, const float *grad, int64_t step)
 {
-    return optim_step_scaled(opt, params, grad, 1.0f, step);
+    return step_any(opt, params, grad, NULL, 1.0f, step);
+}
+
+int optim_step_consume(optim_t *opt, float *params, float *grad, float grad_scale,
+                       int64_t step)
+{
+    return step_any(opt, params, grad, grad, grad_scale, step);
 }
 
 float *optim_state_m(optim_t *opt)

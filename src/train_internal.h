@@ -52,6 +52,8 @@ typedef struct {
     float grad_scale;          /* the update's factor on grad: 1 / samples after a
                                   float reduction (the sum), 1 after a fixed-point
                                   one (already the mean) */
+    int grad_zeroed;           /* grad[0..n_params) is all zeros: the last update
+                                  consumed it (optim_step_consume) */
     float *micro_grads;        /* deterministic: max_rank_micros * n_params */
     double *micro_loss;        /* deterministic: per micro-batch loss sums */
     int64_t *fixed_sum;        /* deterministic: n_params + 2 */

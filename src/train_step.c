@@ -129,11 +129,15 @@ static void compute_micro_gradients(trainer_t *t, const step_plan_t *plan, step_
 static void compute_batch_gradient(trainer_t *t, const step_plan_t *plan, step_sums_t *sums)
 {
     /* On the GPU the host gradient is never read, and clearing it would
-     * cost a pass over the whole model every step. */
-    if (!t->gpu)
+     * cost a pass over the whole model every step.  On the CPU the update
+     * that ended the last step cleared it as it read it (grad_zeroed);
+     * otherwise it is cleared here.  grad[n_params] and [n_params + 1] are
+     * set before they are read. */
+    if (!t->gpu && !t->grad_zeroed)
         memset(t->grad, 0, (t->n_params + 2) * sizeof *t->grad);
-    else if (gpu_mirror_zero_gradient(t->gpu) != GPU_OK)
+    else if (t->gpu && gpu_mirror_zero_gradient(t->gpu) != GPU_OK)
         t->device_failed = 1; /* voted: CTL_BAD */
+    t->grad_zeroed = 0;
     if (plan->nmicro == 0)
         return;
     int64_t len = 0;
@@ -276,10 +280,12 @@ int step_reduce(trainer_t *t, const step_plan_t *plan, double grad_max, step_sum
 
 void step_update(trainer_t *t)
 {
-    if (t->gpu)
+    if (t->gpu) {
         gpu_mirror_update(t->gpu, t->step); /* errors surface at the next sync */
-    else
-        optim_step_scaled(t->opt, model_params(t->model), t->grad, t->grad_scale, t->step);
+        return;
+    }
+    optim_step_consume(t->opt, model_params(t->model), t->grad, t->grad_scale, t->step);
+    t->grad_zeroed = 1;
 }
 
 /* The members of the evaluation's one reduction, summed over the ranks:

@@ -175,13 +175,14 @@ static void test_optimizers(void)
 /* WIDE elements take every path of the update: 8 lanes (where the CPU has
  * AVX) for the first 32, 4 lanes for the next 4, one at a time for the
  * last.  Each element must get the bits that a one-element optimizer (only
- * the one-at-a-time path) gives it, and optim_step_scaled(grad, s) the bits
- * of optim_step on grad already multiplied by s. */
+ * the one-at-a-time path) gives it, and optim_step_consume(grad, s) the bits
+ * of optim_step on grad already multiplied by s, leaving grad all zeros. */
 #define WIDE 37
 
 /* Three updates of n elements from the same start: p0 and grad vary by
- * element; with scale, optim_step_scaled, else optim_step on grad * 0.125f
- * computed here.  The results go to p, m and v (v may be NULL for SGD). */
+ * element; with scale, optim_step_consume, else optim_step on grad * 0.125f
+ * computed here.  The results go to p, m and v (v may be NULL for SGD).
+ * @return 0 when init failed or a consumed gradient was not all zeros. */
 static int run_wide(const optim_cfg_t *cfg, int first, int n, int scale, float *p, float *m,
                     float *v)
 {
@@ -189,6 +190,7 @@ static int run_wide(const optim_cfg_t *cfg, int first, int n, int scale, float *
     if (optim_init(&o, cfg, (size_t)n, NULL, 0) != OPTIM_OK)
         return 0;
     float g[WIDE], gs[WIDE];
+    int zeroed = 1;
     for (int i = 0; i < n; i++)
         p[i] = 0.03f * (float)(first + i) - 0.5f;
     for (int s = 0; s < 3; s++) {
@@ -197,15 +199,17 @@ static int run_wide(const optim_cfg_t *cfg, int first, int n, int scale, float *
             gs[i] = g[i] * 0.125f;
         }
         if (scale)
-            optim_step_scaled(o, p, g, 0.125f, s);
+            optim_step_consume(o, p, g, 0.125f, s);
         else
             optim_step(o, p, gs, s);
+        for (int i = 0; scale && i < n; i++)
+            zeroed &= memcmp(&g[i], &(float){0.0f}, sizeof(float)) == 0;
     }
     memcpy(m, optim_state_m(o), (size_t)n * sizeof *m);
     if (v)
         memcpy(v, optim_state_v(o), (size_t)n * sizeof *v);
     optim_free(o);
-    return 1;
+    return zeroed;
 }
 
 static void check_wide(const optim_cfg_t *cfg, const char *what)
@@ -219,7 +223,7 @@ static void check_wide(const optim_cfg_t *cfg, const char *what)
     ok(ran && !memcmp(p, p1, bytes) && !memcmp(m, m1, bytes) && (!vp || !memcmp(v, v1, bytes)),
        "%s: %d elements get the bits of one-element updates (every vector path)", what, WIDE);
     ok(ran && !memcmp(p, ps, bytes) && !memcmp(m, ms, bytes) && (!vp || !memcmp(v, vs, bytes)),
-       "%s: optim_step_scaled gives the bits of a gradient scaled first", what);
+       "%s: optim_step_consume gives the bits of a gradient scaled first, and zeros", what);
 }
 
 static void test_paths_and_scale(void)

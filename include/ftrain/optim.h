@@ -67,9 +67,10 @@ const optim_cfg_t *optim_config(const optim_t *opt);
 int optim_step(optim_t *opt, float *params, const float *grad, int64_t step);
 /** optim_step with the gradient grad[i] * grad_scale (one float multiply
  *  per element, as if the caller had scaled grad first: the same bits),
- *  so that a gradient sum becomes a mean without a pass of its own. */
-int optim_step_scaled(optim_t *opt, float *params, const float *grad, float grad_scale,
-                      int64_t step);
+ *  which then leaves grad all zeros: a gradient sum becomes a mean, and
+ *  the next one can be summed into grad, without a pass of their own. */
+int optim_step_consume(optim_t *opt, float *params, float *grad, float grad_scale,
+                       int64_t step);
 
 /** State buffers (nparams floats each); the second moment is NULL for SGD. */
 float *optim_state_m(optim_t *opt);
