@@ -26,26 +26,13 @@ so a comparison passes it to both.)
 Exit status: 0, or 1 with a message on stderr (torch missing, bad data).
 """
 import argparse
-import gzip
 import math
 import os
-import struct
 import sys
 
-
-def read_idx(path, want_ndim):
-    """Read a gzip'd unsigned-byte IDX file, checking its header."""
-    import numpy as np
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    zero, dtype, ndim = struct.unpack(">HBB", raw[:4])
-    if zero != 0 or dtype != 0x08 or ndim != want_ndim:
-        raise ValueError(f"{path}: not an unsigned-byte IDX file of {want_ndim} dims")
-    dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
-    body = raw[4 + 4 * ndim:]
-    if len(body) != math.prod(dims):
-        raise ValueError(f"{path}: {len(body)} data bytes, header says {math.prod(dims)}")
-    return np.frombuffer(body, dtype=np.uint8).reshape(dims)
+# The IDX reader (and its checks) is torch_mlp.py's, beside this script.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_mlp import read_idx  # noqa: E402
 
 
 def make_data(torch, name, data_dir):
