@@ -12,8 +12,8 @@
 #    param_hash.
 # 3. No false alarm: steps slower than half the timeout, with saves, an
 #    evaluation and a resume's load, finish normally.
-# 4. (FTRAIN_SLOW_TESTS=1 only, about a minute) the default, derived limit
-#    catches a hang in a run of short steps within one minute.
+# 4. The default, derived limit catches a hang in a run of short steps
+#    within one minute (this check takes about that long).
 . "$(dirname "$0")/lib.sh"
 : "${FTRAIN_TIMEOUT:=90}"
 need_mpi
@@ -55,16 +55,23 @@ after_failure() {
         why "$(tail -n 3 "$d.reserr")"
 }
 
-# ---- 1. a rank killed ----------------------------------------------------------
-if start_run kill; then
-    victim=$(rank_pid "$d.out" 1)
+# signal_rank SIG RANK: send SIG to RANK of the background run, wait for the
+# job's end; sets rc (its exit status), took (seconds) and victim (the pid).
+signal_rank() {
+    victim=$(rank_pid "$d.out" "$2")
     t0=$(now)
-    kill -KILL "$victim"
+    kill "-$1" "$victim"
     wait "$MPI_PID"
     rc=$?
     t1=$(now)
     MPI_PID=
+    [ "$1" = STOP ] && kill -CONT "$victim" 2>/dev/null # only if it outlived the job
     took=$(secs "$t0" "$t1")
+}
+
+# ---- 1. a rank killed ----------------------------------------------------------
+if start_run kill; then
+    signal_rank KILL 1
     ok "$([ "$rc" -ne 0 ] && below "$took" 10; echo $?)" \
         "SIGKILL to rank 1: the job ended in $took s (< 10 s), exit $rc (non-zero)" ||
         why "$(tail -n 5 "$d.err")"
@@ -77,15 +84,7 @@ fi
 
 # ---- 2. a rank stopped (a hang) ------------------------------------------------------
 if start_run stop --hang-timeout 3; then
-    victim=$(rank_pid "$d.out" 1)
-    t0=$(now)
-    kill -STOP "$victim"
-    wait "$MPI_PID"
-    rc=$?
-    t1=$(now)
-    MPI_PID=
-    kill -CONT "$victim" 2>/dev/null # only if it outlived the job
-    took=$(secs "$t0" "$t1")
+    signal_rank STOP 1
     ok "$([ "$rc" -eq 76 ] && below "$took" 15; echo $?)" \
         "SIGSTOP to rank 1, --hang-timeout 3: the watchdog ended the job in $took s (< 15 s), exit $rc (76)" ||
         why "$(tail -n 8 "$d.err")"
@@ -112,24 +111,14 @@ ok "$([ "$rc$rc2" = 00 ] && ! grep -q 'hang:' "$d.err" "$d.reserr"; echo $?)" \
     "steps of 1.2 s, saves, an evaluation and a resume under --hang-timeout 2: no false alarm (exit $rc, $rc2)" ||
     why "$(tail -n 4 "$d.err")" "$(tail -n 4 "$d.reserr")"
 
-# ---- 4. the default limit (slow: opt in) -----------------------------------------------
-if [ "${FTRAIN_SLOW_TESTS:-0}" = 1 ]; then
-    if start_run auto; then
-        t0=$(now)
-        kill -STOP "$(rank_pid "$d.out" 2)"
-        wait "$MPI_PID"
-        rc=$?
-        t1=$(now)
-        MPI_PID=
-        took=$(secs "$t0" "$t1")
-        ok "$([ "$rc" -eq 76 ] && below "$took" 60; echo $?)" \
-            "the default limit: a hang in a run of short steps ended in $took s (< 60 s), exit $rc" ||
-            why "$(tail -n 6 "$d.err")"
-    else
-        ok 1 "the default limit: the run did not get going"
-    fi
+# ---- 4. the default limit ----------------------------------------------------------
+if start_run auto; then
+    signal_rank STOP 2
+    ok "$([ "$rc" -eq 76 ] && below "$took" 60; echo $?)" \
+        "the default limit: a hang in a run of short steps ended in $took s (< 60 s), exit $rc" ||
+        why "$(tail -n 6 "$d.err")"
 else
-    skip "the default limit catches a hang within one minute" "FTRAIN_SLOW_TESTS=1 runs it"
+    ok 1 "the default limit: the run did not get going" || why "$(tail -n 5 "$d.err")"
 fi
 
 done_testing
