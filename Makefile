@@ -5,6 +5,8 @@
 #   make demo       install missing packages, build, run the main job
 #   make bench      print speed figures beside the peers
 #   make SANITIZE=1 check   the suite under ASan + UBSan
+#   make fuzz       coverage-guided fuzzing of the checkpoint readers (clang)
+#   make chaos      randomized failure-and-recovery trials
 #   make clean      remove build and build-san, or only the BUILD directory
 #                   when BUILD is given
 
@@ -153,6 +155,10 @@ clean:
 	rm -rf $(CLEAN_DIRS)
 
 FORCE:
+
+# Fault-finding runs outside `make check`: `make fuzz` (libFuzzer targets,
+# mk/fuzz.mk) and `make chaos` (randomized failure trials, mk/chaos.mk).
+-include mk/fuzz.mk mk/chaos.mk
 
 .PHONY: all deps check demo bench clean FORCE
 -include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)

@@ -200,6 +200,15 @@ static const config_option_t config_opts[] = {
      .help = "steps between progress lines (default: 10 a epoch)"},
     {"step-delay-ms", .kind = CONFIG_ARG_INT, FIELD(step_delay_ms), .ints = {0, 600000},
      .unit = "milliseconds", .metavar = "MS", .help = "sleep per step (for tests and demos)"},
+    {"mtbf", .kind = CONFIG_ARG_REAL, FIELD(mtbf_hours), .reals = {0, 1e6, CONFIG_OPEN_MIN},
+     .max_is_cap = 1, .unit = "hours", .metavar = "H", .default_text = "24",
+     .help = "the job's mean time between failures, for the\n"
+             "checkpoint interval it implies (Young/Daly; 24)"},
+    {"fault", .kind = CONFIG_ARG_TEXT, FIELD(fault), .text = {0, 1, "expected KIND@STEP[:RANK]"},
+     .metavar = "F",
+     .help = "inject a failure (tests): KIND@STEP[:RANK], KIND\n"
+             "kill, segv, abort or stop, raised by RANK (default\n"
+             "every rank) once STEP steps are done"},
     {"trace-samples", .kind = CONFIG_ARG_TEXT, FIELD(trace_samples),
      .text = {TRACE_SUFFIX_MAX, 1, "empty or too long"}, .metavar = "PFX",
      .help = "append each rank's trained sample indices to\n"
@@ -498,6 +507,8 @@ void config_defaults(config_t *cfg)
     /* Betas and eps have no option; the table sets the rest. */
     optim_cfg_default(&cfg->opt);
     cfg->hang_timeout = CONFIG_HANG_AUTO; /* derived: a value no option takes */
+    cfg->mtbf_hours = 24;
+    cfg->fault_rank = -1;
     for (size_t i = 0; i < NOPTIONS; i++) {
         const config_option_t *row = &config_opts[i];
         char err[DEFAULT_ERR_MAX];
@@ -700,12 +711,53 @@ static void apply_implied(config_t *cfg, const config_given_t *given)
         snprintf(cfg->resume, sizeof cfg->resume, "none"); /* nothing to resume from */
 }
 
+/* --fault KIND@STEP[:RANK] into fault_signal, fault_step, fault_rank. */
+static int parse_fault(config_t *cfg, char *err, size_t cap)
+{
+    static const struct {
+        const char *name;
+        int sig;
+    } kinds[] = {{"kill", SIGKILL}, {"segv", SIGSEGV}, {"abort", SIGABRT}, {"stop", SIGSTOP}};
+    cfg->fault_signal = 0;
+    cfg->fault_rank = -1;
+    if (!cfg->fault[0])
+        return CONFIG_RUN;
+    const char *at = strchr(cfg->fault, '@');
+    size_t klen = at ? (size_t)(at - cfg->fault) : 0;
+    for (size_t i = 0; at && i < UTIL_COUNT(kinds); i++)
+        if (strlen(kinds[i].name) == klen && strncmp(cfg->fault, kinds[i].name, klen) == 0)
+            cfg->fault_signal = kinds[i].sig;
+    char *end = NULL;
+    long long step = -1, rank = -1;
+    if (cfg->fault_signal && isdigit((unsigned char)at[1])) {
+        errno = 0;
+        step = strtoll(at + 1, &end, 10);
+        if (errno || step < 1)
+            step = -1;
+        if (step > 0 && *end == ':' && isdigit((unsigned char)end[1])) {
+            errno = 0;
+            rank = strtoll(end + 1, &end, 10);
+            if (errno || rank > INT_MAX)
+                step = -1;
+        }
+    }
+    if (!cfg->fault_signal || step < 1 || !end || *end)
+        return util_fail(err, cap, CONFIG_EUSAGE,
+                         "--fault: expected KIND@STEP[:RANK] with KIND kill, segv, abort or "
+                         "stop, STEP from 1 and RANK from 0, got '%s'", cfg->fault);
+    cfg->fault_step = step;
+    cfg->fault_rank = (int)rank;
+    return CONFIG_RUN;
+}
+
 int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t cap)
 {
     config_given_t given = {0};
     int rc = config_parse_options(cfg, &given, argc, argv, err, cap);
     if (rc == CONFIG_RUN)
         rc = config_check(cfg, &given, err, cap);
+    if (rc == CONFIG_RUN)
+        rc = parse_fault(cfg, err, cap);
     if (rc == CONFIG_RUN)
         apply_implied(cfg, &given);
     return rc;

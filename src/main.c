@@ -357,6 +357,15 @@ int main(int argc, char **argv)
     }
     if (!cfg.quiet)
         world_print(&world, stdout);
+    /* Heartbeats an earlier launch left: it ended unplanned.  Rank 0 reads
+     * them before start_watchdog's gather, so no rank of this launch has
+     * written its own yet. */
+    watchdog_leftover_t before = {0};
+    if (world.rank == 0 && cfg.run_dir[0]) {
+        char dir[CONFIG_PATH_MAX + sizeof "/heartbeat"];
+        snprintf(dir, sizeof dir, "%s/heartbeat", cfg.run_dir);
+        watchdog_leftovers(dir, &before);
+    }
     start_watchdog(&cfg, &world);
 
     gpu_ctx_t *gpu = NULL;
@@ -366,7 +375,7 @@ int main(int argc, char **argv)
     int agreed = agree_device_and_comm(&cfg, &world, &gpu, &comm, err, sizeof err);
     if (agreed == AGREE_OK) {
         atomic_store(&hang_comm, comm);
-        outcome = train_run(&cfg, &world, comm, gpu, &res, err, sizeof err);
+        outcome = train_run(&cfg, &world, comm, gpu, &before, &res, err, sizeof err);
         watchdog_phase(WATCHDOG_FINISH, 0);
         code = report_outcome(&cfg, &world, outcome, &res, err);
     } else {

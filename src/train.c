@@ -17,6 +17,7 @@
 #include "train_internal.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -110,6 +111,38 @@ static int download_state(trainer_t *t, int64_t step, async_save_t *into, char *
     return TRAIN_OK;
 }
 
+/* Rank 0, once: the Young/Daly checkpoint interval sqrt(2 C M) for the
+ * measured cost C of a save (its training stall) and --mtbf M, beside the
+ * interval this run uses. */
+static void tell_young_daly(trainer_t *t, int64_t step, double cost_s)
+{
+    if (t->rank != 0 || t->young_daly_told || t->cfg->quiet || !(cost_s > 0))
+        return;
+    t->young_daly_told = 1;
+    const config_t *cfg = t->cfg;
+    double mtbf_s = 3600 * cfg->mtbf_hours, best = sqrt(2 * cost_s * mtbf_s);
+    int64_t steps = step - t->resumed_step;
+    double step_s = steps > 0 && t->run_start > 0
+                        ? (now_s() - t->run_start - t->eval_seconds - cost_s) / (double)steps
+                        : 0;
+    char now[REPORT_MAX] = "";
+    if (cfg->ckpt_every && step_s > 0)
+        snprintf(now, sizeof now, "; this run saves every %lld steps = %.1f s",
+                 (long long)cfg->ckpt_every, step_s * (double)cfg->ckpt_every);
+    else if (cfg->ckpt_interval)
+        snprintf(now, sizeof now, "; this run saves every %.1f s", cfg->ckpt_interval);
+    printf("checkpoint: Young/Daly: a save costs %.3f s of training; for a mean time between "
+           "failures of %g h (--mtbf) the interval that loses least is %.0f s",
+           cost_s, cfg->mtbf_hours, best);
+    if (step_s > 0)
+        printf(" (about %.0f steps of %.3f s)", best / step_s, step_s);
+    printf("%s\n", now);
+    char extra[REPORT_MAX];
+    snprintf(extra, sizeof extra, "\"save_cost_s\":%.4f,\"mtbf_h\":%g,\"interval_s\":%.1f,"
+             "\"step_s\":%.5f", cost_s, cfg->mtbf_hours, best, step_s);
+    metrics_event(&t->metrics, "young_daly", step, t->size, extra);
+}
+
 /* After a commit: it is the newest checkpoint, and the next periodic save
  * counts from now. */
 static void remember_commit(trainer_t *t, int64_t step, const char *dir, train_result_t *res)
@@ -158,6 +191,7 @@ static int save_checkpoint(trainer_t *t, int64_t step, train_result_t *res, char
     }
     remember_commit(t, step, dir, res);
     prune_and_report(t, step, dir, how, extra);
+    tell_young_daly(t, step, dt);
     return TRAIN_OK;
 }
 
@@ -216,6 +250,7 @@ static void commit_async_save(trainer_t *t, train_result_t *res)
              done.background_seconds, 1e3 * done.stall_seconds, copy_json);
     remember_commit(t, done.step, done.dir, res);
     prune_and_report(t, done.step, done.dir, how, extra);
+    tell_young_daly(t, done.step, done.stall_seconds);
 }
 
 /* ---- stopping ------------------------------------------------------------ */
@@ -585,6 +620,55 @@ static int save_if_due(trainer_t *t, const control_t *control, train_result_t *r
     return TRAIN_OK;
 }
 
+/* Rank 0, after the first step of a launch that followed an unplanned
+ * end: how much the failure cost.  The launch before is known from its
+ * heartbeats: the first rank to go silent (about when it failed), the
+ * last (about when the job ended) and the furthest step finished. */
+static void report_recovery(trainer_t *t)
+{
+    const watchdog_leftover_t *b = t->before;
+    if (t->rank != 0 || !b || b->ranks == 0)
+        return;
+    t->before = NULL;
+    double wall = wall_s(), mono = now_s();
+    double started = wall - (mono - t->started); /* this launch's start, wall clock */
+    double detect = b->last_silent - b->first_silent;
+    double relaunch = started - b->last_silent;
+    double train = mono - t->started - t->load_seconds;
+    double total = wall - b->first_silent;
+    int64_t redone = b->step_done > t->resumed_step ? b->step_done - t->resumed_step : 0;
+    printf("recovery: the launch before ended unplanned after step %lld: rank %d (host %s, pid "
+           "%d) went silent first; resumed from step %lld: %lld step%s redone; %.1f s "
+           "from the failure to training again (until the job ended %.1f s, relaunch %.1f s, "
+           "load %.3f s, start-up and first step %.1f s)\n",
+           (long long)b->step_done, b->first_rank, b->first_host, b->first_pid,
+           (long long)t->resumed_step, (long long)redone, redone == 1 ? "" : "s", total, detect,
+           relaunch, t->load_seconds, train);
+    char extra[REPORT_MAX * 2];
+    snprintf(extra, sizeof extra, "\"failed_after_step\":%lld,\"first_silent_rank\":%d,"
+             "\"first_silent_host\":\"%s\",\"resumed_step\":%lld,\"steps_redone\":%lld,"
+             "\"seconds\":%.3f,\"until_end_s\":%.3f,\"relaunch_s\":%.3f,\"load_s\":%.4f,"
+             "\"first_step_s\":%.3f", (long long)b->step_done, b->first_rank, b->first_host,
+             (long long)t->resumed_step, (long long)redone, total, detect, relaunch,
+             t->load_seconds, train);
+    metrics_event(&t->metrics, "recovery", t->step, t->size, extra);
+    fflush(stdout);
+}
+
+/* Test aid (--fault KIND@STEP[:RANK]): fail as a real fault would. */
+static void inject_fault(const trainer_t *t)
+{
+    const config_t *cfg = t->cfg;
+    if (!cfg->fault_signal || t->step != cfg->fault_step ||
+        (cfg->fault_rank >= 0 && cfg->fault_rank != t->rank))
+        return;
+    fprintf(stderr, "ftrain: rank %d: --fault: raising signal %d after step %lld\n", t->rank,
+            cfg->fault_signal, (long long)t->step);
+    fflush(NULL);
+    signal(cfg->fault_signal, SIG_DFL);
+    raise(cfg->fault_signal);
+}
+
 /* Test aid (--step-delay-ms): a signal cuts the sleep short, as it should. */
 static void delay_step(const trainer_t *t)
 {
@@ -624,6 +708,8 @@ static int train_step(trainer_t *t, train_result_t *res, char *err, size_t cap)
     if (t->async.in_flight && control.ctl[CTL_ASYNC_BUSY] == 0)
         commit_async_save(t, res); /* every rank's writer is done: commit */
     log_progress(t, &plan, &sums);
+    report_recovery(t);
+    inject_fault(t);
     if (control.ctl[CTL_STOP] > 0) {
         /* A stop skips the epoch's evaluation (it would delay the save);
          * the checkpoint records it as pending and the resume runs it. */
@@ -710,12 +796,13 @@ static int fill_result(trainer_t *t, int outcome, train_result_t *res, char *err
 }
 
 int train_run(const config_t *cfg, const world_t *world, comm_t *comm, gpu_ctx_t *gpu,
-              train_result_t *res, char *err, size_t cap)
+              const watchdog_leftover_t *before, train_result_t *res, char *err, size_t cap)
 {
     trainer_t trainer;
     trainer_t *t = &trainer;
     memset(res, 0, sizeof *res);
     int rc = trainer_open(t, cfg, world, comm, gpu, err, cap);
+    t->before = before;
     watchdog_phase(WATCHDOG_LOAD, 0);
     if (rc == TRAIN_OK)
         rc = trainer_resume(t, err, cap);

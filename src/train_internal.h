@@ -90,7 +90,13 @@ typedef struct {
     double reduce_seconds;     /* in the gradient reductions (reduced_steps of them) */
     double control_seconds;    /* in the control reductions */
     int64_t reduced_steps;
+    /* An unplanned end of the launch before (rank 0): reported once this
+     * launch has trained its first step. */
+    const watchdog_leftover_t *before;
+    int64_t resumed_step;      /* the step training began at, 0 for a fresh run */
+    double load_seconds;       /* the resume's load, 0 for a fresh run */
     /* Checkpoints. */
+    int young_daly_told;       /* the interval line was printed */
     double last_save_time;
     async_save_t async;
     int async_saves, async_failures, async_skipped;

@@ -338,8 +338,10 @@ static int load_checkpoint(trainer_t *t, const char *from, char *err, size_t cap
         return TRAIN_EFAIL;
     }
     t->step = step;
+    t->resumed_step = step;
+    t->load_seconds = now_s() - t0;
     if (t->rank == 0)
-        report_resume(t, from, saved_world, now_s() - t0);
+        report_resume(t, from, saved_world, t->load_seconds);
     return TRAIN_OK;
 }
 

@@ -12,6 +12,7 @@
  */
 #include "ftrain/watchdog.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -171,22 +172,94 @@ static void write_beat(watchdog_phase_t phase, int64_t step, double idle)
         rename(tmp, path);
 }
 
+/* Parse one heartbeat line into b (b->valid: it parsed); its token into
+ * *token. */
+static void parse_beat(const char *line, beat_t *b, unsigned long long *token, int *rank)
+{
+    b->valid = sscanf(line, HB_MAGIC " token %llx rank %d pid %d seq %llu phase %d step %lld "
+                      "idle %lf host %63s", token, rank, &b->pid, &b->seq, &b->phase, &b->step,
+                      &b->idle, b->host) == 8;
+}
+
+/* Read a heartbeat file's one line; 0 when it cannot be read. */
+static int read_line(const char *path, char *line, size_t cap)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    int got = fgets(line, (int)cap, f) != NULL;
+    fclose(f);
+    return got;
+}
+
 static void read_beat(int rank, beat_t *b)
 {
     char path[HB_PATH_MAX + 16], line[HB_LINE_MAX];
     memset(b, 0, sizeof *b);
     beat_path(path, sizeof path, rank, "");
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return;
-    int got = fgets(line, sizeof line, f) != NULL;
-    fclose(f);
     unsigned long long token = 0;
     int r = -1;
-    if (got && sscanf(line, HB_MAGIC " token %llx rank %d pid %d seq %llu phase %d step %lld "
-                      "idle %lf host %63s", &token, &r, &b->pid, &b->seq, &b->phase, &b->step,
-                      &b->idle, b->host) == 8)
-        b->valid = token == wd.opts.token && r == rank; /* not a file of an earlier job */
+    if (read_line(path, line, sizeof line)) {
+        parse_beat(line, b, &token, &r);
+        b->valid = b->valid && token == wd.opts.token && r == rank; /* not an earlier job's */
+    }
+}
+
+/* ---- an earlier run's heartbeats ------------------------------------------------ */
+
+/* The last step a rank in phase at step had finished: a step's computation
+ * and reductions are still part of it; its update onwards is past it. */
+static int64_t step_done(int phase, int64_t step)
+{
+    return phase >= WATCHDOG_COMPUTE && phase <= WATCHDOG_REDUCE ? step - 1 : step;
+}
+
+/* One leftover file: fold it into out. */
+static void fold_leftover(const char *path, watchdog_leftover_t *out)
+{
+    char line[HB_LINE_MAX];
+    struct stat st;
+    beat_t b = {0};
+    unsigned long long token;
+    int rank = -1;
+    if (!read_line(path, line, sizeof line) || stat(path, &st) != 0)
+        return;
+    parse_beat(line, &b, &token, &rank);
+    if (!b.valid || rank < 0)
+        return;
+    double when = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9;
+    int64_t done = step_done(b.phase, b.step);
+    if (out->ranks == 0 || done > out->step_done)
+        out->step_done = done;
+    if (out->ranks == 0 || when < out->first_silent) {
+        out->first_silent = when;
+        out->first_rank = rank;
+        out->first_pid = b.pid;
+        snprintf(out->first_host, sizeof out->first_host, "%s", b.host);
+    }
+    if (out->ranks == 0 || when > out->last_silent)
+        out->last_silent = when;
+    out->ranks++;
+}
+
+int watchdog_leftovers(const char *dir, watchdog_leftover_t *out)
+{
+    memset(out, 0, sizeof *out);
+    DIR *d = dir && dir[0] ? opendir(dir) : NULL;
+    if (!d)
+        return WATCHDOG_OK;
+    struct dirent *e;
+    char path[HB_PATH_MAX + 300];
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "rank-", 5) != 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (!strstr(e->d_name, ".new"))
+            fold_leftover(path, out);
+        unlink(path);
+    }
+    closedir(d);
+    return WATCHDOG_OK;
 }
 
 /* ---- the diagnosis --------------------------------------------------------- */

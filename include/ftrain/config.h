@@ -71,6 +71,12 @@ typedef struct {
                               CONFIG_HANG_AUTO derived from the run */
     int64_t log_every;     /* steps between progress lines, 0 auto */
     int step_delay_ms;     /* test aid: sleep per step */
+    double mtbf_hours;     /* the job's mean time between failures, for the
+                              Young/Daly checkpoint interval it prints */
+    char fault[64];        /* test aid: --fault KIND@STEP[:RANK], "" none */
+    int fault_signal;      /* ...parsed: the signal raised (0 none) */
+    int64_t fault_step;    /* ...once this many steps are done */
+    int fault_rank;        /* ...on this rank (-1: every rank) */
     char trace_samples[CONFIG_PATH_MAX]; /* test aid: per-rank sample log */
     int quiet;
 } config_t;

@@ -2,7 +2,7 @@
  * train.h - the training loop.
  *
  * HowTo: once the world, the device and the communicator are agreed (main.c),
- * every rank calls train_run(&cfg, &world, comm, gpu, &res, err, sizeof err)
+ * every rank calls train_run(&cfg, &world, comm, gpu, &before, &res, err, sizeof err)
  * with gpu NULL for the CPU.  It loads the data, builds the model and
  * optimizer, resumes when asked, and trains until the configured end or an
  * agreed stop.  Rank 0 prints progress and writes metrics; every rank
@@ -16,6 +16,7 @@
 #include "ftrain/comm.h"
 #include "ftrain/config.h"
 #include "ftrain/gpu.h"
+#include "ftrain/watchdog.h"
 #include "ftrain/world.h"
 
 /* A checkpoint root (the run directory's "ckpt") and a step directory in
@@ -60,10 +61,12 @@ typedef struct {
 } train_result_t;
 
 /** Run training on the CPU (gpu NULL) or on the GPU of gpu (then comm must
- *  be a device-capable communicator, comm_open_nccl).  @return a train_rc_t;
- *  err holds the message on failure. */
+ *  be a device-capable communicator, comm_open_nccl).  before: on rank 0,
+ *  the heartbeats an earlier launch left (watchdog_leftovers), from which
+ *  the recovery line measures the work lost; NULL or none elsewhere.
+ *  @return a train_rc_t; err holds the message on failure. */
 int train_run(const config_t *cfg, const world_t *world, comm_t *comm, gpu_ctx_t *gpu,
-              train_result_t *res, char *err, size_t cap);
+              const watchdog_leftover_t *before, train_result_t *res, char *err, size_t cap);
 
 /** @return the 64-bit hash (xxh64, seed 0) of n floats' bytes. */
 uint64_t train_param_hash(const float *params, size_t n);

@@ -105,6 +105,25 @@ double watchdog_allowance(watchdog_phase_t phase, double timeout_s, const watchd
  *  every rank: it depends on the option only).  Pure: for tests. */
 double watchdog_beat_period(double timeout_s);
 
+/** What the heartbeats of an earlier run in the same directory say.  A rank
+ *  that ends cleanly removes its heartbeat (watchdog_stop), so files left
+ *  over mean that run ended unplanned: killed, crashed or ended by a hang. */
+typedef struct {
+    int ranks;                 /* heartbeat files found (0: a clean end, or none) */
+    int64_t step_done;         /* the furthest step a rank had finished */
+    double first_silent;       /* wall clock of the earliest last heartbeat: when
+                                  the first rank stopped (the failure), to within
+                                  a heartbeat period */
+    double last_silent;        /* of the latest: about when the job ended */
+    int first_rank, first_pid; /* the rank that went silent first */
+    char first_host[64];
+} watchdog_leftover_t;
+
+/** Read the heartbeats an earlier run left in dir, then remove them (a
+ *  later start must not read them again).  Call before watchdog_start, on
+ *  one rank.  A missing dir is "none".  @return WATCHDOG_OK. */
+int watchdog_leftovers(const char *dir, watchdog_leftover_t *out);
+
 /** "the gradient allreduce of step 12" and the like, into buf. */
 const char *watchdog_phase_text(watchdog_phase_t phase, int64_t step, char *buf, size_t cap);
 
