@@ -6,19 +6,22 @@
 #
 # Sections: 1 training throughput, 2 checkpoint save, 3 load and reshard,
 # 4 compression ratio, 5 torch.save/torch.load, 6 stop path, 7 GPU (skipped
-# with the reason when no GPU can be used), 8 convergence beside PyTorch.
-# Each is one function below (section_1_training ... section_8_convergence);
+# with the reason when no GPU can be used), 8 convergence beside PyTorch,
+# 9 hangs and dead ranks (the watchdog's cost, the time to end a job).
+# Each is one function below (section_1_training ... section_9_hangs);
 # main, at the bottom, runs those that BENCH_SECTIONS names.
 #
 # Settings (environment):
 #   BUILD               build directory with ftrain and bench/ckpt_bench (build)
-#   BENCH_SECTIONS      which sections to run ("1 2 3 4 5 6 7 8")
+#   BENCH_SECTIONS      which sections to run ("1 2 3 4 5 6 7 8 9")
 #   BENCH_STEPS         training steps for section 1 (400)
 #   BENCH_REPEAT        runs per figure; the best is reported (3)
 #   BENCH_PAIRS         back-to-back rounds (dd conv=fdatasync, 1 rank, 2
 #                       ranks) for section 2's verdicts, judged by the median
 #                       of the paired ratios (8; at least BENCH_REPEAT)
 #   BENCH_CKPT_MB       checkpoint state size in MiB for sections 2-5 (1024)
+#   BENCH_HANG_ROUNDS   section 9: rounds of the watchdog on/off pair and
+#                       runs per failure kind (5)
 #   BENCH_STOP_LAYERS   hidden layers of the section 6 MLP (chosen from
 #                       BENCH_CKPT_MB: 8192,8192,2048 for 1024, about 1 GiB of
 #                       parameters and Adam moments)
@@ -37,10 +40,11 @@
 # caller's.
 set -u
 BUILD=${BUILD:-build}
-SECTIONS=${BENCH_SECTIONS:-"1 2 3 4 5 6 7 8"}
+SECTIONS=${BENCH_SECTIONS:-"1 2 3 4 5 6 7 8 9"}
 TRAIN_STEPS=${BENCH_STEPS:-400}
 REPEAT=${BENCH_REPEAT:-3}
 PAIR_ROUNDS=${BENCH_PAIRS:-8}
+HANG_ROUNDS=${BENCH_HANG_ROUNDS:-5}
 CKPT_MB=${BENCH_CKPT_MB:-1024}
 PYTHON_BIN=${PYTHON:-/usr/bin/python3}
 FTRAIN=$BUILD/ftrain
@@ -232,6 +236,9 @@ check_settings() {
     [ "$CKPT_MB" -ge 4 ] || { echo "bench: BENCH_CKPT_MB must be at least 4" >&2; exit 2; }
     case $PAIR_ROUNDS in
         '' | *[!0-9]*) echo "bench: BENCH_PAIRS must be a whole number, got '$PAIR_ROUNDS'" >&2; exit 2 ;;
+    esac
+    case $HANG_ROUNDS in
+        '' | *[!0-9]* | 0) echo "bench: BENCH_HANG_ROUNDS must be a whole number of at least 1, got '$HANG_ROUNDS'" >&2; exit 2 ;;
     esac
     for program in "$FTRAIN" "$CKPT_BENCH"; do
         [ -x "$program" ] || { echo "bench: $program not built (make all $program)" >&2; exit 1; }
@@ -925,6 +932,173 @@ section_8_convergence() {
     fi
 }
 
+# ---- 9. hangs and dead ranks -------------------------------------------------------
+
+# The workload of the watchdog's cost: short steps, so that the per-step
+# cost of the phase marks (a mutex and a clock read each, five a step) and
+# of the watchdog thread is as large a part of a step as it gets.
+HANG_COST_RUN="--data line --layers 64,64 --global-batch 32 --micro-batch 8 --deterministic --steps 3000 --log-every 1000000"
+
+# watchdog_cost_run NAME RANKS ARGS...: one run of HANG_COST_RUN on RANKS
+# ranks with ARGS in a fresh run directory (heartbeats are written, as in a
+# real run); sets WC_SPS to its samples/s ("" when it failed) and appends
+# it to hang_sps_NAME, and its param_hash to hang_hashes.
+watchdog_cost_run() {
+    _wc_name=$1 _wc_ranks=$2
+    shift 2
+    rm -rf "$SCRATCH/hang-cost"
+    # shellcheck disable=SC2086 # the option list splits into words
+    if [ "$_wc_ranks" = 1 ]; then
+        _wc_output=$(timeout 300 "$FTRAIN" $HANG_COST_RUN --run-dir "$SCRATCH/hang-cost" "$@" 2>&1)
+    else
+        _wc_output=$(timeout 300 mpirun -n "$_wc_ranks" "$FTRAIN" $HANG_COST_RUN --run-dir "$SCRATCH/hang-cost" "$@" 2>&1)
+    fi
+    rm -rf "$SCRATCH/hang-cost"
+    WC_SPS=$(timing_samples_per_s "$_wc_output")
+    if [ -z "$WC_SPS" ]; then
+        fail "watchdog cost: $_wc_ranks rank(s) $* gave no timing line"
+        show_tail 4 "$_wc_output"
+        return
+    fi
+    eval "hang_sps_$_wc_name=\"\${hang_sps_$_wc_name:-} $WC_SPS\""
+    hang_hashes="$hang_hashes $(printf '%s\n' "$_wc_output" | sed -n 's/^done: .*param_hash=\([0-9a-f]*\).*/\1/p')"
+}
+
+# spread V...: the smallest of the numbers over the largest, or "n/a".
+spread() {
+    printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -n |
+        awk 'NR == 1 { lo = $1 } { hi = $1 } END { if (NR == 0 || hi + 0 == 0) print "n/a"; else printf "%.2f\n", lo / hi }'
+}
+
+# ms_per_step SAMPLES_PER_S: milliseconds per step of HANG_COST_RUN's
+# global batch of 32, three decimals ("" for "").
+ms_per_step() { awk -v s="${1:-}" 'BEGIN { if (s + 0 > 0) printf "%.3f\n", 32 * 1000 / s }'; }
+
+# watchdog_cost RANKS: HANG_ROUNDS rounds of the pair (--hang-timeout 0,
+# the default), the order swapped every round, and their figures: the
+# medians, and the median of the rounds' paired ratios (default / off),
+# which a slow drift of the machine's load moves less.
+watchdog_cost() {
+    _cost_ranks=$1
+    eval "hang_sps_off$_cost_ranks='' hang_sps_on$_cost_ranks=''"
+    _cost_pairs=""
+    _cost_round=0
+    while [ "$_cost_round" -lt "$HANG_ROUNDS" ]; do
+        _cost_round=$((_cost_round + 1))
+        if [ $((_cost_round % 2)) = 1 ]; then
+            watchdog_cost_run "off$_cost_ranks" "$_cost_ranks" --hang-timeout 0
+            _cost_off=$WC_SPS
+            watchdog_cost_run "on$_cost_ranks" "$_cost_ranks"
+            _cost_on=$WC_SPS
+        else
+            watchdog_cost_run "on$_cost_ranks" "$_cost_ranks"
+            _cost_on=$WC_SPS
+            watchdog_cost_run "off$_cost_ranks" "$_cost_ranks" --hang-timeout 0
+            _cost_off=$WC_SPS
+        fi
+        _cost_pairs="$_cost_pairs $(ratio "$_cost_on" "$_cost_off")"
+    done
+    _cost_off_runs="" _cost_on_runs=""
+    eval "_cost_off_runs=\$hang_sps_off$_cost_ranks _cost_on_runs=\$hang_sps_on$_cost_ranks"
+    echo "  $_cost_ranks rank(s), samples/s runs: check off:$_cost_off_runs; default:$_cost_on_runs;" \
+        "paired ratios:$_cost_pairs"
+    # shellcheck disable=SC2086 # the lists split into their numbers
+    _cost_off=$(median $_cost_off_runs) _cost_on=$(median $_cost_on_runs)
+    row "$_cost_ranks rank(s): median samples/s" "${_cost_off:-failed}" "${_cost_on:-failed}" "$(ratio "$_cost_on" "$_cost_off")"
+    row "$_cost_ranks rank(s): median ms/step" "$(ms_per_step "$_cost_off")" "$(ms_per_step "$_cost_on")" \
+        "$(ratio "$(ms_per_step "$_cost_on")" "$(ms_per_step "$_cost_off")")"
+    # shellcheck disable=SC2086
+    row "$_cost_ranks rank(s): median of the paired ratios" "" "" "$(median $_cost_pairs)"
+    # shellcheck disable=SC2086
+    row "$_cost_ranks rank(s): spread, slowest / fastest run" "$(spread $_cost_off_runs)" "$(spread $_cost_on_runs)" ""
+}
+
+# failure_run SIGNAL ARGS...: 3 ranks with short steps in the background;
+# after 10 logged steps, SIGNAL to rank 1 and wait for mpirun's exit.  Sets
+# FAILURE_S (seconds from the signal to the exit) and FAILURE_RC; returns 1
+# when the run did not get going.
+failure_run() {
+    _fr_signal=$1
+    shift
+    _fr_log=$SCRATCH/hang-failure.log
+    rm -rf "$SCRATCH/hang-failure"
+    FAILURE_S="" FAILURE_RC=""
+    timeout 300 mpirun -n 3 "$FTRAIN" --data line --layers 8 --global-batch 32 --micro-batch 8 \
+        --steps 100000 --step-delay-ms 20 --log-every 1 --run-dir "$SCRATCH/hang-failure" "$@" \
+        >"$_fr_log" 2>&1 &
+    BACKGROUND_PID=$!
+    _fr_polls=0
+    while [ "$_fr_polls" -lt 600 ] && [ "$(grep -c '^epoch .* step ' "$_fr_log")" -lt 10 ]; do
+        kill -0 "$BACKGROUND_PID" 2>/dev/null || break
+        sleep 0.05
+        _fr_polls=$((_fr_polls + 1))
+    done
+    _fr_pid=$(sed -n 's/^world: rank 1 .* pid \([0-9]*\).*/\1/p' "$_fr_log" | head -1)
+    if [ -z "$_fr_pid" ] || [ "$(grep -c '^epoch .* step ' "$_fr_log")" -lt 10 ]; then
+        kill -9 "$BACKGROUND_PID" 2>/dev/null
+        wait "$BACKGROUND_PID" 2>/dev/null
+        BACKGROUND_PID=""
+        show_tail 4 "$(cat "$_fr_log")"
+        return 1
+    fi
+    _fr_t0=$(now)
+    kill "-$_fr_signal" "$_fr_pid"
+    wait "$BACKGROUND_PID"
+    FAILURE_RC=$?
+    FAILURE_S=$(elapsed "$_fr_t0" "$(now)")
+    BACKGROUND_PID=""
+    [ "$_fr_signal" = STOP ] && kill -CONT "$_fr_pid" 2>/dev/null # only if it outlived the job
+    rm -rf "$SCRATCH/hang-failure"
+    return 0
+}
+
+# failure_figures LABEL SIGNAL ARGS...: HANG_ROUNDS failure_runs; prints
+# each run, then the median and the max.
+failure_figures() {
+    _ff_label=$1
+    shift
+    _ff_runs="" _ff_codes=""
+    _ff_round=0
+    while [ "$_ff_round" -lt "$HANG_ROUNDS" ]; do
+        _ff_round=$((_ff_round + 1))
+        if failure_run "$@"; then
+            _ff_runs="$_ff_runs $FAILURE_S"
+            _ff_codes="$_ff_codes $FAILURE_RC"
+        else
+            fail "$_ff_label: run $_ff_round did not get going"
+        fi
+    done
+    echo "  $_ff_label: runs (s):${_ff_runs:- none}; exit codes:${_ff_codes:- none}"
+    # shellcheck disable=SC2086 # the list splits into its numbers
+    _ff_max=$(printf '%s\n' $_ff_runs | sort -n | tail -1)
+    # shellcheck disable=SC2086
+    row "$_ff_label" "$(median $_ff_runs)" "${_ff_max:-n/a}" ""
+}
+
+section_9_hangs() {
+    heading "9. hangs and dead ranks: the watchdog's cost per step; how soon a job ends after a rank fails"
+    section_start=$(now)
+    echo "  watchdog cost: MLP 1-64-64-1 on line, batch 32 (4 x 8), --deterministic, 3000 steps, --run-dir"
+    echo "  (heartbeats); --hang-timeout 0 (the check off: the phase marks and heartbeats stay) against the"
+    echo "  default limit, in $HANG_ROUNDS rounds of the pair, the order swapped every round; samples/s of the loop"
+    hang_hashes=""
+    echo
+    row "" "check off" "default" "ratio"
+    watchdog_cost 1
+    watchdog_cost 2
+    # shellcheck disable=SC2086 # the list splits into its hashes
+    echo "  param_hash of every run: $(printf '%s\n' $hang_hashes | sort -u | tr '\n' ' ' | sed 's/ $//')" \
+        "(one value: the watchdog does not change the result)"
+
+    echo
+    echo "  a rank that fails: 3 ranks, MLP 1-8-1 on line, steps of about 20 ms (--step-delay-ms 20), --run-dir;"
+    echo "  the signal goes to rank 1 after 10 logged steps; seconds from the signal to mpirun's exit, $HANG_ROUNDS runs each"
+    row "" "median" "max" ""
+    failure_figures "SIGKILL: mpirun ends the job" KILL
+    failure_figures "SIGSTOP, --hang-timeout 3: exit 76" STOP --hang-timeout 3
+    echo "  section 9 took $(elapsed "$section_start" "$(now)") s"
+}
+
 # ---- main ------------------------------------------------------------------------
 
 main() {
@@ -944,6 +1118,7 @@ main() {
     if want 6; then section_6_stop_path; fi
     if want 7; then section_7_gpu; fi
     if want 8; then section_8_convergence; fi
+    if want 9; then section_9_hangs; fi
     echo
     echo "bench: done ($(uptime | sed 's/.*load average: /load average /'))"
     exit $status

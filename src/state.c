@@ -37,6 +37,7 @@
 
 #include "ftrain/ckpt.h"
 #include "ftrain/util.h"
+#include "ftrain/watchdog.h"
 
 /* Parameters and the optimizer's two moment buffers, a weight and a bias
  * per layer each (state_tensors). */
@@ -410,6 +411,9 @@ int state_snapshot_write(state_snapshot_t *snap, const char *root, int rank, int
 int state_snapshot_commit(state_snapshot_t *snap, comm_t *comm, const char *root, char *out,
                           size_t outcap, char *err, size_t cap)
 {
+    /* This rank's shard is written (or failed): what follows waits for
+     * the others, and a rank still writing is the one behind. */
+    watchdog_phase(WATCHDOG_SAVE_SYNC, snap->step);
     ckpt_coll_t coll = state_ckpt_coll(comm);
     int rc = ckpt_commit(root, snap->step, snap->tensors, snap->count, snap->record,
                          &snap->opts, snap->write_rc, &snap->info, &coll);
@@ -694,6 +698,7 @@ static int load_read(load_t *ld, comm_t *comm, const char *dir, char *err, size_
             snprintf(err, cap, "reading checkpoint '%s': %s: %s", dir, ckpt_strerror(rc),
                      ckpt_last_error());
     }
+    watchdog_phase(WATCHDOG_LOAD_SYNC, 0); /* our part is read: now the others' */
     if (comm_any_failed(comm, rc))
         return rc == CKPT_OK ? util_fail(err, cap, STATE_EFAIL,
                                          "another rank could not read '%s'", dir)

@@ -31,7 +31,7 @@
 #define STALL_S 2.0
 #define HB_LINE_MAX 512
 #define HB_PATH_MAX 4200
-#define HB_MAGIC "ftrain-heartbeat 1"
+#define HB_MAGIC "ftrain-heartbeat 2"
 
 /* One heartbeat as read back. */
 typedef struct {
@@ -56,6 +56,7 @@ static struct {
     watchdog_phase_t phase;
     int64_t step;
     double since;
+    double group_since;      /* when the load or save (or other phase) began */
     watchdog_seen_t seen;
     unsigned long long beats;
 } wd = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -76,12 +77,15 @@ double watchdog_allowance(watchdog_phase_t phase, double timeout_s, const watchd
                                  : max2(WATCHDOG_FLOOR_S, WATCHDOG_MULTIPLE * longest);
     switch (phase) {
     case WATCHDOG_START:
-    case WATCHDOG_LOAD:
         return max2(limit, WATCHDOG_START_S);
+    case WATCHDOG_LOAD:
+    case WATCHDOG_LOAD_SYNC: /* a given limit holds; the derived one knows no load */
+        return timeout_s > 0 ? limit : max2(limit, WATCHDOG_START_S);
     case WATCHDOG_EVAL:
         return max2(limit, seen->eval_s < 0 ? WATCHDOG_FIRST_S
                                             : WATCHDOG_MULTIPLE * seen->eval_s);
     case WATCHDOG_SAVE:
+    case WATCHDOG_SAVE_SYNC:
         return max2(limit, seen->save_s < 0 ? WATCHDOG_FIRST_S
                                             : WATCHDOG_MULTIPLE * seen->save_s);
     case WATCHDOG_FINISH:
@@ -103,13 +107,14 @@ double watchdog_beat_period(double timeout_s)
 const char *watchdog_phase_text(watchdog_phase_t phase, int64_t step, char *buf, size_t cap)
 {
     static const char *const what[WATCHDOG_PHASES] = {
-        "start-up", "checkpoint load", "computation", "control reduction",
-        "gradient allreduce", "update", "evaluation after", "checkpoint save", "end",
+        "start-up", "checkpoint load", "wait for the other ranks' checkpoint load",
+        "computation", "control reduction", "gradient allreduce", "update",
+        "evaluation after", "checkpoint save", "checkpoint commit", "end",
     };
     long long s = (long long)step;
     if (phase < 0 || phase >= WATCHDOG_PHASES)
         snprintf(buf, cap, "an unknown phase %d of step %lld", (int)phase, s);
-    else if (phase <= WATCHDOG_LOAD || phase == WATCHDOG_FINISH)
+    else if (phase <= WATCHDOG_LOAD_SYNC || phase == WATCHDOG_FINISH)
         snprintf(buf, cap, "the %s", what[phase]);
     else if (phase == WATCHDOG_EVAL)
         snprintf(buf, cap, "the %s step %lld", what[phase], s);
@@ -124,15 +129,24 @@ void watchdog_phase(watchdog_phase_t phase, int64_t step)
 {
     pthread_mutex_lock(&wd.lock);
     if (wd.running) {
-        double now = mono_s(), took = now - wd.since;
-        /* What the phase that ends took feeds the derived limit. */
-        double *longest = wd.phase == WATCHDOG_EVAL ? &wd.seen.eval_s
-                          : wd.phase == WATCHDOG_SAVE ? &wd.seen.save_s
-                          : wd.phase >= WATCHDOG_COMPUTE && wd.phase <= WATCHDOG_UPDATE
-                              ? &wd.seen.step_s
-                              : NULL;
-        if (longest && took > *longest)
-            *longest = took;
+        double now = mono_s();
+        /* A load or save is measured whole: its wait for the others
+         * continues it (and is progress: the idle time starts anew). */
+        int continues = (phase == WATCHDOG_SAVE_SYNC && wd.phase == WATCHDOG_SAVE) ||
+                        (phase == WATCHDOG_LOAD_SYNC && wd.phase == WATCHDOG_LOAD);
+        if (!continues) {
+            /* What the phase that ends took feeds the derived limit. */
+            double took = now - wd.group_since;
+            double *longest = wd.phase == WATCHDOG_EVAL ? &wd.seen.eval_s
+                              : wd.phase == WATCHDOG_SAVE || wd.phase == WATCHDOG_SAVE_SYNC
+                                  ? &wd.seen.save_s
+                              : wd.phase >= WATCHDOG_COMPUTE && wd.phase <= WATCHDOG_UPDATE
+                                  ? &wd.seen.step_s
+                                  : NULL;
+            if (longest && took > *longest)
+                *longest = took;
+            wd.group_since = now;
+        }
         wd.phase = phase;
         wd.step = step;
         wd.since = now;
@@ -404,8 +418,10 @@ static void *watch(void *unused)
         if (wd.stopping)
             break;
         double now = mono_s();
-        if (now - last_look > TICK_S + STALL_S)
-            wd.since += now - last_look - TICK_S; /* suspended: a fresh allowance */
+        if (now - last_look > TICK_S + STALL_S) { /* suspended: a fresh allowance */
+            wd.since += now - last_look - TICK_S;
+            wd.group_since += now - last_look - TICK_S;
+        }
         last_look = now;
         watchdog_phase_t phase = wd.phase;
         int64_t step = wd.step;
@@ -447,6 +463,7 @@ int watchdog_start(const watchdog_opts_t *opts, char *err, size_t cap)
     wd.phase = WATCHDOG_START;
     wd.step = 0;
     wd.since = mono_s();
+    wd.group_since = wd.since;
     wd.seen = (watchdog_seen_t){-1, -1, -1};
     wd.stopping = 0;
     pthread_condattr_t attr;

@@ -283,6 +283,9 @@ static void test_valid_values(void)
            strcmp(cfg.trace_samples, "runs/x/trace") == 0,
        "--trace-samples runs/x/trace");
     ok(parse_one(&cfg, "quiet", NULL) == CONFIG_RUN && cfg.quiet == 1, "--quiet");
+    ok(parse_one(&cfg, "mtbf", "2.5") == CONFIG_RUN && cfg.mtbf_hours == 2.5, "--mtbf 2.5");
+    ok(parse_one(&cfg, "fault", "kill@12") == CONFIG_RUN && strcmp(cfg.fault, "kill@12") == 0,
+       "--fault kill@12");
 
     config_given_t given;
     char err[ERR_MAX];
@@ -527,6 +530,8 @@ static void test_messages(void)
         {"--min-lr", "-1", "--min-lr: expected a number >= 0, got '-1'"},
         {"--grace", "0", "--grace: expected seconds > 0, got '0'"},
         {"--hang-timeout", "-1", "--hang-timeout: expected seconds >= 0, got '-1'"},
+        {"--mtbf", "0", "--mtbf: expected hours > 0, got '0'"},
+        {"--fault", "", "--fault: expected KIND@STEP[:RANK]"},
         {"--ckpt-interval", "2e9",
          "--ckpt-interval: expected seconds in (0, 1000000000], got '2e9'"},
         {"--activation", "gelu", "--activation: expected relu or tanh, got 'gelu'"},
@@ -545,6 +550,27 @@ static void test_messages(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         PARSE(&cfg, &given, err, cases[i].option, cases[i].value);
         is_str(err, cases[i].message, "%s '%s': the message", cases[i].option, cases[i].value);
+    }
+    /* --fault is read whole by config_parse: kind, step and rank. */
+    char ferr[ERR_MAX];
+    ok(PARSE_ALL(&cfg, ferr, "--fault", "kill@12") == CONFIG_RUN && cfg.fault_signal == SIGKILL &&
+           cfg.fault_step == 12 && cfg.fault_rank == -1,
+       "--fault kill@12: SIGKILL after step 12 on every rank");
+    ok(PARSE_ALL(&cfg, ferr, "--fault", "stop@3:2") == CONFIG_RUN && cfg.fault_signal == SIGSTOP &&
+           cfg.fault_step == 3 && cfg.fault_rank == 2,
+       "--fault stop@3:2: SIGSTOP after step 3 on rank 2");
+    ok(PARSE_ALL(&cfg, ferr, "--lr", "0.5") == CONFIG_RUN && cfg.fault_signal == 0,
+       "no --fault: no fault");
+    static const char *const bad_faults[] = {"kill", "kill@", "kill@0", "boom@3", "kill@3:",
+                                             "kill@3:x", "kill@3:-1", "kill@3x", "@3",
+                                             "kill@99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad_faults / sizeof bad_faults[0]; i++) {
+        char want[ERR_MAX];
+        snprintf(want, sizeof want, "--fault: expected KIND@STEP[:RANK] with KIND kill, segv, "
+                 "abort or stop, STEP from 1 and RANK from 0, got '%s'", bad_faults[i]);
+        is_int(PARSE_ALL(&cfg, ferr, "--fault", bad_faults[i]), CONFIG_EUSAGE,
+               "--fault %s: refused", bad_faults[i]);
+        is_str(ferr, want, "  with a message naming it");
     }
     /* A refused cluster must not leave getopt inside it for the next parse. */
     PARSE(&cfg, &given, err, "-xy");

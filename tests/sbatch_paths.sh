@@ -32,6 +32,7 @@ fi
 trap 'on_sig USR1' USR1
 trap 'on_sig USR2' USR2
 [ -n "${SRUN_INIT:-}" ] || echo "srun $*" >>"$LOG"
+[ -n "${SRUN_EXIT:-}" ] && exit "$SRUN_EXIT"
 i=0
 while [ "$i" -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
 exit 0
@@ -172,12 +173,23 @@ ok "$(logged 'scontrol requeue 4242$'; echo $?)" \
 
 # ---- numbers in the environment -------------------------------------------
 for bad in FTRAIN_TASKS_PER_NODE=abc FTRAIN_TASKS_PER_NODE=0 FTRAIN_KILL_TIMEOUT=soon \
-    FTRAIN_MAX_RESTARTS=99999999999999999999; do
+    FTRAIN_MAX_RESTARTS=99999999999999999999 FTRAIN_MAX_RELAUNCHES=many FTRAIN_MIN_NODES=0 \
+    FTRAIN_RELAUNCH_NEED=-5; do
     run_script "$bad"
     { wait "$SPID"; } 2>/dev/null
     rc=$?
     ok "$([ "$rc" -eq 2 ] && ! srun_started && grep -q "error: ${bad%%=*} must be" "$T/out"; echo $?)" \
         "$bad: refused (exit $rc), nothing launched" || why "$(cat "$T/out")"
 done
+
+# ---- a failure that is the user's: not relaunched ---------------------------
+# (Relaunches themselves need a real cluster: tests/slurm_relaunch.sh.)
+run_script SRUN_EXIT=1
+{ wait "$SPID"; } 2>/dev/null
+rc=$?
+ok "$([ "$rc" -eq 1 ] && [ "$(grep -c '^srun ' "$LOG")" -eq 1 ]; echo $?)" \
+    "a launch that fails with status 1 and no lost rank, node or hang: one launch, exit $rc" ||
+    why "$(cat "$LOG" "$T/out")"
+like "$(cat "$T/out")" "not a lost rank, node or hang .*; not relaunching" "  saying why it is not relaunched"
 
 done_testing

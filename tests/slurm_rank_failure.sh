@@ -72,7 +72,7 @@ echo "1..7"
 ok $? "test cluster is up" || { why "$(tail -n 5 "$W/lab-up.log")"; echo "Bail out! no cluster"; exit 1; }
 # shellcheck disable=SC1091
 . "$LAB/env"
-export FTRAIN=$bdir/ftrain FTRAIN_TASKS_PER_NODE=1
+export FTRAIN=$bdir/ftrain FTRAIN_TASKS_PER_NODE=1 FTRAIN_MAX_RELAUNCHES=0 # detection only: slurm_relaunch.sh relaunches
 export FTRAIN_ARGS="--device cpu --data line --layers 8 --global-batch 32 --micro-batch 8 --steps 100000 --log-every 1 --step-delay-ms 150 --ckpt-every 5"
 
 # submit NAME SIGNAL [ftrain options]: a 2-node job; once it has trained 12

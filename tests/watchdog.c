@@ -44,6 +44,12 @@ static void test_allowance(void)
               "  an evaluation measured at 0.5 s: 10 x that");
     is_double(watchdog_allowance(WATCHDOG_SAVE, 3, &none), 300, 0, "  a first save: 300 s");
     is_double(watchdog_allowance(WATCHDOG_START, 3, &none), 600, 0, "  start-up: 600 s");
+    is_double(watchdog_allowance(WATCHDOG_LOAD, 3, &none), 3, 0,
+              "  a resume's load: 3 s (a given limit holds for it)");
+    is_double(watchdog_allowance(WATCHDOG_LOAD_SYNC, a, &none), 600, 0,
+              "auto: the wait for the other ranks' load: 600 s, as the load");
+    is_double(watchdog_allowance(WATCHDOG_SAVE_SYNC, a, &slow), 100, 0,
+              "auto: the commit: as the save (10 x a 10 s save)");
 }
 
 static void test_beat_period(void)
@@ -64,6 +70,10 @@ static void test_phase_text(void)
            "phase text: evaluation");
     is_str(watchdog_phase_text(WATCHDOG_START, 0, buf, sizeof buf), "the start-up",
            "phase text: start-up");
+    is_str(watchdog_phase_text(WATCHDOG_SAVE_SYNC, 10, buf, sizeof buf),
+           "the checkpoint commit of step 10", "phase text: the commit after this rank's shard");
+    is_str(watchdog_phase_text(WATCHDOG_LOAD_SYNC, 0, buf, sizeof buf),
+           "the wait for the other ranks' checkpoint load", "phase text: the load's wait");
 }
 
 /* ---- the thread ------------------------------------------------------------ */
@@ -168,7 +178,7 @@ static void fake_beat(const fake_t *f, unsigned long long seq)
     FILE *out = fopen(tmp, "w");
     if (!out)
         return;
-    fprintf(out, "ftrain-heartbeat 1 token %016llx rank 1 pid 200 seq %llu phase %d step 7 "
+    fprintf(out, "ftrain-heartbeat 2 token %016llx rank 1 pid 200 seq %llu phase %d step 7 "
             "idle 0.1 host hostB\n", 0x1234ull, seq, f->phase);
     fclose(out);
     rename(tmp, path);

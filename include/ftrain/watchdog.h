@@ -25,16 +25,20 @@
 #include <stdint.h>
 
 /* The phases, in the order a step goes through them (a heartbeat's
- * position in the run is (step, phase), so the order matters). */
+ * position in the run is (step, phase), so the order matters: a rank whose
+ * own part of a load or save is done is past one still at it).  The
+ * numbers are written into heartbeats (slurm/train.sbatch reads them). */
 typedef enum {
     WATCHDOG_START = 0, /* start-up: data, model, communicator */
-    WATCHDOG_LOAD,      /* a resume's checkpoint load */
+    WATCHDOG_LOAD,      /* a resume's checkpoint load: this rank's part */
+    WATCHDOG_LOAD_SYNC, /* ...read; waiting for the other ranks' parts */
     WATCHDOG_COMPUTE,   /* forward/backward of step N */
     WATCHDOG_CONTROL,   /* the control reduction of step N */
     WATCHDOG_REDUCE,    /* the gradient allreduce of step N */
     WATCHDOG_UPDATE,    /* the update of step N, its log line, a test delay */
     WATCHDOG_EVAL,      /* the evaluation after step N */
-    WATCHDOG_SAVE,      /* the checkpoint of step N */
+    WATCHDOG_SAVE,      /* the checkpoint of step N: this rank's shard */
+    WATCHDOG_SAVE_SYNC, /* ...written; the commit, waiting for the others */
     WATCHDOG_FINISH,    /* the end: reports, closing */
     WATCHDOG_PHASES
 } watchdog_phase_t;

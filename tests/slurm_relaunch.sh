@@ -1,0 +1,230 @@
+#!/bin/bash
+# slurm_relaunch.sh: slurm/train.sbatch carries on inside ONE job after an
+# unplanned failure (same job id, no requeue: SLURM's Restarts stays 0), on
+# the real one-machine test cluster, and ends with the uninterrupted run's
+# param_hash (deterministic mode, any world size) (TAP):
+#
+#   a. SIGKILL to rank 1 -> relaunch without its node -> finishes bit-exactly;
+#      the resumed run reports the recovery (steps redone, seconds lost).
+#   b. the node of rank 1 marked DOWN (scontrol update state=down) mid-run ->
+#      the job keeps its allocation (--no-kill) -> relaunch on the 2 nodes
+#      left, 3 -> 2 ranks -> finishes bit-exactly.
+#   c. rank 1 stopped (SIGSTOP) -> ftrain's watchdog ends the step (76) ->
+#      relaunch without that node -> finishes bit-exactly.
+#   d. a fault that repeats at the same step (--fault kill@12:0) -> one
+#      relaunch, the same failure, and the job gives up with a clear message.
+#   e. a planned stop (USR1 to the batch shell) still checkpoints, requeues
+#      (Restarts 1) and finishes bit-exactly.
+#
+# Needs root and the SLURM packages (it skips without them), and takes the
+# same lock as the other SLURM tests: one test cluster per machine.
+set -u
+
+BUILD=${BUILD:-build}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+case $BUILD in /*) bdir=$BUILD ;; *) bdir=$root/$BUILD ;; esac
+export FTRAIN_SLURM_LAB=${FTRAIN_SLURM_LAB:-/tmp/ftrain-slurm-lab}
+LAB=$FTRAIN_SLURM_LAB
+
+skip_all() { echo "1..0 # SKIP $*"; exit 0; }
+[ "$(id -u)" = 0 ] || skip_all "needs root to run slurmctld and slurmd"
+for c in slurmctld slurmd sbatch srun scontrol scancel squeue munge flock; do
+	command -v "$c" >/dev/null 2>&1 || skip_all "'$c' not found"
+done
+[ -x "$bdir/ftrain" ] && [ -x "$bdir/ckptctl" ] || skip_all "$bdir/ftrain or ckptctl not built"
+
+exec 9>"$LAB.lock"
+flock -w 900 9 || { echo "Bail out! another SLURM test holds $LAB.lock"; exit 1; }
+
+n=0
+failed=0
+ok() {
+	n=$((n + 1))
+	if [ "$1" = 0 ]; then echo "ok $n - $2"; return 0; fi
+	echo "not ok $n - $2"
+	failed=$((failed + 1))
+	return 1
+}
+why() { printf '%s\n' "$@" | sed 's/^/# /' >&2; }
+# wait_for FILE REGEX SECONDS
+wait_for() {
+	local end=$(($(date +%s) + $3))
+	while [ "$(date +%s)" -le "$end" ]; do
+		grep -Eq -- "$2" "$1" 2>/dev/null && return 0
+		sleep 0.2
+	done
+	return 1
+}
+# field JOB NAME: one field of `scontrol show job`.
+field() { timeout 20 scontrol -o show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+# wait_end JOB SECONDS: until the job is no longer pending or running (or
+# requeued and pending again: only COMPLETED, FAILED and the like count).
+wait_end() {
+	local end=$(($(date +%s) + $2)) st
+	while [ "$(date +%s)" -le "$end" ]; do
+		st=$(field "$1" JobState)
+		case $st in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | PREEMPTED) return 0 ;; esac
+		sleep 0.5
+	done
+	return 1
+}
+
+was_up=0
+pid_file=$LAB/run/slurmctld.pid
+[ -n "$(cat "$pid_file" 2>/dev/null)" ] &&
+	[ "$(cat "/proc/$(cat "$pid_file")/comm" 2>/dev/null)" = slurmctld ] && was_up=1
+W=$(mktemp -d /tmp/ftrain-relaunch.XXXXXX)
+chmod 755 "$W"
+jobs_started=""
+downed=""
+cleanup() {
+	for j in $jobs_started; do SLURM_CONF=$LAB/etc/slurm.conf scancel "$j" 2>/dev/null; done
+	for d in $downed; do SLURM_CONF=$LAB/etc/slurm.conf scontrol update nodename="$d" state=resume 2>/dev/null; done
+	[ "$was_up" = 1 ] || "$here/slurm/lab-down.sh" >/dev/null 2>&1
+	if [ "$failed" = 0 ]; then rm -rf "$W"; else echo "# kept $W"; fi
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+echo "1..18"
+"$here/slurm/lab-up.sh" >"$W/lab-up.log" 2>&1 9>&-
+ok $? "test cluster is up" || { why "$(tail -n 5 "$W/lab-up.log")"; echo "Bail out! no cluster"; exit 1; }
+# shellcheck disable=SC1091
+. "$LAB/env"
+export FTRAIN=$bdir/ftrain FTRAIN_TASKS_PER_NODE=1
+RUN="--device cpu --data line --layers 8 --global-batch 32 --micro-batch 8 --deterministic --steps 48 --log-every 1"
+export FTRAIN_ARGS="$RUN --step-delay-ms 150 --ckpt-every 5"
+
+"$FTRAIN" $RUN >"$W/ref.out" 2>&1
+REF=$(sed -n 's/^done: .*param_hash=\([0-9a-f]*\).*/\1/p' "$W/ref.out")
+[ -n "$REF" ] || { echo "Bail out! the uninterrupted run failed: $(tail -n 3 "$W/ref.out")"; exit 1; }
+
+# submit NAME NODES [ftrain options]: start a job on NODES nodes; sets job,
+# out and RUN_DIR.
+submit() {
+	local name=$1 nodes=$2
+	shift 2
+	out=$W/$name.out
+	export RUN_DIR=$W/$name
+	job=$(sbatch --parsable -N "$nodes" --time=5 -o "$out" -J "rl-$name" "$root/slurm/train.sbatch" "$@" 2>"$W/$name.sbatch.err")
+	jobs_started="$jobs_started $job"
+}
+# rank1 STEP: wait for step STEP of the first launch; print rank 1's pid and
+# host as "PID HOST".
+rank1() {
+	wait_for "$out" "^epoch [0-9]+/[0-9]+ step $1/" 60 || return 1
+	sed -n 's/^world: rank 1 local [0-9]* host \([^ ]*\) pid \([0-9]*\).*/\2 \1/p' "$out" | head -n 1
+}
+# finished_exactly NAME: the job completed, in one allocation, with the
+# uninterrupted run's param_hash.
+finished_exactly() {
+	wait_end "$job" 180
+	local st restarts code hash
+	st=$(field "$job" JobState) restarts=$(field "$job" Restarts) code=$(field "$job" ExitCode)
+	hash=$(sed -n 's/^done: .*param_hash=\([0-9a-f]*\).*/\1/p' "$out" | tail -n 1)
+	[ "$st" = COMPLETED ] && [ "$code" = 0:0 ] && [ "$restarts" = 0 ] && [ "$hash" = "$REF" ]
+	ok $? "  $1: job $job COMPLETED in one allocation (Restarts $restarts) with the uninterrupted param_hash" ||
+		why "state $st exit $code restarts $restarts hash ${hash:-none} want $REF" "$(grep -E 'train\.sbatch|^done|error' "$out" | tail -n 12)"
+}
+
+# ---- a. a rank killed ---------------------------------------------------------------
+submit kill 2
+if v=$(rank1 12) && [ -n "$v" ]; then
+	kill -KILL "${v%% *}"
+	finished_exactly "SIGKILL to rank 1 on ${v#* }"
+	grep -Eq "train\.sbatch.*failure at step 1[0-9]: a rank died: ${v#* }: task 1: Killed" "$out"
+	ok $? "  the script names the failed rank and its node" || why "$(grep 'train\.sbatch' "$out")"
+	grep -Eq "train\.sbatch.*node ${v#* } left out: the failure points at it" "$out" &&
+		grep -Eq 'train\.sbatch.*relaunch 1 of at most 3 on 1 node' "$out"
+	ok $? "  relaunched once, without that node" || why "$(grep 'train\.sbatch' "$out")"
+	line=$(grep -E '^recovery: ' "$out" | head -n 1)
+	redone=$(printf '%s\n' "$line" | sed -n 's/.* \([0-9]*\) steps\{0,1\} redone.*/\1/p')
+	[ -n "$redone" ] && [ "$redone" -le 5 ] && grep -q '"event":"recovery"' "$RUN_DIR/metrics.jsonl"
+	ok $? "  the recovery line and event: $redone step(s) redone (at most --ckpt-every 5)" || why "${line:-no recovery line}"
+else
+	ok 1 "SIGKILL: the job did not train: $(tail -n 5 "$out" 2>/dev/null)"
+	ok 1 "  names the rank"
+	ok 1 "  relaunched"
+	ok 1 "  recovery line"
+fi
+
+# ---- b. a node marked DOWN ------------------------------------------------------------
+submit down 3
+if v=$(rank1 12) && [ -n "$v" ]; then
+	node=${v#* }
+	downed="$downed $node"
+	scontrol update nodename="$node" state=down reason=ftrain-test
+	finished_exactly "node $node marked DOWN"
+	grep -Eq "train\.sbatch.*failure at step [0-9]+: node $node failed" "$out" &&
+		grep -Eq 'train\.sbatch.*relaunch 1 of at most 3 on 2 node' "$out"
+	ok $? "  the script saw the node failure and relaunched on the 2 nodes left" || why "$(grep 'train\.sbatch' "$out")"
+	grep -Eq '^resume: .* world 3 -> 2,' "$out"
+	ok $? "  ftrain resumed 3 -> 2 ranks" || why "$(grep '^resume' "$out")"
+	scontrol update nodename="$node" state=resume 2>/dev/null
+	downed=""
+else
+	ok 1 "node down: the job did not train: $(tail -n 5 "$out" 2>/dev/null)"
+	ok 1 "  relaunched on 2 nodes"
+	ok 1 "  resumed 3 -> 2"
+fi
+
+# ---- c. a hung rank -------------------------------------------------------------------------
+submit hang 2 --hang-timeout 3
+if v=$(rank1 12) && [ -n "$v" ]; then
+	kill -STOP "${v%% *}"
+	finished_exactly "SIGSTOP to rank 1"
+	kill -CONT "${v%% *}" 2>/dev/null # only if it outlived its step
+	grep -Eq "train\.sbatch.*ftrain exited with status 76" "$out" &&
+		grep -Eq "train\.sbatch.*failure at step [0-9]+: a hang: rank 1 \(host ${v#* }\) stopped making progress" "$out"
+	ok $? "  the watchdog ended the step (76) and the script names rank 1 and its node" || why "$(grep -E 'train\.sbatch|hang:' "$out")"
+	grep -Eq 'train\.sbatch.*relaunch 1 of at most 3' "$out"
+	ok $? "  relaunched" || why "$(grep 'train\.sbatch' "$out")"
+else
+	ok 1 "SIGSTOP: the job did not train: $(tail -n 5 "$out" 2>/dev/null)"
+	ok 1 "  76 and the rank named"
+	ok 1 "  relaunched"
+fi
+
+# ---- d. the same failure twice ------------------------------------------------------------
+submit repeat 2 --fault kill@12:0
+if wait_end "$job" 180; then
+	st=$(field "$job" JobState) restarts=$(field "$job" Restarts)
+	[ "$st" = FAILED ] && [ "$restarts" = 0 ]
+	ok $? "--fault kill@12:0: the job FAILED in one allocation (state $st, Restarts $restarts)" || why "$(grep 'train\.sbatch' "$out")"
+	[ "$(grep -c 'train\.sbatch.*launch: ' "$out")" = 2 ]
+	ok $? "  launched twice: one relaunch, not a loop" || why "$(grep 'train\.sbatch.*launch' "$out")"
+	grep -Eq 'train\.sbatch.*failed again at step [0-9]+ .* before getting past step [0-9]+, where the launch before failed the same way: a deterministic fault' "$out"
+	ok $? "  it says why it gave up" || why "$(grep 'train\.sbatch' "$out" | tail -n 4)"
+	"$bdir/ckptctl" verify "$RUN_DIR/ckpt" >"$W/repeat.verify" 2>&1
+	ok $? "  the checkpoints left behind verify" || why "$(cat "$W/repeat.verify")"
+else
+	ok 1 "--fault: the job did not end within 180 s: $(grep 'train\.sbatch' "$out" | tail -n 4)"
+	ok 1 "  launched twice"
+	ok 1 "  says why"
+	ok 1 "  checkpoints verify"
+fi
+
+# ---- e. a planned stop still requeues -------------------------------------------------------
+submit stop 2
+if wait_for "$out" '^epoch [0-9]+/[0-9]+ step 12/' 60; then
+	scancel --batch --signal=USR1 "$job"
+	wait_for "$out" 'train\.sbatch.*requeue job' 60
+	ok $? "USR1: checkpointed and requeued" || why "$(grep 'train\.sbatch' "$out")"
+	# Back from the requeue (Restarts 1), it must finish.
+	end=$(($(date +%s) + 120))
+	while [ "$(date +%s)" -le "$end" ] && [ "$(field "$job" Restarts)" != 1 ]; do sleep 0.5; done
+	wait_end "$job" 180
+	st=$(field "$job" JobState) restarts=$(field "$job" Restarts)
+	hash=$(sed -n 's/^done: .*param_hash=\([0-9a-f]*\).*/\1/p' "$out" | tail -n 1)
+	[ "$st" = COMPLETED ] && [ "$restarts" = 1 ] && [ "$hash" = "$REF" ]
+	ok $? "  the requeued job (Restarts $restarts) COMPLETED with the uninterrupted param_hash" ||
+		why "state $st restarts $restarts hash ${hash:-none} want $REF"
+	! grep -Eq 'train\.sbatch.*relaunch [0-9]+ of|^recovery:' "$out"
+	ok $? "  a planned stop is not a failure: no relaunch, no recovery line" || why "$(grep -E 'relaunch [0-9]+ of|^recovery' "$out")"
+else
+	ok 1 "USR1: the job did not train"
+	ok 1 "  the requeued job completed"
+	ok 1 "  no relaunch"
+fi
+[ "$failed" = 0 ]
