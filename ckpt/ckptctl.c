@@ -1,6 +1,7 @@
 /*
  * ckptctl.c - the command-line tool over the checkpoint library: list,
- * inspect, verify, diff, export, import and prune checkpoints.
+ * inspect, verify, diff, export, import and prune checkpoints, and flush
+ * node-local ones into a shared root.
  *
  * This file holds main, the command table and the helpers the commands
  * share (ckptctl.h); the commands are in ckptctl_show.c, ckptctl_diff.c and
@@ -48,6 +49,11 @@ static const opt_def_t options[] = {
      "fully verify every committed checkpoint (re-read every byte)"},
     {OPT_KEEP, "--keep", "K", "keep the newest K committed checkpoints (default 3)"},
     {OPT_FORCE, "--force", NULL, "replace FILE if it exists"},
+    {OPT_LOCAL, "--local", NULL,
+     "DIR is a node-local root: its steps hold only some shards"},
+    {OPT_TO, "--to", "DIR", "the shared root to write into (required)"},
+    {OPT_STEP, "--step", "N",
+     "the step (default: the newest the roots hold completely)"},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 
@@ -65,26 +71,33 @@ typedef struct {
 } cmd_def_t;
 
 static int cmd_help(const args_t *args);
+static bool parse_step(const char *text, uint64_t *step);
 
 static const cmd_def_t commands[] = {
-    {"list", "[--json] [--verify] [DIR]", "list the checkpoints under DIR (default .)",
+    {"list", "[--json] [--verify] [--local] [DIR]",
+     "list the checkpoints under DIR (default .)",
      "Print one line per checkpoint under DIR: name, step, epoch (from the\n"
      "record), world size, raw and stored size, creation time and status\n"
      "(committed, incomplete or corrupt); LATEST marks the one LATEST names.\n"
+     "With --local, DIR is a node-local root: each step also shows how many\n"
+     "of its shards are present, and the bytes held; missing shards are not\n"
+     "corruption (--verify checks the shards present).\n"
      "Exits 1 when a checkpoint is corrupt.",
-     OPT_JSON | OPT_VERIFY, 0, 1, cmd_list},
+     OPT_JSON | OPT_VERIFY | OPT_LOCAL, 0, 1, cmd_list},
     {"inspect", "[--json] CKPT", "show a checkpoint's tensors, shards and record",
      "Print the tensors (dtype, shape, offset, bytes), the shards (byte range\n"
      "of the flat space, file size, frames, checksum) and the record: data\n"
      "cursor, lineage and configuration.  Reads only the manifest.",
      OPT_JSON, 1, 2, cmd_inspect},
-    {"verify", "[--json] CKPT|DIR",
+    {"verify", "[--json] [--local] CKPT|DIR",
      "re-read every checksum of a checkpoint, or of each under DIR",
      "Re-read every shard and check every frame checksum, every shard\n"
      "checksum and size against the manifest.  Given a root DIR, verify every\n"
      "checkpoint in it (temp dirs of unfinished saves are reported, not\n"
-     "counted).  Exits 0 when all are good, 1 when one is bad.",
-     OPT_JSON, 1, 2, cmd_verify},
+     "counted).  With --local, the checkpoints are a node-local root's: the\n"
+     "shards present are verified and the missing ones reported, which does\n"
+     "not make a step bad.  Exits 0 when all are good, 1 when one is bad.",
+     OPT_JSON | OPT_LOCAL, 1, 2, cmd_verify},
     {"diff", "[--json] A B", "compare two checkpoints tensor by tensor",
      "For each tensor: identical, or the largest absolute and relative\n"
      "difference and how many elements differ; tensors missing from B, extra\n"
@@ -112,6 +125,15 @@ static const cmd_def_t commands[] = {
      "verifies (checkpoints are read, newest first, until one does).  K must\n"
      "be at least 1.",
      OPT_KEEP, 1, 1, cmd_prune},
+    {"flush", "[--json] LOCAL_ROOT... --to DIR [--step N]",
+     "copy a step from node-local roots into the root DIR, complete",
+     "Assemble one complete checkpoint from the step directories of the\n"
+     "node-local roots given (each shard from the first root whose copy is\n"
+     "good), verify it and commit it as DIR/step-<N> (LATEST updated).  The\n"
+     "step is N, or the newest step the roots hold completely between them.\n"
+     "Nothing is written when a shard is held by none of them, or when DIR\n"
+     "already has the step.",
+     OPT_JSON | OPT_TO | OPT_STEP, 1, INT_MAX, cmd_flush},
     {"help", "[COMMAND]", "show help for ckptctl or a command",
      "Print the list of commands, or one command's usage and options.", 0, 0, 1,
      cmd_help},
@@ -141,7 +163,8 @@ static void print_usage(FILE *out)
 {
     fprintf(out, "usage: ckptctl <command> [options] [arguments]\n\n"
                  "Inspect, verify, compare, export, import and prune ftrain "
-                 "checkpoints.\n\ncommands:\n");
+                 "checkpoints,\nand flush node-local ones into a shared root."
+                 "\n\ncommands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n%s\n%s\n", ckpt_forms, exit_codes);
@@ -213,6 +236,14 @@ static int set_option(const cmd_def_t *command, const opt_def_t *opt, const char
             return ctl_usage_error(command->name,
                                    "--keep needs a whole number >= 1, not '%s'", value);
         args->keep = (int)keep;
+    } else if (opt->bit == OPT_STEP) {
+        if (!parse_step(value, &args->step))
+            return ctl_usage_error(command->name, "--step needs a step number, not '%s'",
+                                   value);
+    } else if (opt->bit == OPT_TO) {
+        if (!*value)
+            return ctl_usage_error(command->name, "--to needs a directory");
+        args->to = value;
     }
     args->set |= opt->bit;
     return EXIT_GOOD;

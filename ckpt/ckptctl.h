@@ -6,10 +6,12 @@
  *   ckptctl.c       main, the command table (it drives parsing and help),
  *                   the helpers declared below
  *   ckptctl_show.c  the commands that show checkpoints and whether they
- *                   are good: list, inspect, verify
+ *                   are good: list, inspect, verify (with --local, of a
+ *                   node-local root, whose steps hold only some shards)
  *   ckptctl_diff.c  diff, which compares two checkpoints
  *   ckptctl_move.c  the commands that write or remove them: export,
- *                   import, prune
+ *                   import, prune, flush (node-local roots into a shared
+ *                   one)
  *
  * ckptctl uses the checkpoint library only through its public header.
  * Error convention: every function here that can fail returns an exit code
@@ -40,7 +42,10 @@ enum {
     OPT_JSON = 1u << 0,
     OPT_VERIFY = 1u << 1,
     OPT_KEEP = 1u << 2,
-    OPT_FORCE = 1u << 3
+    OPT_FORCE = 1u << 3,
+    OPT_LOCAL = 1u << 4,
+    OPT_TO = 1u << 5,
+    OPT_STEP = 1u << 6
 };
 
 /* A command's parsed arguments. */
@@ -48,6 +53,8 @@ typedef struct {
     const char *name;  /* the command, for messages */
     unsigned set;      /* OPT_* given */
     int keep;          /* the value of --keep, when set has OPT_KEEP */
+    const char *to;    /* the value of --to, when set has OPT_TO */
+    uint64_t step;     /* the value of --step, when set has OPT_STEP */
     bool help;         /* --help given: its help is printed, nothing run */
     int noperands;
     char **operands;   /* the arguments that are not options, in order */
@@ -61,6 +68,7 @@ int cmd_diff(const args_t *args);
 int cmd_export(const args_t *args);
 int cmd_import(const args_t *args);
 int cmd_prune(const args_t *args);
+int cmd_flush(const args_t *args);
 
 /* ---- limits of what is formatted ------------------------------------------- */
 

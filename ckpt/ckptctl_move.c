@@ -1,8 +1,9 @@
 /*
  * ckptctl_move.c - the ckptctl commands that write or remove checkpoints:
- * export (to a tar file), import (from one) and prune.  The library does
- * the work (ckpt_export, ckpt_import, ckpt_prune_keep_good); these say what
- * was done, as docs/ckptctl.md specifies.
+ * export (to a tar file), import (from one), prune, and flush (a step of
+ * node-local roots into a shared root).  The library does the work
+ * (ckpt_export, ckpt_import, ckpt_prune_keep_good, ckpt_local_flush); these
+ * say what was done, as docs/ckptctl.md specifies.
  */
 #include "ckptctl.h"
 
@@ -11,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "ftrain/ckpt_local.h"
 
 /* ---- export / import ------------------------------------------------------------- */
 
@@ -169,5 +172,137 @@ int cmd_prune(const args_t *args)
     print_prune_summary(root, removed, before, nbefore, after, nafter, good);
     free(before);
     free(after);
+    return EXIT_GOOD;
+}
+
+/* ---- flush ------------------------------------------------------------------------- */
+
+/* What the local roots hold between them: one scan per root. */
+typedef struct {
+    ckpt_local_step_t **steps; /* per root, newest first */
+    size_t *counts;
+    size_t nroots;
+} holdings_t;
+
+static void holdings_free(holdings_t *h)
+{
+    for (size_t r = 0; h->steps && r < h->nroots; r++)
+        ckpt_local_scan_free(h->steps[r], h->counts[r]);
+    free(h->steps);
+    free(h->counts);
+}
+
+/* Shards of step, of nshards, that none of the roots holds; their indices
+ * go to missing (room for nshards) when not NULL. */
+static int count_unheld(const holdings_t *h, uint64_t step, int nshards, int *missing)
+{
+    int unheld = 0;
+    for (int i = 0; i < nshards; i++) {
+        bool held = false;
+        for (size_t r = 0; r < h->nroots && !held; r++)
+            for (size_t k = 0; k < h->counts[r] && !held; k++)
+                held = h->steps[r][k].step == step && h->steps[r][k].nshards == nshards &&
+                       h->steps[r][k].present[i];
+        if (!held) {
+            if (missing)
+                missing[unheld] = i;
+            unheld++;
+        }
+    }
+    return unheld;
+}
+
+/* The newest step that the roots hold completely between them (a step's
+ * shard count is the first root's that holds it; the library checks that
+ * their manifests agree).  When there is none, say why. */
+static int pick_step(const holdings_t *h, const char *what, uint64_t *step)
+{
+    uint64_t best = 0, newest = 0;
+    int newest_nshards = 0;
+    bool found = false, any = false;
+    for (size_t r = 0; r < h->nroots; r++)
+        for (size_t k = 0; k < h->counts[r]; k++) {
+            const ckpt_local_step_t *cand = &h->steps[r][k];
+            if (!any || cand->step > newest) {
+                newest = cand->step;
+                newest_nshards = cand->nshards;
+            }
+            any = true;
+            if ((!found || cand->step > best) &&
+                count_unheld(h, cand->step, cand->nshards, NULL) == 0) {
+                best = cand->step;
+                found = true;
+            }
+        }
+    if (found) {
+        *step = best;
+        return EXIT_GOOD;
+    }
+    if (!any) {
+        fprintf(stderr, "ckptctl: %s: no sealed step in the %zu local root%s given\n",
+                what, h->nroots, h->nroots == 1 ? "" : "s");
+        return EXIT_ERROR;
+    }
+    int *missing = malloc((size_t)newest_nshards * sizeof *missing);
+    int unheld = missing ? count_unheld(h, newest, newest_nshards, missing) : 0;
+    fprintf(stderr, "ckptctl: %s: no step is held completely by the %zu local root%s "
+            "given; the newest, step %" PRIu64 ", lacks %d of its %d shards:", what,
+            h->nroots, h->nroots == 1 ? "" : "s", newest, unheld, newest_nshards);
+    for (int i = 0; i < unheld && i < 16; i++)
+        fprintf(stderr, " %d", missing[i]);
+    fprintf(stderr, "%s\n", unheld > 16 ? " ..." : "");
+    free(missing);
+    return EXIT_BAD;
+}
+
+int cmd_flush(const args_t *args)
+{
+    const char *const *roots = (const char *const *)args->operands;
+    size_t nroots = (size_t)args->noperands;
+    char path[CKPT_PATH_MAX];
+    uint64_t step = args->step;
+    if (!(args->set & OPT_TO))
+        return ctl_usage_error("flush", "--to DIR is required: the shared root to write "
+                               "into");
+    for (size_t r = 0; r < nroots; r++)
+        if (!ctl_is_dir(roots[r])) {
+            ctl_error("flush", roots[r], "no such directory");
+            return EXIT_ERROR;
+        }
+    if (!(args->set & OPT_STEP)) {
+        holdings_t h = {calloc(nroots, sizeof *h.steps), calloc(nroots, sizeof *h.counts),
+                        nroots};
+        int result = h.steps && h.counts ? EXIT_GOOD : EXIT_ERROR;
+        if (result != EXIT_GOOD)
+            fprintf(stderr, "ckptctl: out of memory\n");
+        for (size_t r = 0; result == EXIT_GOOD && r < nroots; r++) {
+            int rc = ckpt_local_scan(roots[r], &h.steps[r], &h.counts[r]);
+            if (rc != CKPT_OK)
+                result = ctl_lib_fail("flush", roots[r], rc);
+        }
+        if (result == EXIT_GOOD)
+            result = pick_step(&h, "flush", &step);
+        holdings_free(&h);
+        if (result != EXIT_GOOD)
+            return result;
+    }
+    int rc = ckpt_local_flush(roots, nroots, step, args->to, path, sizeof path);
+    if (rc == CKPT_EEXIST) {
+        ctl_error("flush", args->to, "step %" PRIu64 " is already there (step-%08" PRIu64
+                  "); nothing written", step, step);
+        return EXIT_ERROR;
+    }
+    if (rc != CKPT_OK)
+        return ctl_lib_fail("flush", args->to, rc);
+    if (args->set & OPT_JSON) {
+        json_t *doc = json_object(), *list = json_array();
+        for (size_t r = 0; r < nroots; r++)
+            json_array_append_new(list, ctl_json_str(roots[r]));
+        json_object_set_new(doc, "path", ctl_json_str(path));
+        json_object_set_new(doc, "step", ctl_json_uint(step));
+        json_object_set_new(doc, "local_roots", list);
+        return ctl_json_print(doc);
+    }
+    printf("flushed step %" PRIu64 " to '%s'\n", step, path);
     return EXIT_GOOD;
 }

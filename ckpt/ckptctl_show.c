@@ -1,14 +1,23 @@
 /*
  * ckptctl_show.c - the ckptctl commands that show what checkpoints hold and
- * whether they are good, changing nothing: list, inspect and verify.  Their
- * output, text and --json, is specified in docs/ckptctl.md.
+ * whether they are good, changing nothing: list, inspect and verify, and
+ * with --local list and verify of a node-local root (ckpt_local.h), whose
+ * steps hold only some shards.  Their output, text and --json, is
+ * specified in docs/ckptctl.md.
  */
 #include "ckptctl.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include "ftrain/ckpt_local.h"
+
+/* Shard indices a text line names before "... (N more)". */
+#define SHARDS_NAMED_MAX 16
 
 /* A shard's byte range, "[<u64>, <u64>)". */
 #define RANGE_TEXT_MAX (sizeof "[, )" + 2 * sizeof "18446744073709551615")
@@ -67,8 +76,21 @@ static const char *status_name(ckpt_status_t status)
     }
 }
 
+/* An array of the shard indices whose flag is want (present, or not). */
+static json_t *shard_indices_json(const ckpt_local_step_t *held, int want)
+{
+    json_t *list = json_array();
+    for (int i = 0; i < held->nshards; i++)
+        if (!!held->present[i] == want)
+            json_array_append_new(list, json_integer(i));
+    return list;
+}
+
+/* held: with --local, what the node holds of a committed step (NULL when
+ * not --local, or the step is not a sealed one). */
 static json_t *list_entry_json(const ckpt_entry_t *entry, bool have_epoch,
-                               long long epoch)
+                               long long epoch, bool local,
+                               const ckpt_local_step_t *held)
 {
     char utc[CTL_FIELD_MAX];
     bool dated = ctl_fmt_time_utc(entry->created, utc, sizeof utc);
@@ -82,10 +104,21 @@ static json_t *list_entry_json(const ckpt_entry_t *entry, bool have_epoch,
     json_object_set_new(obj, "epoch", have_epoch ? json_integer(epoch) : json_null());
     json_object_set_new(obj, "world_size",
                         known ? json_integer(entry->world_size) : json_null());
+    if (local) {
+        json_object_set_new(obj, "shards_present",
+                            held ? json_integer(held->npresent) : json_null());
+        json_object_set_new(obj, "present",
+                            held ? shard_indices_json(held, 1) : json_null());
+        json_object_set_new(obj, "missing",
+                            held ? shard_indices_json(held, 0) : json_null());
+    }
     json_object_set_new(obj, "raw_bytes",
                         known ? ctl_json_uint(entry->raw_bytes) : json_null());
     json_object_set_new(obj, "file_bytes",
                         known ? ctl_json_uint(entry->file_bytes) : json_null());
+    if (local)
+        json_object_set_new(obj, "held_bytes",
+                            held ? ctl_json_uint(held->present_bytes) : json_null());
     json_object_set_new(obj, "created",
                         known ? json_integer(entry->created) : json_null());
     json_object_set_new(obj, "created_utc",
@@ -96,53 +129,107 @@ static json_t *list_entry_json(const ckpt_entry_t *entry, bool have_epoch,
     return obj;
 }
 
-static void list_entry_print(const ckpt_entry_t *entry, bool have_epoch, long long epoch)
+/* One line of list; with --local (local), the shards present and the
+ * bytes held replace the stored size (held as list_entry_json's). */
+static void list_entry_print(const ckpt_entry_t *entry, bool have_epoch, long long epoch,
+                             bool local, const ckpt_local_step_t *held)
 {
     char raw[CTL_FIELD_MAX], stored[CTL_FIELD_MAX], when[CTL_FIELD_MAX];
-    char epoch_text[CTL_FIELD_MAX], world[CTL_FIELD_MAX];
+    char epoch_text[CTL_FIELD_MAX], world[CTL_FIELD_MAX], shards[CTL_FIELD_MAX] = "";
     bool committed = entry->status == CKPT_ST_COMMITTED;
     ctl_fmt_bytes(entry->raw_bytes, raw, sizeof raw);
-    ctl_fmt_bytes(entry->file_bytes, stored, sizeof stored);
+    ctl_fmt_bytes(local && held ? held->present_bytes : entry->file_bytes, stored,
+                  sizeof stored);
     ctl_fmt_time_local(entry->created, when, sizeof when);
     snprintf(epoch_text, sizeof epoch_text, have_epoch ? "%lld" : "-", epoch);
     snprintf(world, sizeof world, entry->world_size > 0 ? "%d" : "-", entry->world_size);
-    printf("%-20s %10" PRIu64 " %6s %5s %10s %10s  %-19s  %s%s%s%s\n", entry->name,
-           entry->step, epoch_text, world, committed ? raw : "-",
-           committed ? stored : "-", committed ? when : "-", status_name(entry->status),
-           entry->is_latest ? " LATEST" : "", committed || !entry->why[0] ? "" : ": ",
-           committed ? "" : entry->why);
+    if (local && held)
+        snprintf(shards, sizeof shards, " %4d of %-3d", held->npresent, held->nshards);
+    else if (local)
+        snprintf(shards, sizeof shards, " %11s", "-");
+    printf("%-20s %10" PRIu64 " %6s %5s%s %10s %10s  %-19s  %s%s%s%s\n", entry->name,
+           entry->step, epoch_text, world, shards, committed ? raw : "-",
+           committed && (!local || held) ? stored : "-", committed ? when : "-",
+           status_name(entry->status), entry->is_latest ? " LATEST" : "",
+           committed || !entry->why[0] ? "" : ": ", committed ? "" : entry->why);
+}
+
+/* What a node-local root holds of the step of entry (NULL: nothing known). */
+static const ckpt_local_step_t *find_held(const ckpt_local_step_t *steps, size_t count,
+                                          const ckpt_entry_t *entry)
+{
+    if (entry->status != CKPT_ST_COMMITTED || entry->name[0] == '.')
+        return NULL;
+    for (size_t i = 0; i < count; i++)
+        if (steps[i].step == entry->step)
+            return &steps[i];
+    return NULL;
+}
+
+/* list --local --verify: verify the shards present of a committed step of
+ * root; a failure makes the entry corrupt with the library's reason. */
+static void verify_local_entry(const char *root, ckpt_entry_t *entry)
+{
+    char dir[CKPT_PATH_MAX];
+    if (entry->status != CKPT_ST_COMMITTED ||
+        snprintf(dir, sizeof dir, "%s/%s", root, entry->name) >= (int)sizeof dir)
+        return;
+    int rc = ckpt_local_verify(dir, NULL);
+    if (rc == CKPT_OK)
+        return;
+    entry->status = CKPT_ST_CORRUPT;
+    snprintf(entry->why, sizeof entry->why, "%s: %s", ckpt_strerror(rc),
+             ctl_lib_why(rc, "verify", dir));
 }
 
 int cmd_list(const args_t *args)
 {
     const char *root = args->noperands ? args->operands[0] : ".";
-    bool json = args->set & OPT_JSON;
+    bool json = args->set & OPT_JSON, local = args->set & OPT_LOCAL,
+         verify = args->set & OPT_VERIFY;
     ckpt_entry_t *entries = NULL;
-    size_t count = 0;
-    int rc = ckpt_list(root, !!(args->set & OPT_VERIFY), &entries, &count);
+    ckpt_local_step_t *steps = NULL;
+    size_t count = 0, nsteps = 0;
+    /* A node-local step lacks shards: ckpt_verify would call it incomplete,
+     * so --local verifies the shards present itself. */
+    int rc = ckpt_list(root, verify && !local, &entries, &count);
     if (rc != CKPT_OK)
         return ctl_lib_fail("cannot list", root, rc);
+    if (local && (rc = ckpt_local_scan(root, &steps, &nsteps)) != CKPT_OK) {
+        free(entries);
+        return ctl_lib_fail("cannot list", root, rc);
+    }
 
     json_t *list = json ? json_array() : NULL;
     bool bad = false;
-    if (!json && count > 0)
+    if (!json && count > 0 && local)
+        printf("%-20s %10s %6s %5s %11s %10s %10s  %-19s  %s\n", "NAME", "STEP", "EPOCH",
+               "WORLD", "PRESENT", "RAW", "HELD", "CREATED", "STATUS");
+    else if (!json && count > 0)
         printf("%-20s %10s %6s %5s %10s %10s  %-19s  %s\n", "NAME", "STEP", "EPOCH",
                "WORLD", "RAW", "STORED", "CREATED", "STATUS");
     for (size_t i = 0; i < count; i++) {
         long long epoch = -1;
         bool have_epoch = entry_epoch(root, &entries[i], &epoch);
+        const ckpt_local_step_t *held = local ? find_held(steps, nsteps, &entries[i]) : NULL;
+        if (local && verify)
+            verify_local_entry(root, &entries[i]);
         if (entries[i].status == CKPT_ST_CORRUPT)
             bad = true;
         if (json)
-            json_array_append_new(list, list_entry_json(&entries[i], have_epoch, epoch));
+            json_array_append_new(list, list_entry_json(&entries[i], have_epoch, epoch,
+                                                        local, held));
         else
-            list_entry_print(&entries[i], have_epoch, epoch);
+            list_entry_print(&entries[i], have_epoch, epoch, local, held);
     }
+    ckpt_local_scan_free(steps, nsteps);
     int result = bad ? EXIT_BAD : EXIT_GOOD;
     if (json) {
         json_t *doc = json_object();
         json_object_set_new(doc, "root", ctl_json_str(root));
         json_object_set_new(doc, "verified", json_boolean(args->set & OPT_VERIFY));
+        if (local)
+            json_object_set_new(doc, "local", json_true());
         json_object_set_new(doc, "checkpoints", list);
         int print_rc = ctl_json_print(doc);
         if (print_rc != EXIT_GOOD)
@@ -422,13 +509,63 @@ typedef struct {
     size_t good;     /* checkpoints that verified */
     size_t total;    /* checkpoints verified, good or bad */
     size_t skipped;  /* temp dirs of unfinished saves */
+    bool local;      /* --local: node-local steps, shards may be missing */
 } verify_tally_t;
 
-/* Report one checkpoint's verdict (rc, why) on stdout or into the results;
- * ckpt is its open handle, or NULL when its manifest could not be read. */
-static void verify_report(const char *dir, const char *name, ckpt_t *ckpt, int rc,
-                          const char *why, json_t *results)
+/* With --local, which shards of a step have no file (ckpt_local_verify's
+ * "missing"). */
+typedef struct {
+    int nshards;
+    int nmissing;
+    int *missing; /* nmissing indices, ascending */
+} held_t;
+
+/* Find the missing shards of the step at dir, whose manifest ckpt holds.
+ * @return false when out of memory. */
+static bool find_missing(const char *dir, const ckpt_t *ckpt, held_t *held)
 {
+    held->nshards = ckpt_world_size(ckpt);
+    held->nmissing = 0;
+    held->missing = malloc((size_t)held->nshards * sizeof *held->missing);
+    if (!held->missing)
+        return false;
+    for (int i = 0; i < held->nshards; i++) {
+        char name[CKPT_FILE_NAME_MAX], path[CKPT_PATH_MAX];
+        struct stat st;
+        ckpt_shard_name(i, name, sizeof name);
+        if (snprintf(path, sizeof path, "%s/%s", dir, name) < (int)sizeof path &&
+            lstat(path, &st) != 0 && errno == ENOENT)
+            held->missing[held->nmissing++] = i;
+    }
+    return true;
+}
+
+/* " (3 of 4 shards present; missing: 1)" for a text line. */
+static void held_text(const held_t *held, char *buf, size_t cap)
+{
+    size_t len = (size_t)snprintf(buf, cap, "%d of %d shards present",
+                                  held->nshards - held->nmissing, held->nshards);
+    for (int i = 0; i < held->nmissing && len < cap; i++) {
+        if (i == SHARDS_NAMED_MAX) {
+            len += (size_t)snprintf(buf + len, cap - len, ", ... (%d more)",
+                                    held->nmissing - i);
+            break;
+        }
+        len += (size_t)snprintf(buf + len, cap - len, "%s%d", i ? ", " : "; missing: ",
+                                held->missing[i]);
+    }
+}
+
+/* Report one checkpoint's verdict (rc, why) on stdout or into the results;
+ * ckpt is its open handle, or NULL when its manifest could not be read.
+ * With --local (local), held is what the step holds (NULL: unknown). */
+static void verify_report(const char *dir, const char *name, ckpt_t *ckpt, int rc,
+                          const char *why, json_t *results, bool local,
+                          const held_t *held)
+{
+    char held_line[CKPT_ENTRY_WHY_MAX] = "";
+    if (held)
+        held_text(held, held_line, sizeof held_line);
     const char *status = rc == CKPT_OK ? "ok"
                          : (rc == CKPT_EINCOMPLETE || rc == CKPT_ENOTFOUND)
                              ? "incomplete"
@@ -452,25 +589,50 @@ static void verify_report(const char *dir, const char *name, ckpt_t *ckpt, int r
                             ckpt ? json_integer(ckpt_world_size(ckpt)) : json_null());
         json_object_set_new(obj, "total_bytes",
                             ckpt ? ctl_json_uint(ckpt_total_bytes(ckpt)) : json_null());
+        if (local) {
+            json_t *missing = held ? json_array() : json_null();
+            for (int i = 0; held && i < held->nmissing; i++)
+                json_array_append_new(missing, json_integer(held->missing[i]));
+            json_object_set_new(obj, "shards_present",
+                                held ? json_integer(held->nshards - held->nmissing)
+                                     : json_null());
+            json_object_set_new(obj, "missing", missing);
+        }
         json_array_append_new(results, obj);
+    } else if (rc == CKPT_OK && held) {
+        char raw[CTL_FIELD_MAX];
+        ctl_fmt_bytes(ckpt_total_bytes(ckpt), raw, sizeof raw);
+        printf("%s: ok (%s; %s)\n", name, held_line, raw);
     } else if (rc == CKPT_OK) {
         char raw[CTL_FIELD_MAX];
         ctl_fmt_bytes(ckpt_total_bytes(ckpt), raw, sizeof raw);
         printf("%s: ok (%d shards, %s)\n", name, ckpt_world_size(ckpt), raw);
     } else {
-        printf("%s: %s: %s\n", name, status, why);
+        printf("%s: %s: %s%s%s%s\n", name, status, why, held ? " (" : "", held_line,
+               held ? ")" : "");
     }
 }
 
-/* Verify the checkpoint at dir and count it. */
+/* Verify the checkpoint at dir and count it: every shard, or with --local
+ * the shards present (ckpt_local_verify), the missing ones reported. */
 static void verify_one(const char *dir, const char *name, verify_tally_t *tally)
 {
     ckpt_t *ckpt = NULL;
+    held_t held = {0, 0, NULL};
+    bool known = false;
     int rc = ckpt_open(dir, &ckpt);
-    if (rc == CKPT_OK)
+    if (rc == CKPT_OK && tally->local) {
+        if (!(known = find_missing(dir, ckpt, &held)))
+            rc = CKPT_ENOMEM;
+        else
+            rc = ckpt_local_verify(dir, NULL);
+    } else if (rc == CKPT_OK) {
         rc = ckpt_verify(ckpt);
+    }
     verify_report(dir, name, ckpt, rc,
-                  rc == CKPT_OK ? "" : ctl_lib_why(rc, "verify", dir), tally->results);
+                  rc == CKPT_OK ? "" : ctl_lib_why(rc, "verify", dir), tally->results,
+                  tally->local, known ? &held : NULL);
+    free(held.missing);
     ckpt_close(ckpt);
     tally->total++;
     if (rc == CKPT_OK)
@@ -499,6 +661,10 @@ static void verify_skip(const char *root, const ckpt_entry_t *entry,
     json_object_set_new(obj, "why", ctl_json_str(why));
     json_object_set_new(obj, "world_size", json_null());
     json_object_set_new(obj, "total_bytes", json_null());
+    if (tally->local) {
+        json_object_set_new(obj, "shards_present", json_null());
+        json_object_set_new(obj, "missing", json_null());
+    }
     json_array_append_new(tally->results, obj);
 }
 
@@ -522,7 +688,7 @@ static int verify_root(const char *root, verify_tally_t *tally)
             continue;
         if (entry->is_link) { /* listed corrupt; never opened through the link */
             verify_report(dir, entry->name, NULL, CKPT_ECORRUPT, entry->why,
-                          tally->results);
+                          tally->results, tally->local, NULL);
             tally->total++;
             continue;
         }
@@ -549,6 +715,8 @@ static int verify_summary(const char *arg, verify_tally_t *tally)
         json_object_set_new(doc, "bad",
                             json_integer((json_int_t)(tally->total - tally->good)));
         json_object_set_new(doc, "skipped", json_integer((json_int_t)tally->skipped));
+        if (tally->local)
+            json_object_set_new(doc, "local", json_true());
         json_object_set_new(doc, "checkpoints", tally->results);
         tally->results = NULL;
         int print_rc = ctl_json_print(doc);
@@ -567,7 +735,8 @@ int cmd_verify(const args_t *args)
 {
     const char *arg = args->operands[0];
     const char *step_arg = args->noperands > 1 ? args->operands[1] : NULL;
-    verify_tally_t tally = {(args->set & OPT_JSON) ? json_array() : NULL, 0, 0, 0};
+    verify_tally_t tally = {(args->set & OPT_JSON) ? json_array() : NULL, 0, 0, 0,
+                            !!(args->set & OPT_LOCAL)};
     int result;
     if (step_arg || ctl_is_checkpoint_dir(arg) || !ctl_is_dir(arg)) {
         char dir[CKPT_PATH_MAX], base[CTL_BASE_NAME_MAX];

@@ -1,7 +1,9 @@
 /*
  * commit.c - saving a checkpoint: phase one (each rank writes its shard
  * into the step's temp directory), phase two (the ranks agree; rank 0
- * writes the manifest and commits with one rename), then LATEST.
+ * writes the manifest and commits with one rename), then LATEST.  The
+ * steps that the node-local tier (local.c) shares with it are declared in
+ * commit.h.
  *
  * COMMIT PROTOCOL
  *
@@ -65,6 +67,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "commit.h"
 #include "layout.h"
 #include "manifest.h"
 #include "shard.h"
@@ -73,7 +76,7 @@
 /* ---- save, phase one -------------------------------------------------- */
 
 /* Is there a step-<N> entry (committed, or anything by that name)? */
-static int step_exists(const char *root, uint64_t step)
+int ckpt_step_exists(const char *root, uint64_t step)
 {
     char name[CKPT_FILE_NAME_MAX], path[CKPT_PATH_MAX];
     struct stat st;
@@ -87,7 +90,7 @@ static int step_exists(const char *root, uint64_t step)
  * the same step, or another rank's mkdir).  Anything else with that name, a
  * symbolic link in particular, is removed rather than followed (I8): writing
  * through it would put shards, and later deletions, outside the root. */
-static int make_real_dir(const char *path)
+int ckpt_make_real_dir(const char *path)
 {
     struct stat st;
     for (int attempt = 0; attempt < 2; attempt++) {
@@ -107,7 +110,7 @@ fail:
 
 /* Create root when it is missing.  A new root's own name must be durable
  * too, or a crash could take it, and the checkpoints committed in it, away. */
-static int make_root(const char *root, int do_fsync)
+int ckpt_make_root(const char *root, int do_fsync)
 {
     char parent[CKPT_PATH_MAX];
     if (mkdir(root, 0755) != 0) {
@@ -159,15 +162,15 @@ int ckpt_shard_write(const char *root, uint64_t step, int rank, int world,
     rc = check_shard_write(root, step, rank, world, tensors, ntensors, opts, info, &total);
     if (rc != CKPT_OK)
         return rc;
-    if (step_exists(root, step)) { /* I3 */
+    if (ckpt_step_exists(root, step)) { /* I3 */
         ckpt_step_dirname(step, name, sizeof name);
         return ckpt_seterr(CKPT_EEXIST, "%s/%s already exists", root, name);
     }
-    if ((rc = make_root(root, opts->fsync)) != CKPT_OK)
+    if ((rc = ckpt_make_root(root, opts->fsync)) != CKPT_OK)
         return rc;
     ckpt_tmp_dirname(step, name, sizeof name);
     if ((rc = ckpt_path_join(tmpdir, sizeof tmpdir, root, name)) != CKPT_OK ||
-        (rc = make_real_dir(tmpdir)) != CKPT_OK)
+        (rc = ckpt_make_real_dir(tmpdir)) != CKPT_OK)
         return rc;
     ckpt_shard_name(rank, name, sizeof name);
     if ((rc = ckpt_path_join(path, sizeof path, tmpdir, name)) != CKPT_OK)
@@ -226,7 +229,7 @@ typedef enum {
 /* Remove everything in tmpdir that is not one of the world's shards, so a
  * crashed earlier attempt at the same step leaves nothing behind (a shard
  * name that is not a regular file goes too).  Best effort. */
-static void remove_strays(const char *tmpdir, int world)
+void ckpt_remove_strays(const char *tmpdir, int world)
 {
     int fd = open(tmpdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), index;
     DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
@@ -249,6 +252,21 @@ static void remove_strays(const char *tmpdir, int world)
     closedir(dir);
 }
 
+/* Check shard index's description against its slice (I4). */
+int ckpt_check_slice(const ckpt_shard_info_t *info, int index, int world,
+                     uint64_t total)
+{
+    uint64_t lo = ckpt_slice_start(index, world, total),
+             hi = ckpt_slice_start(index + 1, world, total);
+    if (info->raw_offset != lo || info->raw_bytes != hi - lo)
+        return ckpt_seterr(CKPT_EINVAL, "rank %d wrote bytes [%llu, +%llu), "
+                           "not its slice of %llu bytes over %d ranks", index,
+                           (unsigned long long)info->raw_offset,
+                           (unsigned long long)info->raw_bytes,
+                           (unsigned long long)total, world);
+    return CKPT_OK;
+}
+
 /* Check every rank's shard description against its slice (I4) and its
  * file in tmpdir; copy them to infos. */
 static int check_shards(const char *tmpdir, const gather_msg_t *all, int world,
@@ -258,15 +276,9 @@ static int check_shards(const char *tmpdir, const gather_msg_t *all, int world,
     struct stat st;
     int rc;
     for (int i = 0; i < world; i++) {
-        uint64_t lo = ckpt_slice_start(i, world, total),
-                 hi = ckpt_slice_start(i + 1, world, total);
         infos[i] = all[i].info;
-        if (infos[i].raw_offset != lo || infos[i].raw_bytes != hi - lo)
-            return ckpt_seterr(CKPT_EINVAL, "rank %d wrote bytes [%llu, +%llu), "
-                               "not its slice of %llu bytes over %d ranks", i,
-                               (unsigned long long)infos[i].raw_offset,
-                               (unsigned long long)infos[i].raw_bytes,
-                               (unsigned long long)total, world);
+        if ((rc = ckpt_check_slice(&infos[i], i, world, total)) != CKPT_OK)
+            return rc;
         ckpt_shard_name(i, name, sizeof name);
         if ((rc = ckpt_path_join(path, sizeof path, tmpdir, name)) != CKPT_OK)
             return rc;
@@ -277,15 +289,28 @@ static int check_shards(const char *tmpdir, const gather_msg_t *all, int world,
     return CKPT_OK;
 }
 
-/* Write manifest.json into tmpdir, durable before the commit point (I1). */
-static int write_manifest(const char *tmpdir, uint64_t step,
-                          const ckpt_tensor_t *tensors, size_t ntensors, uint64_t total,
-                          const char *record_json, const ckpt_opts_t *opts,
-                          ckpt_shard_info_t *infos, int world)
+/* Write manifest.json into dir: temp name, fsync, rename, fsync dir. */
+int ckpt_manifest_store(const char *dir, const ckpt_manifest_t *manifest,
+                        int do_fsync)
 {
-    ckpt_manifest_t manifest;
     char *text = NULL;
     int rc;
+
+    if ((rc = ckpt_manifest_dump(manifest, &text)) != CKPT_OK)
+        return rc;
+    rc = ckpt_write_file_atomic(dir, CKPT_MANIFEST_NAME, CKPT_MANIFEST_TMP,
+                                text, strlen(text), do_fsync);
+    free(text);
+    return rc;
+}
+
+/* Write manifest.json into tmpdir, durable before the commit point (I1). */
+int ckpt_write_manifest(const char *tmpdir, uint64_t step,
+                        const ckpt_tensor_t *tensors, size_t ntensors, uint64_t total,
+                        const char *record_json, const ckpt_opts_t *opts,
+                        const ckpt_shard_info_t *infos, int world)
+{
+    ckpt_manifest_t manifest;
 
     memset(&manifest, 0, sizeof manifest);
     manifest.version = CKPT_FORMAT_VERSION;
@@ -295,27 +320,22 @@ static int write_manifest(const char *tmpdir, uint64_t step,
     manifest.ntensors = ntensors;
     manifest.tensors = (ckpt_tensor_t *)tensors; /* only read */
     manifest.nshards = world;
-    manifest.shards = infos;
+    manifest.shards = (ckpt_shard_info_t *)infos; /* only read */
     manifest.opts = *opts;
     manifest.record = (char *)record_json;       /* only read */
-    if ((rc = ckpt_manifest_dump(&manifest, &text)) != CKPT_OK)
-        return rc;
-    rc = ckpt_write_file_atomic(tmpdir, CKPT_MANIFEST_NAME, CKPT_MANIFEST_TMP,
-                                text, strlen(text), opts->fsync);
-    free(text);
-    return rc;
+    return ckpt_manifest_store(tmpdir, &manifest, opts->fsync);
 }
 
 /* Point LATEST at name, after the commit point (I6).  It never moves back
  * to an older step that exists (an asynchronous save may commit after a
  * newer one), and failing to write it does not undo the commit. */
-static void update_latest(const char *root, const char *name, uint64_t step,
-                          int do_fsync)
+void ckpt_update_latest(const char *root, const char *name, uint64_t step,
+                        int do_fsync)
 {
     char latest[CKPT_FILE_NAME_MAX + 1]; /* the name and a newline */
     uint64_t latest_step;
     if (ckpt_latest_read(root, latest, sizeof latest, &latest_step) &&
-        latest_step > step && step_exists(root, latest_step))
+        latest_step > step && ckpt_step_exists(root, latest_step))
         return;
     snprintf(latest, sizeof latest, "%s\n", name);
     (void)ckpt_write_file_atomic(root, CKPT_LATEST_NAME, CKPT_LATEST_TMP, latest,
@@ -353,9 +373,9 @@ static int commit_rank0(const char *root, uint64_t step,
     }
     if ((rc = check_shards(tmpdir, all, world, total, infos)) != CKPT_OK)
         goto abort;
-    remove_strays(tmpdir, world);
-    rc = write_manifest(tmpdir, step, tensors, ntensors, total, record_json, opts,
-                        infos, world);
+    ckpt_remove_strays(tmpdir, world);
+    rc = ckpt_write_manifest(tmpdir, step, tensors, ntensors, total, record_json, opts,
+                             infos, world);
     if (rc != CKPT_OK)
         goto abort;
     state = ST_MANIFEST_WRITTEN;
@@ -372,7 +392,7 @@ static int commit_rank0(const char *root, uint64_t step,
                          root, strerror(errno));
         goto out;
     }
-    update_latest(root, name, step, opts->fsync);
+    ckpt_update_latest(root, name, step, opts->fsync);
     state = ST_LATEST_UPDATED;
     goto out;
 abort:

@@ -302,6 +302,41 @@ int comm_allgatherv_inplace(comm_t *comm, void *recv, const uint64_t *counts,
 
 int comm_barrier(comm_t *comm) { return comm->ops->barrier(comm); }
 
+/* Chunks of one message, each with its index as its tag. */
+static int chunks_of(uint64_t bytes)
+{
+    return (int)((bytes + COMM_CHUNK - 1) / COMM_CHUNK);
+}
+
+int comm_exchange(comm_t *comm, const void *send, uint64_t sbytes, int dest, int nsrc,
+                  const int *srcs, void *const *recv, const uint64_t *rbytes)
+{
+    if (comm->mpi == MPI_COMM_NULL)
+        return comm_fail(COMM_EINVAL, "exchange: no MPI communicator");
+    int nreq = dest >= 0 ? chunks_of(sbytes) : 0;
+    for (int i = 0; i < nsrc; i++)
+        nreq += chunks_of(rbytes[i]);
+    MPI_Request *req = calloc((size_t)nreq + 1, sizeof *req);
+    if (!req)
+        return comm_fail(COMM_EFAIL, "exchange: out of memory for %d requests", nreq);
+    int n = 0, rc = MPI_SUCCESS;
+    for (int i = 0; i < nsrc && rc == MPI_SUCCESS; i++)
+        for (uint64_t off = 0; off < rbytes[i] && rc == MPI_SUCCESS; off += COMM_CHUNK) {
+            uint64_t len = rbytes[i] - off < COMM_CHUNK ? rbytes[i] - off : COMM_CHUNK;
+            rc = MPI_Irecv((char *)recv[i] + off, (int)len, MPI_BYTE, srcs[i],
+                           (int)(off / COMM_CHUNK), comm->mpi, &req[n++]);
+        }
+    for (uint64_t off = 0; dest >= 0 && off < sbytes && rc == MPI_SUCCESS; off += COMM_CHUNK) {
+        uint64_t len = sbytes - off < COMM_CHUNK ? sbytes - off : COMM_CHUNK;
+        rc = MPI_Isend((const char *)send + off, (int)len, MPI_BYTE, dest,
+                       (int)(off / COMM_CHUNK), comm->mpi, &req[n++]);
+    }
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
+    free(req);
+    return rc == MPI_SUCCESS ? COMM_OK : comm_mpi_fail("exchange (MPI_Isend/Irecv)", rc);
+}
+
 /* A blocking MPI collective busy-polls (Open MPI yields at best): a rank that
  * finished its shard early would take a core from the ranks still
  * compressing on the same node.  So: a non-blocking barrier, tested with

@@ -184,6 +184,25 @@ static const config_option_t config_opts[] = {
      .help = "compress every frame even when the disk waits for\n"
              "the compressors (by default such frames are stored\n"
              "uncompressed); gives reproducible shard bytes"},
+    {"ckpt-local", .kind = CONFIG_ARG_TEXT, FIELD(ckpt_local),
+     .text = {0, 1, "empty or too long"}, .metavar = "DIR", .section = "node-local tier",
+     .help = "node-local checkpoints in DIR on each node (%n: the\n"
+             "node's name), with a partner copy on another node"},
+    {"ckpt-local-every", .kind = CONFIG_ARG_INT, FIELD(ckpt_local_every), .ints = {1, STEPS_CAP},
+     .max_is_cap = 1, .unit = "a whole number of steps", .metavar = "N",
+     .help = "local checkpoint every N steps"},
+    {"ckpt-local-interval", .kind = CONFIG_ARG_REAL, FIELD(ckpt_local_interval),
+     .reals = {0, 1e9, CONFIG_OPEN_MIN}, .max_is_cap = 1, .unit = "seconds", .metavar = "SEC",
+     .help = "local checkpoint SEC seconds after the last"},
+    {"ckpt-local-keep", .kind = CONFIG_ARG_INT, FIELD(ckpt_local_keep), .ints = {1, 2},
+     .metavar = "K", .default_text = "2", .help = "local checkpoints each node keeps (1 or 2; 2)"},
+    {"ckpt-local-level", .kind = CONFIG_ARG_INT, FIELD(ckpt_local_level), .ints = {0, 19},
+     .unit = "a zstd level", .metavar = "N", .default_text = "0",
+     .help = "zstd level of local shards (default 0: stored)"},
+    {"ckpt-flush-every", .kind = CONFIG_ARG_INT, FIELD(ckpt_flush_every), .ints = {1, STEPS_CAP},
+     .max_is_cap = 1, .unit = "a whole number of local checkpoints", .metavar = "K",
+     .help = "every K-th local checkpoint also goes to the shared\n"
+             "tier (with --ckpt-async, in the background)"},
     {"stop-signal", .kind = CONFIG_ARG_ENUM, FIELD(stop_signal), .names = &stop_signals,
      .metavar = "SIG", .default_text = "USR1", .section = "signals and output",
      .help = "USR1 (default) or USR2: stop, checkpoint, exit 75"},
@@ -508,6 +527,7 @@ void config_defaults(config_t *cfg)
     optim_cfg_default(&cfg->opt);
     cfg->hang_timeout = CONFIG_HANG_AUTO; /* derived: a value no option takes */
     cfg->mtbf_hours = 24;
+    cfg->ckpt_local_keep = 2;
     cfg->fault_rank = -1;
     for (size_t i = 0; i < NOPTIONS; i++) {
         const config_option_t *row = &config_opts[i];
@@ -693,9 +713,24 @@ int config_check(const config_t *cfg, const config_given_t *given, char *err, si
         if (config_given_has(given, "resume") && strcmp(cfg->resume, "auto") == 0)
             return util_fail(err, cap, CONFIG_EUSAGE, "--resume auto needs --run-dir");
     }
-    if (cfg->ckpt_async && !cfg->ckpt_every && !cfg->ckpt_interval)
+    int local_freq = cfg->ckpt_local_every || cfg->ckpt_local_interval;
+    if (cfg->ckpt_local[0] && !cfg->run_dir[0])
         return util_fail(err, cap, CONFIG_EUSAGE,
-                         "--ckpt-async needs --ckpt-every or --ckpt-interval");
+                         "--ckpt-local needs --run-dir (the shared tier stays the source of "
+                         "truth)");
+    if (cfg->ckpt_local[0] && !local_freq)
+        return util_fail(err, cap, CONFIG_EUSAGE,
+                         "--ckpt-local needs --ckpt-local-every or --ckpt-local-interval");
+    if (!cfg->ckpt_local[0] && (local_freq || cfg->ckpt_flush_every ||
+                                config_given_has(given, "ckpt-local-keep") ||
+                                config_given_has(given, "ckpt-local-level")))
+        return util_fail(err, cap, CONFIG_EUSAGE,
+                         "--ckpt-local-every, --ckpt-local-interval, --ckpt-local-keep, "
+                         "--ckpt-local-level and --ckpt-flush-every need --ckpt-local");
+    if (cfg->ckpt_async && !cfg->ckpt_every && !cfg->ckpt_interval && !cfg->ckpt_flush_every)
+        return util_fail(err, cap, CONFIG_EUSAGE,
+                         "--ckpt-async needs --ckpt-every, --ckpt-interval or "
+                         "--ckpt-flush-every");
     if (strcmp(cfg->data, "fashion-mnist") != 0 && cfg->data_dir[0])
         return util_fail(err, cap, CONFIG_EUSAGE,
                          "--data-dir applies to --data fashion-mnist only");

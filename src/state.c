@@ -430,6 +430,22 @@ int state_snapshot_commit(state_snapshot_t *snap, comm_t *comm, const char *root
                      ckpt_strerror(rc), ckpt_last_error());
 }
 
+int state_snapshot_local(const state_snapshot_t *snap, state_local_view_t *view)
+{
+    view->step = snap->step;
+    view->tensors = snap->tensors;
+    view->ntensors = snap->count;
+    view->record = snap->record;
+    view->opts = &snap->opts;
+    view->info = snap->info;
+    return snap->write_rc == CKPT_OK ? STATE_OK : STATE_EFAIL;
+}
+
+const char *state_snapshot_error(const state_snapshot_t *snap)
+{
+    return snap->write_err;
+}
+
 int state_save(const state_t *st, comm_t *comm, const char *root, int level,
                char *out, size_t outcap, char *err, size_t cap)
 {
@@ -678,6 +694,50 @@ static int load_check(load_t *ld, const state_t *st, const char *dir, char *err,
     return STATE_OK;
 }
 
+/* Collective, with a plan (holder[s]: the rank that reads saved shard s,
+ * from its own copy of the step directory): each holder reads its shards'
+ * byte ranges into the tensors they overlap, then each shard's pieces are
+ * broadcast from their holder.  @return as load_read. */
+static int load_read_planned(load_t *ld, comm_t *comm, const char *dir, const int *holder,
+                             char *err, size_t cap)
+{
+    int rank = comm_rank(comm), nshards = ckpt_world_size(ld->ck);
+    int rc = CKPT_OK;
+    for (int s = 0; s < nshards && rc == CKPT_OK; s++) {
+        const ckpt_shard_info_t *sh = ckpt_shard_at(ld->ck, s);
+        for (size_t i = 0; i < ld->count && rc == CKPT_OK && holder[s] == rank; i++) {
+            uint64_t count, displ;
+            overlap(sh->raw_offset, sh->raw_offset + sh->raw_bytes, ld->saved[i]->offset,
+                    ld->saved[i]->nbytes, &count, &displ);
+            if (count)
+                rc = ckpt_read_range(ld->ck, ld->saved[i]->offset + displ, count,
+                                     (char *)ld->tensors[i].data + displ);
+            if (rc != CKPT_OK)
+                snprintf(err, cap, "reading shard %d of '%s': %s: %s", s, dir,
+                         ckpt_strerror(rc), ckpt_last_error());
+        }
+    }
+    watchdog_phase(WATCHDOG_LOAD_SYNC, 0); /* our shards are read: now the others' */
+    if (comm_any_failed(comm, rc))
+        return rc == CKPT_OK ? util_fail(err, cap, STATE_EFAIL,
+                                         "another rank could not read its shards of '%s'",
+                                         dir)
+                             : STATE_EFAIL;
+    for (int s = 0; s < nshards; s++) {
+        const ckpt_shard_info_t *sh = ckpt_shard_at(ld->ck, s);
+        for (size_t i = 0; i < ld->count; i++) {
+            uint64_t count, displ;
+            overlap(sh->raw_offset, sh->raw_offset + sh->raw_bytes, ld->saved[i]->offset,
+                    ld->saved[i]->nbytes, &count, &displ);
+            if (count && comm_bcast(comm, (char *)ld->tensors[i].data + displ, count,
+                                    holder[s]) != COMM_OK)
+                return util_fail(err, cap, STATE_EFAIL, "sending shard %d of '%s': %s", s,
+                                 dir, comm_last_error());
+        }
+    }
+    return STATE_OK;
+}
+
 /* R2, collective: this rank reads its 1/M of the flat space straight into
  * the tensors it overlaps; then each tensor's pieces are exchanged in
  * place.  @return STATE_OK or STATE_EFAIL (err set), the same on every rank. */
@@ -748,6 +808,12 @@ static void load_apply(const load_t *ld, state_t *st, int rank, const char *dir)
 int state_load(state_t *st, comm_t *comm, const char *dir, int *saved_world,
                char *err, size_t cap)
 {
+    return state_load_planned(st, comm, dir, NULL, 0, saved_world, err, cap);
+}
+
+int state_load_planned(state_t *st, comm_t *comm, const char *dir, const int *holder,
+                       int nholder, int *saved_world, char *err, size_t cap)
+{
     load_t ld;
     memset(&ld, 0, sizeof ld);
     int rc = ckpt_open(dir, &ld.ck);
@@ -763,8 +829,13 @@ int state_load(state_t *st, comm_t *comm, const char *dir, int *saved_world,
         if (rc == STATE_OK)
             snprintf(err, cap, "another rank could not load '%s'", dir);
         rc = rc == STATE_OK ? STATE_EFAIL : rc;
-    } else {
+    } else if (!holder) {
         rc = load_read(&ld, comm, dir, err, cap);
+    } else if (comm_any_failed(comm, nholder != ckpt_world_size(ld.ck))) {
+        rc = util_fail(err, cap, STATE_EFAIL, "checkpoint '%s' has %d shards, the plan %d "
+                       "(on some rank)", dir, ckpt_world_size(ld.ck), nholder);
+    } else {
+        rc = load_read_planned(&ld, comm, dir, holder, err, cap);
     }
     if (rc == STATE_OK) {
         load_apply(&ld, st, comm_rank(comm), dir);

@@ -17,7 +17,6 @@
 #include "train_internal.h"
 
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -111,38 +110,6 @@ static int download_state(trainer_t *t, int64_t step, async_save_t *into, char *
     return TRAIN_OK;
 }
 
-/* Rank 0, once: the Young/Daly checkpoint interval sqrt(2 C M) for the
- * measured cost C of a save (its training stall) and --mtbf M, beside the
- * interval this run uses. */
-static void tell_young_daly(trainer_t *t, int64_t step, double cost_s)
-{
-    if (t->rank != 0 || t->young_daly_told || t->cfg->quiet || !(cost_s > 0))
-        return;
-    t->young_daly_told = 1;
-    const config_t *cfg = t->cfg;
-    double mtbf_s = 3600 * cfg->mtbf_hours, best = sqrt(2 * cost_s * mtbf_s);
-    int64_t steps = step - t->resumed_step;
-    double step_s = steps > 0 && t->run_start > 0
-                        ? (now_s() - t->run_start - t->eval_seconds - cost_s) / (double)steps
-                        : 0;
-    char now[REPORT_MAX] = "";
-    if (cfg->ckpt_every && step_s > 0)
-        snprintf(now, sizeof now, "; this run saves every %lld steps = %.1f s",
-                 (long long)cfg->ckpt_every, step_s * (double)cfg->ckpt_every);
-    else if (cfg->ckpt_interval)
-        snprintf(now, sizeof now, "; this run saves every %.1f s", cfg->ckpt_interval);
-    printf("checkpoint: Young/Daly: a save costs %.3f s of training; for a mean time between "
-           "failures of %g h (--mtbf) the interval that loses least is %.0f s",
-           cost_s, cfg->mtbf_hours, best);
-    if (step_s > 0)
-        printf(" (about %.0f steps of %.3f s)", best / step_s, step_s);
-    printf("%s\n", now);
-    char extra[REPORT_MAX];
-    snprintf(extra, sizeof extra, "\"save_cost_s\":%.4f,\"mtbf_h\":%g,\"interval_s\":%.1f,"
-             "\"step_s\":%.5f", cost_s, cfg->mtbf_hours, best, step_s);
-    metrics_event(&t->metrics, "young_daly", step, t->size, extra);
-}
-
 /* After a commit: it is the newest checkpoint, and the next periodic save
  * counts from now. */
 static void remember_commit(trainer_t *t, int64_t step, const char *dir, train_result_t *res)
@@ -191,7 +158,7 @@ static int save_checkpoint(trainer_t *t, int64_t step, train_result_t *res, char
     }
     remember_commit(t, step, dir, res);
     prune_and_report(t, step, dir, how, extra);
-    tell_young_daly(t, step, dt);
+    train_tell_young_daly(t, step, dt);
     return TRAIN_OK;
 }
 
@@ -250,7 +217,7 @@ static void commit_async_save(trainer_t *t, train_result_t *res)
              done.background_seconds, 1e3 * done.stall_seconds, copy_json);
     remember_commit(t, done.step, done.dir, res);
     prune_and_report(t, done.step, done.dir, how, extra);
-    tell_young_daly(t, done.step, done.stall_seconds);
+    train_tell_young_daly(t, done.step, done.stall_seconds);
 }
 
 /* ---- stopping ------------------------------------------------------------ */
@@ -454,6 +421,7 @@ static void start_clocks(trainer_t *t)
     t->window.since = t->run_start;
     t->control_last = t->run_start;
     t->last_save_time = t->run_start;
+    t->last_local_time = t->run_start;
 }
 
 /* Collective: resumed at an epoch end whose evaluation the stop skipped,
@@ -522,8 +490,13 @@ static int agree_control(trainer_t *t, const step_sums_t *sums, control_t *out, 
     int sig = stop_local_signal();
     ctl[CTL_GMAX] = sums->max_abs_grad;
     ctl[CTL_STOP] = sig != 0;
-    ctl[CTL_SAVE] = t->rank == 0 && cfg->ckpt_interval > 0 &&
-                    now_s() - t->last_save_time >= cfg->ckpt_interval;
+    /* Rank 0 alone votes, so the MAX carries its bits: 1 a shared save is
+     * due by --ckpt-interval, 2 a local one by --ckpt-local-interval. */
+    ctl[CTL_SAVE] = t->rank != 0 ? 0
+                    : (cfg->ckpt_interval > 0 &&
+                       now_s() - t->last_save_time >= cfg->ckpt_interval) +
+                          2 * (cfg->ckpt_local_interval > 0 &&
+                               now_s() - t->last_local_time >= cfg->ckpt_local_interval);
     ctl[CTL_SIG_TIME] = sig ? -stop_local_time() : NO_SIGNAL_TIME;
     ctl[CTL_ASYNC_BUSY] = async_save_writing(&t->async);
     ctl[CTL_BAD] = t->device_failed ? BAD_DEVICE : sums->loss_bad ? BAD_LOSS : 0;
@@ -596,14 +569,98 @@ static void log_progress(trainer_t *t, const step_plan_t *plan, const step_sums_
         print_progress(t);
 }
 
+/* "12.3 MiB", "4.0 KiB", "512 B" into buf (16 bytes). */
+static const char *size_text(uint64_t bytes, char buf[16])
+{
+    if (bytes >= (1u << 30))
+        snprintf(buf, 16, "%.2f GiB", (double)bytes / (1u << 30));
+    else if (bytes >= (1u << 20))
+        snprintf(buf, 16, "%.1f MiB", (double)bytes / (1u << 20));
+    else if (bytes >= 1024)
+        snprintf(buf, 16, "%.1f KiB", (double)bytes / 1024);
+    else
+        snprintf(buf, 16, "%u B", (unsigned)bytes);
+    return buf;
+}
+
+/* Collective: a node-local checkpoint of this step (--ckpt-local); every
+ * --ckpt-flush-every-th also goes to the shared tier.  A local save that
+ * fails is reported and training goes on: the shared tier is the source of
+ * truth.  @return TRAIN_OK, or a failure of the shared flush. */
+static int save_local(trainer_t *t, train_result_t *res, char *err, size_t cap)
+{
+    const config_t *cfg = t->cfg;
+    watchdog_phase(WATCHDOG_SAVE, t->step);
+    double t0 = now_s();
+    state_snapshot_t *snap = NULL;
+    char why[TRAIN_ERR_MAX] = "";
+    int rc = download_state(t, t->step, NULL, why, sizeof why);
+    if (rc == TRAIN_OK && state_snapshot_take(&t->state, t->size, NULL, 0, NULL, 0,
+                                              t->tier.level, &snap, why, sizeof why) != STATE_OK)
+        rc = TRAIN_EFAIL;
+    tier_report_t rep;
+    if (!comm_any_failed(t->comm, rc != TRAIN_OK)) {
+        state_snapshot_write(snap, t->tier.root, t->rank, t->size);
+        watchdog_phase(WATCHDOG_SAVE_SYNC, t->step);
+        rc = tier_save(&t->tier, t->comm, snap, &rep, why, sizeof why) == TIER_OK ? TRAIN_OK
+                                                                             : TRAIN_EFAIL;
+    } else if (rc == TRAIN_OK) {
+        snprintf(why, sizeof why, "another rank could not take its snapshot");
+        rc = TRAIN_EFAIL;
+    }
+    state_snapshot_free(snap);
+    double dt = now_s() - t0;
+    t->last_local_time = now_s();
+    if (rc != TRAIN_OK) {
+        if (t->rank == 0)
+            fprintf(stderr, "ftrain: local checkpoint of step %lld failed: %s; training goes "
+                    "on (the shared tier is untouched)\n", (long long)t->step, why);
+        return TRAIN_OK;
+    }
+    t->local_saves++;
+    if (t->rank == 0) {
+        char own[16], copies[16], node[16], fullest[16];
+        if (!cfg->quiet)
+            printf("local checkpoint: step %lld in %.3f s (own shard %s written in %.3f s, "
+                   "partner copies %s in %.3f s, sealed in %.3f s); this node's tier holds "
+                   "%s, the fullest %s\n", (long long)t->step, dt,
+                   size_text(rep.own_bytes, own), rep.write_s,
+                   size_text(rep.copy_bytes, copies), rep.copy_s, rep.seal_s,
+                   size_text(rep.node_bytes, node), size_text(rep.max_node_bytes, fullest));
+        char extra[REPORT_MAX];
+        snprintf(extra, sizeof extra, "\"seconds\":%.4f,\"write_s\":%.4f,\"copy_s\":%.4f,"
+                 "\"seal_s\":%.4f,\"node_bytes\":%llu,\"max_node_bytes\":%llu", dt,
+                 rep.write_s, rep.copy_s, rep.seal_s, (unsigned long long)rep.node_bytes,
+                 (unsigned long long)rep.max_node_bytes);
+        metrics_event(&t->metrics, "local_checkpoint", t->step, t->size, extra);
+        fflush(stdout);
+    }
+    if (!cfg->ckpt_flush_every || t->local_saves % cfg->ckpt_flush_every != 0 ||
+        t->last_saved == t->step)
+        return TRAIN_OK;
+    if (!cfg->ckpt_async)
+        return save_checkpoint(t, t->step, res, err, cap);
+    if (!t->async.in_flight)
+        start_async_save(t, t->step);
+    return TRAIN_OK;
+}
+
 /* Collective: a periodic save when one is due (--ckpt-every, or the
- * --ckpt-interval vote), never at the last step (the end saves it). */
+ * --ckpt-interval vote), never at the last step (the end saves it); a
+ * local one first when that is due. */
 static int save_if_due(trainer_t *t, const control_t *control, train_result_t *res, char *err,
                        size_t cap)
 {
     const config_t *cfg = t->cfg;
-    if (!cfg->run_dir[0] || t->step >= t->total_steps ||
-        !((cfg->ckpt_every && t->step % cfg->ckpt_every == 0) || control->ctl[CTL_SAVE] > 0))
+    int votes = (int)control->ctl[CTL_SAVE];
+    if (t->tier_on && t->step < t->total_steps &&
+        ((cfg->ckpt_local_every && t->step % cfg->ckpt_local_every == 0) || (votes & 2))) {
+        int rc = save_local(t, res, err, cap);
+        if (rc != TRAIN_OK)
+            return rc;
+    }
+    if (!cfg->run_dir[0] || t->step >= t->total_steps || t->last_saved == t->step ||
+        !((cfg->ckpt_every && t->step % cfg->ckpt_every == 0) || (votes & 1)))
         return TRAIN_OK;
     if (!cfg->ckpt_async)
         return save_checkpoint(t, t->step, res, err, cap);
@@ -618,55 +675,6 @@ static int save_if_due(trainer_t *t, const control_t *control, train_result_t *r
     }
     start_async_save(t, t->step);
     return TRAIN_OK;
-}
-
-/* Rank 0, after the first step of a launch that followed an unplanned
- * end: how much the failure cost.  The launch before is known from its
- * heartbeats: the first rank to go silent (about when it failed), the
- * last (about when the job ended) and the furthest step finished. */
-static void report_recovery(trainer_t *t)
-{
-    const watchdog_leftover_t *b = t->before;
-    if (t->rank != 0 || !b || b->ranks == 0)
-        return;
-    t->before = NULL;
-    double wall = wall_s(), mono = now_s();
-    double started = wall - (mono - t->started); /* this launch's start, wall clock */
-    double detect = b->last_silent - b->first_silent;
-    double relaunch = started - b->last_silent;
-    double train = mono - t->started - t->load_seconds;
-    double total = wall - b->first_silent;
-    int64_t redone = b->step_done > t->resumed_step ? b->step_done - t->resumed_step : 0;
-    printf("recovery: the launch before ended unplanned after step %lld: rank %d (host %s, pid "
-           "%d) went silent first; resumed from step %lld: %lld step%s redone; %.1f s "
-           "from the failure to training again (until the job ended %.1f s, relaunch %.1f s, "
-           "load %.3f s, start-up and first step %.1f s)\n",
-           (long long)b->step_done, b->first_rank, b->first_host, b->first_pid,
-           (long long)t->resumed_step, (long long)redone, redone == 1 ? "" : "s", total, detect,
-           relaunch, t->load_seconds, train);
-    char extra[REPORT_MAX * 2];
-    snprintf(extra, sizeof extra, "\"failed_after_step\":%lld,\"first_silent_rank\":%d,"
-             "\"first_silent_host\":\"%s\",\"resumed_step\":%lld,\"steps_redone\":%lld,"
-             "\"seconds\":%.3f,\"until_end_s\":%.3f,\"relaunch_s\":%.3f,\"load_s\":%.4f,"
-             "\"first_step_s\":%.3f", (long long)b->step_done, b->first_rank, b->first_host,
-             (long long)t->resumed_step, (long long)redone, total, detect, relaunch,
-             t->load_seconds, train);
-    metrics_event(&t->metrics, "recovery", t->step, t->size, extra);
-    fflush(stdout);
-}
-
-/* Test aid (--fault KIND@STEP[:RANK]): fail as a real fault would. */
-static void inject_fault(const trainer_t *t)
-{
-    const config_t *cfg = t->cfg;
-    if (!cfg->fault_signal || t->step != cfg->fault_step ||
-        (cfg->fault_rank >= 0 && cfg->fault_rank != t->rank))
-        return;
-    fprintf(stderr, "ftrain: rank %d: --fault: raising signal %d after step %lld\n", t->rank,
-            cfg->fault_signal, (long long)t->step);
-    fflush(NULL);
-    signal(cfg->fault_signal, SIG_DFL);
-    raise(cfg->fault_signal);
 }
 
 /* Test aid (--step-delay-ms): a signal cuts the sleep short, as it should. */
@@ -708,8 +716,8 @@ static int train_step(trainer_t *t, train_result_t *res, char *err, size_t cap)
     if (t->async.in_flight && control.ctl[CTL_ASYNC_BUSY] == 0)
         commit_async_save(t, res); /* every rank's writer is done: commit */
     log_progress(t, &plan, &sums);
-    report_recovery(t);
-    inject_fault(t);
+    train_report_recovery(t);
+    train_inject_fault(t);
     if (control.ctl[CTL_STOP] > 0) {
         /* A stop skips the epoch's evaluation (it would delay the save);
          * the checkpoint records it as pending and the resume runs it. */

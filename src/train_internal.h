@@ -13,6 +13,7 @@
 #include "ftrain/comm.h"
 #include "ftrain/config.h"
 #include "ftrain/data.h"
+#include "ftrain/local_tier.h"
 #include "ftrain/metrics.h"
 #include "ftrain/model.h"
 #include "ftrain/optim.h"
@@ -95,6 +96,11 @@ typedef struct {
     const watchdog_leftover_t *before;
     int64_t resumed_step;      /* the step training began at, 0 for a fresh run */
     double load_seconds;       /* the resume's load, 0 for a fresh run */
+    /* The node-local tier (--ckpt-local). */
+    int tier_on;
+    tier_t tier;
+    int64_t local_saves;       /* local checkpoints of this process */
+    double last_local_time;    /* when the last one ended */
     /* Checkpoints. */
     int young_daly_told;       /* the interval line was printed */
     double last_save_time;
@@ -131,6 +137,16 @@ static inline double now_s(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
+
+/* train_recovery.c */
+
+/** Rank 0, once: the Young/Daly interval for a save that cost cost_s. */
+void train_tell_young_daly(trainer_t *t, int64_t step, double cost_s);
+/** Rank 0, after a launch's first step: the recovery line, when the launch
+ *  before ended unplanned (t->before). */
+void train_report_recovery(trainer_t *t);
+/** --fault: raise the fault when this rank has done its step. */
+void train_inject_fault(const trainer_t *t);
 
 /* train_setup.c */
 

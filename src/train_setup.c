@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ftrain/ckpt.h"
+#include "ftrain/ckpt_local.h"
 #include "ftrain/util.h"
 
 /* ---- the run directory --------------------------------------------------- */
@@ -261,6 +262,24 @@ static void describe_state(trainer_t *t)
     st->init = t->cfg->init; /* a resume replaces it with the checkpoint's */
 }
 
+/* Rank 0: where the node-local tier keeps what, or that it cannot survive
+ * the loss of the only node. */
+static void announce_tier(const trainer_t *t)
+{
+    const tier_t *tr = &t->tier;
+    if (t->rank != 0 || t->cfg->quiet)
+        return;
+    if (tr->nnodes < 2)
+        printf("local tier: %s on one node (%s): no partner copies, so a local checkpoint "
+               "does not survive the loss of this node; keeps %d\n", t->cfg->ckpt_local,
+               tr->hosts[0], tr->keep);
+    else
+        printf("local tier: %s on %d nodes, each rank's shard copied to a rank of the next "
+               "node (%s -> %s -> ...); keeps %d per node\n", t->cfg->ckpt_local, tr->nnodes,
+               tr->hosts[0], tr->hosts[1], tr->keep);
+    fflush(stdout);
+}
+
 int trainer_open(trainer_t *t, const config_t *cfg, const world_t *world, comm_t *comm,
                  gpu_ctx_t *gpu, char *err, size_t cap)
 {
@@ -282,6 +301,12 @@ int trainer_open(trainer_t *t, const config_t *cfg, const world_t *world, comm_t
         return TRAIN_EFAIL;
     }
     describe_state(t);
+    if (cfg->ckpt_local[0]) {
+        if (tier_open(&t->tier, cfg, t->comm, t->world->host, err, cap) != TIER_OK)
+            return TRAIN_EFAIL;
+        t->tier_on = 1;
+        announce_tier(t);
+    }
     if (cfg->ckpt_async) {
         /* On a GPU the snapshot is page-locked: the device state is
          * downloaded straight into it at each save. */
@@ -292,25 +317,34 @@ int trainer_open(trainer_t *t, const config_t *cfg, const world_t *world, comm_t
     return TRAIN_OK;
 }
 
-/* Rank 0: the resume line and event. */
-static void report_resume(trainer_t *t, const char *from, int saved_world, double seconds)
+/* Rank 0: the resume line and event.  pick: a node-local checkpoint's
+ * plan (which node read which shards), else NULL. */
+static void report_resume(trainer_t *t, const char *from, const tier_pick_t *pick,
+                          int saved_world, double seconds)
 {
     const state_t *st = &t->state;
-    printf("resume: from %s step %lld (epoch %lld, cursor %lld), world %d -> %d, loaded in "
-           "%.3f s\n", from, (long long)st->step, (long long)st->epoch, (long long)st->cursor,
-           saved_world, t->size, seconds);
+    char where[sizeof pick->where + 64] = "";
+    if (pick)
+        snprintf(where, sizeof where, "the node-local tier (%s) ", pick->where);
+    printf("resume: from %s%s step %lld (epoch %lld, cursor %lld), world %d -> %d, loaded in "
+           "%.3f s\n", where, pick ? util_base_name(from) : from, (long long)st->step,
+           (long long)st->epoch, (long long)st->cursor, saved_world, t->size, seconds);
     char extra[STATE_PATH_MAX + REPORT_MAX];
-    snprintf(extra, sizeof extra, "\"from_world\":%d,\"from\":\"%s\"", saved_world,
-             util_base_name(from));
+    snprintf(extra, sizeof extra, "\"from_world\":%d,\"from\":\"%s\",\"tier\":\"%s\"",
+             saved_world, util_base_name(from), pick ? "local" : "shared");
     metrics_event(&t->metrics, "resume", st->step, t->size, extra);
 }
 
-/* Collective: load the checkpoint `from` and continue at its step. */
-static int load_checkpoint(trainer_t *t, const char *from, char *err, size_t cap)
+/* Collective: load the checkpoint `from` (a node-local one with its plan
+ * when pick is not NULL) and continue at its step. */
+static int load_checkpoint(trainer_t *t, const char *from, const tier_pick_t *pick, char *err,
+                           size_t cap)
 {
     double t0 = now_s();
     int saved_world = 0;
-    int rc = state_load(&t->state, t->comm, from, &saved_world, err, cap);
+    int rc = pick ? state_load_planned(&t->state, t->comm, pick->dir, pick->holder,
+                                       pick->nshards, &saved_world, err, cap)
+                  : state_load(&t->state, t->comm, from, &saved_world, err, cap);
     if (rc != STATE_OK)
         return rc == STATE_EMISMATCH ? TRAIN_EMISMATCH : TRAIN_EFAIL;
     rc = t->gpu ? gpu_mirror_upload(t->gpu, err, cap) : TRAIN_OK;
@@ -341,8 +375,39 @@ static int load_checkpoint(trainer_t *t, const char *from, char *err, size_t cap
     t->resumed_step = step;
     t->load_seconds = now_s() - t0;
     if (t->rank == 0)
-        report_resume(t, from, saved_world, t->load_seconds);
+        report_resume(t, from, pick, saved_world, t->load_seconds);
     return TRAIN_OK;
+}
+
+/* Collective: a node-local checkpoint newer than the shared tier's `from`
+ * ("" for none), if the nodes now running hold one between them; loaded.
+ * @return TRAIN_OK when loaded, TIER_NONE when there is none or it could
+ * not be read (the shared tier is used: said why), or TRAIN_EMISMATCH. */
+static int resume_local(trainer_t *t, const char *from, char *err, size_t cap)
+{
+    uint64_t shared = 0;
+    int64_t newer_than = -1;
+    if (from[0] && ckpt_parse_dirname(util_base_name(from), 0, &shared))
+        newer_than = (int64_t)shared;
+    tier_pick_t pick;
+    int rc = tier_pick(&t->tier, t->comm, newer_than, &pick, err, cap);
+    if (rc != TIER_OK) {
+        if (rc == TIER_EFAIL && t->rank == 0)
+            fprintf(stderr, "ftrain: resume: the node-local tier cannot be used (%s); using "
+                    "the shared tier\n", err);
+        err[0] = '\0';
+        return TIER_NONE;
+    }
+    rc = load_checkpoint(t, pick.dir, &pick, err, cap);
+    if (rc == TRAIN_EFAIL && t->rank == 0)
+        fprintf(stderr, "ftrain: resume: the node-local checkpoint of step %lld could not be "
+                "read (%s); using the shared tier\n", (long long)pick.step, err);
+    tier_pick_free(&t->tier, &pick);
+    if (rc == TRAIN_EFAIL) {
+        err[0] = '\0';
+        return TIER_NONE;
+    }
+    return rc;
 }
 
 int trainer_resume(trainer_t *t, char *err, size_t cap)
@@ -352,16 +417,34 @@ int trainer_resume(trainer_t *t, char *err, size_t cap)
         return TRAIN_OK;
     char from[STATE_PATH_MAX] = "";
     int rc = state_resolve(cfg, t->comm, t->ckpt_root, from, sizeof from, err, cap);
-    if (rc == STATE_FRESH) /* nothing to resume from */
-        return TRAIN_OK;
-    if (rc != STATE_OK)
+    if (rc != STATE_OK && rc != STATE_FRESH)
         return TRAIN_EFAIL;
-    return load_checkpoint(t, from, err, cap);
+    if (rc == STATE_FRESH)
+        from[0] = '\0';
+    /* The fastest complete tier: a newer node-local checkpoint first, for
+     * --resume auto only (a named checkpoint is what the user asked for). */
+    rc = TIER_NONE;
+    if (t->tier_on && strcmp(cfg->resume, "auto") == 0)
+        rc = resume_local(t, from, err, cap);
+    if (rc == TIER_NONE)
+        rc = from[0] ? load_checkpoint(t, from, NULL, err, cap) : TRAIN_OK;
+    /* Local checkpoints newer than where training goes on are of another
+     * history now: each node drops them, so that its saves of those steps
+     * are not refused. */
+    if (rc == TRAIN_OK && t->tier_on && t->tier.leader) {
+        int dropped = 0;
+        if (ckpt_local_drop_after(t->tier.root, (uint64_t)t->step, &dropped) != CKPT_OK)
+            fprintf(stderr, "ftrain: warning: local tier %s: cannot drop the checkpoints after "
+                    "step %lld: %s\n", t->tier.root, (long long)t->step, ckpt_last_error());
+    }
+    return rc;
 }
 
 void trainer_close(trainer_t *t)
 {
     async_save_free(&t->async); /* a failure path: never commit, just stop the writer */
+    if (t->tier_on)
+        tier_close(&t->tier);
     gpu_mirror_close(t->gpu);   /* before the host arrays it page-locked go */
     data_free(&t->train);
     data_free(&t->test);

@@ -12,7 +12,7 @@ BUILD=${BUILD:-build}
 C=$BUILD/ckptctl
 MK=$BUILD/tests/tools/ckpt_mkfixture
 DOCS=$(dirname "$0")/../docs/ckptctl.md
-COMMANDS="list inspect verify diff export import prune help"
+COMMANDS="list inspect verify diff export import prune flush help"
 
 if [ ! -x "$C" ] || [ ! -x "$MK" ]; then
     echo "1..0 # SKIP $C or $MK not built"

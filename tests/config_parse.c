@@ -284,6 +284,20 @@ static void test_valid_values(void)
        "--trace-samples runs/x/trace");
     ok(parse_one(&cfg, "quiet", NULL) == CONFIG_RUN && cfg.quiet == 1, "--quiet");
     ok(parse_one(&cfg, "mtbf", "2.5") == CONFIG_RUN && cfg.mtbf_hours == 2.5, "--mtbf 2.5");
+    ok(parse_one(&cfg, "ckpt-local", "/dev/shm/x/%n") == CONFIG_RUN &&
+           strcmp(cfg.ckpt_local, "/dev/shm/x/%n") == 0,
+       "--ckpt-local /dev/shm/x/%%n");
+    ok(parse_one(&cfg, "ckpt-local-every", "4") == CONFIG_RUN && cfg.ckpt_local_every == 4,
+       "--ckpt-local-every 4");
+    ok(parse_one(&cfg, "ckpt-local-interval", "30") == CONFIG_RUN &&
+           cfg.ckpt_local_interval == 30,
+       "--ckpt-local-interval 30");
+    ok(parse_one(&cfg, "ckpt-local-keep", "1") == CONFIG_RUN && cfg.ckpt_local_keep == 1,
+       "--ckpt-local-keep 1");
+    ok(parse_one(&cfg, "ckpt-local-level", "3") == CONFIG_RUN && cfg.ckpt_local_level == 3,
+       "--ckpt-local-level 3");
+    ok(parse_one(&cfg, "ckpt-flush-every", "5") == CONFIG_RUN && cfg.ckpt_flush_every == 5,
+       "--ckpt-flush-every 5");
     ok(parse_one(&cfg, "fault", "kill@12") == CONFIG_RUN && strcmp(cfg.fault, "kill@12") == 0,
        "--fault kill@12");
 
@@ -531,6 +545,7 @@ static void test_messages(void)
         {"--grace", "0", "--grace: expected seconds > 0, got '0'"},
         {"--hang-timeout", "-1", "--hang-timeout: expected seconds >= 0, got '-1'"},
         {"--mtbf", "0", "--mtbf: expected hours > 0, got '0'"},
+        {"--ckpt-local-keep", "3", "--ckpt-local-keep: expected a whole number in [1, 2], got '3'"},
         {"--fault", "", "--fault: expected KIND@STEP[:RANK]"},
         {"--ckpt-interval", "2e9",
          "--ckpt-interval: expected seconds in (0, 1000000000], got '2e9'"},
@@ -686,7 +701,7 @@ static void test_conflicts(void)
         {"--resume auto without --run-dir", {"--resume", "auto"}, "--resume auto needs --run-dir"},
         {"--resume STEPDIR without --run-dir", {"--resume", "/x/ckpt/step-00000001"}, NULL},
         {"--ckpt-async without a save trigger", {"--run-dir", "r", "--ckpt-async"},
-         "--ckpt-async needs --ckpt-every or --ckpt-interval"},
+         "--ckpt-async needs --ckpt-every, --ckpt-interval or --ckpt-flush-every"},
         {"checkpoint options with --run-dir",
          {"--run-dir", "r", "--ckpt-async", "--ckpt-every", "5", "--ckpt-buffered",
           "--ckpt-no-adapt"},
@@ -694,6 +709,20 @@ static void test_conflicts(void)
         {"--data-dir with --data line", {"--data", "line", "--data-dir", "/x"},
          "--data-dir applies to --data fashion-mnist only"},
         {"--data-dir with --data fashion-mnist", {"--data-dir", "/x"}, NULL},
+        {"--ckpt-local without --run-dir", {"--ckpt-local", "/l", "--ckpt-local-every", "2"},
+         "--ckpt-local needs --run-dir (the shared tier stays the source of truth)"},
+        {"--ckpt-local without a frequency", {"--run-dir", "r", "--ckpt-local", "/l"},
+         "--ckpt-local needs --ckpt-local-every or --ckpt-local-interval"},
+        {"--ckpt-local-every without --ckpt-local", {"--run-dir", "r", "--ckpt-local-every", "2"},
+         "--ckpt-local-every, --ckpt-local-interval, --ckpt-local-keep, --ckpt-local-level and "
+         "--ckpt-flush-every need --ckpt-local"},
+        {"--ckpt-flush-every without --ckpt-local", {"--run-dir", "r", "--ckpt-flush-every", "2"},
+         "--ckpt-local-every, --ckpt-local-interval, --ckpt-local-keep, --ckpt-local-level and "
+         "--ckpt-flush-every need --ckpt-local"},
+        {"the local tier with its options",
+         {"--run-dir", "r", "--ckpt-local", "/l/%n", "--ckpt-local-every", "2",
+          "--ckpt-flush-every", "3", "--ckpt-async"},
+         NULL},
     };
     config_t cfg;
     config_given_t given;

@@ -15,6 +15,11 @@
 #      relaunch, the same failure, and the job gives up with a clear message.
 #   e. a planned stop (USR1 to the batch shell) still checkpoints, requeues
 #      (Restarts 1) and finishes bit-exactly.
+#   f. the node-local tier (a local checkpoint every 4 steps, the shared
+#      tier every 40): a node marked DOWN and its local directory deleted
+#      -> relaunch on the 2 nodes left -> restored from the local tier (the
+#      lost node's shards from their partner copies) -> finishes bit-exactly;
+#      the local tier is removed at the end of the job.
 #
 # Needs root and the SLURM packages (it skips without them), and takes the
 # same lock as the other SLURM tests: one test cluster per machine.
@@ -87,7 +92,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
-echo "1..18"
+echo "1..21"
 "$here/slurm/lab-up.sh" >"$W/lab-up.log" 2>&1 9>&-
 ok $? "test cluster is up" || { why "$(tail -n 5 "$W/lab-up.log")"; echo "Bail out! no cluster"; exit 1; }
 # shellcheck disable=SC1091
@@ -227,4 +232,27 @@ else
 	ok 1 "  the requeued job completed"
 	ok 1 "  no relaunch"
 fi
+# ---- f. a node lost, restored from the node-local tier -------------------------------------
+export FTRAIN_LOCAL_ROOT=$W/local-f
+FTRAIN_ARGS="$RUN --step-delay-ms 150 --ckpt-every 40 --ckpt-local-every 4" submit local 3
+if v=$(rank1 22) && [ -n "$v" ]; then
+	node=${v#* }
+	downed="$downed $node"
+	scontrol update nodename="$node" state=down reason=ftrain-test
+	rm -rf "$FTRAIN_LOCAL_ROOT/$node"
+	finished_exactly "node $node DOWN, its local directory gone"
+	line=$(grep '^resume:' "$out" | head -n 1)
+	printf '%s\n' "$line" | grep -Eq '^resume: from the node-local tier \(shards [0-9,-]+ read on n[0-9]+(; shards [0-9,-]+ read on n[0-9]+)*\) step-0*(20|24) step (20|24) .*world 3 -> 2'
+	ok $? "  restored from the local tier's newest step (20 or 24; the shared tier has none), 3 -> 2 ranks" ||
+		why "${line:-no resume line}" "$(grep -E 'local|train\.sbatch' "$out" | tail -n 8)"
+	ok "$([ ! -e "$FTRAIN_LOCAL_ROOT" ]; echo $?)" "  the node-local tier is removed at the end of the job" ||
+		why "$(ls -R "$FTRAIN_LOCAL_ROOT" | head)"
+	scontrol update nodename="$node" state=resume 2>/dev/null
+	downed=""
+else
+	ok 1 "local tier: the job did not train: $(tail -n 5 "$out" 2>/dev/null)"
+	ok 1 "  restored from the local tier"
+	ok 1 "  removed at the end"
+fi
+unset FTRAIN_LOCAL_ROOT
 [ "$failed" = 0 ]

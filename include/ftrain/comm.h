@@ -49,6 +49,13 @@ int comm_allgather(comm_t *comm, const void *send, void *recv, size_t bytes);
  *  recv+displs[r] (already in place in recv); afterwards every rank has all. */
 int comm_allgatherv_inplace(comm_t *comm, void *recv, const uint64_t *counts,
                             const uint64_t *displs);
+/** Point to point over host memory (MPI, whichever backend): this rank
+ *  sends sbytes of send to rank dest (-1: sends nothing) while it receives
+ *  rbytes[i] bytes from each of the nsrc ranks srcs[i] into recv[i].  Every
+ *  rank of a pattern calls it once; a sender's sbytes must equal what its
+ *  receiver expects.  Any size (chunked).  @return COMM_OK or an error. */
+int comm_exchange(comm_t *comm, const void *send, uint64_t sbytes, int dest, int nsrc,
+                  const int *srcs, void *const *recv, const uint64_t *rbytes);
 /** Agreement on success: every rank passes its local rc (0 = fine).
  *  @return 0 on every rank when all passed 0, else 1 on every rank (or the
  *  collective's own error). */

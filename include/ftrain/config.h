@@ -64,6 +64,12 @@ typedef struct {
     int ckpt_threads;      /* compression threads per rank, 0: cores/ranks */
     int ckpt_buffered;     /* 1: shards through the page cache, not O_DIRECT */
     int ckpt_no_adapt;     /* 1: never store frames to keep up with the disk */
+    char ckpt_local[CONFIG_PATH_MAX]; /* node-local tier root ("%n": node), "" off */
+    int64_t ckpt_local_every;  /* local checkpoint every N steps, 0 off */
+    double ckpt_local_interval;/* ...or when SEC passed since the last, 0 off */
+    int ckpt_local_keep;   /* local checkpoints a node keeps (1 or 2) */
+    int ckpt_local_level;  /* zstd level of local shards (0: stored) */
+    int64_t ckpt_flush_every; /* every K-th local checkpoint also to the shared tier */
     /* signals and logging */
     int stop_signal;       /* SIGUSR1 by default */
     double grace;          /* seconds a stop may take before we warn */

@@ -94,6 +94,20 @@ int state_snapshot_commit(state_snapshot_t *snap, comm_t *comm, const char *root
 /** Release; accepts NULL. */
 void state_snapshot_free(state_snapshot_t *snap);
 
+/** What the node-local tier needs of a written snapshot (its own commit). */
+typedef struct {
+    uint64_t step;
+    const ckpt_tensor_t *tensors;
+    size_t ntensors;
+    const char *record;
+    const ckpt_opts_t *opts;
+    ckpt_shard_info_t info;   /* this rank's shard, once written */
+} state_local_view_t;
+/** Fill view from snap.  @return STATE_OK when this rank's shard was
+ *  written, else STATE_EFAIL (state_snapshot_error says why). */
+int state_snapshot_local(const state_snapshot_t *snap, state_local_view_t *view);
+const char *state_snapshot_error(const state_snapshot_t *snap);
+
 /** Collective save of st into root (DIR/ckpt): take + write + commit.  out
  *  gets the step dir.
  *  @return STATE_OK or STATE_EFAIL with err set (same on every rank). */
@@ -114,5 +128,11 @@ int state_resolve(const config_t *cfg, comm_t *comm, const char *root,
  *  STATE_EFAIL; the same on every rank. */
 int state_load(state_t *st, comm_t *comm, const char *dir, int *saved_world,
                char *err, size_t cap);
+/** state_load with a plan: saved shard s (of nholder) is read by rank
+ *  holder[s] from dir, which may differ from rank to rank (each node's own
+ *  copy of a node-local step directory holding only some shards), and
+ *  broadcast from there.  @return as state_load. */
+int state_load_planned(state_t *st, comm_t *comm, const char *dir, const int *holder,
+                       int nholder, int *saved_world, char *err, size_t cap);
 
 #endif

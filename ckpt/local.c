@@ -1,0 +1,875 @@
+/*
+ * local.c - the node-local checkpoint tier (include/ftrain/ckpt_local.h,
+ * docs/checkpoint-format.md "The node-local tier"): partner copies put into
+ * a node's temp dir, a node's step sealed by one rename, the steps a node
+ * holds listed and verified, and one step flushed from several node roots
+ * into the shared tier as a complete checkpoint.
+ *
+ * A node-local root has the layout, manifest and shard formats of any root;
+ * a step directory holds the whole checkpoint's manifest but only some of
+ * its shard files.  The save's own steps (root, temp dir, strays, manifest,
+ * LATEST) are commit.c's, shared through commit.h.
+ *
+ * INVARIANTS (beside I1-I10 of commit.c, read.c and root.c, which hold here
+ * with "every shard" read as "every shard present")
+ *   L1. A node's step-<N>/ appears only by rename of its .tmp-step-<N>/
+ *       after every shard file in it was checked against the infos (size,
+ *       header, footer, seek table) and manifest.json was written and
+ *       fsync'd.  THE COMMIT POINT of a node is that rename (or the
+ *       exchange that replaces a stale step-<N>), made durable by the fsync
+ *       of the root that follows.
+ *   L2. A partner copy is hashed before a byte of it is written: a copy
+ *       whose XXH64 is not the writer's never reaches the disk.
+ *   L3. The manifest in a local step directory is the whole checkpoint's:
+ *       every shard present is checked alone against it; a shard absent is
+ *       not an error on a node, only in a flush that no root can fill.
+ *   L4. A flush writes nothing in the destination before every shard is
+ *       known to be held by some root; it copies into a temp dir of its
+ *       own, hashing each copy against the manifest (a bad copy is dropped
+ *       for the next root's), verifies the whole, and commits with a rename
+ *       that never replaces an existing step-<N> (I3).
+ *
+ * STATE DIAGRAM (one node, step N)
+ *
+ *   (none) --ckpt_shard_write (own shards) / ckpt_shard_put (partner
+ *            copies, hashed first): .tmp-step-N/shard-<i>.ftsh, fsync'd -->
+ *   [SHARDS WRITTEN]
+ *      --ckpt_local_seal: check each file, remove strays, write+fsync
+ *        manifest.json; any failure --> (none) (the temp dir is removed)
+ *   [MANIFEST WRITTEN, still invisible]
+ *      --ckpt_local_seal: rename .tmp-step-N -> step-N (or exchange with a
+ *        stale step-N, then remove it), fsync root -->
+ *   [SEALED]   (the node's commit point)
+ *      --ckpt_local_seal: ckpt_prune keeps the newest `keep` -->
+ *      --ckpt_local_drop_after / prune: rename to .tmp-step-N, remove --> (none)
+ *
+ *   ckpt_local_flush (node roots -> shared root, step N):
+ *     check every shard held --> mkdtemp .flush-step-N-XXXXXX --> copy+hash
+ *     each shard, fsync --> manifest --> ckpt_open+ckpt_verify --> rename
+ *     to step-N (NOREPLACE; the commit point) --> fsync root --> LATEST
+ */
+#include "ftrain/ckpt_local.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "commit.h"
+#include "layout.h"
+#include "manifest.h"
+#include "shard.h"
+#include "util.h"
+
+/* A partner copy's temp name beside its final one: not a shard name, so
+ * seal removes it as a stray if a crash left it. */
+#define PUT_TMP_SUFFIX ".tmp"
+/* A flush's staging directory under the destination root. */
+#define FLUSH_TMP_PREFIX ".flush-"
+#define FLUSH_TMP_TEMPLATE "-XXXXXX"
+/* How many shards a flush's incompleteness message names. */
+#define NAMED_SHARDS_MAX 8
+
+/* ---- a local step directory, opened once ------------------------------ */
+
+/* One step directory of a node-local root: its descriptor (every file is
+ * opened relative to it, I10) and its manifest, validated. */
+typedef struct {
+    char path[CKPT_PATH_MAX];
+    int dirfd;
+    ckpt_manifest_t manifest;
+} local_dir_t;
+
+static void local_dir_close(local_dir_t *dir)
+{
+    if (dir->dirfd >= 0)
+        close(dir->dirfd);
+    dir->dirfd = -1;
+    ckpt_manifest_free(&dir->manifest);
+}
+
+/* Open the step directory path and read its manifest as untrusted input,
+ * as ckpt_open does: a canonical step-<N> is never followed when it is a
+ * link, and must hold step N.  @return CKPT_OK, CKPT_ENOTFOUND, CKPT_EINCOMPLETE
+ * (no manifest), CKPT_EFORMAT, CKPT_ECORRUPT, CKPT_EVERSION, CKPT_EINVAL,
+ * CKPT_ENOMEM or CKPT_EIO.  Close with local_dir_close, also on failure. */
+static int local_dir_open(local_dir_t *dir, const char *path)
+{
+    char name_buf[CKPT_PATH_MAX], mpath[CKPT_PATH_MAX], *text = NULL;
+    const char *name;
+    uint64_t named_step = 0;
+    size_t len;
+    int rc, is_step;
+
+    memset(dir, 0, sizeof *dir);
+    dir->dirfd = -1;
+    if (strlen(path) >= sizeof dir->path)
+        return ckpt_seterr(CKPT_EINVAL, "%.*s...: path too long",
+                           CKPT_MSG_PATH_MAX, path);
+    strcpy(dir->path, path);
+    name = ckpt_base_name(path, name_buf, sizeof name_buf);
+    is_step = ckpt_parse_dirname(name, 0, &named_step);
+    dir->dirfd = open(name_buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+                                    (is_step ? O_NOFOLLOW : 0));
+    if (dir->dirfd < 0) {
+        int err = errno;
+        struct stat st;
+        if ((err == ELOOP || err == ENOTDIR) && lstat(name_buf, &st) == 0 &&
+            !S_ISDIR(st.st_mode))
+            return ckpt_seterr(CKPT_ECORRUPT, "%s: not a directory (a step-<N> "
+                               "that is a link is not followed)", path);
+        if (err == ENOENT || err == ENOTDIR)
+            return ckpt_seterr(CKPT_ENOTFOUND, "%s: no such step directory", path);
+        return ckpt_seterr(CKPT_EIO, "%s: cannot open: %s", path, strerror(err));
+    }
+    if ((rc = ckpt_path_join(mpath, sizeof mpath, path, CKPT_MANIFEST_NAME)))
+        return rc;
+    rc = ckpt_read_small_file_at(dir->dirfd, CKPT_MANIFEST_NAME, mpath,
+                                 CKPT_MANIFEST_MAX, &text, &len);
+    if (rc == CKPT_ENOTFOUND)
+        return ckpt_seterr(CKPT_EINCOMPLETE, "%s: no manifest.json (not sealed)",
+                           path);
+    if (rc != CKPT_OK)
+        return rc;
+    rc = ckpt_manifest_parse(text, len, mpath, &dir->manifest);
+    free(text);
+    if (rc == CKPT_OK && is_step && named_step != dir->manifest.step)
+        rc = ckpt_seterr(CKPT_EFORMAT, "%s: step is %llu but the directory is %s",
+                         mpath, (unsigned long long)dir->manifest.step, name);
+    return rc;
+}
+
+/* Is shard index held here: a regular file (not followed) of the size the
+ * manifest gives?  (Not read: scan's and a flush's notion of "holds".) */
+static int shard_held(int dirfd, int index, const ckpt_shard_info_t *info)
+{
+    char name[CKPT_FILE_NAME_MAX];
+    struct stat st;
+    ckpt_shard_name(index, name, sizeof name);
+    return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+           S_ISREG(st.st_mode) && (uint64_t)st.st_size == info->file_bytes;
+}
+
+/* Is there no entry at all named as shard index (ENOENT)? */
+static int shard_absent(int dirfd, int index)
+{
+    char name[CKPT_FILE_NAME_MAX];
+    struct stat st;
+    ckpt_shard_name(index, name, sizeof name);
+    return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT;
+}
+
+/* Open shard index of the directory dirfd (path, for messages) as a reader
+ * checked against info: size, header, footer and seek table.  With verify,
+ * also every byte and the file's checksum. */
+static int check_shard(int dirfd, const char *dir, int index,
+                       const ckpt_shard_info_t *info, int verify)
+{
+    char name[CKPT_FILE_NAME_MAX], path[CKPT_PATH_MAX];
+    ckpt_shard_reader_t reader;
+    int rc;
+    ckpt_shard_name(index, name, sizeof name);
+    if ((rc = ckpt_path_join(path, sizeof path, dir, name)) != CKPT_OK)
+        return rc;
+    rc = ckpt_shard_reader_open(&reader, dirfd, name, path, info);
+    if (rc == CKPT_OK && verify)
+        rc = ckpt_shard_verify(&reader, info);
+    ckpt_shard_reader_close(&reader);
+    return rc;
+}
+
+/* ---- putting a partner copy ------------------------------------------- */
+
+int ckpt_shard_put(const char *root, uint64_t step, int index, const void *data,
+                   uint64_t len, uint64_t xxh64)
+{
+    char name[CKPT_FILE_NAME_MAX], tmp_name[CKPT_FILE_NAME_MAX + sizeof PUT_TMP_SUFFIX],
+         tmpdir[CKPT_PATH_MAX];
+    int rc;
+
+    if (!root || !*root || !data || index < 0 || index >= CKPT_MAX_SHARDS)
+        return ckpt_seterr(CKPT_EINVAL, "shard_put: bad root, data or shard index %d",
+                           index);
+    if (step > INT64_MAX)
+        return ckpt_seterr(CKPT_EINVAL, "step %llu is too large",
+                           (unsigned long long)step);
+    if ((uint64_t)(size_t)len != len)
+        return ckpt_seterr(CKPT_EINVAL, "shard_put: %llu bytes do not fit in memory",
+                           (unsigned long long)len);
+    ckpt_shard_name(index, name, sizeof name);
+    /* L2: the copy is checked before anything is written. */
+    uint64_t sum = XXH64(data, (size_t)len, 0);
+    if (sum != xxh64)
+        return ckpt_seterr(CKPT_ECORRUPT, "partner copy of %s for step %llu: "
+                           "checksum %016llx, the writer's is %016llx (damaged "
+                           "in transfer?); not written", name,
+                           (unsigned long long)step, (unsigned long long)sum,
+                           (unsigned long long)xxh64);
+    if (len < CKPT_SHARD_HEADER_BYTES + CKPT_SHARD_FOOTER_BYTES)
+        return ckpt_seterr(CKPT_ECORRUPT, "partner copy of %s for step %llu: %llu "
+                           "bytes, too short for a shard file; not written", name,
+                           (unsigned long long)step, (unsigned long long)len);
+    if ((rc = ckpt_make_root(root, 1)) != CKPT_OK)
+        return rc;
+    ckpt_tmp_dirname(step, tmp_name, sizeof tmp_name);
+    if ((rc = ckpt_path_join(tmpdir, sizeof tmpdir, root, tmp_name)) != CKPT_OK ||
+        (rc = ckpt_make_real_dir(tmpdir)) != CKPT_OK)
+        return rc;
+    snprintf(tmp_name, sizeof tmp_name, "%s" PUT_TMP_SUFFIX, name);
+    /* Temp name, fsync, rename, fsync the temp dir; the temp file is
+     * removed on failure (a full disk). */
+    rc = ckpt_write_file_atomic(tmpdir, name, tmp_name, data, (size_t)len, 1);
+    if (rc == CKPT_OK)
+        rc = ckpt_fsync_dir(root); /* the temp dir's own name */
+    return rc;
+}
+
+/* ---- sealing a node's step -------------------------------------------- */
+
+/* The arguments of ckpt_local_seal; *total gets the flat space's size. */
+static int check_seal(const char *root, uint64_t step, const ckpt_tensor_t *tensors,
+                      size_t ntensors, const char *record_json,
+                      const ckpt_opts_t *opts, const ckpt_shard_info_t *infos,
+                      int nshards, int keep, uint64_t *total)
+{
+    ckpt_manifest_t probe;
+    char *text = NULL;
+    int rc;
+
+    if (!root || !*root || !infos || nshards < 1 || nshards > CKPT_MAX_SHARDS)
+        return ckpt_seterr(CKPT_EINVAL, "local_seal: bad root, infos or shard "
+                           "count %d", nshards);
+    if (keep < 1)
+        return ckpt_seterr(CKPT_EINVAL, "local_seal: keep %d is below 1", keep);
+    if (step > INT64_MAX)
+        return ckpt_seterr(CKPT_EINVAL, "step %llu is too large",
+                           (unsigned long long)step);
+    if ((rc = ckpt_check_opts(opts)) != CKPT_OK ||
+        (rc = ckpt_check_layout(tensors, ntensors, total)) != CKPT_OK)
+        return rc;
+    for (int i = 0; i < nshards; i++)
+        if ((rc = ckpt_check_slice(&infos[i], i, nshards, *total)) != CKPT_OK)
+            return rc;
+    memset(&probe, 0, sizeof probe);
+    probe.record = (char *)record_json; /* only read */
+    rc = ckpt_manifest_dump(&probe, &text);
+    free(text);
+    return rc;
+}
+
+/* Check every shard file in tmpdir that is one of the nshards against its
+ * info (L1); count them into *present. */
+static int check_present(const char *tmpdir, const ckpt_shard_info_t *infos,
+                         int nshards, int *present)
+{
+    int fd = open(tmpdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), rc = CKPT_OK;
+    *present = 0;
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return ckpt_seterr(CKPT_EINCOMPLETE, "%s: no such directory: no shard "
+                               "was written or put for this step", tmpdir);
+        return ckpt_seterr(CKPT_EIO, "%s: cannot open: %s", tmpdir, strerror(errno));
+    }
+    for (int i = 0; i < nshards && rc == CKPT_OK; i++) {
+        if (shard_absent(fd, i))
+            continue;
+        rc = check_shard(fd, tmpdir, i, &infos[i], 0);
+        if (rc == CKPT_OK)
+            (*present)++;
+    }
+    close(fd);
+    if (rc == CKPT_OK && *present == 0)
+        rc = ckpt_seterr(CKPT_EINCOMPLETE, "%s: no shard file of the %d", tmpdir,
+                         nshards);
+    return rc;
+}
+
+/* The node's commit point (L1): tmpdir becomes final, and the root is
+ * fsync'd (when do_fsync).  A final already there (a stale step from before
+ * a resume, or anything by that name) is exchanged with it atomically and
+ * removed from under the temp name once the exchange is durable; where the
+ * file system cannot exchange, it is removed first.  *committed says
+ * whether the rename happened (an fsync may still have failed). */
+static int publish(const char *root, const char *tmpdir, const char *final,
+                   int do_fsync, int *committed)
+{
+    int rc = ckpt_rename_noreplace_at(AT_FDCWD, tmpdir, AT_FDCWD, final), stale = 0;
+    *committed = 0;
+    if (rc == CKPT_EEXIST) {
+        if (renameat2(AT_FDCWD, tmpdir, AT_FDCWD, final, RENAME_EXCHANGE) == 0) {
+            stale = 1; /* now under the temp name, which no reader opens */
+            rc = CKPT_OK;
+        } else if (errno != EINVAL && errno != ENOSYS) {
+            return ckpt_seterr(CKPT_EIO, "exchange %s <-> %s: %s", tmpdir, final,
+                               strerror(errno));
+        } else if ((rc = ckpt_remove_tree(AT_FDCWD, final, final)) == CKPT_OK) {
+            rc = ckpt_rename_noreplace_at(AT_FDCWD, tmpdir, AT_FDCWD, final);
+        }
+    }
+    if (rc != CKPT_OK)
+        return rc;
+    *committed = 1;
+    if (do_fsync && (rc = ckpt_fsync_dir(root)) != CKPT_OK)
+        return ckpt_seterr(rc, "%s: fsync directory after sealing %s: %s", root, final,
+                           strerror(errno));
+    if (stale)
+        (void)ckpt_remove_tree(AT_FDCWD, tmpdir, tmpdir);
+    return CKPT_OK;
+}
+
+int ckpt_local_seal(const char *root, uint64_t step, const ckpt_tensor_t *tensors,
+                    size_t ntensors, const char *record_json, const ckpt_opts_t *opts,
+                    const ckpt_shard_info_t *infos, int nshards, int keep, int *present)
+{
+    char name[CKPT_FILE_NAME_MAX], tmp_name[CKPT_FILE_NAME_MAX], tmpdir[CKPT_PATH_MAX],
+         final[CKPT_PATH_MAX];
+    ckpt_opts_t defaults;
+    uint64_t total = 0;
+    int rc, held = 0, committed = 0;
+
+    if (present)
+        *present = 0;
+    if (!opts) {
+        ckpt_opts_default(&defaults);
+        opts = &defaults;
+    }
+    rc = check_seal(root, step, tensors, ntensors, record_json, opts, infos, nshards,
+                    keep, &total);
+    if (rc != CKPT_OK)
+        return rc;
+    ckpt_step_dirname(step, name, sizeof name);
+    ckpt_tmp_dirname(step, tmp_name, sizeof tmp_name);
+    if ((rc = ckpt_path_join(tmpdir, sizeof tmpdir, root, tmp_name)) != CKPT_OK ||
+        (rc = ckpt_path_join(final, sizeof final, root, name)) != CKPT_OK)
+        return rc;
+    /* [SHARDS WRITTEN] -> [MANIFEST WRITTEN] */
+    rc = check_present(tmpdir, infos, nshards, &held);
+    if (rc == CKPT_OK) {
+        ckpt_remove_strays(tmpdir, nshards);
+        rc = ckpt_write_manifest(tmpdir, step, tensors, ntensors, total, record_json,
+                                 opts, infos, nshards);
+    }
+    /* -> [SEALED]: the commit point */
+    if (rc == CKPT_OK)
+        rc = publish(root, tmpdir, final, opts->fsync, &committed);
+    if (!committed)
+        goto fail;
+    if (present)
+        *present = held;
+    if (rc != CKPT_OK) /* sealed, but perhaps not durable: never undone */
+        return rc;
+    rc = ckpt_prune(root, keep, name, NULL);
+    if (rc != CKPT_OK)
+        rc = ckpt_seterr(rc, "%s sealed, but pruning older steps failed: %s", final,
+                         ckpt_last_error());
+    return rc;
+fail: {
+    /* The node's save of this step failed: its temp dir is garbage (its
+     * message is kept over the removal's). */
+    char msg[CKPT_ERRMSG_MAX];
+    snprintf(msg, sizeof msg, "%s", ckpt_last_error());
+    (void)ckpt_remove_tree(AT_FDCWD, tmpdir, tmpdir);
+    return ckpt_seterr(rc, "%s", msg);
+}
+}
+
+/* ---- listing and verifying -------------------------------------------- */
+
+static int cmp_step_desc(const void *left, const void *right)
+{
+    const ckpt_local_step_t *one = left, *other = right;
+    return one->step < other->step ? 1 : one->step > other->step ? -1 : 0;
+}
+
+/* Describe the opened step directory dir into *out. */
+static int describe(const local_dir_t *dir, ckpt_local_step_t *out)
+{
+    const ckpt_manifest_t *manifest = &dir->manifest;
+    memset(out, 0, sizeof *out);
+    out->present = calloc((size_t)manifest->nshards, 1);
+    if (!out->present)
+        return ckpt_seterr(CKPT_ENOMEM, "out of memory");
+    out->step = manifest->step;
+    out->nshards = manifest->nshards;
+    out->total_bytes = manifest->total_bytes;
+    for (int i = 0; i < manifest->nshards; i++) {
+        if (!shard_held(dir->dirfd, i, &manifest->shards[i]))
+            continue;
+        out->present[i] = 1;
+        out->npresent++;
+        out->present_bytes += manifest->shards[i].file_bytes;
+    }
+    return CKPT_OK;
+}
+
+int ckpt_local_scan(const char *root, ckpt_local_step_t **out, size_t *count)
+{
+    DIR *dir;
+    struct dirent *entry;
+    ckpt_local_step_t *steps = NULL;
+    size_t nsteps = 0, cap = 0;
+    int rc = CKPT_OK;
+
+    if (!root || !out || !count)
+        return ckpt_seterr(CKPT_EINVAL, "local_scan: NULL argument");
+    *out = NULL;
+    *count = 0;
+    if (!(dir = opendir(root))) {
+        if (errno == ENOENT)
+            return CKPT_OK; /* no root yet: no step */
+        return ckpt_seterr(CKPT_EIO, "%s: cannot open: %s", root, strerror(errno));
+    }
+    while (rc == CKPT_OK && (errno = 0, entry = readdir(dir)) != NULL) {
+        char path[CKPT_PATH_MAX];
+        uint64_t step;
+        struct stat st;
+        local_dir_t step_dir;
+        if (!ckpt_parse_dirname(entry->d_name, 0, &step) ||
+            fstatat(dirfd(dir), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISDIR(st.st_mode) || /* a link is never followed (I8) */
+            ckpt_path_join(path, sizeof path, root, entry->d_name) != CKPT_OK)
+            continue;
+        int opened = local_dir_open(&step_dir, path);
+        if (opened == CKPT_ENOMEM)
+            rc = opened;
+        if (opened == CKPT_OK && nsteps == cap) {
+            ckpt_local_step_t *grown = ckpt_grow(steps, &cap, sizeof *steps, 16);
+            if (!grown)
+                rc = ckpt_seterr(CKPT_ENOMEM, "out of memory");
+            else
+                steps = grown;
+        }
+        if (opened == CKPT_OK && rc == CKPT_OK &&
+            (rc = describe(&step_dir, &steps[nsteps])) == CKPT_OK)
+            nsteps++;
+        local_dir_close(&step_dir);
+        /* Anything else that fails to open (no manifest, a bad one, gone
+         * meanwhile) is not a sealed step: left out. */
+    }
+    if (rc == CKPT_OK && errno != 0)
+        rc = ckpt_seterr(CKPT_EIO, "%s: readdir: %s", root, strerror(errno));
+    closedir(dir);
+    if (rc != CKPT_OK) {
+        ckpt_local_scan_free(steps, nsteps);
+        return rc;
+    }
+    if (nsteps > 1)
+        qsort(steps, nsteps, sizeof *steps, cmp_step_desc);
+    *out = steps;
+    *count = nsteps;
+    return CKPT_OK;
+}
+
+void ckpt_local_scan_free(ckpt_local_step_t *steps, size_t count)
+{
+    if (!steps)
+        return;
+    for (size_t i = 0; i < count; i++)
+        free(steps[i].present);
+    free(steps);
+}
+
+int ckpt_local_verify(const char *stepdir, int *missing)
+{
+    local_dir_t dir;
+    unsigned char *absent = NULL;
+    int rc, nabsent = 0;
+
+    if (missing)
+        *missing = 0;
+    if (!stepdir)
+        return ckpt_seterr(CKPT_EINVAL, "local_verify: NULL directory");
+    rc = local_dir_open(&dir, stepdir);
+    if (rc == CKPT_OK && !(absent = calloc((size_t)dir.manifest.nshards, 1)))
+        rc = ckpt_seterr(CKPT_ENOMEM, "out of memory");
+    if (rc == CKPT_OK) {
+        const ckpt_manifest_t *manifest = &dir.manifest;
+        for (int i = 0; i < manifest->nshards; i++)
+            nabsent += absent[i] = (unsigned char)shard_absent(dir.dirfd, i);
+        if (missing)
+            *missing = nabsent;
+        for (int i = 0; i < manifest->nshards && rc == CKPT_OK; i++)
+            if (!absent[i])
+                rc = check_shard(dir.dirfd, dir.path, i, &manifest->shards[i], 1);
+    }
+    free(absent);
+    local_dir_close(&dir);
+    return rc;
+}
+
+/* ---- flushing a step into the shared tier ----------------------------- */
+
+/* One flush: the node roots' step directories and the destination. */
+typedef struct {
+    const char *const *roots;
+    size_t nroots;
+    uint64_t step;
+    const char *root;             /* the destination (shared) root */
+    char name[CKPT_FILE_NAME_MAX];
+    local_dir_t *dirs;            /* per node root; dirfd < 0: holds nothing */
+    const local_dir_t *ref;       /* the first root holding the step */
+    unsigned char *buf;           /* CKPT_COPY_CHUNK bytes */
+    char tmp[CKPT_PATH_MAX];      /* the staging dir, once made */
+    int have_tmp;
+} flush_t;
+
+static int check_flush(const char *const *roots, size_t nroots, uint64_t step,
+                       const char *root, const char *out, size_t cap)
+{
+    if (!roots || nroots == 0 || !root || !*root || (out && cap == 0))
+        return ckpt_seterr(CKPT_EINVAL, "local_flush: no local roots, no "
+                           "destination, or no room for the path");
+    for (size_t r = 0; r < nroots; r++)
+        if (!roots[r] || !*roots[r])
+            return ckpt_seterr(CKPT_EINVAL, "local_flush: local root %zu is empty", r);
+    if (step > INT64_MAX)
+        return ckpt_seterr(CKPT_EINVAL, "step %llu is too large",
+                           (unsigned long long)step);
+    /* Room for "<root>/.flush-step-<N>-XXXXXX/<shard name>". */
+    if (strlen(root) + 3 * CKPT_FILE_NAME_MAX >= CKPT_PATH_MAX)
+        return ckpt_seterr(CKPT_EINVAL, "%.*s: path too long", CKPT_MSG_PATH_MAX,
+                           root);
+    return CKPT_OK;
+}
+
+/* Do two manifests describe the same checkpoint?  All but `created` and
+ * the informational options must agree (each node sealed its own copy). */
+static int same_checkpoint(const ckpt_manifest_t *one, const ckpt_manifest_t *other,
+                           int *same)
+{
+    ckpt_manifest_t probe = *other;
+    char *one_text = NULL, *other_text = NULL;
+    int rc;
+    probe.created = one->created;
+    probe.opts = one->opts;
+    probe.checksummed = one->checksummed;
+    rc = ckpt_manifest_dump(one, &one_text);
+    if (rc == CKPT_OK)
+        rc = ckpt_manifest_dump(&probe, &other_text);
+    *same = rc == CKPT_OK && strcmp(one_text, other_text) == 0;
+    free(one_text);
+    free(other_text);
+    return rc;
+}
+
+/* Open every node root's step directory; a root without the step (or
+ * without a valid manifest for it) holds nothing.  The manifests of those
+ * that hold it must agree (L3). */
+static int open_sources(flush_t *fl)
+{
+    char path[CKPT_PATH_MAX], why[CKPT_ERRMSG_MAX] = "";
+    int rc, same;
+    for (size_t r = 0; r < fl->nroots; r++) {
+        local_dir_t *dir = &fl->dirs[r];
+        if ((rc = ckpt_path_join(path, sizeof path, fl->roots[r], fl->name)))
+            return rc;
+        rc = local_dir_open(dir, path);
+        if (rc == CKPT_ENOMEM || rc == CKPT_EINVAL)
+            return rc;
+        if (rc != CKPT_OK) {
+            if (rc != CKPT_ENOTFOUND)
+                snprintf(why, sizeof why, " (%s)", ckpt_last_error());
+            local_dir_close(dir);
+            continue;
+        }
+        if (!fl->ref) {
+            fl->ref = dir;
+            continue;
+        }
+        if ((rc = same_checkpoint(&fl->ref->manifest, &dir->manifest, &same)))
+            return rc;
+        if (!same)
+            return ckpt_seterr(CKPT_ECORRUPT, "%s and %s are not the same "
+                               "checkpoint of step %llu (their manifests differ)",
+                               fl->ref->path, dir->path,
+                               (unsigned long long)fl->step);
+        if (dir->manifest.created < fl->ref->manifest.created)
+            fl->ref = dir; /* the earliest creation time is kept */
+    }
+    if (!fl->ref)
+        return ckpt_seterr(CKPT_EINCOMPLETE, "none of the %zu local roots holds a "
+                           "sealed %s%s", fl->nroots, fl->name, why);
+    return CKPT_OK;
+}
+
+/* L4: before anything is written, every shard must be held by some root. */
+static int check_held(const flush_t *fl)
+{
+    const ckpt_manifest_t *manifest = &fl->ref->manifest;
+    char named[CKPT_ERRMSG_MAX / 2] = "";
+    size_t len = 0;
+    int nmissing = 0;
+    for (int i = 0; i < manifest->nshards; i++) {
+        int held = 0;
+        for (size_t r = 0; r < fl->nroots && !held; r++)
+            held = fl->dirs[r].dirfd >= 0 &&
+                   shard_held(fl->dirs[r].dirfd, i, &manifest->shards[i]);
+        if (held)
+            continue;
+        if (nmissing++ < NAMED_SHARDS_MAX && len < sizeof named)
+            len += (size_t)snprintf(named + len, sizeof named - len, "%s" CKPT_SHARD_PREFIX
+                                    "%d" CKPT_SHARD_SUFFIX, len ? ", " : "", i);
+    }
+    if (nmissing == 0)
+        return CKPT_OK;
+    return ckpt_seterr(CKPT_EINCOMPLETE, "%s is incomplete across the %zu local "
+                       "roots: %d of its %d shards held by none (a regular file of "
+                       "the manifest's size): %s%s", fl->name, fl->nroots, nmissing,
+                       manifest->nshards, named,
+                       nmissing > NAMED_SHARDS_MAX ? ", ..." : "");
+}
+
+/* Copy shard index from the step directory src into the staging dir,
+ * hashing the bytes read.  *bad_source says a failure was the source's
+ * (unreadable, changed, checksum): the copy is removed and the next root
+ * may be tried; any other failure is the destination's. */
+static int copy_shard(flush_t *fl, const local_dir_t *src, int index, int *bad_source)
+{
+    const ckpt_shard_info_t *info = &fl->ref->manifest.shards[index];
+    char name[CKPT_FILE_NAME_MAX], from[CKPT_PATH_MAX], to[CKPT_PATH_MAX];
+    XXH64_state_t hash;
+    struct stat st;
+    int in, out = -1, rc;
+
+    *bad_source = 1;
+    ckpt_shard_name(index, name, sizeof name);
+    if ((rc = ckpt_path_join(from, sizeof from, src->path, name)) != CKPT_OK ||
+        (rc = ckpt_path_join(to, sizeof to, fl->tmp, name)) != CKPT_OK)
+        return rc;
+    in = openat(src->dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (in < 0)
+        return ckpt_seterr(CKPT_EIO, "%s: cannot open: %s", from, strerror(errno));
+    if (fstat(in, &st) != 0 || !S_ISREG(st.st_mode) ||
+        (uint64_t)st.st_size != info->file_bytes) {
+        close(in);
+        return ckpt_seterr(CKPT_ECORRUPT, "%s: not a regular file of %llu bytes",
+                           from, (unsigned long long)info->file_bytes);
+    }
+    *bad_source = 0;
+    rc = ckpt_create_fresh(to, 0, &out);
+    XXH64_reset(&hash, 0);
+    for (uint64_t done = 0; rc == CKPT_OK && done < info->file_bytes;) {
+        size_t piece = info->file_bytes - done < CKPT_COPY_CHUNK
+                           ? (size_t)(info->file_bytes - done) : CKPT_COPY_CHUNK;
+        if (ckpt_pread_all(in, fl->buf, piece, done, from) != CKPT_OK) {
+            *bad_source = 1; /* unreadable, or it shrank since its size was read */
+            rc = CKPT_EIO;
+            break;
+        }
+        XXH64_update(&hash, fl->buf, piece);
+        rc = ckpt_write_all(out, fl->buf, piece, to);
+        done += piece;
+    }
+    if (rc == CKPT_OK && XXH64_digest(&hash) != info->xxh64) {
+        *bad_source = 1;
+        rc = ckpt_seterr(CKPT_ECORRUPT, "%s: file checksum mismatch", from);
+    }
+    if (rc == CKPT_OK)
+        rc = ckpt_fsync_fd(out, to);
+    if (out >= 0 && close(out) != 0 && rc == CKPT_OK)
+        rc = ckpt_seterr(CKPT_EIO, "%s: close: %s", to, strerror(errno));
+    close(in);
+    if (rc != CKPT_OK && out >= 0)
+        unlink(to);
+    return rc;
+}
+
+/* Copy every shard from the first root that holds a good copy of it. */
+static int copy_all(flush_t *fl)
+{
+    const ckpt_manifest_t *manifest = &fl->ref->manifest;
+    char why[CKPT_ERRMSG_MAX];
+    for (int i = 0; i < manifest->nshards; i++) {
+        int rc = CKPT_ECORRUPT, bad_source = 1, tried = 0;
+        why[0] = '\0';
+        for (size_t r = 0; r < fl->nroots && rc != CKPT_OK; r++) {
+            const local_dir_t *src = &fl->dirs[r];
+            if (src->dirfd < 0 || !shard_held(src->dirfd, i, &manifest->shards[i]))
+                continue;
+            tried++;
+            rc = copy_shard(fl, src, i, &bad_source);
+            if (rc != CKPT_OK && !bad_source)
+                return rc; /* the destination failed */
+            if (rc != CKPT_OK)
+                snprintf(why, sizeof why, "%s", ckpt_last_error());
+        }
+        if (rc != CKPT_OK)
+            return ckpt_seterr(CKPT_ECORRUPT, "%s: no good copy of " CKPT_SHARD_PREFIX
+                               "%d" CKPT_SHARD_SUFFIX " in the %d local root%s that "
+                               "hold one; the last: %s", fl->name, i, tried,
+                               tried == 1 ? "" : "s",
+                               why[0] ? why : "not held");
+    }
+    return CKPT_OK;
+}
+
+/* Make the staging dir <root>/.flush-step-<N>-XXXXXX (mode 0755, as a step
+ * directory). */
+static int make_staging(flush_t *fl)
+{
+    int rc = ckpt_make_root(fl->root, 1);
+    if (rc != CKPT_OK)
+        return rc;
+    snprintf(fl->tmp, sizeof fl->tmp, "%s/" FLUSH_TMP_PREFIX "%s" FLUSH_TMP_TEMPLATE,
+             fl->root, fl->name);
+    if (!mkdtemp(fl->tmp))
+        return ckpt_seterr(CKPT_EIO, "%s: cannot create a temp dir: %s", fl->root,
+                           strerror(errno));
+    fl->have_tmp = 1;
+    if (chmod(fl->tmp, 0755) != 0)
+        return ckpt_seterr(CKPT_EIO, "%s: chmod: %s", fl->tmp, strerror(errno));
+    return CKPT_OK;
+}
+
+/* Verify the staged copy whole, then the commit point: rename it to
+ * <root>/step-<N>, never over one (I3), fsync the root, point LATEST. */
+static int verify_and_commit(flush_t *fl, char *out, size_t cap)
+{
+    char final[CKPT_PATH_MAX];
+    ckpt_t *ckpt = NULL;
+    int rc = ckpt_fsync_dir(fl->tmp);
+    if (rc == CKPT_OK)
+        rc = ckpt_open(fl->tmp, &ckpt);
+    if (rc == CKPT_OK)
+        rc = ckpt_verify(ckpt);
+    ckpt_close(ckpt);
+    if (rc != CKPT_OK)
+        return ckpt_seterr(rc, "%s: the assembled copy does not verify: %s", fl->name,
+                           ckpt_last_error());
+    if ((rc = ckpt_path_join(final, sizeof final, fl->root, fl->name)) != CKPT_OK)
+        return rc;
+    if ((rc = ckpt_rename_noreplace_at(AT_FDCWD, fl->tmp, AT_FDCWD, final)) != CKPT_OK)
+        return rc;
+    fl->have_tmp = 0;
+    if (out)
+        snprintf(out, cap, "%s", final);
+    rc = ckpt_fsync_dir(fl->root);
+    if (rc != CKPT_OK)
+        return ckpt_seterr(rc, "%s committed, but the fsync of %s failed: %s", final,
+                           fl->root, ckpt_last_error());
+    ckpt_update_latest(fl->root, fl->name, fl->step, 1);
+    return CKPT_OK;
+}
+
+int ckpt_local_flush(const char *const *local_roots, size_t nroots, uint64_t step,
+                     const char *root, char *out, size_t cap)
+{
+    flush_t fl;
+    char final[CKPT_PATH_MAX];
+    int rc;
+
+    if (out && cap)
+        out[0] = '\0';
+    if ((rc = check_flush(local_roots, nroots, step, root, out, cap)) != CKPT_OK)
+        return rc;
+    memset(&fl, 0, sizeof fl);
+    fl.roots = local_roots;
+    fl.nroots = nroots;
+    fl.step = step;
+    fl.root = root;
+    ckpt_step_dirname(step, fl.name, sizeof fl.name);
+    if ((rc = ckpt_path_join(final, sizeof final, root, fl.name)) != CKPT_OK)
+        return rc;
+    if (ckpt_step_exists(root, step)) /* I3, before anything is read */
+        return ckpt_seterr(CKPT_EEXIST, "%s already exists", final);
+    fl.dirs = calloc(nroots, sizeof *fl.dirs);
+    fl.buf = malloc(CKPT_COPY_CHUNK);
+    if (!fl.dirs || !fl.buf) {
+        rc = ckpt_seterr(CKPT_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t r = 0; r < nroots; r++)
+        fl.dirs[r].dirfd = -1;
+    if ((rc = open_sources(&fl)) == CKPT_OK && (rc = check_held(&fl)) == CKPT_OK &&
+        (rc = make_staging(&fl)) == CKPT_OK && (rc = copy_all(&fl)) == CKPT_OK &&
+        (rc = ckpt_manifest_store(fl.tmp, &fl.ref->manifest, 1)) == CKPT_OK)
+        rc = verify_and_commit(&fl, out, cap);
+out:
+    if (fl.have_tmp) { /* not committed: nothing is left */
+        char msg[CKPT_ERRMSG_MAX];
+        snprintf(msg, sizeof msg, "%s", ckpt_last_error());
+        (void)ckpt_remove_tree(AT_FDCWD, fl.tmp, fl.tmp);
+        (void)ckpt_seterr(rc, "%s", msg);
+    }
+    for (size_t r = 0; fl.dirs && r < nroots; r++)
+        local_dir_close(&fl.dirs[r]);
+    free(fl.dirs);
+    free(fl.buf);
+    return rc;
+}
+
+/* ---- dropping steps newer than a resume ------------------------------- */
+
+/* Remove the committed step directory root/name of step: renamed to its
+ * temp name first (I7), the root fsync'd, then removed. */
+static int drop_step(const char *root, const char *name, uint64_t step)
+{
+    char path[CKPT_PATH_MAX], tmp_path[CKPT_PATH_MAX], tmp_name[CKPT_FILE_NAME_MAX];
+    int rc;
+    ckpt_tmp_dirname(step, tmp_name, sizeof tmp_name);
+    if ((rc = ckpt_path_join(path, sizeof path, root, name)) != CKPT_OK ||
+        (rc = ckpt_path_join(tmp_path, sizeof tmp_path, root, tmp_name)) != CKPT_OK ||
+        (rc = ckpt_remove_tree(AT_FDCWD, tmp_path, tmp_path)) != CKPT_OK)
+        return rc;
+    if (rename(path, tmp_path) != 0)
+        return errno == ENOENT ? CKPT_OK
+                               : ckpt_seterr(CKPT_EIO, "rename %s -> %s: %s", path,
+                                             tmp_path, strerror(errno));
+    if ((rc = ckpt_fsync_dir(root)) != CKPT_OK)
+        return rc;
+    return ckpt_remove_tree(AT_FDCWD, tmp_path, tmp_path);
+}
+
+static void count_moved(void *ctx, const char *from, const char *to)
+{
+    (void)from, (void)to;
+    (*(int *)ctx)++;
+}
+
+int ckpt_local_drop_after(const char *root, uint64_t step, int *removed)
+{
+    ckpt_entry_t *entries = NULL;
+    size_t count = 0;
+    int rc, dropped = 0;
+
+    if (removed)
+        *removed = 0;
+    if (!root || !*root)
+        return ckpt_seterr(CKPT_EINVAL, "local_drop_after: no root");
+    rc = ckpt_list(root, 0, &entries, &count);
+    if (rc == CKPT_ENOTFOUND)
+        return CKPT_OK;
+    for (size_t i = 0; rc == CKPT_OK && i < count; i++) {
+        const ckpt_entry_t *entry = &entries[i];
+        char path[CKPT_PATH_MAX];
+        if (entry->step <= step)
+            continue;
+        if (entry->name[0] == '.') { /* a save's temp dir */
+            if ((rc = ckpt_path_join(path, sizeof path, root, entry->name)) == CKPT_OK &&
+                (rc = ckpt_remove_tree(AT_FDCWD, path, path)) == CKPT_OK)
+                dropped++;
+        } else if (entry->status == CKPT_ST_COMMITTED) {
+            if ((rc = drop_step(root, entry->name, entry->step)) == CKPT_OK)
+                dropped++;
+        }
+    }
+    free(entries);
+    /* What is left above step is corrupt or a link: moved aside (I9). */
+    if (rc == CKPT_OK)
+        rc = ckpt_set_aside_after(root, step, count_moved, &dropped);
+    if (dropped > 0) {
+        int synced = ckpt_fsync_dir(root);
+        if (rc == CKPT_OK)
+            rc = synced;
+    }
+    if (removed)
+        *removed = dropped;
+    return rc;
+}

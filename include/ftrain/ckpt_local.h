@@ -1,0 +1,169 @@
+/*
+ * ckpt_local.h - the node-local checkpoint tier (docs/checkpoint-format.md,
+ * "The node-local tier").
+ *
+ * A node-local root has the layout of any checkpoint root, and the same
+ * manifest and shard formats, but a committed step directory holds only the
+ * shards that this node keeps: those its own ranks wrote and the partner
+ * copies it received from ranks on another node.  Its manifest is the whole
+ * checkpoint's (every shard's size and checksum), so each shard present can
+ * be checked alone, and the union of the nodes' directories is a complete
+ * checkpoint.  The commit point per node is the rename of
+ * .tmp-step-<N> to step-<N>, made only after every rank's own shard and
+ * partner copy is written and checked (the trainer's vote): a half-written
+ * local checkpoint is never visible.
+ *
+ * HowTo (one save, on every node):
+ *   1. each rank: ckpt_shard_write(local_root, step, rank, world, ...) as for
+ *      the shared tier (same shard, same info);
+ *   2. the rank that keeps rank r's partner copy: ckpt_shard_put(local_root,
+ *      step, r, bytes, len, info_of_r.xxh64);
+ *   3. all: agree that 1 and 2 succeeded everywhere; then one rank per node:
+ *      ckpt_local_seal(local_root, step, ..., infos of all shards, world).
+ * Restore: ckpt_local_scan() on each node, pick a step whose shards the
+ * nodes hold between them, then ckpt_open() the step directory (shards open
+ * lazily) and ckpt_read_range() the ranges of the shards present.
+ * After a resume from step S (from either tier), one rank per node calls
+ * ckpt_local_drop_after(local_root, S) before the first save: a step-<N>
+ * with N > S left from before the failure would make that save's
+ * ckpt_shard_write fail with CKPT_EEXIST (it refuses to write a step that
+ * is committed), and its temp dir could hold leftovers of a crashed save.
+ * Flush: ckpt_local_flush() copies one step from the node roots into the
+ * shared tier, as a complete checkpoint.
+ *
+ * A node-local root has no LATEST file; readers use ckpt_local_scan().
+ */
+#ifndef FTRAIN_CKPT_LOCAL_H
+#define FTRAIN_CKPT_LOCAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ftrain/ckpt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * Write a shard file received from another rank (a partner copy) as
+ * <root>/.tmp-step-<step>/shard-<index>.ftsh: under a temporary name, fsync,
+ * renamed into place, the directory fsync'd.  The root and temp directory
+ * are created when missing (the root one level: its parent must exist).
+ * The bytes' XXH64 must be xxh64 (the writer's ckpt_shard_info_t.xxh64),
+ * and len at least a shard file's header and footer, else nothing is left
+ * and CKPT_ECORRUPT.  A step-<step> already in root is no obstacle (seal
+ * replaces it).
+ * @return CKPT_OK, CKPT_ECORRUPT, CKPT_EINVAL (index out of range, NULL,
+ *         step above INT64_MAX), CKPT_EIO (a full disk included: the
+ *         partial file is removed).
+ */
+int ckpt_shard_put(const char *root, uint64_t step, int index, const void *data,
+                   uint64_t len, uint64_t xxh64);
+
+/**
+ * Seal a node's local checkpoint: check that every shard file present in
+ * <root>/.tmp-step-<step> is one of the nshards in infos, of the size it
+ * gives (others are removed), write manifest.json (the whole checkpoint's,
+ * as ckpt_commit would), and rename the temp directory to step-<step>; a
+ * step-<step> already there (a stale one from before a resume) is replaced.
+ * Then keep only the newest `keep` committed steps of this root (>= 1),
+ * never the one just sealed.
+ * Not collective: call it on one rank per node once every rank agreed.
+ * present: how many shard files the sealed directory holds (may be NULL).
+ * Each file present must also be this checkpoint's: its header, footer and
+ * seek table must match infos[i] (nframes, raw_bytes, table_xxh64), which
+ * catches a leftover of another save of the same step at the cost of
+ * reading a few KiB per file.  The infos must describe the slices of
+ * ckpt_layout's flat space over nshards writers, as ckpt_commit checks.
+ * Arguments are checked before anything is touched; any later failure
+ * removes the temp directory (the node's save of this step failed; a retry
+ * starts clean) and leaves committed steps as they were.
+ * @return CKPT_OK, CKPT_EINCOMPLETE (no shard file at all), CKPT_ECORRUPT
+ *         (a file of the wrong size, or another checkpoint's), CKPT_EINVAL
+ *         (NULL root or infos, nshards, keep, a slice, the layout, the
+ *         record, the options), CKPT_EIO.  A failure after the commit point
+ *         (the root's fsync, pruning older steps) is returned with *present
+ *         set: the step is sealed, perhaps not durably.
+ */
+int ckpt_local_seal(const char *root, uint64_t step, const ckpt_tensor_t *tensors,
+                    size_t ntensors, const char *record_json, const ckpt_opts_t *opts,
+                    const ckpt_shard_info_t *infos, int nshards, int keep, int *present);
+
+/* One committed step of a node-local root, as found (not re-verified). */
+typedef struct {
+    uint64_t step;
+    int nshards;              /* the checkpoint's shards (its writer's world) */
+    int npresent;             /* shard files this node holds */
+    uint8_t *present;         /* nshards flags: 1 when shard-<i>.ftsh is here */
+    uint64_t total_bytes;
+    uint64_t present_bytes;   /* file bytes held here */
+} ckpt_local_step_t;
+
+/**
+ * List the committed steps of a node-local root, newest first: each one's
+ * manifest parsed and checked (as ckpt_open does), and which shard files it
+ * holds (a file of the wrong size, or that is not a regular file, counts
+ * as absent).  Temp directories, step directories without a valid
+ * manifest and symbolic links are left out.  *out is malloc'd: free it
+ * with ckpt_local_scan_free (which accepts NULL).
+ * @return CKPT_OK (*count may be 0; a missing root is no step), CKPT_EIO,
+ *         CKPT_ENOMEM, CKPT_EINVAL (a NULL argument).
+ */
+int ckpt_local_scan(const char *root, ckpt_local_step_t **out, size_t *count);
+void ckpt_local_scan_free(ckpt_local_step_t *steps, size_t count);
+
+/**
+ * Verify the shards present in a node-local step directory against its
+ * manifest (every byte, every checksum), and say which are missing.
+ * *missing (may be NULL) gets the count of absent shards (no file of that
+ * name; a file there that is truncated, replaced or a link is corrupt),
+ * set whenever the manifest could be read.
+ * @return CKPT_OK when every present shard verifies (missing ones are not an
+ *         error here), or the first error (CKPT_ECORRUPT, CKPT_EFORMAT,
+ *         CKPT_EINCOMPLETE (no manifest), CKPT_ENOTFOUND, CKPT_EINVAL...).
+ */
+int ckpt_local_verify(const char *stepdir, int *missing);
+
+/**
+ * Assemble one complete checkpoint of step `step` from the step directories
+ * of several node-local roots (nroots of them) into `root` (the shared tier):
+ * each shard is copied from the first root that holds it and verifies, the
+ * manifest written, the whole verified, and committed by rename as any
+ * checkpoint (LATEST updated).  The destination's path goes to out (may be
+ * NULL).  A copy verifies when its bytes hash to the manifest's xxh64 (it
+ * is hashed while copied); a bad one is dropped and the next root's taken.
+ * The manifests of the roots holding the step must describe the same
+ * checkpoint (all but their creation time and options); the result keeps
+ * the earliest creation time.  Before anything is written, every shard
+ * must be held (a regular file of its size) by one of the roots, and
+ * <root>/step-<step> must not exist; the copy is staged in a temp dir
+ * <root>/.flush-step-<N>-XXXXXX (only a crash leaves one behind; it is
+ * safe to delete once no flush runs) and renamed into place, never over
+ * an existing directory.  root is created when missing (one level).
+ * @return CKPT_OK, CKPT_EINCOMPLETE (a shard none of them holds, named in
+ *         the message; or no root holds the step), CKPT_EEXIST,
+ *         CKPT_ECORRUPT (a shard with no good copy; manifests that
+ *         disagree), CKPT_EINVAL, CKPT_ENOMEM, CKPT_EIO.
+ */
+int ckpt_local_flush(const char *const *local_roots, size_t nroots, uint64_t step,
+                     const char *root, char *out, size_t cap);
+
+/**
+ * Remove from a node-local root every step newer than `step`: committed
+ * step directories (each renamed to its temp name first, so a crash never
+ * leaves a half-removed step-<N>) and temp directories of saves; a
+ * step-<N> whose manifest is invalid, or that is a link, is moved aside to
+ * step-<N>.corrupt (ckpt_set_aside_after), never deleted.  For a run that
+ * resumed from `step`: its saves of later steps then start clean.  Not
+ * collective: one rank per node.  *removed (may be NULL) gets the count of
+ * directories removed or moved aside.
+ * @return CKPT_OK (also for a missing root), CKPT_EINVAL, CKPT_ENOMEM,
+ *         CKPT_EIO.
+ */
+int ckpt_local_drop_after(const char *root, uint64_t step, int *removed);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

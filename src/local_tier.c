@@ -1,0 +1,604 @@
+/*
+ * local_tier.c - the node-local checkpoint tier (local_tier.h): partner
+ * placement, the collective local save, and the choice of what to restore.
+ *
+ * A local save, on every rank:
+ *   own shard written (caller)  ->  infos allgathered  ->  own file sent to
+ *   the partner, partners' files received and put (checksum checked)  ->
+ *   vote  ->  one rank per node seals  ->  vote.
+ * Nothing is sealed unless every rank's shard and every copy is in place,
+ * so a node's step directory exists only for a complete local checkpoint.
+ */
+#include "ftrain/local_tier.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ftrain/ckpt_local.h"
+#include "ftrain/util.h"
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- placement ---------------------------------------------------------------- */
+
+void tier_place(const int *node_of, int size, int nnodes, int *partner)
+{
+    for (int r = 0; r < size; r++) {
+        partner[r] = -1;
+        if (nnodes < 2)
+            continue;
+        int k = node_of[r], next = (k + 1) % nnodes, j = 0, n = 0;
+        for (int q = 0; q < r; q++)
+            j += node_of[q] == k;
+        for (int q = 0; q < size; q++)
+            n += node_of[q] == next;
+        if (n == 0)
+            continue; /* cannot happen with nodes numbered from their ranks */
+        int want = j % n;
+        for (int q = 0; q < size; q++)
+            if (node_of[q] == next && want-- == 0) {
+                partner[r] = q;
+                break;
+            }
+    }
+}
+
+int tier_expand(const char *pattern, const char *host, char *out, size_t cap)
+{
+    size_t len = 0;
+    for (const char *p = pattern; *p; p++) {
+        const char *piece = p;
+        size_t n = 1;
+        if (*p == '%') {
+            if (p[1] == 'n') {
+                piece = host;
+                n = strlen(host);
+            } else if (p[1] != '%') {
+                return -1;
+            }
+            p++;
+        }
+        if (len + n >= cap)
+            return -1;
+        memcpy(out + len, piece, n);
+        len += n;
+    }
+    out[len] = '\0';
+    return 0;
+}
+
+/* ---- opening ------------------------------------------------------------------- */
+
+void tier_close(tier_t *t)
+{
+    free(t->node_of);
+    free(t->hosts);
+    free(t->srcs);
+    t->node_of = NULL;
+    t->hosts = NULL;
+    t->srcs = NULL;
+}
+
+/* Number the nodes by first appearance of their names in all (size names). */
+static int number_nodes(tier_t *t, const char (*all)[TIER_HOST_MAX])
+{
+    t->nnodes = 0;
+    for (int r = 0; r < t->size; r++) {
+        int k = 0;
+        while (k < t->nnodes && strcmp(t->hosts[k], all[r]) != 0)
+            k++;
+        if (k == t->nnodes)
+            memcpy(t->hosts[t->nnodes++], all[r], TIER_HOST_MAX);
+        t->node_of[r] = k;
+    }
+    return t->nnodes;
+}
+
+int tier_open(tier_t *t, const config_t *cfg, comm_t *comm, const char *host, char *err,
+              size_t cap)
+{
+    memset(t, 0, sizeof *t);
+    t->rank = comm_rank(comm);
+    t->size = comm_size(comm);
+    t->keep = cfg->ckpt_local_keep;
+    t->level = cfg->ckpt_local_level;
+    char mine[TIER_HOST_MAX] = "";
+    snprintf(mine, sizeof mine, "%s", host);
+    char (*all)[TIER_HOST_MAX] = calloc((size_t)t->size, sizeof *all);
+    int *partner = calloc((size_t)t->size, sizeof *partner);
+    t->node_of = calloc((size_t)t->size, sizeof *t->node_of);
+    t->hosts = calloc((size_t)t->size, sizeof *t->hosts);
+    t->srcs = calloc((size_t)t->size, sizeof *t->srcs);
+    int rc = !all || !partner || !t->node_of || !t->hosts || !t->srcs;
+    if (comm_any_failed(comm, rc) ||
+        comm_allgather(comm, mine, all, sizeof mine) != COMM_OK) {
+        free(all);
+        free(partner);
+        tier_close(t);
+        return util_fail(err, cap, TIER_EFAIL, "local tier: %s",
+                         rc ? "out of memory" : comm_last_error());
+    }
+    number_nodes(t, (const char(*)[TIER_HOST_MAX])all);
+    tier_place(t->node_of, t->size, t->nnodes, partner);
+    t->partner = partner[t->rank];
+    for (int r = 0; r < t->size; r++)
+        if (partner[r] == t->rank)
+            t->srcs[t->nsrc++] = r;
+    /* The node's first rank seals its directory. */
+    t->leader = 1;
+    for (int r = 0; r < t->rank; r++)
+        if (t->node_of[r] == t->node_of[t->rank])
+            t->leader = 0;
+    rc = 0;
+    if (tier_expand(cfg->ckpt_local, mine, t->root, sizeof t->root) != 0)
+        rc = util_fail(err, cap, 1, "--ckpt-local '%s': too long, or a '%%' other than "
+                       "%%n or %%%%", cfg->ckpt_local);
+    else if (util_mkdir_p(t->root) != 0)
+        rc = util_fail(err, cap, 1, "--ckpt-local: cannot create '%s' on %s: %s", t->root,
+                       mine, strerror(errno));
+    free(all);
+    free(partner);
+    if (comm_any_failed(comm, rc)) {
+        if (!rc)
+            snprintf(err, cap, "local tier: another rank could not create its directory");
+        tier_close(t);
+        return TIER_EFAIL;
+    }
+    return TIER_OK;
+}
+
+/* ---- a local save ------------------------------------------------------------------ */
+
+typedef struct {
+    int32_t rc;
+    uint32_t pad;
+    ckpt_shard_info_t info;
+} tier_msg_t;
+
+/* Read a whole file of len bytes into a new buffer.  @return it, or NULL. */
+static void *read_whole(const char *path, uint64_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char *buf = fd >= 0 ? malloc(len ? len : 1) : NULL;
+    uint64_t got = 0;
+    while (buf && got < len) {
+        ssize_t n = read(fd, buf + got, len - got > (1u << 30) ? (1u << 30) : len - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        got += (uint64_t)n;
+    }
+    if (fd >= 0)
+        close(fd);
+    return buf;
+}
+
+/* Send our shard to the partner and put the copies sent to us.  @return 0
+ * or 1 with err set. */
+static int swap_copies(tier_t *t, comm_t *comm, uint64_t step, const tier_msg_t *all,
+                       tier_report_t *rep, char *err, size_t cap)
+{
+    char name[CKPT_FILE_NAME_MAX], dir[CKPT_FILE_NAME_MAX + 8], shard[CKPT_FILE_NAME_MAX],
+        path[CONFIG_PATH_MAX + 3 * CKPT_FILE_NAME_MAX];
+    ckpt_step_dirname(step, name, sizeof name);
+    snprintf(dir, sizeof dir, ".tmp-%s", name); /* the save's temp dir (format, 1.) */
+    ckpt_shard_name(t->rank, shard, sizeof shard);
+    snprintf(path, sizeof path, "%s/%s/%s", t->root, dir, shard);
+    uint64_t own = all[t->rank].info.file_bytes;
+    void *mine = t->partner >= 0 ? read_whole(path, own) : NULL;
+    void **bufs = calloc((size_t)t->nsrc + 1, sizeof *bufs);
+    uint64_t *lens = calloc((size_t)t->nsrc + 1, sizeof *lens);
+    int bad = (t->partner >= 0 && !mine) || !bufs || !lens;
+    for (int i = 0; !bad && i < t->nsrc; i++) {
+        lens[i] = all[t->srcs[i]].info.file_bytes;
+        bad = !(bufs[i] = malloc(lens[i] ? lens[i] : 1));
+    }
+    if (bad)
+        snprintf(err, cap, "local checkpoint of step %llu: cannot read '%s' or no memory for "
+                 "the partner copies", (unsigned long long)step, path);
+    /* Everyone learns of a failure before the exchange, or a receiver waits. */
+    int rc = comm_any_failed(comm, bad);
+    if (rc == 0 && comm_exchange(comm, mine, own, t->partner, t->nsrc, t->srcs, bufs, lens) !=
+                       COMM_OK) {
+        snprintf(err, cap, "local checkpoint of step %llu: partner exchange: %s",
+                 (unsigned long long)step, comm_last_error());
+        rc = 1;
+    }
+    for (int i = 0; rc == 0 && i < t->nsrc; i++) {
+        int put = ckpt_shard_put(t->root, step, t->srcs[i], bufs[i], lens[i],
+                                 all[t->srcs[i]].info.xxh64);
+        if (put != CKPT_OK) {
+            snprintf(err, cap, "local checkpoint of step %llu: partner copy of rank %d: %s: %s",
+                     (unsigned long long)step, t->srcs[i], ckpt_strerror(put),
+                     ckpt_last_error());
+            rc = 1;
+        }
+        rep->copy_bytes += lens[i];
+    }
+    for (int i = 0; bufs && i < t->nsrc; i++)
+        free(bufs[i]);
+    free(bufs);
+    free(lens);
+    free(mine);
+    return rc != 0;
+}
+
+/* What this node's root holds now, in file bytes (its leader's view). */
+static uint64_t node_bytes(const tier_t *t)
+{
+    ckpt_local_step_t *steps = NULL;
+    size_t count = 0;
+    uint64_t sum = 0;
+    if (ckpt_local_scan(t->root, &steps, &count) == CKPT_OK)
+        for (size_t i = 0; i < count; i++)
+            sum += steps[i].present_bytes;
+    ckpt_local_scan_free(steps, count);
+    return sum;
+}
+
+int tier_save(tier_t *t, comm_t *comm, state_snapshot_t *snap, tier_report_t *rep,
+              char *err, size_t cap)
+{
+    memset(rep, 0, sizeof *rep);
+    double t0 = mono_s();
+    state_local_view_t view;
+    tier_msg_t me = {0}, *all = calloc((size_t)t->size, sizeof *all);
+    me.rc = state_snapshot_local(snap, &view) == STATE_OK ? 0 : 1;
+    me.info = view.info;
+    if (me.rc)
+        snprintf(err, cap, "local checkpoint of step %llu: %s", (unsigned long long)view.step,
+                 state_snapshot_error(snap));
+    if (!all || comm_allgather(comm, &me, all, sizeof me) != COMM_OK) {
+        free(all);
+        return util_fail(err, cap, TIER_EFAIL, "local checkpoint: gathering shards: %s",
+                         all ? comm_last_error() : "out of memory");
+    }
+    int failed = 0;
+    for (int r = 0; r < t->size; r++)
+        if (all[r].rc && !failed++ && !me.rc)
+            snprintf(err, cap, "local checkpoint of step %llu: rank %d could not write its "
+                     "shard", (unsigned long long)view.step, r);
+    rep->own_bytes = me.info.file_bytes;
+    rep->write_s = mono_s() - t0;
+    if (failed) {
+        free(all);
+        return TIER_EFAIL;
+    }
+    double t1 = mono_s();
+    int rc = swap_copies(t, comm, view.step, all, rep, err, cap);
+    rep->copy_s = mono_s() - t1;
+    if (comm_any_failed(comm, rc)) {
+        if (!rc)
+            snprintf(err, cap, "local checkpoint of step %llu: another rank's partner copy "
+                     "failed; nothing sealed", (unsigned long long)view.step);
+        free(all);
+        return TIER_EFAIL;
+    }
+    double t2 = mono_s();
+    ckpt_shard_info_t *infos = calloc((size_t)t->size, sizeof *infos);
+    rc = !infos;
+    for (int r = 0; infos && r < t->size; r++)
+        infos[r] = all[r].info;
+    if (infos && t->leader) {
+        int seal = ckpt_local_seal(t->root, view.step, view.tensors, view.ntensors,
+                                   view.record, view.opts, infos, t->size, t->keep, NULL);
+        if (seal != CKPT_OK)
+            rc = util_fail(err, cap, 1, "local checkpoint of step %llu on %s: %s: %s",
+                           (unsigned long long)view.step, t->hosts[t->node_of[t->rank]],
+                           ckpt_strerror(seal), ckpt_last_error());
+    }
+    free(infos);
+    free(all);
+    uint64_t bytes = t->leader ? node_bytes(t) : 0;
+    rep->seal_s = mono_s() - t2;
+    if (comm_any_failed(comm, rc)) {
+        if (!rc)
+            snprintf(err, cap, "local checkpoint of step %llu: another node could not seal "
+                     "it", (unsigned long long)view.step);
+        return TIER_EFAIL;
+    }
+    /* Rank 0's node, and the largest. */
+    int64_t sizes[2] = {(int64_t)(t->rank == 0 ? bytes : 0), (int64_t)bytes};
+    if (comm_allreduce(comm, sizes, 2, COMM_I64, COMM_MAX) == COMM_OK) {
+        rep->node_bytes = (uint64_t)sizes[0];
+        rep->max_node_bytes = (uint64_t)sizes[1];
+    }
+    return TIER_OK;
+}
+
+/* ---- restore: what the nodes hold -------------------------------------------------- */
+
+/* This rank's report: [n, then per step: step, nshards, total, npresent,
+ * and npresent shard indices].  @return the number of words, or 0 (no
+ * memory: reported as nothing). */
+static size_t scan_report(const tier_t *t, uint64_t **out)
+{
+    ckpt_local_step_t *steps = NULL;
+    size_t count = 0, words = 1;
+    *out = NULL;
+    if (ckpt_local_scan(t->root, &steps, &count) != CKPT_OK)
+        count = 0;
+    if (count > TIER_SCAN_MAX)
+        count = TIER_SCAN_MAX;
+    for (size_t i = 0; i < count; i++)
+        words += 4 + (size_t)steps[i].npresent;
+    uint64_t *w = calloc(words, sizeof *w);
+    if (w) {
+        size_t k = 0;
+        w[k++] = count;
+        for (size_t i = 0; i < count; i++) {
+            w[k++] = steps[i].step;
+            w[k++] = (uint64_t)steps[i].nshards;
+            w[k++] = steps[i].total_bytes;
+            w[k++] = (uint64_t)steps[i].npresent;
+            for (int s = 0; s < steps[i].nshards; s++)
+                if (steps[i].present[s])
+                    w[k++] = (uint64_t)s;
+        }
+    }
+    ckpt_local_scan_free(steps, count);
+    *out = w;
+    return w ? words : 0;
+}
+
+/* Gather every rank's scan_report: words[r] words of rank r at all+at[r].
+ * @return 0 or 1. */
+static int gather_reports(tier_t *t, comm_t *comm, uint64_t **all, uint64_t **at)
+{
+    uint64_t *mine = NULL;
+    uint64_t n = scan_report(t, &mine);
+    uint64_t *counts = calloc((size_t)t->size, sizeof *counts);
+    uint64_t *displs = calloc((size_t)t->size, sizeof *displs);
+    int rc = !counts || !displs || comm_allgather(comm, &n, counts, sizeof n) != COMM_OK;
+    uint64_t total = 0;
+    for (int r = 0; !rc && r < t->size; r++) {
+        displs[r] = total * sizeof(uint64_t);
+        total += counts[r];
+        counts[r] *= sizeof(uint64_t);
+    }
+    uint64_t *buf = rc ? NULL : calloc(total + 1, sizeof *buf);
+    if (buf && n)
+        memcpy((char *)buf + displs[t->rank], mine, n * sizeof *mine);
+    if (comm_any_failed(comm, !buf) ||
+        comm_allgatherv_inplace(comm, buf, counts, displs) != COMM_OK)
+        rc = 1;
+    for (int r = 0; !rc && r < t->size; r++)
+        displs[r] /= sizeof(uint64_t);
+    free(mine);
+    free(counts);
+    if (rc) {
+        free(buf);
+        free(displs);
+        return 1;
+    }
+    *all = buf;
+    *at = displs;
+    return 0;
+}
+
+/* In rank r's report, the entry of step: its words, or NULL. */
+static const uint64_t *entry_of(const uint64_t *all, const uint64_t *at, int r, uint64_t step)
+{
+    const uint64_t *w = all + at[r];
+    uint64_t n = *w++;
+    for (uint64_t i = 0; i < n; i++) {
+        if (w[0] == step)
+            return w;
+        w += 4 + w[3];
+    }
+    return NULL;
+}
+
+/* Try step: every shard held by some rank's node, the nodes agreeing on its
+ * shape.  Fills holder (least loaded holder first, then the lowest rank).
+ * @return 1 when complete. */
+static int plan_step(const tier_t *t, const uint64_t *all, const uint64_t *at, uint64_t step,
+                     int *nshards_out, int **holder_out)
+{
+    int nshards = -1;
+    uint64_t total = 0;
+    for (int r = 0; r < t->size; r++) {
+        const uint64_t *e = entry_of(all, at, r, step);
+        if (!e)
+            continue;
+        if (nshards < 0) {
+            nshards = (int)e[1];
+            total = e[2];
+        } else if ((int)e[1] != nshards || e[2] != total) {
+            return 0; /* two writers' checkpoints of one step: trust neither */
+        }
+    }
+    if (nshards <= 0)
+        return 0;
+    int *holder = malloc((size_t)nshards * sizeof *holder);
+    int *load = calloc((size_t)t->size, sizeof *load);
+    if (!holder || !load) {
+        free(holder);
+        free(load);
+        return 0;
+    }
+    for (int s = 0; s < nshards; s++)
+        holder[s] = -1;
+    for (int s = 0; s < nshards; s++)
+        for (int r = 0; r < t->size; r++) {
+            const uint64_t *e = entry_of(all, at, r, step);
+            for (uint64_t i = 0; e && i < e[3]; i++)
+                if (e[4 + i] == (uint64_t)s && (holder[s] < 0 || load[r] < load[holder[s]]))
+                    holder[s] = r;
+            if (holder[s] == r)
+                load[r]++;
+        }
+    free(load);
+    for (int s = 0; s < nshards; s++)
+        if (holder[s] < 0) {
+            free(holder);
+            return 0;
+        }
+    *nshards_out = nshards;
+    *holder_out = holder;
+    return 1;
+}
+
+/* Append to pick->where, never past its end. */
+__attribute__((format(printf, 2, 3)))
+static void add_where(tier_pick_t *pick, const char *fmt, ...)
+{
+    size_t len = strlen(pick->where);
+    if (len + 1 >= sizeof pick->where)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pick->where + len, sizeof pick->where - len, fmt, ap);
+    va_end(ap);
+}
+
+/* "shards 0-1,4 read on n1; 2-3 read on n3" into pick->where. */
+static void describe(const tier_t *t, tier_pick_t *pick)
+{
+    pick->where[0] = '\0';
+    for (int k = 0; k < t->nnodes; k++) {
+        int any = 0;
+        for (int s = 0; s < pick->nshards; s++) {
+            if (t->node_of[pick->holder[s]] != k ||
+                (s > 0 && t->node_of[pick->holder[s - 1]] == k))
+                continue; /* not here, or inside a run */
+            int e = s;
+            while (e + 1 < pick->nshards && t->node_of[pick->holder[e + 1]] == k)
+                e++;
+            if (!any)
+                add_where(pick, "%sshards %d", pick->where[0] ? "; " : "", s);
+            else
+                add_where(pick, ",%d", s);
+            if (e > s)
+                add_where(pick, "-%d", e);
+            any = 1;
+        }
+        if (any)
+            add_where(pick, " read on %s", t->hosts[k]);
+    }
+}
+
+/* The manifest of the picked step, for a rank whose node holds none of it:
+ * holder[0] sends its node's manifest; the rank writes it into
+ * <root>/.restore-<rank>/step-<N>/ and points pick->dir there.  @return 0
+ * or 1 (the same everywhere). */
+static int share_manifest(tier_t *t, comm_t *comm, tier_pick_t *pick, char *err, size_t cap)
+{
+    char name[CKPT_FILE_NAME_MAX], path[sizeof pick->dir + 32];
+    ckpt_step_dirname((uint64_t)pick->step, name, sizeof name);
+    snprintf(pick->dir, sizeof pick->dir, "%s/%s", t->root, name);
+    struct stat st;
+    snprintf(path, sizeof path, "%s/manifest.json", pick->dir);
+    int lacks = stat(path, &st) != 0;
+    int64_t need = lacks;
+    if (comm_allreduce(comm, &need, 1, COMM_I64, COMM_MAX) != COMM_OK)
+        return util_fail(err, cap, 1, "local tier: %s", comm_last_error());
+    if (!need)
+        return 0;
+    int root = pick->holder[0];
+    uint64_t len = 0;
+    char *text = NULL;
+    if (t->rank == root && stat(path, &st) == 0 && (text = read_whole(path, (uint64_t)st.st_size)))
+        len = (uint64_t)st.st_size;
+    if (comm_bcast(comm, &len, sizeof len, root) != COMM_OK)
+        return util_fail(err, cap, 1, "local tier: %s", comm_last_error());
+    if (t->rank != root)
+        text = malloc(len ? len : 1);
+    int rc = !text || len == 0;
+    if (comm_any_failed(comm, rc) || comm_bcast(comm, text, len, root) != COMM_OK) {
+        free(text);
+        return util_fail(err, cap, 1, "local tier: cannot share the manifest of step %lld",
+                         (long long)pick->step);
+    }
+    if (lacks) {
+        if ((size_t)snprintf(pick->dir, sizeof pick->dir, "%s/.restore-%d/%s", t->root, t->rank,
+                             name) >= sizeof pick->dir)
+            pick->dir[0] = '\0';
+        snprintf(path, sizeof path, "%s/manifest.json", pick->dir);
+        FILE *f = util_mkdir_p(pick->dir) == 0 ? fopen(path, "we") : NULL;
+        rc = !f || fwrite(text, 1, len, f) != len;
+        if (f && fclose(f) != 0)
+            rc = 1;
+        if (rc)
+            snprintf(err, cap, "local tier: cannot write '%s': %s", path, strerror(errno));
+    }
+    free(text);
+    return comm_any_failed(comm, rc) != 0;
+}
+
+int tier_pick(tier_t *t, comm_t *comm, int64_t newer_than, tier_pick_t *pick, char *err,
+              size_t cap)
+{
+    memset(pick, 0, sizeof *pick);
+    pick->step = -1;
+    uint64_t *all = NULL, *at = NULL;
+    if (gather_reports(t, comm, &all, &at) != 0)
+        return util_fail(err, cap, TIER_EFAIL, "local tier: gathering what the nodes hold: %s",
+                         comm_last_error());
+    /* Candidates: every step any rank reported, newest first. */
+    uint64_t best = 0;
+    int found = 0;
+    for (;;) {
+        uint64_t next = 0;
+        int any = 0;
+        for (int r = 0; r < t->size; r++) {
+            const uint64_t *w = all + at[r];
+            uint64_t n = *w++;
+            for (uint64_t i = 0; i < n; i++, w += 4 + w[3])
+                if ((int64_t)w[0] > newer_than && (!found || w[0] < best) &&
+                    (!any || w[0] > next)) {
+                    next = w[0];
+                    any = 1;
+                }
+        }
+        if (!any)
+            break;
+        found = 1;
+        best = next;
+        if (plan_step(t, all, at, next, &pick->nshards, &pick->holder)) {
+            pick->step = (int64_t)next;
+            break;
+        }
+    }
+    free(all);
+    free(at);
+    if (pick->step < 0)
+        return TIER_NONE;
+    describe(t, pick);
+    if (share_manifest(t, comm, pick, err, cap) != 0) {
+        tier_pick_free(t, pick);
+        return TIER_EFAIL;
+    }
+    return TIER_OK;
+}
+
+void tier_pick_free(tier_t *t, tier_pick_t *pick)
+{
+    char priv[CONFIG_PATH_MAX + 32];
+    snprintf(priv, sizeof priv, "%s/.restore-%d", t->root, t->rank);
+    if (strncmp(pick->dir, priv, strlen(priv)) == 0) {
+        char file[sizeof pick->dir + 32];
+        snprintf(file, sizeof file, "%s/manifest.json", pick->dir);
+        unlink(file);
+        rmdir(pick->dir);
+        rmdir(priv);
+    }
+    free(pick->holder);
+    pick->holder = NULL;
+}
