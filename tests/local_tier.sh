@@ -143,4 +143,16 @@ is "$(hash_of "$T/nine.out")" "$REF" "  and ends with the uninterrupted run's pa
 ok "$([ "$(ls -d "$L"/a/step-* | wc -l)" = 2 ] && [ -z "$(find "$L" -name '.tmp-*')" ]; echo $?)" \
     "each node keeps 2 local checkpoints, and no half-written one" || why "$(ls -a "$L"/*)"
 
+# ---- 7. by the clock, and flushed to the shared tier ------------------------------------------
+rm -rf "$T/run" "$L"
+nodes 2:a 1:b -- $RUN --run-dir "$T/run" --ckpt-local "$L/%n" --ckpt-local-interval 0.3 \
+    --ckpt-flush-every 2 --step-delay-ms 50 --steps 40 >"$T/ten.out" 2>&1
+rc=$?
+locals=$(sed -n 's/^local checkpoint: step \([0-9]*\) .*/\1/p' "$T/ten.out" | tr '\n' ' ')
+shared=$(sed -n 's|^checkpoint: .*/step-0*\([0-9]*\) committed.*|\1|p' "$T/ten.out" | tr '\n' ' ')
+want=$(printf '%s\n' $locals | awk 'NR % 2 == 0' | tr '\n' ' ')
+ok "$([ "$rc" = 0 ] && [ "$(printf '%s\n' $locals | wc -l)" -ge 4 ] && [ "$shared" = "${want}40 " ]; echo $?)" \
+    "--ckpt-local-interval 0.3: local checkpoints at steps $locals; --ckpt-flush-every 2: shared at $shared" ||
+    why "want shared at ${want}40" "$(grep -E 'checkpoint' "$T/ten.out" | head)"
+
 done_testing
