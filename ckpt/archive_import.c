@@ -552,7 +552,12 @@ static int open_archive(import_t *im)
     im->arc = archive_read_new();
     if (!im->buf || !im->arc)
         return ckpt_seterr(CKPT_ENOMEM, "import: out of memory");
-    archive_read_support_filter_all(im->arc);
+    /* Only the filters an export writes, and the common gzip: "all" would
+     * let libarchive run external programs (lrzip, grzip...) on untrusted
+     * input where their library is missing. */
+    archive_read_support_filter_none(im->arc);
+    archive_read_support_filter_zstd(im->arc);
+    archive_read_support_filter_gzip(im->arc);
     archive_read_support_format_tar(im->arc);
     if (archive_read_open_filename(im->arc, im->archive, IMPORT_BLOCK_BYTES) ==
         ARCHIVE_OK)

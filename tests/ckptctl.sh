@@ -290,6 +290,16 @@ printf 'this is not a tar file\n' >"$T/junk.tar"
 run "$C" import "$T/junk.tar" "$T/imp-junk"
 is "$rc" 1 "import of a non-tar file exits 1"
 is "$(ls -A "$T/imp-junk" 2>/dev/null)" "" "  and leaves nothing behind"
+# A filter an export never writes (bzip2 here) is refused: libarchive would
+# otherwise run an external decompressor on untrusted input.
+if command -v bzip2 >/dev/null 2>&1; then
+    bzip2 -c "$T/e.tar" >"$T/e.tar.bz2"
+    run "$C" import "$T/e.tar.bz2" "$T/imp-bz2"
+    ok "$([ "$rc" = 1 ] && [ -z "$(ls -A "$T/imp-bz2" 2>/dev/null)" ]; echo $?)" \
+        "import of a bzip2-compressed tar is refused (exit $rc) and leaves nothing" || show_err
+else
+    skip "bzip2 not installed" 1
+fi
 
 # ---- prune -------------------------------------------------------------------
 P=$T/prune
