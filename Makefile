@@ -7,6 +7,8 @@
 #   make SANITIZE=1 check   the suite under ASan + UBSan
 #   make fuzz       coverage-guided fuzzing of the checkpoint readers (clang)
 #   make chaos      randomized failure-and-recovery trials
+#   make install    install the programs, libftrain-ckpt, headers, man pages
+#                   and the batch script (PREFIX, DESTDIR: mk/install.mk)
 #   make clean      remove build and build-san, or only the BUILD directory
 #                   when BUILD is given
 
@@ -55,7 +57,21 @@ CFLAGS        += $(CUDA_CFLAGS)
 FTRAIN_OBJ    += $(CUDA_OBJ)
 LDLIBS_FTRAIN += $(CUDA_LDLIBS)
 
-all: $(BUILD)/ftrain $(BUILD)/ckptctl $(TESTS) $(TOOLS) $(PRELOADS)
+# The checkpoint library as a shared library for other trainers (README,
+# "Using the library from another trainer"): libftrain-ckpt.so.1.0.0 with
+# the SONAME libftrain-ckpt.so.1, and the .so.1 and .so links beside it.
+# ("libckpt", the static archive's name, is taken by other checkpoint
+# libraries, BLCR's among them.)  Its objects are compiled apart from the
+# archive's: -fPIC, and -fvisibility=hidden so that only the functions the
+# public headers mark CKPT_API are exported (tests/shared_lib.sh checks).
+CKPT_SO_MAJOR   := 1
+CKPT_SO_VERSION := 1.0.0
+CKPT_SONAME     := libftrain-ckpt.so.$(CKPT_SO_MAJOR)
+CKPT_SO         := $(BUILD)/libftrain-ckpt.so.$(CKPT_SO_VERSION)
+CKPT_SO_LINKS   := $(BUILD)/$(CKPT_SONAME) $(BUILD)/libftrain-ckpt.so
+CKPT_PIC_OBJ    := $(CKPT_SRC:%.c=$(BUILD)/pic/%.o)
+
+all: $(BUILD)/ftrain $(BUILD)/ckptctl $(CKPT_SO) $(CKPT_SO_LINKS) $(TESTS) $(TOOLS) $(PRELOADS)
 
 $(BUILD)/src/%.o: src/%.c
 	@mkdir -p $(@D)
@@ -68,9 +84,18 @@ $(BUILD)/ckpt/%.o: ckpt/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# The shared library's objects (see CKPT_SO).  Never sanitized, even with
+# SANITIZE=1: the programs that load it (a Python interpreter) are not, and
+# the sanitizers' runtime must come first in a process.
+CKPT_SO_CFLAGS  = $(filter-out -fsanitize=% -fno-sanitize-recover=%,$(CFLAGS))
+CKPT_SO_LDFLAGS = $(filter-out -fsanitize=%,$(LDFLAGS))
+$(BUILD)/pic/ckpt/%.o: ckpt/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CKPT_SO_CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+
 # The byte (un)shuffle loops of the shard codec vectorize with gcc's dynamic
 # cost model (about 2-4x faster than the -O2 default's "very cheap" model).
-$(BUILD)/ckpt/shard.o: CFLAGS += -ftree-vectorize -fvect-cost-model=dynamic
+$(BUILD)/ckpt/shard.o $(BUILD)/pic/ckpt/shard.o: CFLAGS += -ftree-vectorize -fvect-cost-model=dynamic
 
 $(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(@D)
@@ -89,6 +114,18 @@ MEMBERS_libftrain = $(FTRAIN_OBJ)
 $(BUILD)/libckpt.a: $(CKPT_OBJ) $(BUILD)/libckpt.members
 	rm -f $@
 	ar rcs $@ $(filter %.o,$^)
+
+# -z defs: every symbol the library uses comes from the libraries named
+# here; --as-needed: only those it uses are recorded as needed.
+$(CKPT_SO): $(CKPT_PIC_OBJ)
+	$(CC) $(CKPT_SO_LDFLAGS) -shared -Wl,-soname,$(CKPT_SONAME) -Wl,-z,defs -Wl,--as-needed \
+	    $^ -o $@ $(LDLIBS_CKPT)
+
+$(BUILD)/$(CKPT_SONAME): $(CKPT_SO)
+	ln -sf $(notdir $<) $@
+
+$(BUILD)/libftrain-ckpt.so: $(BUILD)/$(CKPT_SONAME)
+	ln -sf $(notdir $<) $@
 
 $(BUILD)/libftrain.a: $(FTRAIN_OBJ) $(BUILD)/libftrain.members
 	rm -f $@
@@ -159,6 +196,10 @@ FORCE:
 # Fault-finding runs outside `make check`: `make fuzz` (libFuzzer targets,
 # mk/fuzz.mk) and `make chaos` (randomized failure trials, mk/chaos.mk).
 -include mk/fuzz.mk mk/chaos.mk
+# The fuzz targets' replay drivers (gcc) run the seed corpus in make check.
+all: $(FUZZ_REPLAYS)
+# make install / make uninstall (PREFIX, DESTDIR): mk/install.mk.
+include mk/install.mk
 
 .PHONY: all deps check demo bench clean FORCE
 -include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)

@@ -7,13 +7,16 @@
 # Sections: 1 training throughput, 2 checkpoint save, 3 load and reshard,
 # 4 compression ratio, 5 torch.save/torch.load, 6 stop path, 7 GPU (skipped
 # with the reason when no GPU can be used), 8 convergence beside PyTorch,
-# 9 hangs and dead ranks (the watchdog's cost, the time to end a job).
-# Each is one function below (section_1_training ... section_9_hangs);
+# 9 hangs and dead ranks (the watchdog's cost, the time to end a job), 10
+# failure to training again inside the allocation (slurm/train.sbatch on
+# the one-machine SLURM test cluster; skipped with the reason without root
+# or SLURM).
+# Each is one function below (section_1_training ... section_10_relaunch);
 # main, at the bottom, runs those that BENCH_SECTIONS names.
 #
 # Settings (environment):
 #   BUILD               build directory with ftrain and bench/ckpt_bench (build)
-#   BENCH_SECTIONS      which sections to run ("1 2 3 4 5 6 7 8 9")
+#   BENCH_SECTIONS      which sections to run ("1 2 3 4 5 6 7 8 9 10")
 #   BENCH_STEPS         training steps for section 1 (400)
 #   BENCH_REPEAT        runs per figure; the best is reported (3)
 #   BENCH_PAIRS         back-to-back rounds (dd conv=fdatasync, 1 rank, 2
@@ -22,6 +25,9 @@
 #   BENCH_CKPT_MB       checkpoint state size in MiB for sections 2-5 (1024)
 #   BENCH_HANG_ROUNDS   section 9: rounds of the watchdog on/off pair and
 #                       runs per failure kind (5)
+#   BENCH_RELAUNCH_ROUNDS  section 10: jobs per failure kind (3)
+#   FTRAIN_SLURM_LAB    section 10: the test cluster's directory, as for
+#                       tests/slurm/lab-up.sh (/tmp/ftrain-slurm-lab)
 #   BENCH_STOP_LAYERS   hidden layers of the section 6 MLP (chosen from
 #                       BENCH_CKPT_MB: 8192,8192,2048 for 1024, about 1 GiB of
 #                       parameters and Adam moments)
@@ -40,11 +46,12 @@
 # caller's.
 set -u
 BUILD=${BUILD:-build}
-SECTIONS=${BENCH_SECTIONS:-"1 2 3 4 5 6 7 8 9"}
+SECTIONS=${BENCH_SECTIONS:-"1 2 3 4 5 6 7 8 9 10"}
 TRAIN_STEPS=${BENCH_STEPS:-400}
 REPEAT=${BENCH_REPEAT:-3}
 PAIR_ROUNDS=${BENCH_PAIRS:-8}
 HANG_ROUNDS=${BENCH_HANG_ROUNDS:-5}
+RELAUNCH_ROUNDS=${BENCH_RELAUNCH_ROUNDS:-3}
 CKPT_MB=${BENCH_CKPT_MB:-1024}
 PYTHON_BIN=${PYTHON:-/usr/bin/python3}
 FTRAIN=$BUILD/ftrain
@@ -55,6 +62,12 @@ SCRIPT_DIR=$(dirname "$0")
 # the exit must stop (section 6).
 SCRATCH=""
 BACKGROUND_PID=""
+# Section 10: the SLURM test cluster, the job the exit must cancel, and 1
+# while the cluster is up because this run started it (the exit stops it).
+export FTRAIN_SLURM_LAB=${FTRAIN_SLURM_LAB:-/tmp/ftrain-slurm-lab}
+LAB=$FTRAIN_SLURM_LAB
+RELAUNCH_JOB=""
+RELAUNCH_LAB_STARTED=0
 # 1 once an ftrain figure could not be measured: the exit status.
 status=0
 
@@ -240,6 +253,9 @@ check_settings() {
     case $HANG_ROUNDS in
         '' | *[!0-9]* | 0) echo "bench: BENCH_HANG_ROUNDS must be a whole number of at least 1, got '$HANG_ROUNDS'" >&2; exit 2 ;;
     esac
+    case $RELAUNCH_ROUNDS in
+        '' | *[!0-9]* | 0) echo "bench: BENCH_RELAUNCH_ROUNDS must be a whole number of at least 1, got '$RELAUNCH_ROUNDS'" >&2; exit 2 ;;
+    esac
     for program in "$FTRAIN" "$CKPT_BENCH"; do
         [ -x "$program" ] || { echo "bench: $program not built (make all $program)" >&2; exit 1; }
     done
@@ -247,6 +263,8 @@ check_settings() {
 
 cleanup() {
     [ -n "$BACKGROUND_PID" ] && kill -9 "$BACKGROUND_PID" 2>/dev/null
+    [ -n "$RELAUNCH_JOB" ] && SLURM_CONF=$LAB/etc/slurm.conf scancel "$RELAUNCH_JOB" 2>/dev/null
+    [ "$RELAUNCH_LAB_STARTED" = 1 ] && "$SCRIPT_DIR/../tests/slurm/lab-down.sh" >/dev/null 2>&1
     rm -rf "$SCRATCH"
 }
 
@@ -1099,6 +1117,249 @@ section_9_hangs() {
     echo "  section 9 took $(elapsed "$section_start" "$(now)") s"
 }
 
+# ---- 10. failure to training again inside the allocation (SLURM) -------------------
+
+# One job of section 10: 2 nodes, one rank each, short steps, a save every
+# 5 steps; the fault comes after step 22 (about 2.5 s in, when every rank
+# has written its heartbeat), so 2 steps are redone.
+RELAUNCH_RUN="--device cpu --data line --layers 8 --global-batch 32 --micro-batch 8 --deterministic --steps 32 --log-every 1 --step-delay-ms 100 --ckpt-every 5"
+
+# relaunch_unavailable: why section 10 cannot run here ("" when it can).
+relaunch_unavailable() {
+    if [ "$(id -u)" != 0 ]; then
+        echo "needs root: the test cluster runs slurmctld and slurmd (tests/slurm/lab-up.sh)"
+        return
+    fi
+    for _ru_command in slurmctld slurmd sbatch srun scontrol scancel squeue munge flock; do
+        if ! command -v "$_ru_command" >/dev/null 2>&1; then
+            echo "'$_ru_command' not found: SLURM is not installed (tests/slurm/lab-up.sh installs it)"
+            return
+        fi
+    done
+}
+
+# json_number LINE KEY: the value of KEY in one metrics.jsonl line.
+json_number() { printf '%s\n' "$1" | sed -n "s/.*\"$2\":\"\{0,1\}\([^\",}]*\).*/\1/p"; }
+# sbatch_time OUT REGEX N: the timestamp (seconds since the epoch; the log
+# has whole seconds) of the Nth train.sbatch log line in OUT that matches REGEX.
+sbatch_time() {
+    _st_stamp=$(grep -E "^[0-9T:-]+ train\.sbatch\[[0-9_]+\]: $2" "$1" | sed -n "$3s/^\([0-9T:-]*\) .*/\1/p")
+    [ -n "$_st_stamp" ] && date -d "$_st_stamp" +%s
+}
+# job_state JOB: SLURM's state of JOB.
+job_state() {
+    SLURM_CONF=$LAB/etc/slurm.conf timeout 20 scontrol -o show job "$1" 2>/dev/null |
+        tr ' ' '\n' | sed -n 's/^JobState=//p'
+}
+# job_launchers JOB: the pids of the live srun processes of JOB (its batch
+# script's launcher), one a line.
+job_launchers() {
+    for _jl_pid in $(pgrep -x srun); do
+        grep -q '^State:[[:space:]]*Z' "/proc/$_jl_pid/status" 2>/dev/null && continue
+        { tr '\0' '\n' <"/proc/$_jl_pid/environ"; } 2>/dev/null | grep -qx "SLURM_JOB_ID=$1" && echo "$_jl_pid"
+    done
+}
+
+# relaunch_round NAME FTRAIN_OPTION...: one job with slurm/train.sbatch,
+# polled about every 0.1 s until it ends (at most 240 s); sets RR_UNTIL
+# RR_RELAUNCH RR_LOAD RR_FIRST RR_TOTAL RR_REDONE (ftrain's recovery
+# event), RR_TO_EXIT (the last heartbeat to the first launcher's exit,
+# seen from outside), RR_SCRIPT (that exit to the relaunch's launch line
+# appearing in the job's output), RR_DRAIN (of it, until the "ftrain
+# exited" line appears: the script's copy of the launcher's standard error
+# ending), RR_START (the launch line to ftrain's start: srun and MPI
+# start-up, the rest of ftrain's "relaunch"), RR_SCRIPT_LOG (RR_SCRIPT from
+# the script's own log stamps, whole seconds), RR_OUTCOME and RR_OUT (the
+# job's output); returns 1 when the job did not end with one relaunch and
+# a recovery event.
+relaunch_round() {
+    _rr_name=$1
+    shift
+    _rr_dir=$SCRATCH/relaunch-$_rr_name
+    _rr_out=$_rr_dir.out
+    RR_OUT=$_rr_out
+    rm -rf "$_rr_dir" "$_rr_out"
+    RR_UNTIL="" RR_RELAUNCH="" RR_LOAD="" RR_FIRST="" RR_TOTAL="" RR_REDONE=""
+    RR_TO_EXIT="" RR_SCRIPT="" RR_DRAIN="" RR_START="" RR_SCRIPT_LOG="" RR_OUTCOME=""
+    # The job gets the cluster's environment, not this script's Open MPI
+    # settings for one machine (shared memory only would break across the
+    # fake nodes).
+    RELAUNCH_JOB=$( (
+        unset OMPI_MCA_btl OMPI_MCA_btl_vader_single_copy_mechanism OMPI_MCA_rmaps_base_oversubscribe \
+            OMPI_MCA_hwloc_base_binding_policy
+        # shellcheck disable=SC1091 # lab-up.sh writes it
+        . "$LAB/env"
+        # shellcheck disable=SC2030 # for the job only
+        export FTRAIN="$RELAUNCH_FTRAIN" RUN_DIR="$_rr_dir" FTRAIN_TASKS_PER_NODE=1 \
+            FTRAIN_ARGS="$RELAUNCH_RUN $*"
+        timeout 30 sbatch --parsable -N 2 --time=5 -o "$_rr_out" -J "ftrain-bench-$_rr_name" \
+            "$SCRIPT_DIR/../slurm/train.sbatch"
+    ) 2>"$_rr_out.sbatch" 9>&-)
+    if [ -z "$RELAUNCH_JOB" ]; then
+        RR_OUTCOME="sbatch failed: $(tail -n 1 "$_rr_out.sbatch")"
+        return 1
+    fi
+    _rr_pids="" _rr_t_exit="" _rr_t_exited="" _rr_t_launch="" _rr_state="" _rr_polls=0
+    _rr_deadline=$(($(date +%s) + 240))
+    while [ "$(date +%s)" -le "$_rr_deadline" ]; do
+        _rr_polls=$((_rr_polls + 1))
+        _rr_t=$(now)
+        if [ -z "$_rr_pids" ]; then
+            _rr_pids=$(job_launchers "$RELAUNCH_JOB")
+        elif [ -z "$_rr_t_exit" ]; then
+            _rr_live=$(job_launchers "$RELAUNCH_JOB")
+            _rr_gone=1
+            for _rr_pid in $_rr_pids; do
+                case " $(printf '%s\n' "$_rr_live" | tr '\n' ' ') " in *" $_rr_pid "*) _rr_gone=0 ;; esac
+            done
+            [ "$_rr_gone" = 1 ] && _rr_t_exit=$_rr_t
+        fi
+        if [ -z "$_rr_t_exited" ] && grep -q 'train\.sbatch\[[0-9_]*\]: ftrain exited with status' "$_rr_out" 2>/dev/null; then
+            _rr_t_exited=$_rr_t
+        fi
+        _rr_launches=$(grep -c 'train\.sbatch\[[0-9_]*\]: launch: ' "$_rr_out" 2>/dev/null)
+        if [ -z "$_rr_t_launch" ] && [ "${_rr_launches:-0}" -ge 2 ]; then
+            _rr_t_launch=$_rr_t
+        fi
+        if [ $((_rr_polls % 10)) = 0 ]; then
+            _rr_state=$(job_state "$RELAUNCH_JOB")
+            case $_rr_state in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | PREEMPTED) break ;; esac
+        fi
+        sleep 0.1
+    done
+    case $_rr_state in
+        COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | PREEMPTED) RELAUNCH_JOB="" ;;
+        *) SLURM_CONF=$LAB/etc/slurm.conf scancel "$RELAUNCH_JOB" 2>/dev/null
+           RELAUNCH_JOB=""
+           RR_OUTCOME="the job did not end within 240 s (state ${_rr_state:-unknown})"
+           return 1 ;;
+    esac
+    _rr_relaunches=$(grep -c 'train\.sbatch\[[0-9_]*\]: relaunch [0-9]* of at most' "$_rr_out")
+    RR_OUTCOME="job $_rr_state, $_rr_relaunches relaunch(es)"
+    _rr_event=$(grep '"event":"recovery"' "$_rr_dir/metrics.jsonl" 2>/dev/null | head -n 1)
+    [ "$_rr_state" = COMPLETED ] && [ "$_rr_relaunches" = 1 ] && [ -n "$_rr_event" ] || return 1
+    RR_UNTIL=$(json_number "$_rr_event" until_end_s)
+    RR_RELAUNCH=$(json_number "$_rr_event" relaunch_s)
+    RR_LOAD=$(json_number "$_rr_event" load_s)
+    RR_FIRST=$(json_number "$_rr_event" first_step_s)
+    RR_TOTAL=$(json_number "$_rr_event" seconds)
+    RR_REDONE=$(json_number "$_rr_event" steps_redone)
+    # The last heartbeat of the failed launch, on this machine's clock: the
+    # event's time less the seconds since the failure, plus the detection.
+    _rr_last_beat=$(awk -v t="$(json_number "$_rr_event" time)" -v s="$RR_TOTAL" -v u="$RR_UNTIL" \
+        'BEGIN { printf "%.3f\n", t - s + u }')
+    if [ -n "$_rr_t_exit" ] && [ -n "$_rr_t_launch" ]; then
+        RR_TO_EXIT=$(elapsed "$_rr_last_beat" "$_rr_t_exit")
+        RR_SCRIPT=$(elapsed "$_rr_t_exit" "$_rr_t_launch")
+        [ -n "$_rr_t_exited" ] && RR_DRAIN=$(elapsed "$_rr_t_exit" "$_rr_t_exited")
+        RR_START=$(awk -v b="$_rr_last_beat" -v r="$RR_RELAUNCH" -v l="$_rr_t_launch" 'BEGIN { printf "%.3f\n", b + r - l }')
+    fi
+    _rr_exited=$(sbatch_time "$_rr_out" 'ftrain exited with status' 1)
+    _rr_launched=$(sbatch_time "$_rr_out" 'launch: ' 2)
+    [ -n "$_rr_exited" ] && [ -n "$_rr_launched" ] && RR_SCRIPT_LOG=$((_rr_launched - _rr_exited))
+    return 0
+}
+
+# relaunch_row LABEL UNTIL RELAUNCH LOAD FIRST TOTAL REDONE TO_EXIT SCRIPT
+# DRAIN START SCRIPT_LOG
+relaunch_row() {
+    printf '  %-12s %7s %8s %6s %6s %6s %6s | %6s %6s %6s %6s %6s\n' "$@"
+}
+
+# relaunch_kind NAME LABEL FTRAIN_OPTION...: RELAUNCH_ROUNDS jobs with the
+# fault; a row per job and the medians.
+relaunch_kind() {
+    _rk_name=$1 _rk_label=$2
+    shift 2
+    _rk_until="" _rk_relaunch="" _rk_load="" _rk_first="" _rk_total="" _rk_redone=""
+    _rk_to_exit="" _rk_script="" _rk_drain="" _rk_start="" _rk_script_log=""
+    echo "  $_rk_label ($*):"
+    _rk_round=0
+    while [ "$_rk_round" -lt "$RELAUNCH_ROUNDS" ]; do
+        _rk_round=$((_rk_round + 1))
+        if relaunch_round "$_rk_name-$_rk_round" "$@"; then
+            relaunch_row "  job $_rk_round" "$RR_UNTIL" "$RR_RELAUNCH" "$RR_LOAD" "$RR_FIRST" "$RR_TOTAL" "$RR_REDONE" \
+                "${RR_TO_EXIT:-n/a}" "${RR_SCRIPT:-n/a}" "${RR_DRAIN:-n/a}" "${RR_START:-n/a}" "${RR_SCRIPT_LOG:-n/a}"
+            _rk_until="$_rk_until $RR_UNTIL" _rk_relaunch="$_rk_relaunch $RR_RELAUNCH" _rk_load="$_rk_load $RR_LOAD"
+            _rk_first="$_rk_first $RR_FIRST" _rk_total="$_rk_total $RR_TOTAL" _rk_redone="$_rk_redone $RR_REDONE"
+            _rk_to_exit="$_rk_to_exit ${RR_TO_EXIT:-n/a}" _rk_script="$_rk_script ${RR_SCRIPT:-n/a}"
+            _rk_drain="$_rk_drain ${RR_DRAIN:-n/a}"
+            _rk_start="$_rk_start ${RR_START:-n/a}" _rk_script_log="$_rk_script_log ${RR_SCRIPT_LOG:-n/a}"
+        else
+            fail "$_rk_label, job $_rk_round: $RR_OUTCOME"
+            show_tail 6 "$(grep -E 'train\.sbatch|error|hang:' "$RR_OUT" 2>/dev/null)"
+        fi
+    done
+    # shellcheck disable=SC2086 # the lists split into their numbers
+    relaunch_row "  median" "$(median $_rk_until)" "$(median $_rk_relaunch)" "$(median $_rk_load)" \
+        "$(median $_rk_first)" "$(median $_rk_total)" "$(median $_rk_redone)" "$(median $_rk_to_exit)" \
+        "$(median $_rk_script)" "$(median $_rk_drain)" "$(median $_rk_start)" "$(median $_rk_script_log)"
+}
+
+# relaunch_lab_release: stop the test cluster if this section started it,
+# and let the other users of it have the lock.
+relaunch_lab_release() {
+    if [ "$RELAUNCH_LAB_STARTED" = 1 ]; then
+        "$SCRIPT_DIR/../tests/slurm/lab-down.sh" >/dev/null 2>&1 9>&-
+        RELAUNCH_LAB_STARTED=0
+        echo "  the test cluster was started by this section and is stopped again"
+    fi
+    exec 9>&-
+}
+
+section_10_relaunch() {
+    heading "10. failure to training again inside the allocation: slurm/train.sbatch on the SLURM test cluster"
+    _s10_why=$(relaunch_unavailable)
+    if [ -n "$_s10_why" ]; then
+        echo "  skipped: $_s10_why"
+        return
+    fi
+    section_start=$(now)
+    # shellcheck disable=SC2031 # only the job's copy of FTRAIN differs
+    RELAUNCH_FTRAIN=$(cd "$(dirname "$FTRAIN")" && pwd)/$(basename "$FTRAIN")
+    # One test cluster per machine: the SLURM tests take the same lock.
+    exec 9>"$LAB.lock"
+    if ! flock -w 900 9; then
+        fail "the SLURM test cluster's lock $LAB.lock was held by another user for 900 s"
+        exec 9>&-
+        return
+    fi
+    _s10_pid=$(cat "$LAB/run/slurmctld.pid" 2>/dev/null)
+    if [ -n "$_s10_pid" ] && [ "$(cat "/proc/$_s10_pid/comm" 2>/dev/null)" = slurmctld ]; then
+        echo "  test cluster: $LAB (already up)"
+    else
+        RELAUNCH_LAB_STARTED=1
+        echo "  test cluster: $LAB (started for this section)"
+    fi
+    if ! "$SCRIPT_DIR/../tests/slurm/lab-up.sh" >"$SCRATCH/lab-up.log" 2>&1 9>&-; then
+        fail "the test cluster did not come up: $(tail -n 1 "$SCRATCH/lab-up.log")"
+        relaunch_lab_release
+        return
+    fi
+    echo "  each job: sbatch -N 2 slurm/train.sbatch, 1 rank per node, MLP 1-8-1 on line, --deterministic, 32 steps"
+    echo "  of about 100 ms (--step-delay-ms 100), a save every 5 steps; rank 1 raises its fault after step 22"
+    echo "  (--fault), the script relaunches on the node left, and ftrain resumes from step 20 on 1 rank."
+    echo "  $RELAUNCH_ROUNDS job(s) per fault (BENCH_RELAUNCH_ROUNDS); seconds."
+    echo "  Left of |, ftrain's recovery event (README, \"Lost work and the checkpoint interval\"): from the"
+    echo "  failed rank's last heartbeat until the job ended (the last heartbeat of any rank: both to within a"
+    echo "  heartbeat period, 1.5 s by default, 0.5 s with --hang-timeout 3), the relaunch (from there to the"
+    echo "  new launch's start), the checkpoint load, start-up and first step, the total; the steps redone."
+    echo "  Right of |, the relaunch taken apart from outside (this script polls every 0.1 s or so): the last"
+    echo "  heartbeat to the first srun's exit; the script, from that exit to its relaunch's \"launch:\" line;"
+    echo "  of that, the time until its \"ftrain exited\" line (the copy of srun's standard error ending); then"
+    echo "  from the \"launch:\" line to ftrain's start (srun and MPI start-up: the relaunch less the two"
+    echo "  before).  Last, the script's time again from its own log stamps (\"ftrain exited with status\" to"
+    echo "  \"launch:\"), which have whole seconds only: 0 means the same second."
+    echo
+    relaunch_row "" "until" "" "" "start," "" "steps" "to" "" "of it," "srun," "script"
+    relaunch_row "" "job end" "relaunch" "load" "1st" "total" "redone" "srun" "script" "stderr" "MPI" "(log)"
+    relaunch_row "" "" "" "" "step" "" "" "exit" "" "copy" "start" ""
+    relaunch_kind kill "SIGKILL" --fault kill@22:1
+    relaunch_kind stop "SIGSTOP, a hang" --fault stop@22:1 --hang-timeout 3
+    relaunch_lab_release
+    echo "  section 10 took $(elapsed "$section_start" "$(now)") s"
+}
+
 # ---- main ------------------------------------------------------------------------
 
 main() {
@@ -1119,6 +1380,7 @@ main() {
     if want 7; then section_7_gpu; fi
     if want 8; then section_8_convergence; fi
     if want 9; then section_9_hangs; fi
+    if want 10; then section_10_relaunch; fi
     echo
     echo "bench: done ($(uptime | sed 's/.*load average: /load average /'))"
     exit $status

@@ -24,6 +24,7 @@
  */
 #include "ckptctl.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -81,7 +82,8 @@ static const cmd_def_t commands[] = {
      "(committed, incomplete or corrupt); LATEST marks the one LATEST names.\n"
      "With --local, DIR is a node-local root: each step also shows how many\n"
      "of its shards are present, and the bytes held; missing shards are not\n"
-     "corruption (--verify checks the shards present).\n"
+     "corruption (--verify checks the shards present).  A run directory\n"
+     "(ftrain --run-dir) stands for its ckpt/, unless --local is given.\n"
      "Exits 1 when a checkpoint is corrupt.",
      OPT_JSON | OPT_VERIFY | OPT_LOCAL, 0, 1, cmd_list},
     {"inspect", "[--json] CKPT", "show a checkpoint's tensors, shards and record",
@@ -115,7 +117,8 @@ static const cmd_def_t commands[] = {
      "Check every archive entry (no absolute paths, '..', links, devices, or\n"
      "anything outside one step-<N>/ directory), extract into a temp dir\n"
      "under DIR, verify, and rename into DIR/step-<N>.  An existing\n"
-     "checkpoint of that step is never replaced.  LATEST is not changed.",
+     "checkpoint of that step is never replaced.  LATEST is not changed.  A run\n"
+     "directory (ftrain --run-dir) stands for its ckpt/.",
      0, 2, 2, cmd_import},
     {"prune", "[--keep K] DIR",
      "remove all but the newest K committed checkpoints (default 3)",
@@ -123,7 +126,7 @@ static const cmd_def_t commands[] = {
      "dirs of crashed saves older than the newest committed step.  The\n"
      "checkpoint LATEST names is never removed, nor the newest one that\n"
      "verifies (checkpoints are read, newest first, until one does).  K must\n"
-     "be at least 1.",
+     "be at least 1.  A run directory (ftrain --run-dir) stands for its ckpt/.",
      OPT_KEEP, 1, 1, cmd_prune},
     {"flush", "[--json] LOCAL_ROOT... --to DIR [--step N]",
      "copy a step from node-local roots into the root DIR, complete",
@@ -132,7 +135,7 @@ static const cmd_def_t commands[] = {
      "good), verify it and commit it as DIR/step-<N> (LATEST updated).  The\n"
      "step is N, or the newest step the roots hold completely between them.\n"
      "Nothing is written when a shard is held by none of them, or when DIR\n"
-     "already has the step.",
+     "already has the step.  A run directory DIR stands for its ckpt/.",
      OPT_JSON | OPT_TO | OPT_STEP, 1, INT_MAX, cmd_flush},
     {"help", "[COMMAND]", "show help for ckptctl or a command",
      "Print the list of commands, or one command's usage and options.", 0, 0, 1,
@@ -142,7 +145,9 @@ static const cmd_def_t commands[] = {
 
 static const char ckpt_forms[] =
     "CKPT names one checkpoint: a step directory (ROOT/step-00000042),\n"
-    "ROOT/42, ROOT 42 (two arguments), or ROOT alone for its latest one.\n";
+    "ROOT/42, ROOT 42 (two arguments), or ROOT alone for its latest one.\n"
+    "A run directory (ftrain --run-dir DIR: DIR/ckpt and no checkpoint of its\n"
+    "own) stands for the root DIR/ckpt wherever a ROOT or DIR is taken.\n";
 
 static const char exit_codes[] =
     "exit codes:\n"
@@ -454,6 +459,8 @@ int ctl_json_print(json_t *doc)
 /* ---- naming checkpoints -------------------------------------------------------- */
 
 #define STEP_PREFIX "step-"
+#define TMP_STEP_PREFIX ".tmp-step-"
+#define LATEST_NAME "LATEST"
 /* Digits of the largest step, 2^64 - 1. */
 #define STEP_DIGITS_MAX 20
 
@@ -517,6 +524,40 @@ bool ctl_is_checkpoint_dir(const char *dir)
             parse_step(base, &step));
 }
 
+bool ctl_is_run_dir(const char *dir)
+{
+    char sub[CKPT_PATH_MAX];
+    if (!ctl_is_dir(dir) || ctl_is_checkpoint_dir(dir) ||
+        snprintf(sub, sizeof sub, "%s/%s", dir, CTL_RUN_CKPT) >= (int)sizeof sub ||
+        !ctl_is_dir(sub))
+        return false;
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    bool own = false; /* a checkpoint, a save or LATEST of its own: a root */
+    struct dirent *e;
+    while (!own && (e = readdir(d)) != NULL)
+        own = strncmp(e->d_name, STEP_PREFIX, strlen(STEP_PREFIX)) == 0 ||
+              strncmp(e->d_name, TMP_STEP_PREFIX, strlen(TMP_STEP_PREFIX)) == 0 ||
+              strcmp(e->d_name, LATEST_NAME) == 0;
+    closedir(d);
+    return !own;
+}
+
+const char *ctl_root_arg(const char *arg, char *buf, size_t cap)
+{
+    if (!ctl_is_run_dir(arg))
+        return arg;
+    size_t len = strlen(arg);
+    while (len > 1 && arg[len - 1] == '/')
+        len--;
+    if (snprintf(buf, cap, "%.*s%s%s", (int)len, arg, arg[len - 1] == '/' ? "" : "/",
+                 CTL_RUN_CKPT) >= (int)cap)
+        return arg;
+    fprintf(stderr, "ckptctl: using the checkpoint root '%s'\n", buf);
+    return buf;
+}
+
 /* Join root and the canonical directory name of step into out.  Silent:
  * @return EXIT_ERROR when it does not fit. */
 static int step_path(const char *root, uint64_t step, char *out, size_t cap)
@@ -566,8 +607,10 @@ static int resolve_root_step(const char *what, const char *root, const char *ste
                              char *out, size_t cap)
 {
     uint64_t step;
+    char run_root[CKPT_PATH_MAX];
     if (!parse_step(step_arg, &step))
         return ctl_usage_error(what, "'%s' is not a step number", step_arg);
+    root = ctl_root_arg(root, run_root, sizeof run_root);
     if (step_path(root, step, out, cap) != EXIT_GOOD) {
         ctl_error(what, root, "path too long");
         return EXIT_ERROR;
@@ -592,8 +635,15 @@ static int resolve_root_slash_step(const char *arg, char *out, size_t cap)
         snprintf(root, sizeof root, "%.*s", (int)(slash - arg), arg);
     else
         snprintf(root, sizeof root, ".");
-    if (step_path(root, step, out, cap) != EXIT_GOOD || !ctl_is_dir(out))
+    char run_root[CKPT_PATH_MAX];
+    const char *in = ctl_is_run_dir(root) ? run_root : root;
+    if (in == run_root && snprintf(run_root, sizeof run_root, "%s/%s", root,
+                                   CTL_RUN_CKPT) >= (int)sizeof run_root)
         return EXIT_ERROR;
+    if (step_path(in, step, out, cap) != EXIT_GOOD || !ctl_is_dir(out))
+        return EXIT_ERROR;
+    if (in == run_root)
+        fprintf(stderr, "ckptctl: using the checkpoint root '%s'\n", run_root);
     return EXIT_GOOD;
 }
 
@@ -610,8 +660,11 @@ int ctl_resolve_ckpt(const char *what, const char *arg, const char *step_arg,
         return EXIT_GOOD;
     }
     if (ctl_is_dir(arg)) {
-        if (latest_ok)
-            return latest_in_root(what, arg, out, cap);
+        char run_root[CKPT_PATH_MAX];
+        if (latest_ok) {
+            const char *root = ctl_root_arg(arg, run_root, sizeof run_root);
+            return latest_in_root(what, root, out, cap);
+        }
         ctl_error(what, arg, "not a checkpoint directory");
         return EXIT_ERROR;
     }

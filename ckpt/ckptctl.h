@@ -134,12 +134,27 @@ bool ctl_is_checkpoint_dir(const char *dir);
 /* The last component of path (trailing slashes ignored), copied into buf. */
 const char *ctl_base_name(const char *path, char *buf, size_t cap);
 
+/* The checkpoint root inside a run directory (ftrain --run-dir DIR). */
+#define CTL_RUN_CKPT "ckpt"
+
+/* Is dir a run directory: one that holds the directory ckpt/, as ftrain's
+ * --run-dir makes it, and no step-<N>, .tmp-step-<N> or LATEST of its own
+ * (which would make it a checkpoint root itself)? */
+bool ctl_is_run_dir(const char *dir);
+
+/* The checkpoint root an argument names: a run directory stands for its
+ * ckpt/ (written into buf, and said on stderr: "ckptctl: using the
+ * checkpoint root 'runs/x/ckpt'"), anything else for itself.  @return arg
+ * or buf. */
+const char *ctl_root_arg(const char *arg, char *buf, size_t cap);
+
 /*
  * Resolve the CKPT argument forms to a checkpoint directory, into out:
  *   DIR STEP       -> DIR/step-<STEP>    (step_arg not NULL)
  *   step dir       -> itself
  *   ROOT/42        -> ROOT/step-00000042 (when ROOT/42 does not exist)
  *   ROOT           -> its latest committed checkpoint (when latest_ok)
+ * where ROOT may be a run directory, standing for its ckpt/ (ctl_root_arg).
  * what names the command in messages.
  */
 int ctl_resolve_ckpt(const char *what, const char *arg, const char *step_arg,

@@ -91,7 +91,8 @@ static void note_if_newest(const char *root, const char *imported)
 int cmd_import(const args_t *args)
 {
     const char *file = args->operands[0], *root = args->operands[1];
-    char imported[CKPT_PATH_MAX];
+    char imported[CKPT_PATH_MAX], run_root[CKPT_PATH_MAX];
+    root = ctl_root_arg(root, run_root, sizeof run_root);
     int rc = ckpt_import(file, root, imported, sizeof imported);
     if (rc != CKPT_OK)
         return ctl_lib_fail("import", file, rc);
@@ -143,7 +144,8 @@ static void print_prune_summary(const char *root, int removed, const ckpt_entry_
 
 int cmd_prune(const args_t *args)
 {
-    const char *root = args->operands[0];
+    char run_root[CKPT_PATH_MAX];
+    const char *root = ctl_root_arg(args->operands[0], run_root, sizeof run_root);
     int keep = (args->set & OPT_KEEP) ? args->keep : PRUNE_KEEP_DEFAULT;
     ckpt_entry_t *before = NULL, *after = NULL;
     size_t nbefore = 0, nafter = 0;
@@ -286,14 +288,16 @@ int cmd_flush(const args_t *args)
         if (result != EXIT_GOOD)
             return result;
     }
-    int rc = ckpt_local_flush(roots, nroots, step, args->to, path, sizeof path);
+    char run_root[CKPT_PATH_MAX];
+    const char *to = ctl_root_arg(args->to, run_root, sizeof run_root);
+    int rc = ckpt_local_flush(roots, nroots, step, to, path, sizeof path);
     if (rc == CKPT_EEXIST) {
-        ctl_error("flush", args->to, "step %" PRIu64 " is already there (step-%08" PRIu64
+        ctl_error("flush", to, "step %" PRIu64 " is already there (step-%08" PRIu64
                   "); nothing written", step, step);
         return EXIT_ERROR;
     }
     if (rc != CKPT_OK)
-        return ctl_lib_fail("flush", args->to, rc);
+        return ctl_lib_fail("flush", to, rc);
     if (args->set & OPT_JSON) {
         json_t *doc = json_object(), *list = json_array();
         for (size_t r = 0; r < nroots; r++)

@@ -187,6 +187,9 @@ int cmd_list(const args_t *args)
     const char *root = args->noperands ? args->operands[0] : ".";
     bool json = args->set & OPT_JSON, local = args->set & OPT_LOCAL,
          verify = args->set & OPT_VERIFY;
+    char run_root[CKPT_PATH_MAX];
+    if (!local) /* a node-local root is never taken for a run directory */
+        root = ctl_root_arg(root, run_root, sizeof run_root);
     ckpt_entry_t *entries = NULL;
     ckpt_local_step_t *steps = NULL;
     size_t count = 0, nsteps = 0;
@@ -738,6 +741,9 @@ int cmd_verify(const args_t *args)
     verify_tally_t tally = {(args->set & OPT_JSON) ? json_array() : NULL, 0, 0, 0,
                             !!(args->set & OPT_LOCAL)};
     int result;
+    char run_root[CKPT_PATH_MAX];
+    if (!step_arg && !tally.local)
+        arg = ctl_root_arg(arg, run_root, sizeof run_root);
     if (step_arg || ctl_is_checkpoint_dir(arg) || !ctl_is_dir(arg)) {
         char dir[CKPT_PATH_MAX], base[CTL_BASE_NAME_MAX];
         result = ctl_resolve_ckpt("verify", arg, step_arg, false, dir, sizeof dir);

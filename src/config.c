@@ -233,7 +233,7 @@ static const config_option_t config_opts[] = {
      .help = "append each rank's trained sample indices to\n"
              "PFX.<rank> as 'epoch step index...' lines (tests)"},
     {"quiet", .kind = CONFIG_ARG_FLAG, FIELD(quiet),
-     .help = "only the resume, stop and summary (done:) lines"},
+     .help = "only the resume, recovery, stop and summary\n(done:) lines"},
     {"help", .kind = CONFIG_ARG_ACTION, .action = CONFIG_HELP},
     {"version", .kind = CONFIG_ARG_ACTION, .action = CONFIG_VERSION, .join = ", "},
 };

@@ -237,7 +237,7 @@ static void start_watchdog(const config_t *cfg, const world_t *world)
     watchdog_opts_t opts = {
         .rank = world->rank, .size = world->size, .peers = gathered ? peers : NULL,
         .timeout_s = cfg->hang_timeout, .heartbeat_dir = gathered ? dir : NULL,
-        .token = token, .fire = end_job_on_hang,
+        .token = token, .fire = end_job_on_hang, .stop_requested = stop_local_signal,
     };
     hang_world = world;
     char err[TRAIN_ERR_MAX];

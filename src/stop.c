@@ -1,10 +1,14 @@
 /*
- * stop.c - signal handlers that only set flags, and the stop agreement.
+ * stop.c - ftrain's signal handling and the stop agreement around the
+ * checkpoint library's stop core (ckpt/stop.c, include/ftrain/ckpt_stop.h):
+ * the handlers, which only record the first signal and its time, are the
+ * library's; this file adds the start-up blocking (.preinit_array), the
+ * names of the signals, and ftrain's error convention.
  *
  * INVARIANTS
- *   S1  A handler writes only volatile sig_atomic_t flags (and reads the
- *       clock with clock_gettime, which is async-signal-safe).  No I/O, no
- *       locks, no MPI inside a handler.
+ *   S1  A handler writes only lock-free atomic flags (and reads the clock
+ *       with clock_gettime, which is async-signal-safe): ckpt/stop.c, K1
+ *       and K2.  No I/O, no locks, no MPI inside a handler.
  *   S2  Every rank makes the same sequence of collectives.  The stop flag is
  *       never acted on locally: it is a vote that rides in a collective all
  *       ranks make anyway (the per-step control reduction in train.c, or
@@ -34,9 +38,9 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "ftrain/ckpt_stop.h"
 #include "ftrain/util.h"
 
 /* The signals that stop a run; the first STOP_SIGNAL_CHOICES may be chosen
@@ -46,57 +50,13 @@ static const util_name_t stop_signals[] = {
 };
 #define STOP_SIGNAL_CHOICES 2
 
-static volatile sig_atomic_t stop_sig = 0;
-static volatile sig_atomic_t stop_sec = 0;  /* seconds after stop_base: an int holds them */
-static volatile sig_atomic_t stop_nsec = 0;
-static time_t stop_base;                    /* set before any handler is installed */
-
-static void stop_handler(int sig)
-{
-    if (!stop_sig) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        stop_sec = (sig_atomic_t)(ts.tv_sec - stop_base);
-        stop_nsec = (sig_atomic_t)ts.tv_nsec;
-        stop_sig = sig;
-    }
-}
-
-/* A failed sigaction for sig: STOP_ESYS with the reason in err. */
-static int sigaction_fail(int sig, char *err, size_t cap)
-{
-    return util_fail(err, cap, STOP_ESYS, "sigaction(SIG%s): %s", stop_signal_name(sig),
-                     strerror(errno));
-}
-
 int stop_install(int stop_signal, char *err, size_t cap)
 {
-    struct sigaction sa;
-    if (!stop_base) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        stop_base = ts.tv_sec;
-    }
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = stop_handler;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0; /* no SA_RESTART: a sleep or wait returns early */
-    const int sigs[] = {stop_signal, SIGTERM, SIGINT};
-    for (size_t i = 0; i < UTIL_COUNT(sigs); i++)
-        if (sigaction(sigs[i], &sa, NULL) != 0)
-            return sigaction_fail(sigs[i], err, cap);
-    /* Installed again with another stop signal (--stop-signal): SIGUSR1,
-     * trapped from the start so that none is lost before the options are
-     * read, goes back to its default action. */
-    if (stop_signal != SIGUSR1) {
-        struct sigaction cur, dfl;
-        memset(&dfl, 0, sizeof dfl);
-        dfl.sa_handler = SIG_DFL;
-        sigemptyset(&dfl.sa_mask);
-        if (sigaction(SIGUSR1, NULL, &cur) == 0 && cur.sa_handler == stop_handler &&
-            sigaction(SIGUSR1, &dfl, NULL) != 0)
-            return sigaction_fail(SIGUSR1, err, cap);
-    }
+    /* The library's handlers; installed again with another stop signal
+     * (--stop-signal), SIGUSR1, trapped from the start so that none is lost
+     * before the options are read, goes back to its default action. */
+    if (ckpt_stop_install(stop_signal) != CKPT_OK)
+        return util_fail(err, cap, STOP_ESYS, "%s", ckpt_last_error());
     return STOP_OK;
 }
 
@@ -127,14 +87,9 @@ int stop_unblock(char *err, size_t cap)
     return STOP_OK;
 }
 
-int stop_local_signal(void) { return stop_sig; }
+int stop_local_signal(void) { return ckpt_stop_requested(); }
 
-double stop_local_time(void)
-{
-    if (!stop_sig)
-        return 0;
-    return (double)stop_base + (double)stop_sec + (double)stop_nsec * 1e-9;
-}
+double stop_local_time(void) { return ckpt_stop_time(); }
 
 const char *stop_signal_name(int sig)
 {

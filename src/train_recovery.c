@@ -25,7 +25,7 @@ static double wall_s(void)
  * interval this run uses. */
 void train_tell_young_daly(trainer_t *t, int64_t step, double cost_s)
 {
-    if (t->rank != 0 || t->young_daly_told || t->cfg->quiet || !(cost_s > 0))
+    if (t->rank != 0 || t->young_daly_told || !(cost_s > 0))
         return;
     t->young_daly_told = 1;
     const config_t *cfg = t->cfg;
@@ -36,16 +36,18 @@ void train_tell_young_daly(trainer_t *t, int64_t step, double cost_s)
                         : 0;
     char now[REPORT_MAX] = "";
     if (cfg->ckpt_every && step_s > 0)
-        snprintf(now, sizeof now, "; this run saves every %lld steps = %.1f s",
+        snprintf(now, sizeof now, "; this run saves every %lld steps = %.3g s",
                  (long long)cfg->ckpt_every, step_s * (double)cfg->ckpt_every);
     else if (cfg->ckpt_interval)
         snprintf(now, sizeof now, "; this run saves every %.1f s", cfg->ckpt_interval);
-    printf("checkpoint: Young/Daly: a save costs %.3f s of training; for a mean time between "
-           "failures of %g h (--mtbf) the interval that loses least is %.0f s",
-           cost_s, cfg->mtbf_hours, best);
-    if (step_s > 0)
-        printf(" (about %.0f steps of %.3f s)", best / step_s, step_s);
-    printf("%s\n", now);
+    if (!cfg->quiet) {
+        printf("checkpoint: Young/Daly: a save costs %.3g s of training; for a mean time "
+               "between failures of %g h (--mtbf) the interval that loses least is %.0f s",
+               cost_s, cfg->mtbf_hours, best);
+        if (step_s > 0)
+            printf(" (about %.0f steps of %.3g s)", best / step_s, step_s);
+        printf("%s\n", now);
+    }
     char extra[REPORT_MAX];
     snprintf(extra, sizeof extra, "\"save_cost_s\":%.4f,\"mtbf_h\":%g,\"interval_s\":%.1f,"
              "\"step_s\":%.5f", cost_s, cfg->mtbf_hours, best, step_s);

@@ -95,6 +95,16 @@ double watchdog_allowance(watchdog_phase_t phase, double timeout_s, const watchd
     }
 }
 
+double watchdog_stop_allowance(watchdog_phase_t phase, double timeout_s,
+                               const watchdog_seen_t *seen)
+{
+    double limit = watchdog_allowance(phase, timeout_s, seen);
+    if (phase != WATCHDOG_CONTROL && phase != WATCHDOG_REDUCE)
+        return limit;
+    double stop = max2(WATCHDOG_STOP_FLOOR_S, WATCHDOG_MULTIPLE * seen->step_s);
+    return stop < limit ? stop : limit;
+}
+
 double watchdog_beat_period(double timeout_s)
 {
     double limit = timeout_s > 0 ? timeout_s : WATCHDOG_FLOOR_S;
@@ -177,7 +187,8 @@ static void write_beat(watchdog_phase_t phase, int64_t step, double idle)
     beat_path(tmp, sizeof tmp, rank, ".new");
     beat_path(path, sizeof path, rank, "");
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 && errno == ENOENT && mkdir(wd.dir, 0755) == 0)
+    /* Another rank may make the directory first: that is as good. */
+    if (fd < 0 && errno == ENOENT && (mkdir(wd.dir, 0755) == 0 || errno == EEXIST))
         fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return;
@@ -426,7 +437,9 @@ static void *watch(void *unused)
         watchdog_phase_t phase = wd.phase;
         int64_t step = wd.step;
         double idle = now - wd.since;
-        double limit = watchdog_allowance(phase, wd.opts.timeout_s, &wd.seen);
+        int stopping = wd.opts.stop_requested && wd.opts.stop_requested();
+        double limit = stopping ? watchdog_stop_allowance(phase, wd.opts.timeout_s, &wd.seen)
+                                : watchdog_allowance(phase, wd.opts.timeout_s, &wd.seen);
         pthread_mutex_unlock(&wd.lock);
         if (wd.dir[0] && now - last_beat >= wd.beat_s) {
             write_beat(phase, step, idle);
@@ -435,6 +448,10 @@ static void *watch(void *unused)
         if (wd.opts.timeout_s != 0 && idle > limit) {
             static char report[WATCHDOG_REPORT_MAX];
             diagnose(phase, step, idle, limit, report, sizeof report);
+            if (stopping && limit < watchdog_allowance(phase, wd.opts.timeout_s, &wd.seen))
+                add(report, sizeof report, "ftrain: hang: a stop signal came while this rank "
+                    "waited: a rank that is dead or stopped cannot take part in the stop, so "
+                    "the limit was %.1f s\n", limit);
             wd.opts.fire(report, wd.opts.arg); /* ends the job; if not, we are done */
             return NULL;
         }

@@ -4,7 +4,10 @@
 # script on a real cluster): a warning forwarded as ftrain's stop signal,
 # then a requeue; ftrain told which stop signal to use, and a mismatch with
 # FTRAIN_ARGS refused; a warning while the script is still setting up does
-# not kill it; a warning that srun drops is sent again.
+# not kill it; a warning that srun drops is sent again; FTRAIN_PROGRAM runs
+# another program with the contract's environment and none of ftrain's
+# options, and its exit 75 requeues; the default ftrain is the submit
+# directory's build, else the one on PATH.
 . "$(dirname "$0")/lib.sh"
 command -v bash >/dev/null 2>&1 || skip_all "bash not installed"
 SCRIPT="$(cd "$(dirname "$0")/.." && pwd)/slurm/train.sbatch"
@@ -13,12 +16,26 @@ mkdir -p "$B"
 LOG="$T/stub.log"
 export LOG
 
-# srun stub: records its arguments once its traps are set, then waits; the
-# Nth stop signal (N = SRUN_DROP + 1) makes it exit 75 as ftrain does after
-# a checkpoint.  SRUN_INIT=S: it records its arguments first and sets its
-# traps S seconds later, as a launcher that is still starting up.
+# srun stub (also mpirun's): records its arguments once its traps are set,
+# then waits; the Nth stop signal (N = SRUN_DROP + 1) makes it exit 75 as
+# ftrain does after a checkpoint.  SRUN_INIT=S: it records its arguments
+# first and sets its traps S seconds later, as a launcher that is still
+# starting up.  SRUN_RUN=1: it runs the command after its own options
+# instead, as one task (exec: signals reach the command).
 cat >"$B/srun" <<'EOF'
 #!/bin/sh
+if [ -n "${SRUN_RUN:-}" ]; then
+	echo "${0##*/} $*" >>"$LOG"
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--mca) shift 3 ;; # mpirun's options with values
+		-x) shift 2 ;;
+		-*) shift ;;
+		*) break ;;
+		esac
+	done
+	exec "$@"
+fi
 n=0
 on_sig() {
 	n=$((n + 1))
@@ -52,9 +69,23 @@ cat >"$B/mkdir" <<'EOF'
 sleep "${MKDIR_DELAY:-0}"
 exec /bin/mkdir "$@"
 EOF
-chmod +x "$B/srun" "$B/scontrol" "$B/mkdir"
+cp "$B/srun" "$B/mpirun"
+chmod +x "$B/srun" "$B/mpirun" "$B/scontrol" "$B/mkdir"
 printf '#!/bin/sh\nexit 0\n' >"$T/ftrain"
 chmod +x "$T/ftrain"
+# A program that follows the contract: records its arguments and the
+# contract's variables, and on its stop signal "checkpoints" and exits 75.
+cat >"$T/prog" <<'EOF'
+#!/bin/sh
+echo "prog args: $*" >>"$LOG"
+echo "prog env: FTRAIN_RUN_DIR=${FTRAIN_RUN_DIR:-unset} FTRAIN_STOP_SIGNAL=${FTRAIN_STOP_SIGNAL:-unset}" >>"$LOG"
+trap 'echo "prog got USR1" >>"$LOG"; exit 75' USR1
+trap 'echo "prog got USR2" >>"$LOG"; exit 75' USR2
+i=0
+while [ "$i" -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+exit 0
+EOF
+chmod +x "$T/prog"
 
 # run_script VAR=VALUE...: start the batch script in the background with the
 # stubs first on PATH; its output goes to $T/out, its pid to SPID.
@@ -65,6 +96,7 @@ run_script() {
 	SPID=$!
 }
 srun_started() { grep -q '^srun ' "$LOG"; }
+prog_started() { grep -q '^prog env' "$LOG"; }
 logged() { grep -q "$1" "$LOG"; }
 
 # ---- USR1: forwarded, ftrain exits 75, the job is requeued ---------------
@@ -191,5 +223,65 @@ ok "$([ "$rc" -eq 1 ] && [ "$(grep -c '^srun ' "$LOG")" -eq 1 ]; echo $?)" \
     "a launch that fails with status 1 and no lost rank, node or hang: one launch, exit $rc" ||
     why "$(cat "$LOG" "$T/out")"
 like "$(cat "$T/out")" "not a lost rank, node or hang .*; not relaunching" "  saying why it is not relaunched"
+
+# ---- FTRAIN_PROGRAM: another program under the same contract ----------------
+# FTRAIN names nothing: the program does not need ftrain.
+run_script SRUN_RUN=1 FTRAIN="$T/no-such-ftrain" FTRAIN_PROGRAM="$T/prog --lr 3"
+wait_for 10 prog_started
+kill -USR1 "$SPID"
+{ wait "$SPID"; } 2>/dev/null
+rc=$?
+is "$(sed -n 's/^prog args: //p' "$LOG")" "--lr 3 --data line" \
+    "FTRAIN_PROGRAM: the program gets its own arguments and the script's, none of ftrain's options"
+is "$(sed -n 's/^prog env: //p' "$LOG")" "FTRAIN_RUN_DIR=$T/run FTRAIN_STOP_SIGNAL=USR1" \
+    "  and FTRAIN_RUN_DIR and FTRAIN_STOP_SIGNAL in its environment"
+like "$(grep '^srun ' "$LOG")" "^srun --mpi=pmix --kill-on-bad-exit=1 $T/prog --lr 3 --data line\$" \
+    "  launched by srun as ftrain is"
+ok "$(logged 'prog got USR1' && logged 'scontrol requeue 4242' && [ "$rc" -eq 143 ]; echo $?)" \
+    "  the warning reaches it, its exit 75 requeues the job (exit $rc)" || why "$(cat "$LOG" "$T/out")"
+like "$(cat "$T/out")" "prog exited with status 75" "  and the log names it"
+
+run_script SRUN_RUN=1 FTRAIN_LAUNCH=mpirun FTRAIN_STOP_SIGNAL=SIGUSR2 FTRAIN_PROGRAM="$T/prog"
+wait_for 10 prog_started
+kill -USR1 "$SPID"
+{ wait "$SPID"; } 2>/dev/null
+like "$(grep '^mpirun ' "$LOG")" "-x FTRAIN_RUN_DIR -x FTRAIN_STOP_SIGNAL .*$T/prog --data line\$" \
+    "FTRAIN_PROGRAM under mpirun: mpirun is told to pass the two variables on"
+ok "$(logged 'FTRAIN_STOP_SIGNAL=USR2$' && logged 'prog got USR2'; echo $?)" \
+    "  FTRAIN_STOP_SIGNAL=SIGUSR2 reaches it as USR2, and so does the warning" || why "$(cat "$LOG")"
+
+# Bad settings: refused before anything is launched.
+refused() { # refused WANT NAME: exit 2, nothing launched, the error WANT
+    { wait "$SPID"; } 2>/dev/null
+    _rc=$?
+    ok "$([ "$_rc" -eq 2 ] && ! srun_started && grep -q "error: $1" "$T/out"; echo $?)" \
+        "$2: refused (exit $_rc), saying why, nothing launched" || why "$(cat "$T/out")"
+}
+run_script FTRAIN_PROGRAM="$T/prog" FTRAIN_ARGS="--epochs 3"
+refused "FTRAIN_ARGS holds ftrain's options" "FTRAIN_PROGRAM with FTRAIN_ARGS"
+run_script FTRAIN_PROGRAM="$T/no-such-program"
+refused "FTRAIN_PROGRAM's command '$T/no-such-program' is not found" "FTRAIN_PROGRAM naming no program"
+run_script FTRAIN_PROGRAM="   "
+refused "FTRAIN_PROGRAM is blank" "a blank FTRAIN_PROGRAM"
+
+# ---- the default ftrain ---------------------------------------------------------
+mkdir -p "$T/tree/build" "$T/elsewhere" "$T/pathbin"
+cp "$T/ftrain" "$T/tree/build/ftrain"
+cp "$T/ftrain" "$T/pathbin/ftrain"
+run_script FTRAIN= SLURM_SUBMIT_DIR="$T/tree" PATH="$T/pathbin:$B:$PATH"
+wait_for 10 srun_started
+kill -USR1 "$SPID"
+{ wait "$SPID"; } 2>/dev/null
+like "$(grep '^srun ' "$LOG")" " $T/tree/build/ftrain --run-dir" \
+    "FTRAIN unset: the submit directory's build/ftrain first"
+run_script FTRAIN= SLURM_SUBMIT_DIR="$T/elsewhere" PATH="$T/pathbin:$B:$PATH"
+wait_for 10 srun_started
+kill -USR1 "$SPID"
+{ wait "$SPID"; } 2>/dev/null
+like "$(grep '^srun ' "$LOG")" " $T/pathbin/ftrain --run-dir" \
+    "  without one (and no installed ftrain), the ftrain on PATH"
+run_script FTRAIN= SLURM_SUBMIT_DIR="$T/elsewhere" PATH="$B:/usr/bin:/bin"
+refused "ftrain binary '$T/elsewhere/build/ftrain' is missing or not executable (set FTRAIN; none in $T/elsewhere/build, none on PATH)" \
+    "  none anywhere"
 
 done_testing

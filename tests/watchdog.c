@@ -52,6 +52,24 @@ static void test_allowance(void)
               "auto: the commit: as the save (10 x a 10 s save)");
 }
 
+static void test_stop_allowance(void)
+{
+    watchdog_seen_t fast = {0.02, 0.5, 0.05}, slow = {2, 1, 10}, none = {-1, -1, -1};
+    double a = WATCHDOG_AUTO;
+    is_double(watchdog_stop_allowance(WATCHDOG_CONTROL, a, &fast), 5, 0,
+              "a stop came: the control reduction waits 5 s (the floor), not 45");
+    is_double(watchdog_stop_allowance(WATCHDOG_REDUCE, a, &slow), 20, 0,
+              "  the gradient allreduce: 10 x a 2 s step");
+    is_double(watchdog_stop_allowance(WATCHDOG_REDUCE, 3, &fast), 3, 0,
+              "  never longer than the limit itself (--hang-timeout 3)");
+    is_double(watchdog_stop_allowance(WATCHDOG_SAVE, a, &slow), 100, 0,
+              "  the stop's own save keeps its allowance");
+    is_double(watchdog_stop_allowance(WATCHDOG_COMPUTE, a, &fast), 45, 0,
+              "  local computation keeps its allowance");
+    is_double(watchdog_stop_allowance(WATCHDOG_CONTROL, a, &none), 5, 0,
+              "  nothing measured yet: the floor");
+}
+
 static void test_beat_period(void)
 {
     is_double(watchdog_beat_period(3), 0.5, 0, "heartbeat period under --hang-timeout 3: 0.5 s");
@@ -237,6 +255,7 @@ static void test_heartbeats(void)
 int main(void)
 {
     test_allowance();
+    test_stop_allowance();
     test_beat_period();
     test_phase_text();
     test_alone();

@@ -46,6 +46,15 @@
 extern "C" {
 #endif
 
+/* Marks the library's public functions.  The shared library
+ * (libftrain-ckpt.so) is compiled with -fvisibility=hidden and exports
+ * these and nothing else: the helpers its files share stay internal. */
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define CKPT_API __attribute__((visibility("default")))
+#else
+#define CKPT_API
+#endif
+
 #define CKPT_FORMAT_VERSION 1
 #define CKPT_MAX_DIMS 4
 #define CKPT_NAME_MAX 128 /* tensor name, including the terminating NUL */
@@ -68,11 +77,11 @@ typedef enum {
 } ckpt_err_t;
 
 /** @return a static, lowercase name for an error code ("checksum mismatch"). */
-const char *ckpt_strerror(int err);
+CKPT_API const char *ckpt_strerror(int err);
 
 /** @return the calling thread's last detailed error message ("" if none).
  *  It is not cleared by a successful call: read it only after a failure. */
-const char *ckpt_last_error(void);
+CKPT_API const char *ckpt_last_error(void);
 
 typedef enum {
     CKPT_F32 = 0,
@@ -83,9 +92,9 @@ typedef enum {
 } ckpt_dtype_t;
 
 /** @return bytes per element of a dtype, 0 for an unknown value. */
-size_t ckpt_dtype_size(ckpt_dtype_t dtype);
+CKPT_API size_t ckpt_dtype_size(ckpt_dtype_t dtype);
 /** @return the dtype's manifest name ("f32"), NULL for an unknown value. */
-const char *ckpt_dtype_name(ckpt_dtype_t dtype);
+CKPT_API const char *ckpt_dtype_name(ckpt_dtype_t dtype);
 
 /* One named tensor.  On save, data points at the whole tensor (every rank has
  * it); offset and nbytes are filled by ckpt_layout().  On load (ckpt_tensor_at,
@@ -139,7 +148,7 @@ typedef struct {
 } ckpt_opts_t;
 
 /** Fill opts with the defaults above. */
-void ckpt_opts_default(ckpt_opts_t *opts);
+CKPT_API void ckpt_opts_default(ckpt_opts_t *opts);
 
 /* What one rank wrote; gathered to rank 0 by ckpt_commit. */
 typedef struct {
@@ -164,7 +173,7 @@ typedef struct {
  * @return CKPT_OK and *total_bytes, or CKPT_EINVAL (bad name, dtype, shape,
  *         duplicate name, overflow).
  */
-int ckpt_layout(ckpt_tensor_t *tensors, size_t ntensors, uint64_t *total_bytes);
+CKPT_API int ckpt_layout(ckpt_tensor_t *tensors, size_t ntensors, uint64_t *total_bytes);
 
 /**
  * Phase one, local: write rank `rank` of `world`'s slice of the flat space
@@ -173,9 +182,9 @@ int ckpt_layout(ckpt_tensor_t *tensors, size_t ntensors, uint64_t *total_bytes);
  * @return CKPT_OK and *info, or CKPT_EIO / CKPT_ENOMEM / CKPT_EZSTD /
  *         CKPT_EEXIST (step already committed).
  */
-int ckpt_shard_write(const char *root, uint64_t step, int rank, int world,
-                     const ckpt_tensor_t *tensors, size_t ntensors,
-                     const ckpt_opts_t *opts, ckpt_shard_info_t *info);
+CKPT_API int ckpt_shard_write(const char *root, uint64_t step, int rank, int world,
+                              const ckpt_tensor_t *tensors, size_t ntensors,
+                              const ckpt_opts_t *opts, ckpt_shard_info_t *info);
 
 /**
  * Phase two, collective: gather every rank's info (or failure) to rank 0,
@@ -188,15 +197,15 @@ int ckpt_shard_write(const char *root, uint64_t step, int rank, int world,
  * @return success or failure the same on every rank: CKPT_OK, the local
  *         error, CKPT_EPEER, or rank 0's commit error.
  */
-int ckpt_commit(const char *root, uint64_t step, const ckpt_tensor_t *tensors,
-                size_t ntensors, const char *record_json, const ckpt_opts_t *opts,
-                int local_rc, const ckpt_shard_info_t *info,
-                const ckpt_coll_t *coll);
+CKPT_API int ckpt_commit(const char *root, uint64_t step, const ckpt_tensor_t *tensors,
+                         size_t ntensors, const char *record_json, const ckpt_opts_t *opts,
+                         int local_rc, const ckpt_shard_info_t *info,
+                         const ckpt_coll_t *coll);
 
 /** Both phases.  @return as ckpt_commit. */
-int ckpt_save(const char *root, uint64_t step, ckpt_tensor_t *tensors,
-              size_t ntensors, const char *record_json, const ckpt_opts_t *opts,
-              const ckpt_coll_t *coll);
+CKPT_API int ckpt_save(const char *root, uint64_t step, ckpt_tensor_t *tensors,
+                       size_t ntensors, const char *record_json, const ckpt_opts_t *opts,
+                       const ckpt_coll_t *coll);
 
 /* ---- reading ---------------------------------------------------------- */
 
@@ -211,27 +220,27 @@ typedef struct ckpt ckpt_t;
  *         manifest) / CKPT_EFORMAT / CKPT_ECORRUPT (manifest checksum
  *         mismatch) / CKPT_EVERSION / CKPT_ENOMEM.
  */
-int ckpt_open(const char *dir, ckpt_t **out);
+CKPT_API int ckpt_open(const char *dir, ckpt_t **out);
 /** Close; accepts NULL. */
-void ckpt_close(ckpt_t *ckpt);
+CKPT_API void ckpt_close(ckpt_t *ckpt);
 
-uint64_t ckpt_step(const ckpt_t *ckpt);
-uint64_t ckpt_total_bytes(const ckpt_t *ckpt);
-int ckpt_world_size(const ckpt_t *ckpt);   /* number of shards */
-size_t ckpt_num_tensors(const ckpt_t *ckpt);
+CKPT_API uint64_t ckpt_step(const ckpt_t *ckpt);
+CKPT_API uint64_t ckpt_total_bytes(const ckpt_t *ckpt);
+CKPT_API int ckpt_world_size(const ckpt_t *ckpt); /* number of shards */
+CKPT_API size_t ckpt_num_tensors(const ckpt_t *ckpt);
 /** @return tensor `index` (data NULL), or NULL when out of range. */
-const ckpt_tensor_t *ckpt_tensor_at(const ckpt_t *ckpt, size_t index);
+CKPT_API const ckpt_tensor_t *ckpt_tensor_at(const ckpt_t *ckpt, size_t index);
 /** @return the tensor named name, or NULL. */
-const ckpt_tensor_t *ckpt_find(const ckpt_t *ckpt, const char *name);
+CKPT_API const ckpt_tensor_t *ckpt_find(const ckpt_t *ckpt, const char *name);
 /** @return the record as compact JSON text owned by ckpt. */
-const char *ckpt_record_json(const ckpt_t *ckpt);
+CKPT_API const char *ckpt_record_json(const ckpt_t *ckpt);
 /** @return shard `index`'s info as written in the manifest, or NULL. */
-const ckpt_shard_info_t *ckpt_shard_at(const ckpt_t *ckpt, int index);
+CKPT_API const ckpt_shard_info_t *ckpt_shard_at(const ckpt_t *ckpt, int index);
 /** @return the manifest's creation time (seconds since the epoch). */
-int64_t ckpt_created(const ckpt_t *ckpt);
+CKPT_API int64_t ckpt_created(const ckpt_t *ckpt);
 /** @return 1 when the manifest had a checksum (it matched, or open would
  * have failed), 0 for a manifest of an older writer that has none. */
-int ckpt_manifest_checksummed(const ckpt_t *ckpt);
+CKPT_API int ckpt_manifest_checksummed(const ckpt_t *ckpt);
 
 /**
  * Read bytes [offset, offset+len) of the flat space into dst.  Reads and
@@ -240,22 +249,22 @@ int ckpt_manifest_checksummed(const ckpt_t *ckpt);
  * @return CKPT_OK, or CKPT_EINVAL (range) / CKPT_EIO / CKPT_ECORRUPT /
  *         CKPT_EINCOMPLETE (shard missing).
  */
-int ckpt_read_range(ckpt_t *ckpt, uint64_t offset, uint64_t len, void *dst);
+CKPT_API int ckpt_read_range(ckpt_t *ckpt, uint64_t offset, uint64_t len, void *dst);
 
 /** Threads that ckpt_read_range decodes whole frames with (frames are
  * independent): default the CPUs of the process's affinity mask, at most 8;
  * processes sharing those CPUs should pass their share.  Clamped to 1..64. */
-void ckpt_set_read_threads(ckpt_t *ckpt, int threads);
+CKPT_API void ckpt_set_read_threads(ckpt_t *ckpt, int threads);
 
 /** Read a whole tensor into dst, which holds cap bytes (at least its
  *  nbytes).  @return as read_range, or CKPT_ENOTFOUND (no such tensor). */
-int ckpt_read_tensor(ckpt_t *ckpt, const char *name, void *dst, uint64_t cap);
+CKPT_API int ckpt_read_tensor(ckpt_t *ckpt, const char *name, void *dst, uint64_t cap);
 
 /**
  * Re-read every shard, check each frame and each shard checksum and size
  * against the manifest.  @return CKPT_OK or the first error.
  */
-int ckpt_verify(ckpt_t *ckpt);
+CKPT_API int ckpt_verify(ckpt_t *ckpt);
 
 /* ---- names in a checkpoint root --------------------------------------- */
 
@@ -269,11 +278,11 @@ int ckpt_verify(ckpt_t *ckpt);
 
 /** Step directory name for a step: "step-%08llu".  buf should hold
  *  CKPT_FILE_NAME_MAX bytes; a shorter one gets a truncated name. */
-void ckpt_step_dirname(uint64_t step, char *buf, size_t cap);
+CKPT_API void ckpt_step_dirname(uint64_t step, char *buf, size_t cap);
 
 /** Shard file name of a shard index, as the manifest's "file" field:
  *  "shard-<index>.ftsh".  buf should hold CKPT_FILE_NAME_MAX bytes. */
-void ckpt_shard_name(int index, char *buf, size_t cap);
+CKPT_API void ckpt_shard_name(int index, char *buf, size_t cap);
 
 /**
  * Parse a step directory name exactly as ckpt_step_dirname writes it
@@ -281,7 +290,7 @@ void ckpt_shard_name(int index, char *buf, size_t cap);
  * non-zero the name of a save in progress (".tmp-step-00000042").
  * @return 1 and *step on a match, 0 otherwise (*step untouched).
  */
-int ckpt_parse_dirname(const char *name, int tmp, uint64_t *step);
+CKPT_API int ckpt_parse_dirname(const char *name, int tmp, uint64_t *step);
 
 /**
  * Copy text into buf (cap bytes, always NUL-terminated when cap > 0) as
@@ -291,7 +300,7 @@ int ckpt_parse_dirname(const char *name, int tmp, uint64_t *step);
  * are anyone's bytes; every message of ckpt_last_error() is already clean.
  * @return the length written.
  */
-size_t ckpt_text_clean(const char *text, char *buf, size_t cap);
+CKPT_API size_t ckpt_text_clean(const char *text, char *buf, size_t cap);
 
 /* ---- managing a root -------------------------------------------------- */
 
@@ -323,8 +332,8 @@ typedef struct {
  * *out is malloc'd; free() it.
  * @return CKPT_OK, or CKPT_ENOTFOUND (no such root) / CKPT_EIO / CKPT_ENOMEM.
  */
-int ckpt_list(const char *root, int verify, ckpt_entry_t **out,
-              size_t *nentries);
+CKPT_API int ckpt_list(const char *root, int verify, ckpt_entry_t **out,
+                       size_t *nentries);
 
 /**
  * Find the newest checkpoint that fully verifies, writing its directory to
@@ -333,10 +342,10 @@ int ckpt_list(const char *root, int verify, ckpt_entry_t **out,
  * @return CKPT_OK, CKPT_ENOTFOUND (no checkpoint at all), or
  *         CKPT_ECORRUPT (checkpoints exist but none is good).
  */
-int ckpt_latest_good(const char *root, char *path, size_t cap,
-                     void (*skipped)(void *ctx, const char *name,
-                                     const char *why),
-                     void *ctx);
+CKPT_API int ckpt_latest_good(const char *root, char *path, size_t cap,
+                              void (*skipped)(void *ctx, const char *name,
+                                              const char *why),
+                              void *ctx);
 
 /**
  * Move every step-<N> directory with N > step out of the way, renaming it to
@@ -347,10 +356,10 @@ int ckpt_latest_good(const char *root, char *path, size_t cap,
  * move is reported through moved(ctx, from, to) when moved is not NULL.
  * @return CKPT_OK, or CKPT_EIO (what was moved stays moved).
  */
-int ckpt_set_aside_after(const char *root, uint64_t step,
-                         void (*moved)(void *ctx, const char *from,
-                                       const char *to),
-                         void *ctx);
+CKPT_API int ckpt_set_aside_after(const char *root, uint64_t step,
+                                  void (*moved)(void *ctx, const char *from,
+                                                const char *to),
+                                  void *ctx);
 
 /**
  * Remove all but the newest `keep` committed checkpoints, never the one named
@@ -358,7 +367,7 @@ int ckpt_set_aside_after(const char *root, uint64_t step,
  * committed step.  *removed gets the count when not NULL.
  * @return CKPT_OK or CKPT_EIO.
  */
-int ckpt_prune(const char *root, int keep, const char *in_use, int *removed);
+CKPT_API int ckpt_prune(const char *root, int keep, const char *in_use, int *removed);
 
 /**
  * ckpt_prune that also never removes the newest checkpoint that verifies
@@ -371,8 +380,8 @@ int ckpt_prune(const char *root, int keep, const char *in_use, int *removed);
  * not NULL; "" when none verifies).
  * @return as ckpt_prune.
  */
-int ckpt_prune_keep_good(const char *root, int keep, const char *in_use,
-                         int *removed, char *good, size_t cap);
+CKPT_API int ckpt_prune_keep_good(const char *root, int keep, const char *in_use,
+                                  int *removed, char *good, size_t cap);
 
 /* ---- archives (libarchive) -------------------------------------------- */
 
@@ -385,7 +394,7 @@ int ckpt_prune_keep_good(const char *root, int keep, const char *in_use,
  * CKPT_EEXIST.
  * @return CKPT_OK or an error code.
  */
-int ckpt_export(const char *ckpt_dir, const char *archive_path, int replace);
+CKPT_API int ckpt_export(const char *ckpt_dir, const char *archive_path, int replace);
 
 /**
  * Extract an exported checkpoint into root (created if missing).  Refuses
@@ -398,8 +407,8 @@ int ckpt_export(const char *ckpt_dir, const char *archive_path, int replace);
  *         CKPT_EFORMAT / CKPT_EVERSION (the manifest), CKPT_ECORRUPT, or
  *         CKPT_EIO (including not enough free space).
  */
-int ckpt_import(const char *archive_path, const char *root, char *out,
-                size_t cap);
+CKPT_API int ckpt_import(const char *archive_path, const char *root, char *out,
+                         size_t cap);
 
 #ifdef __cplusplus
 }

@@ -58,8 +58,8 @@ extern "C" {
  *         step above INT64_MAX), CKPT_EIO (a full disk included: the
  *         partial file is removed).
  */
-int ckpt_shard_put(const char *root, uint64_t step, int index, const void *data,
-                   uint64_t len, uint64_t xxh64);
+CKPT_API int ckpt_shard_put(const char *root, uint64_t step, int index, const void *data,
+                            uint64_t len, uint64_t xxh64);
 
 /**
  * Seal a node's local checkpoint: check that every shard file present in
@@ -86,9 +86,10 @@ int ckpt_shard_put(const char *root, uint64_t step, int index, const void *data,
  *         (the root's fsync, pruning older steps) is returned with *present
  *         set: the step is sealed, perhaps not durably.
  */
-int ckpt_local_seal(const char *root, uint64_t step, const ckpt_tensor_t *tensors,
-                    size_t ntensors, const char *record_json, const ckpt_opts_t *opts,
-                    const ckpt_shard_info_t *infos, int nshards, int keep, int *present);
+CKPT_API int ckpt_local_seal(const char *root, uint64_t step, const ckpt_tensor_t *tensors,
+                             size_t ntensors, const char *record_json,
+                             const ckpt_opts_t *opts, const ckpt_shard_info_t *infos,
+                             int nshards, int keep, int *present);
 
 /* One committed step of a node-local root, as found (not re-verified). */
 typedef struct {
@@ -110,8 +111,8 @@ typedef struct {
  * @return CKPT_OK (*count may be 0; a missing root is no step), CKPT_EIO,
  *         CKPT_ENOMEM, CKPT_EINVAL (a NULL argument).
  */
-int ckpt_local_scan(const char *root, ckpt_local_step_t **out, size_t *count);
-void ckpt_local_scan_free(ckpt_local_step_t *steps, size_t count);
+CKPT_API int ckpt_local_scan(const char *root, ckpt_local_step_t **out, size_t *count);
+CKPT_API void ckpt_local_scan_free(ckpt_local_step_t *steps, size_t count);
 
 /**
  * Verify the shards present in a node-local step directory against its
@@ -123,7 +124,7 @@ void ckpt_local_scan_free(ckpt_local_step_t *steps, size_t count);
  *         error here), or the first error (CKPT_ECORRUPT, CKPT_EFORMAT,
  *         CKPT_EINCOMPLETE (no manifest), CKPT_ENOTFOUND, CKPT_EINVAL...).
  */
-int ckpt_local_verify(const char *stepdir, int *missing);
+CKPT_API int ckpt_local_verify(const char *stepdir, int *missing);
 
 /**
  * Assemble one complete checkpoint of step `step` from the step directories
@@ -146,8 +147,8 @@ int ckpt_local_verify(const char *stepdir, int *missing);
  *         CKPT_ECORRUPT (a shard with no good copy; manifests that
  *         disagree), CKPT_EINVAL, CKPT_ENOMEM, CKPT_EIO.
  */
-int ckpt_local_flush(const char *const *local_roots, size_t nroots, uint64_t step,
-                     const char *root, char *out, size_t cap);
+CKPT_API int ckpt_local_flush(const char *const *local_roots, size_t nroots, uint64_t step,
+                              const char *root, char *out, size_t cap);
 
 /**
  * Remove from a node-local root every step newer than `step`: committed
@@ -161,7 +162,7 @@ int ckpt_local_flush(const char *const *local_roots, size_t nroots, uint64_t ste
  * @return CKPT_OK (also for a missing root), CKPT_EINVAL, CKPT_ENOMEM,
  *         CKPT_EIO.
  */
-int ckpt_local_drop_after(const char *root, uint64_t step, int *removed);
+CKPT_API int ckpt_local_drop_after(const char *root, uint64_t step, int *removed);
 
 #ifdef __cplusplus
 }

@@ -61,6 +61,13 @@ typedef enum {
 #define WATCHDOG_BEAT_MIN_S 0.5
 #define WATCHDOG_BEAT_MAX_S 5.0
 #define WATCHDOG_LOOKS 3
+/* Once a stop signal came, a rank waiting in a step's collective (the
+ * control reduction, the gradient allreduce) waits at most this multiple
+ * of the longest step, and at least the floor: a peer that died (srun
+ * --kill-on-bad-exit and mpirun TERM the survivors) or is stopped cannot
+ * take part in the stop, and the survivors would otherwise wait out the
+ * whole limit, or SLURM's KillWait. */
+#define WATCHDOG_STOP_FLOOR_S 5.0
 
 /* Room for a report: a few lines per rank named. */
 #define WATCHDOG_REPORT_MAX 4096
@@ -80,6 +87,8 @@ typedef struct {
     const char *heartbeat_dir;    /* NULL or "": no heartbeats */
     uint64_t token;               /* the same on every rank of this job */
     watchdog_fire_fn fire;        /* called once, on the watchdog thread */
+    int (*stop_requested)(void);  /* NULL, or non-zero once a stop signal came
+                                     (async-signal-safe to read) */
     void *arg;
 } watchdog_opts_t;
 
@@ -104,6 +113,13 @@ typedef struct {
 /** Seconds phase may go without progress, for --hang-timeout timeout_s
  *  (> 0, or WATCHDOG_AUTO) and what was seen.  Pure: for tests. */
 double watchdog_allowance(watchdog_phase_t phase, double timeout_s, const watchdog_seen_t *seen);
+
+/** The allowance once a stop signal came: in the control reduction and the
+ *  gradient allreduce, min(watchdog_allowance, max(WATCHDOG_STOP_FLOOR_S,
+ *  WATCHDOG_MULTIPLE x the longest step)); elsewhere watchdog_allowance.
+ *  Pure: for tests. */
+double watchdog_stop_allowance(watchdog_phase_t phase, double timeout_s,
+                               const watchdog_seen_t *seen);
 
 /** Seconds between heartbeats for --hang-timeout timeout_s (the same on
  *  every rank: it depends on the option only).  Pure: for tests. */
