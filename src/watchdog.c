@@ -99,7 +99,9 @@ double watchdog_stop_allowance(watchdog_phase_t phase, double timeout_s,
                                const watchdog_seen_t *seen)
 {
     double limit = watchdog_allowance(phase, timeout_s, seen);
-    if (phase != WATCHDOG_CONTROL && phase != WATCHDOG_REDUCE)
+    /* Before a step is measured (a slow first step, a warm-up) nothing
+     * says how long the others may legitimately take. */
+    if ((phase != WATCHDOG_CONTROL && phase != WATCHDOG_REDUCE) || seen->step_s < 0)
         return limit;
     double stop = max2(WATCHDOG_STOP_FLOOR_S, WATCHDOG_MULTIPLE * seen->step_s);
     return stop < limit ? stop : limit;

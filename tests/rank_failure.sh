@@ -14,6 +14,10 @@
 #    evaluation and a resume's load, finish normally.
 # 4. The default, derived limit catches a hang in a run of short steps
 #    within one minute (this check takes about that long).
+# 5. A stop signal while a peer is stopped (what srun --kill-on-bad-exit
+#    and mpirun do to the survivors of a dead rank: TERM): the survivors
+#    stop waiting after the stop limit (5 s here), not the 45 s default
+#    nor SLURM's KillWait, and say why.
 . "$(dirname "$0")/lib.sh"
 : "${FTRAIN_TIMEOUT:=90}"
 need_mpi
@@ -119,6 +123,23 @@ if start_run auto; then
         why "$(tail -n 6 "$d.err")"
 else
     ok 1 "the default limit: the run did not get going" || why "$(tail -n 5 "$d.err")"
+fi
+
+# ---- 5. a stop while a peer is gone ------------------------------------------------
+if start_run stopwait; then
+    peer=$(rank_pid "$d.out" 1)
+    kill -STOP "$peer"
+    signal_rank TERM 0
+    kill -CONT "$peer" 2>/dev/null
+    ok "$([ "$rc" -eq 76 ] && below "$took" 20; echo $?)" \
+        "TERM to rank 0 while rank 1 is stopped, default limit: ended in $took s (< 20 s, not 45), exit $rc (76)" ||
+        why "$(tail -n 6 "$d.err")"
+    like "$(cat "$d.err")" "a stop signal came while this rank waited: .* the limit was 5\.0 s" \
+        "  it says the stop shortened the wait"
+    like "$(cat "$d.err")" "hang: rank 1 \(host [^,]+, pid $peer\) stopped making progress" \
+        "  and names the stopped rank"
+else
+    ok 1 "a stop while a peer is gone: the run did not get going" || why "$(tail -n 5 "$d.err")"
 fi
 
 done_testing

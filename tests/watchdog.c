@@ -66,8 +66,8 @@ static void test_stop_allowance(void)
               "  the stop's own save keeps its allowance");
     is_double(watchdog_stop_allowance(WATCHDOG_COMPUTE, a, &fast), 45, 0,
               "  local computation keeps its allowance");
-    is_double(watchdog_stop_allowance(WATCHDOG_CONTROL, a, &none), 5, 0,
-              "  nothing measured yet: the floor");
+    is_double(watchdog_stop_allowance(WATCHDOG_CONTROL, a, &none), 45, 0,
+              "  no step measured yet (a slow first step): unchanged");
 }
 
 static void test_beat_period(void)

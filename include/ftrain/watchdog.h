@@ -115,8 +115,9 @@ typedef struct {
 double watchdog_allowance(watchdog_phase_t phase, double timeout_s, const watchdog_seen_t *seen);
 
 /** The allowance once a stop signal came: in the control reduction and the
- *  gradient allreduce, min(watchdog_allowance, max(WATCHDOG_STOP_FLOOR_S,
- *  WATCHDOG_MULTIPLE x the longest step)); elsewhere watchdog_allowance.
+ *  gradient allreduce, once a step was measured, min(watchdog_allowance,
+ *  max(WATCHDOG_STOP_FLOOR_S, WATCHDOG_MULTIPLE x the longest step));
+ *  otherwise watchdog_allowance.
  *  Pure: for tests. */
 double watchdog_stop_allowance(watchdog_phase_t phase, double timeout_s,
                                const watchdog_seen_t *seen);
