@@ -1,0 +1,264 @@
+#!/usr/bin/python3
+"""pytorch_ddp.py - a PyTorch DDP training script made requeue-safe with
+the ftrain_ckpt binding (docs/python.md).
+
+The workload is what a PyTorch user writes: an MLP fitted to y = sin(2 pi x)
+(ftrain's `--data sine`: 100 training points x = k/99, 99 test points
+between them) with Adam, under DistributedDataParallel on gloo.  The lines
+marked "ftrain_ckpt" are what it takes to make it requeue-safe:
+
+  * the stop signal (USR1, or FTRAIN_STOP_SIGNAL; TERM and INT too) is
+    held from the first line and handled by the library; every step the
+    ranks agree (one small allgather) and all stop after the same step,
+    save one sharded checkpoint together and exit 75;
+  * at start it resumes from the newest checkpoint that verifies, in
+    --run-dir or FTRAIN_RUN_DIR, on any number of processes: parameters,
+    Adam moments, data position (epoch, cursor) and RNG state.
+
+Launch (rank and world from the environment):
+  torchrun --nproc_per_node 3 examples/pytorch_ddp.py --run-dir runs/ddp
+  python3 -m torch.distributed.run --nproc_per_node 3 examples/pytorch_ddp.py ...
+      (Debian 12's torch 1.13 under Python 3.11 also needs --redirects 2
+      --tee 2 there: its default "0" fails to parse, docs/python.md)
+  srun -n 3 examples/pytorch_ddp.py --run-dir ...   (SLURM_PROCID, SLURM_NTASKS;
+      MASTER_ADDR defaults to the job's first node, MASTER_PORT to
+      20000 + job id % 20000)
+  FTRAIN_PROGRAM=$PWD/examples/pytorch_ddp.py sbatch -N 2 slurm/train.sbatch
+  examples/pytorch_ddp.py --run-dir runs/one       (one process, no DDP)
+
+Determinism: fixed seeds, torch.use_deterministic_algorithms(True), one
+thread per process (--threads), and a global batch (--global-batch) cut
+into per-rank slices, each rank's loss scaled so that DDP's average is the
+mean over the global batch: the batches and the mathematics do not depend
+on the world size.  Bit for bit, a run stopped and resumed on the same
+world size ends with the same weights as an uninterrupted run on that
+world size.  Across world sizes the sums are taken in another order
+(gloo's allreduce and each rank's own partial sums), so the weights agree
+to float rounding, not bit for bit.
+
+Output (rank 0 unless said): "world:" lines (every rank: rank, pid),
+"resume:", "train:", progress lines, "checkpoint:", "stop:", and
+"done: step=S epoch=E test_loss=T param_hash=H" (H: the first 16 hex digits
+of the SHA-256 of the parameters' bytes).
+
+Exit status: 0 finished, 75 stopped on a signal with a committed
+checkpoint (requeue me), 1 a failure, 2 bad options or a refused resume.
+"""
+import os
+import sys
+
+# ftrain_ckpt: the package from this source tree, unless one is installed.
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import ftrain_ckpt as fc  # noqa: E402  (light: ctypes only)
+
+fc.hold_stop_signals()  # ftrain_ckpt: a stop signal during start-up waits
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import hashlib  # noqa: E402
+import math  # noqa: E402
+import re  # noqa: E402
+import socket  # noqa: E402
+import time  # noqa: E402
+
+EX_USAGE = 2
+
+
+def first_node(nodelist):
+    """The first host of a SLURM node list ("n[1-3],m2" -> "n1")."""
+    head = re.match(r"[^,\[]+(\[[^\]]*\])?", nodelist)
+    if not head:
+        return nodelist
+    m = re.match(r"([^\[]*)\[([^\],\-]+)", head.group(0))
+    return m.group(1) + m.group(2) if m else head.group(0)
+
+
+def world_from_env():
+    """(rank, world, launcher) from torchrun's variables (RANK, WORLD_SIZE,
+    MASTER_ADDR, MASTER_PORT) or srun's (SLURM_PROCID, SLURM_NTASKS), else
+    a world of one."""
+    env = os.environ
+    if "RANK" in env and "WORLD_SIZE" in env:
+        return int(env["RANK"]), int(env["WORLD_SIZE"]), "torchrun"
+    if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
+        nodes = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or "localhost"
+        env.setdefault("MASTER_ADDR", first_node(nodes))
+        env.setdefault("MASTER_PORT", str(20000 + int(env.get("SLURM_JOB_ID", "0")) % 20000))
+        return int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"]), "srun"
+    return 0, 1, "single"
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--run-dir", default=os.environ.get("FTRAIN_RUN_DIR"),
+                    help="checkpoints go to RUN_DIR/ckpt (default: $FTRAIN_RUN_DIR)")
+    ap.add_argument("--steps", type=int, default=3000, help="optimizer steps in all")
+    ap.add_argument("--global-batch", type=int, default=20,
+                    help="samples per step, split over the ranks")
+    ap.add_argument("--layers", default="64,64", help="hidden widths")
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    ap.add_argument("--ckpt-every", type=int, default=0,
+                    help="also save every N steps (0: only at a stop and at the end)")
+    ap.add_argument("--ckpt-keep", type=int, default=3, help="checkpoints kept")
+    ap.add_argument("--log-every", type=int, default=500)
+    ap.add_argument("--step-delay", type=float, default=0.0,
+                    help="sleep this many seconds after each step (tests, demos)")
+    ap.add_argument("--timeout", type=float, default=300,
+                    help="seconds a collective may wait for a peer")
+    a = ap.parse_args()
+    if not a.run_dir:
+        ap.error("no run directory: give --run-dir or set FTRAIN_RUN_DIR")
+    try:
+        a.widths = [int(w) for w in a.layers.split(",") if w]
+    except ValueError:
+        ap.error(f"--layers: not a list of widths: {a.layers}")
+    if a.steps < 1 or a.global_batch < 1 or any(w < 1 for w in a.widths):
+        ap.error("--steps, --global-batch and --layers must be positive")
+    return a
+
+
+def main():
+    a = parse_args()
+    rank, world, launcher = world_from_env()
+    # ftrain_ckpt: handlers in place; a signal held since the first line is taken now.
+    guard = fc.StopGuard()
+
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.set_num_threads(a.threads)
+    torch.use_deterministic_algorithms(True)
+    say = (lambda *m: print(*m, flush=True)) if rank == 0 else (lambda *m: None)
+    print(f"world: rank {rank} of {world} ({launcher}) host {socket.gethostname()} "
+          f"pid {os.getpid()}", flush=True)
+    if world > 1:
+        dist.init_process_group("gloo", rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=a.timeout))
+    comm = fc.TorchComm() if world > 1 else fc.SINGLE
+
+    def leave(code):
+        """ftrain_ckpt: every rank leaves together, at once.  srun
+        --kill-on-bad-exit kills a rank still tearing Python down once another
+        has exited 75, and torch 1.13 can hang at interpreter exit in gloo's
+        destructor: the checkpoint is committed, so skip the teardown."""
+        if world > 1:
+            dist.barrier()
+        fc.exit_now(code)
+
+    # Data: ftrain's sine set.
+    n = 100
+    x = torch.tensor([k / 99.0 for k in range(n)], dtype=torch.float32).reshape(-1, 1)
+    y = torch.sin(2 * math.pi * x.double()).float()
+    tx = torch.tensor([(k + 0.5) / 99.0 for k in range(99)], dtype=torch.float32).reshape(-1, 1)
+    ty = torch.sin(2 * math.pi * tx.double()).float()
+
+    torch.manual_seed(a.seed)
+    layers, prev = [], 1
+    for w in a.widths:
+        layers += [torch.nn.Linear(prev, w), torch.nn.Tanh()]
+        prev = w
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(prev, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=a.lr)
+    config = {"layers": a.widths, "lr": a.lr, "global_batch": a.global_batch,
+              "seed": a.seed, "data": "sine", "activation": "tanh", "optimizer": "adam"}
+
+    # ftrain_ckpt: resume from the newest good checkpoint, on any world size.
+    root = os.path.join(a.run_dir, "ckpt")
+    step, epoch, cursor, saved = 0, 0, 0, None
+    path = fc.latest_good(root, comm=comm,
+                          on_skip=lambda name, why: say(f"resume: skipped {name}: {why}"))
+    if path:
+        t0 = time.perf_counter()
+        rec = fc.load_state(path, model, opt)
+        old = rec.get("config", {})
+        diff = [f"{k} {old.get(k)} -> {v}" for k, v in config.items() if old.get(k) != v]
+        if diff:
+            if rank == 0:
+                print(f"pytorch_ddp: resume from {path} refused: options differ: "
+                      f"{', '.join(diff)}", file=sys.stderr)
+            leave(EX_USAGE)
+        step, epoch, cursor = rec["step"], rec["epoch"], rec["cursor"]
+        saved = step
+        fc.set_rng_state(rec["rng"])
+        say(f"resume: from {path} step {step} (epoch {epoch}, cursor {cursor}), world "
+            f"{rec['world_size']} -> {world}, loaded in {time.perf_counter() - t0:.3f} s")
+    ddp = DDP(model) if world > 1 else model
+    if world > 1:
+        # DDP lays its gradient buckets out anew after its first iteration.
+        # Take that iteration here, on an empty batch (zero gradients, no
+        # optimizer step), so that every launch, fresh or resumed, trains
+        # with the same layout: with 3 or more ranks the allreduce's sums,
+        # and so the last bits of the weights, depend on it.
+        ddp(x[:0]).sum().backward()
+        opt.zero_grad(set_to_none=True)
+
+    def save(at):
+        """ftrain_ckpt: every rank passes the whole state and writes its slice."""
+        t0 = time.perf_counter()
+        rec = {"format": "pytorch_ddp", "version": 1, "step": at, "epoch": epoch,
+               "cursor": cursor, "config": config, "rng": fc.rng_state(),
+               "world_size": world, "saved_at": int(time.time())}
+        p = fc.save_state(root, at, model, opt, record=rec, comm=comm)
+        if rank == 0:
+            fc.prune(root, a.ckpt_keep, in_use=p)
+        say(f"checkpoint: {p} committed in {time.perf_counter() - t0:.3f} s")
+        return p
+
+    say(f"train: mlp 1-{'-'.join(map(str, a.widths))}-1 tanh, adam lr {a.lr}, data sine "
+        f"({n} train / {tx.shape[0]} test), global batch {a.global_batch} over {world} "
+        f"rank(s), steps {step} -> {a.steps}, {a.threads} thread(s) per rank")
+    perm = None
+    while step < a.steps:
+        if perm is None:  # the epoch's order: a function of the seed and the epoch only
+            perm = torch.randperm(n, generator=torch.Generator().manual_seed(a.seed * 7919 + epoch))
+        take = min(a.global_batch, n - cursor)
+        batch = perm[cursor:cursor + take]
+        mine = batch[rank * take // world:(rank + 1) * take // world]
+        opt.zero_grad(set_to_none=True)
+        # Sum of this rank's squared errors scaled by world/take: DDP's mean
+        # over the ranks is then the mean over the global batch.
+        loss_sum = ((ddp(x[mine]) - y[mine]) ** 2).sum()
+        (loss_sum * (world / take)).backward()
+        opt.step()
+        step += 1
+        cursor += take
+        if cursor >= n:
+            epoch, cursor, perm = epoch + 1, 0, None
+        if a.step_delay > 0:
+            time.sleep(a.step_delay)
+        if a.log_every and step % a.log_every == 0:
+            s = loss_sum.detach().clone()
+            if world > 1:
+                dist.all_reduce(s)
+            say(f"step {step}/{a.steps} epoch {epoch} loss {s.item() / take:.6g}")
+        # ftrain_ckpt: one agreed stop step for every rank.
+        stop = guard.check(step)
+        if stop is not None:
+            if stop != step:
+                raise RuntimeError(f"ranks out of step: at {step}, agreed {stop}")
+            save(step)
+            sig, t_sig = guard.stop_signal.name[3:], guard.requested_at
+            say(f"stop: signal {sig} at step {step}: checkpoint committed "
+                f"{time.time() - t_sig:.3f} s after this rank's signal" if t_sig else
+                f"stop: signal {sig} (another rank's) at step {step}: checkpoint committed")
+            leave(fc.EXIT_REQUEUE)
+        if a.ckpt_every and step % a.ckpt_every == 0 and step < a.steps:
+            save(step)
+
+    if saved != step:
+        save(step)
+    with torch.no_grad():
+        test_loss = ((model(tx) - ty) ** 2).mean().item()
+        h = hashlib.sha256()
+        for p in model.parameters():
+            h.update(p.detach().numpy().tobytes())
+    say(f"done: step={step} epoch={epoch} test_loss={test_loss:.6g} param_hash={h.hexdigest()[:16]}")
+    leave(fc.EXIT_DONE)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

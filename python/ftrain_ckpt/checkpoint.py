@@ -1,0 +1,513 @@
+"""checkpoint.py - save, read and manage sharded checkpoints.
+
+Saving is the library's two phases (include/ftrain/ckpt.h):
+
+    write_shard()  local: lay the tensors out in one flat byte space and
+                   write this rank's slice, [rank*T/W, (rank+1)*T/W), to
+                   <root>/.tmp-step-<N>/shard-<rank>.ftsh (no collective;
+                   may run in a background thread: the library releases the
+                   GIL, and reads the arrays' memory in place, so they must
+                   not change until it returns)
+    commit()       collective: every rank's result goes to rank 0, which
+                   writes the manifest (with the record) and renames the
+                   step directory into place - the one commit point
+
+save() does both.  Every rank passes the same full tensors (data parallel);
+each writes only its slice.  The arrays are never copied: the library gets
+each one's data pointer (a torch tensor through .numpy(), which shares its
+memory).  A local failure does not skip the collective: the rank still
+takes part in commit() with its failure, so no rank is left waiting, and
+every rank raises.
+
+Reading (Checkpoint) opens a committed step directory, validates its
+manifest, and reads any tensor or any byte range of the flat space
+(decoding and checking only the frames it overlaps): a reader of any world
+size can take what it needs.
+"""
+import collections
+import json
+import os
+import sys
+
+import ctypes
+import numpy as np
+
+from . import _lib
+from . import comm as _comm
+from .errors import (OK, EINVAL, ENOTFOUND, CkptError, error, check, strerror)
+
+# The format's dtypes: code (ckpt_dtype_t), manifest name, numpy dtype.
+DTYPES = (("f32", "float32"), ("f64", "float64"), ("i64", "int64"),
+          ("u8", "uint8"), ("i32", "int32"))
+_CODE_OF_NUMPY = {np_name: code for code, (_n, np_name) in enumerate(DTYPES)}
+_SUPPORTED = "float32, float64, int64, uint8, int32 (the format's f32, f64, i64, u8, i32)"
+
+TensorInfo = collections.namedtuple(
+    "TensorInfo", "name dtype shape offset nbytes")
+TensorInfo.__doc__ = """A tensor of a checkpoint: name, numpy dtype, global
+shape (a tuple), byte offset in the flat space, size in bytes."""
+
+Entry = collections.namedtuple(
+    "Entry", "name path step status is_latest is_link world_size raw_bytes "
+    "file_bytes created why")
+Entry.__doc__ = """One entry of list_checkpoints(): status is "committed",
+"incomplete" or "corrupt"; why says what is wrong when it is not committed."""
+
+_STATUS = ("committed", "incomplete", "corrupt")
+
+_OPTION_FIELDS = ("level", "threads", "shuffle", "frame_bytes", "fsync", "direct", "adapt")
+
+
+def _fs(path):
+    return os.fsencode(os.fspath(path))
+
+
+def as_array(name, value):
+    """A numpy view of value's memory (no copy): a C-contiguous numpy array
+    or CPU torch tensor of a dtype the format stores.  Anything else is
+    refused (TypeError for a type or dtype, ValueError for a layout), never
+    converted behind the caller's back."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        if value.device.type != "cpu":
+            raise ValueError(f"tensor '{name}' is on {value.device}: pass CPU tensors "
+                             f"(copy it with .cpu() first)")
+        if value.layout != torch.strided:
+            raise ValueError(f"tensor '{name}' is {value.layout}: pass dense tensors")
+        if str(value.dtype).replace("torch.", "") not in _CODE_OF_NUMPY:
+            raise TypeError(f"tensor '{name}' has dtype {value.dtype}, which the "
+                            f"checkpoint format does not store; it stores {_SUPPORTED} "
+                            f"(convert it, e.g. .float())")
+        if not value.is_contiguous():
+            raise ValueError(f"tensor '{name}' is not contiguous: pass .contiguous() "
+                             f"(saving never copies behind your back)")
+        return value.detach().numpy()
+    if isinstance(value, np.ndarray):
+        if value.dtype.name not in _CODE_OF_NUMPY or not value.dtype.isnative:
+            raise TypeError(f"array '{name}' has dtype {value.dtype.str} ({value.dtype}), "
+                            f"which the checkpoint format does not store; it stores "
+                            f"{_SUPPORTED} in native byte order")
+        if not value.flags.c_contiguous:
+            raise ValueError(f"array '{name}' is not C-contiguous: pass "
+                             f"numpy.ascontiguousarray(a)")
+        return value
+    raise TypeError(f"'{name}': expected a numpy array or a torch tensor, got "
+                    f"{type(value).__name__}")
+
+
+def _options(options):
+    opts = _lib.Opts()
+    _lib.load().ckpt_opts_default(ctypes.byref(opts))
+    for key, value in options.items():
+        if key not in _OPTION_FIELDS:
+            raise TypeError(f"unknown checkpoint option '{key}' (known: "
+                            f"{', '.join(_OPTION_FIELDS)})")
+        if value is not None:
+            setattr(opts, key, int(value))
+    return opts
+
+
+def _table(tensors):
+    """(ctypes array of ckpt_tensor_t laid out, the numpy views, total bytes)."""
+    if not hasattr(tensors, "items"):
+        raise TypeError("tensors must be a mapping of name -> array or tensor")
+    items = list(tensors.items())
+    arrays = []
+    table = (_lib.Tensor * max(1, len(items)))()
+    for i, (name, value) in enumerate(items):
+        if not isinstance(name, str):
+            raise TypeError(f"tensor names must be str, got {name!r}")
+        raw = name.encode("utf-8")
+        if not raw or len(raw) >= _lib.NAME_MAX or b"\0" in raw:
+            raise ValueError(f"tensor name {name!r}: must be 1 to {_lib.NAME_MAX - 1} "
+                             f"bytes of UTF-8 without NUL")
+        a = as_array(name, value)
+        if a.ndim > _lib.MAX_DIMS:
+            raise ValueError(f"tensor '{name}' has {a.ndim} dimensions; the format "
+                             f"stores at most {_lib.MAX_DIMS}")
+        arrays.append(a)
+        t = table[i]
+        t.name = raw
+        t.dtype = _CODE_OF_NUMPY[a.dtype.name]
+        t.ndim = a.ndim
+        for d, n in enumerate(a.shape):
+            t.shape[d] = n
+        t.data = a.ctypes.data
+    total = ctypes.c_uint64(0)
+    check(_lib.load().ckpt_layout(table, len(items), ctypes.byref(total)), "ckpt_layout")
+    return table, len(items), arrays, total.value
+
+
+def step_dirname(step):
+    """The step directory's name: "step-%08d"."""
+    buf = ctypes.create_string_buffer(_lib.FILE_NAME_MAX)
+    _lib.load().ckpt_step_dirname(int(step), buf, len(buf))
+    return buf.value.decode()
+
+
+def step_path(root, step):
+    """<root>/step-<N>."""
+    return os.path.join(os.fspath(root), step_dirname(step))
+
+
+class PendingSave:
+    """What write_shard() did on this rank; commit() finishes the save."""
+
+    def __init__(self, root, step, comm, table, ntensors, arrays, total, opts,
+                 rc, detail, exc):
+        self.root, self.step, self.comm = os.fspath(root), int(step), comm
+        self._table, self._n, self._arrays = table, ntensors, arrays
+        self.total_bytes = total
+        self._opts, self._rc, self._detail, self._exc = opts, rc, detail, exc
+        self.info = None
+        self.committed = False
+
+    @property
+    def ok(self):
+        """True when this rank's shard was written."""
+        return self._rc == OK and self._exc is None
+
+    def commit(self, record=None):
+        """Collective (every rank of the comm): commit the step with
+        ``record`` (a JSON-serialisable dict, stored as the manifest's
+        "record"; rank 0's is the one kept).  Returns the committed step
+        directory's path; raises on every rank when any rank failed."""
+        if self.committed:
+            raise RuntimeError(f"step {self.step} was already committed")
+        exc = self._exc
+        rec = b"{}"
+        if exc is None:
+            try:
+                if record is None:
+                    record = {}
+                if not isinstance(record, dict):
+                    raise TypeError(f"record must be a dict (a JSON object), got "
+                                    f"{type(record).__name__}")
+                rec = json.dumps(record, allow_nan=False, separators=(",", ":")).encode()
+            except (TypeError, ValueError) as e:
+                exc = e
+        local = self._rc if self._rc != OK else (EINVAL if exc is not None else OK)
+        lib = _lib.load()
+        info = self.info if self.info is not None else _lib.ShardInfo()
+        rc = lib.ckpt_commit(_fs(self.root), self.step, self._table, self._n, rec,
+                             ctypes.byref(self._opts), local, ctypes.byref(info),
+                             self.comm.coll())
+        cause = self.comm.take_error()
+        if exc is not None:
+            raise exc
+        if rc != OK:
+            if rc == self._rc:
+                err = error(rc, "ckpt_shard_write", detail=self._detail)
+            else:
+                err = error(rc, "ckpt_commit")
+            raise err from cause
+        self.committed = True
+        self._arrays = None
+        return step_path(self.root, self.step)
+
+
+def write_shard(root, step, tensors, *, comm=None, **options):
+    """Phase one on this rank: write its slice of ``tensors`` (a mapping of
+    name -> numpy array or CPU torch tensor, in the order they are laid out)
+    as step ``step`` under ``root``.  Never collective.  A library failure
+    does not raise here: PendingSave.commit() reports it on every rank.
+    Options: level (zstd 1..19, 0 stored), threads, shuffle, frame_bytes,
+    fsync, direct, adapt (ckpt_opts_t)."""
+    c = _comm.resolve(comm)
+    opts = _options(options)
+    table, n, arrays, total = _table(tensors)
+    os.makedirs(os.fspath(root), exist_ok=True)
+    info = _lib.ShardInfo()
+    lib = _lib.load()
+    rc = lib.ckpt_shard_write(_fs(root), int(step), c.rank, c.size, table, n,
+                              ctypes.byref(opts), ctypes.byref(info))
+    detail = lib.ckpt_last_error().decode("utf-8", "replace") if rc != OK else None
+    p = PendingSave(root, step, c, table, n, arrays, total, opts, rc, detail, None)
+    p.info = info
+    return p
+
+
+def save(root, step, tensors, record=None, *, comm=None, **options):
+    """Save ``tensors`` as step ``step`` under ``root`` and commit it with
+    ``record``: collective over ``comm`` (default: torch.distributed when it
+    runs with several ranks, else this process alone).  Every rank passes
+    the same full tensors; each writes its slice.  Returns the step
+    directory's path.  Raises the same way on every rank: a CkptError
+    (ExistsError when the step is committed already, PeerError when another
+    rank failed), or TypeError/ValueError for a tensor or record this
+    format cannot hold."""
+    c = _comm.resolve(comm)
+    try:
+        pending = write_shard(root, step, tensors, comm=c, **options)
+    except (TypeError, ValueError, OSError, CkptError) as e:
+        # Take part in the commit all the same: the other ranks are in it.
+        empty = (_lib.Tensor * 1)()
+        pending = PendingSave(root, step, c, empty, 0, [], 0, _lib.Opts(),
+                              OK, None, e)
+        _lib.load().ckpt_opts_default(ctypes.byref(pending._opts))
+    return pending.commit(record)
+
+
+class Checkpoint:
+    """A committed checkpoint opened for reading (a step directory).
+
+    ``with Checkpoint(path) as ck:`` ... ``ck.read("w")``.  Attributes:
+    path, step, total_bytes, world_size (the writers' number of shards),
+    created (seconds since the epoch), record (the parsed record dict),
+    tensors (an ordered dict name -> TensorInfo)."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        lib = _lib.load()
+        h = ctypes.c_void_p()
+        check(lib.ckpt_open(_fs(self.path), ctypes.byref(h)), "ckpt_open")
+        self._h = h
+        self.step = lib.ckpt_step(h)
+        self.total_bytes = lib.ckpt_total_bytes(h)
+        self.world_size = lib.ckpt_world_size(h)
+        self.created = lib.ckpt_created(h)
+        self.record_json = lib.ckpt_record_json(h).decode("utf-8")
+        self.record = json.loads(self.record_json)
+        self.tensors = collections.OrderedDict()
+        for i in range(lib.ckpt_num_tensors(h)):
+            t = lib.ckpt_tensor_at(h, i).contents
+            name = t.name.decode("utf-8", "replace")
+            self.tensors[name] = TensorInfo(
+                name, np.dtype(DTYPES[t.dtype][1]),
+                tuple(int(t.shape[d]) for d in range(t.ndim)), int(t.offset), int(t.nbytes))
+
+    def close(self):
+        """Close (the shard files too); idempotent."""
+        h, self._h = getattr(self, "_h", None), None
+        if h:
+            _lib.load().ckpt_close(h)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return (f"<Checkpoint {self.path!r} step {self.step} tensors {len(self.tensors)} "
+                f"bytes {self.total_bytes} shards {self.world_size}>")
+
+    def __len__(self):
+        return len(self.tensors)
+
+    def __iter__(self):
+        return iter(self.tensors)
+
+    def __contains__(self, name):
+        return name in self.tensors
+
+    def __getitem__(self, name):
+        return self.read(name)
+
+    def _handle(self):
+        if not self._h:
+            raise ValueError(f"checkpoint {self.path!r} is closed")
+        return self._h
+
+    def info(self, name):
+        """The TensorInfo of ``name``; NotFoundError when there is none."""
+        t = self.tensors.get(name)
+        if t is None:
+            raise error(ENOTFOUND, "read", detail=f"no tensor '{name}' in '{self.path}'")
+        return t
+
+    @staticmethod
+    def _dest(out, dtype, count, what):
+        """A writable numpy view of ``out`` of dtype and count elements."""
+        a = as_array(what, out)
+        if a.dtype != dtype or a.size != count:
+            raise ValueError(f"{what}: out holds {a.size} x {a.dtype}, the checkpoint "
+                             f"has {count} x {dtype}")
+        if not a.flags.writeable:
+            raise ValueError(f"{what}: out is read-only")
+        return a
+
+    def read(self, name, out=None):
+        """Tensor ``name`` as a new numpy array of its global shape, or read
+        into ``out`` (a numpy array or CPU torch tensor of its dtype and
+        element count, written in place, zero-copy) and return out.
+        Every frame read is checksummed: damage raises CorruptError."""
+        t = self.info(name)
+        count = int(np.prod(t.shape, dtype=np.int64))
+        if out is None:
+            dst = np.empty(t.shape, t.dtype)
+            result = dst
+        else:
+            dst = self._dest(out, t.dtype, count, f"tensor '{name}'")
+            result = out
+        check(_lib.load().ckpt_read_tensor(self._handle(), name.encode("utf-8"),
+                                            dst.ctypes.data, dst.nbytes),
+              "ckpt_read_tensor")
+        return result
+
+    def read_slice(self, name, start=0, stop=None, out=None):
+        """Elements [start, stop) of tensor ``name`` flattened (row-major),
+        as a 1-D numpy array (or into ``out``): only the frames holding them
+        are read, whoever wrote them.  For resharding: rank r of M takes
+        read_slice(name, r*n//M, (r+1)*n//M)."""
+        t = self.info(name)
+        count = int(np.prod(t.shape, dtype=np.int64))
+        stop = count if stop is None else stop
+        if not 0 <= start <= stop <= count:
+            raise IndexError(f"tensor '{name}': slice [{start}, {stop}) outside "
+                             f"[0, {count})")
+        n = stop - start
+        if out is None:
+            dst = result = np.empty(n, t.dtype)
+        else:
+            dst = self._dest(out, t.dtype, n, f"tensor '{name}'")
+            result = out
+        size = t.dtype.itemsize
+        check(_lib.load().ckpt_read_range(self._handle(), t.offset + start * size,
+                                           n * size, dst.ctypes.data),
+              "ckpt_read_range")
+        return result
+
+    def read_range(self, offset, length, out=None):
+        """Bytes [offset, offset+length) of the flat space, as a uint8 array
+        (or into ``out``, a uint8 array or tensor of that length)."""
+        if out is None:
+            dst = result = np.empty(length, np.uint8)
+        else:
+            dst = self._dest(out, np.dtype(np.uint8), length, "read_range")
+            result = out
+        check(_lib.load().ckpt_read_range(self._handle(), int(offset), int(length),
+                                           dst.ctypes.data),
+              "ckpt_read_range")
+        return result
+
+    def load(self, names=None):
+        """{name: numpy array} for ``names`` (default: every tensor)."""
+        return {n: self.read(n) for n in (self.tensors if names is None else names)}
+
+    def verify(self):
+        """Re-read every byte of every shard and check every checksum and
+        size; raises (CorruptError, IncompleteError...) on the first fault."""
+        check(_lib.load().ckpt_verify(self._handle()), "ckpt_verify")
+
+    def set_read_threads(self, threads):
+        """Threads that decode frames (default: the process's CPUs, at most
+        8; processes sharing CPUs should pass their share)."""
+        _lib.load().ckpt_set_read_threads(self._handle(), int(threads))
+
+
+def open_checkpoint(path):
+    """Checkpoint(path)."""
+    return Checkpoint(path)
+
+
+def verify(path):
+    """Fully verify the checkpoint at ``path``; raises on any fault."""
+    with Checkpoint(path) as ck:
+        ck.verify()
+
+
+def _latest_good_local(root, on_skip):
+    lib = _lib.load()
+    failed = []
+
+    def report(_ctx, name, why):
+        if on_skip is not None and not failed:
+            try:
+                on_skip(name.decode("utf-8", "replace"), why.decode("utf-8", "replace"))
+            except BaseException as e:  # never through C
+                failed.append(e)
+
+    cb = _lib.REPORT(report)
+    buf = ctypes.create_string_buffer(_lib.PATH_MAX)
+    rc = lib.ckpt_latest_good(_fs(root), buf, len(buf), cb, None)
+    if failed:
+        raise failed[0]
+    if rc == ENOTFOUND:
+        return None
+    check(rc, "ckpt_latest_good")
+    return os.fsdecode(buf.value)
+
+
+def latest_good(root, on_skip=None, *, comm=None):
+    """The path of the newest checkpoint under ``root`` that fully verifies,
+    or None when there is no checkpoint at all.  CorruptError when
+    checkpoints exist but none verifies.  ``on_skip(name, why)`` hears of
+    each newer one skipped.  Collective under torch.distributed (default
+    comm): rank 0 searches (reading every byte of what it checks), the
+    others get its answer, or its exception."""
+    c = _comm.resolve(comm)
+    if c.size == 1:
+        return _latest_good_local(root, on_skip)
+    answer = {}
+    if c.rank == 0:
+        try:
+            answer = {"path": _latest_good_local(root, on_skip)}
+        except CkptError as e:
+            answer = {"code": e.code, "call": e.call, "detail": e.detail}
+            mine = e
+        except Exception as e:
+            answer = {"code": None, "call": "latest_good", "detail": f"{type(e).__name__}: {e}"}
+            mine = e
+    data = json.loads(c.bcast_bytes(json.dumps(answer).encode() if c.rank == 0 else b"")
+                      .decode())
+    if "path" in data:
+        return data["path"]
+    if c.rank == 0:
+        raise mine
+    if data["code"] is None:
+        raise RuntimeError(f"rank 0: {data['detail']}")
+    raise error(data["code"], data["call"], detail=f"rank 0: {data['detail']}")
+
+
+def list_checkpoints(root, verify=False):
+    """Every checkpoint under root (temp dirs of unfinished saves too),
+    sorted by step, as Entry tuples; with verify=True each committed one is
+    read whole and checked.  NotFoundError when root does not exist."""
+    lib = _lib.load()
+    arr = ctypes.POINTER(_lib.Entry)()
+    n = ctypes.c_size_t(0)
+    check(lib.ckpt_list(_fs(root), 1 if verify else 0, ctypes.byref(arr), ctypes.byref(n)),
+          "ckpt_list")
+    try:
+        out = []
+        for i in range(n.value):
+            e = arr[i]
+            name = e.name.decode("utf-8", "replace")
+            out.append(Entry(name, os.path.join(os.fspath(root), name), int(e.step),
+                             _STATUS[e.status] if 0 <= e.status < 3 else str(e.status),
+                             bool(e.is_latest), bool(e.is_link), int(e.world_size),
+                             int(e.raw_bytes), int(e.file_bytes), int(e.created),
+                             e.why.decode("utf-8", "replace")))
+        return out
+    finally:
+        if arr:
+            _lib.libc_free(ctypes.cast(arr, ctypes.c_void_p))
+
+
+def prune(root, keep, in_use=None, keep_good=False):
+    """Remove all but the newest ``keep`` committed checkpoints (never
+    ``in_use``; with keep_good=True never the newest that verifies either).
+    Run it on one rank.  Returns how many were removed."""
+    lib = _lib.load()
+    removed = ctypes.c_int(0)
+    use = _fs(in_use) if in_use is not None else None
+    if keep_good:
+        good = ctypes.create_string_buffer(_lib.PATH_MAX)
+        rc = lib.ckpt_prune_keep_good(_fs(root), int(keep), use, ctypes.byref(removed),
+                                      good, len(good))
+        check(rc, "ckpt_prune_keep_good")
+    else:
+        check(lib.ckpt_prune(_fs(root), int(keep), use, ctypes.byref(removed)), "ckpt_prune")
+    return removed.value
+
+
+__all__ = ["DTYPES", "TensorInfo", "Entry", "PendingSave", "Checkpoint", "as_array",
+           "write_shard", "save", "open_checkpoint", "verify", "latest_good",
+           "list_checkpoints", "prune", "step_dirname", "step_path", "strerror"]

@@ -1,0 +1,246 @@
+"""binding_checks.py - one-process checks of the ftrain_ckpt binding, for
+tests/python_binding.sh.
+
+Usage: binding_checks.py WORKDIR
+Prints one line per check, "PASS <name>" or "FAIL <name>: <why>", which the
+shell script turns into TAP; exits 0 when it ran to the end (whatever the
+checks said), 1 when it could not run at all.
+
+Checks: save/load round trips of every dtype of the format (numpy arrays and
+torch tensors, scalars, empty and 4-D tensors) byte for byte; slices and
+byte ranges; zero-copy (the arrays handed to the library are the tensors'
+memory); refusals of what the format cannot hold; errors that carry the
+library's code, name and message; a flipped byte in a shard raising
+CorruptError on read and verify, and latest_good() falling back past it;
+list/prune; save_state/load_state of a model and Adam; rng_state.
+"""
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+import ftrain_ckpt as fc  # noqa: E402
+
+results = []
+
+
+def check(name, cond, why=""):
+    results.append(name)
+    print(f"PASS {name}" if cond else f"FAIL {name}: {why}", flush=True)
+    return cond
+
+
+def raises(name, fn, exc, *needles):
+    """fn() must raise exc with every needle in its message."""
+    try:
+        fn()
+    except exc as e:
+        text = str(e)
+        missing = [n for n in needles if n not in text]
+        return check(name, not missing, f"message lacks {missing}: {text}")
+    except Exception as e:
+        return check(name, False, f"raised {type(e).__name__}: {e}, wanted {exc.__name__}")
+    return check(name, False, f"no exception, wanted {exc.__name__}")
+
+
+def flip(path, where=0.5):
+    n = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        f.seek(int(n * where))
+        b = f.read(1)
+        f.seek(int(n * where))
+        f.write(bytes([b[0] ^ 0xFF]))
+
+
+def every_dtype(rng):
+    """A state with every dtype, in numpy and torch form, several shapes."""
+    return {
+        "np/f32": rng.standard_normal((37, 11)).astype(np.float32),
+        "np/f64": rng.standard_normal(1001),
+        "np/i64": rng.integers(-2**62, 2**62, size=(3, 4, 5), dtype=np.int64),
+        "np/u8": rng.integers(0, 256, size=777, dtype=np.uint8),
+        "np/i32": rng.integers(-2**31, 2**31, size=(2, 3, 4, 5), dtype=np.int32),
+        "np/scalar": np.array(2.5, dtype=np.float64),
+        "np/empty": np.zeros((0, 3), dtype=np.float32),
+        "t/f32": torch.randn(64, 64, generator=torch.Generator().manual_seed(1)),
+        "t/f64": torch.randn(5, dtype=torch.float64),
+        "t/i64": torch.arange(-50, 50, dtype=torch.int64),
+        "t/u8": torch.arange(0, 256, dtype=torch.uint8),
+        "t/i32": torch.arange(-7, 8, dtype=torch.int32).reshape(3, 5),
+        "t/scalar": torch.tensor(7, dtype=torch.int64),
+    }
+
+
+def as_np(v):
+    return v.numpy() if isinstance(v, torch.Tensor) else v
+
+
+def main():
+    if len(sys.argv) != 2:
+        print("usage: binding_checks.py WORKDIR", file=sys.stderr)
+        return 1
+    work = sys.argv[1]
+    root = os.path.join(work, "ckpt")
+    rng = np.random.default_rng(42)
+    state = every_dtype(rng)
+
+    # --- round trips ---------------------------------------------------
+    p = fc.save(root, 1, state, record={"epoch": 3, "note": "every dtype"}, comm=fc.SINGLE)
+    check("save returns the step directory", p == os.path.join(root, "step-00000001"), p)
+    with fc.Checkpoint(p) as ck:
+        check("record comes back", ck.record == {"epoch": 3, "note": "every dtype"}, ck.record)
+        check("tensor names in save order", list(ck.tensors) == list(state), list(ck.tensors))
+        bad = []
+        for name, v in state.items():
+            a = as_np(v)
+            got = ck.read(name)
+            if got.dtype != a.dtype or got.shape != a.shape or got.tobytes() != a.tobytes():
+                bad.append(f"{name}: {got.dtype}{got.shape} vs {a.dtype}{a.shape}")
+        check("every dtype round-trips byte for byte (f32 f64 i64 u8 i32, numpy and torch, "
+              "scalar, empty, 4-D)", not bad, "; ".join(bad))
+        dtypes = {ck.tensors[n].dtype.name for n in ck.tensors}
+        check("the manifest holds all five dtypes",
+              dtypes == {"float32", "float64", "int64", "uint8", "int32"}, dtypes)
+        t = torch.empty(64, 64)
+        r = ck.read("t/f32", out=t)
+        check("read into a torch tensor in place", r is t and torch.equal(t, state["t/f32"]))
+        s = ck.read_slice("np/f64", 100, 900)
+        check("read_slice gives elements [lo, hi) of the flattened tensor",
+              s.tobytes() == state["np/f64"][100:900].tobytes())
+        info = ck.tensors["np/u8"]
+        rr = ck.read_range(info.offset + 5, 10)
+        check("read_range gives bytes of the flat space", rr.tobytes() == state["np/u8"][5:15].tobytes())
+        raises("an unknown tensor is NotFoundError", lambda: ck.read("nope"), fc.NotFoundError, "nope")
+        raises("a wrongly typed out= is refused", lambda: ck.read("np/f32", out=np.empty((37, 11))),
+               ValueError, "float32")
+        ck.verify()
+        check("verify passes on a good checkpoint", True)
+
+    # --- zero copy -----------------------------------------------------
+    t = torch.randn(1000)
+    a = fc.as_array("t", t)
+    check("a CPU tensor is handed over without a copy (same memory)",
+          a.ctypes.data == t.data_ptr() and np.shares_memory(a, t.numpy()))
+    n = np.arange(12, dtype=np.int32)
+    check("a numpy array is handed over as itself", fc.as_array("n", n) is n)
+
+    # --- refusals ------------------------------------------------------
+    raises("float16 is refused with the dtypes the format has",
+           lambda: fc.save(root, 2, {"h": torch.zeros(3, dtype=torch.float16)}, comm=fc.SINGLE),
+           TypeError, "float16", "f32, f64, i64, u8, i32")
+    raises("bfloat16 is refused", lambda: fc.save(root, 2, {"h": torch.zeros(3, dtype=torch.bfloat16)},
+                                                  comm=fc.SINGLE), TypeError, "bfloat16")
+    raises("bool is refused", lambda: fc.save(root, 2, {"b": np.zeros(3, dtype=bool)}, comm=fc.SINGLE),
+           TypeError, "bool")
+    raises("a big-endian array is refused",
+           lambda: fc.save(root, 2, {"be": np.zeros(3, dtype=">f4")}, comm=fc.SINGLE), TypeError, ">f4")
+    raises("a non-contiguous tensor is refused, not copied",
+           lambda: fc.save(root, 2, {"nc": torch.zeros(4, 4).t()}, comm=fc.SINGLE), ValueError,
+           "contiguous")
+    raises("5 dimensions are refused", lambda: fc.save(root, 2, {"5d": np.zeros((1,) * 5, np.float32)},
+                                                       comm=fc.SINGLE), ValueError, "at most 4")
+    raises("a record that is not JSON is refused",
+           lambda: fc.save(root, 2, {"x": np.zeros(1, np.float32)}, record={"f": object()},
+                           comm=fc.SINGLE), TypeError, "object")
+    raises("a control character in a name: InvalidArgumentError with the library's message",
+           lambda: fc.save(root, 2, {"a\x01b": np.zeros(1, np.float32)}, comm=fc.SINGLE),
+           fc.InvalidArgumentError, "ckpt_layout", "invalid argument")
+    check("a refused save left no step behind", not os.path.exists(os.path.join(root, "step-00000002")))
+
+    # --- errors carry the library's code, name and message -----------
+    try:
+        fc.save(root, 1, {"x": np.zeros(1, np.float32)}, comm=fc.SINGLE)
+        check("saving a committed step again is ExistsError", False, "no exception")
+    except fc.ExistsError as e:
+        check("saving a committed step again is ExistsError with code, name and message",
+              e.code == -9 and e.reason == fc.strerror(-9) and "step-00000001" in e.detail
+              and e.reason in str(e) and e.detail in str(e), f"{e.code} {e.reason!r} {e.detail!r}")
+    try:
+        fc.Checkpoint(os.path.join(work, "no-such-dir"))
+        check("opening a missing checkpoint is NotFoundError", False, "no exception")
+    except fc.NotFoundError as e:
+        check("opening a missing checkpoint is NotFoundError naming the path",
+              "no-such-dir" in str(e) and str(e).startswith("ckpt_open: "), str(e))
+    check("error classes form families", issubclass(fc.CorruptError, fc.BadCheckpointError)
+          and issubclass(fc.BadCheckpointError, fc.CkptError)
+          and issubclass(fc.InvalidArgumentError, ValueError))
+
+    # --- a corrupted shard ------------------------------------------------
+    big = {"w": np.random.default_rng(1).standard_normal(300000).astype(np.float32)}
+    fc.save(root, 3, big, comm=fc.SINGLE, level=1)
+    p3 = fc.save(root, 4, big, comm=fc.SINGLE, level=1)
+    flip(os.path.join(p3, "shard-0.ftsh"), 0.5)
+    with fc.Checkpoint(p3) as ck:
+        raises("reading a tensor of a corrupted shard raises CorruptError", lambda: ck.read("w"),
+               fc.CorruptError, "ckpt_read_tensor", "shard-0.ftsh")
+        raises("verify of a corrupted shard raises CorruptError", ck.verify, fc.CorruptError,
+               "ckpt_verify")
+    skipped = []
+    good = fc.latest_good(root, on_skip=lambda name, why: skipped.append((name, why)), comm=fc.SINGLE)
+    check("latest_good skips the corrupt step and returns the one before",
+          good == os.path.join(root, "step-00000003") and skipped and skipped[0][0] == "step-00000004",
+          f"{good} {skipped}")
+    entries = fc.list_checkpoints(root, verify=True)
+    status = {e.name: e.status for e in entries}
+    check("list_checkpoints(verify=True) marks it corrupt",
+          status.get("step-00000004") == "corrupt" and status.get("step-00000003") == "committed",
+          status)
+    check("latest_good of an empty root is None",
+          fc.latest_good(os.path.join(work, "empty"), comm=fc.SINGLE) is None)
+    removed = fc.prune(root, 1, keep_good=True)
+    left = [e.name for e in fc.list_checkpoints(root)]
+    check("prune(keep_good=True) keeps the newest good one", "step-00000003" in left, f"{removed} {left}")
+
+    # --- a model and its optimizer ------------------------------------
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(3):
+        opt.zero_grad()
+        model(torch.randn(5, 4)).pow(2).sum().backward()
+        opt.step()
+    rng_before = fc.rng_state()
+    draws = torch.rand(3)
+    sroot = os.path.join(work, "state")
+    fc.save_state(sroot, 3, model, opt, record={"step": 3, "rng": rng_before}, comm=fc.SINGLE)
+    torch.manual_seed(99)
+    model2 = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    opt2 = torch.optim.Adam(model2.parameters(), lr=1e-3)
+    rec = fc.load_state(fc.latest_good(sroot, comm=fc.SINGLE), model2, opt2)
+    same = all(torch.equal(a, b) for a, b in zip(model.state_dict().values(),
+                                                  model2.state_dict().values()))
+    check("load_state restores the model's parameters exactly", same)
+    s1, s2 = opt.state_dict(), opt2.state_dict()
+    same_opt = all(torch.equal(s1["state"][i][k], s2["state"][i][k])
+                   for i in s1["state"] for k in s1["state"][i]) and \
+        s1["param_groups"][0]["lr"] == s2["param_groups"][0]["lr"]
+    check("load_state restores Adam's moments, step and lr", same_opt)
+    check("load_state returns the caller's record", rec.get("step") == 3 and "torch_state" not in rec,
+          list(rec))
+    fc.set_rng_state(rec["rng"])
+    check("rng_state round-trips (same draws after restore)", torch.equal(torch.rand(3), draws))
+    opt.zero_grad()
+    opt2.zero_grad()
+    x = torch.randn(5, 4)
+    model(x).pow(2).sum().backward()
+    model2(x).pow(2).sum().backward()
+    opt.step()
+    opt2.step()
+    check("the next step after load_state is the same step",
+          all(torch.equal(a, b) for a, b in zip(model.parameters(), model2.parameters())))
+    small = torch.nn.Linear(4, 3)
+    raises("load_state into another architecture names the tensor",
+           lambda: fc.load_state(fc.latest_good(sroot, comm=fc.SINGLE), torch.nn.Sequential(small)),
+           ValueError, "0.weight")
+
+    # --- the library's location -----------------------------------------
+    check("library_path() says where the library came from", os.path.exists(fc.library_path())
+          or fc.library_path() == fc.SONAME, fc.library_path())
+    print(f"{len(results)} checks", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
