@@ -39,6 +39,11 @@ DATADIR      ?= $(PREFIX)/share/ftrain
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 INSTALL      ?= install
 LDCONFIG     ?= ldconfig
+# The Python binding (python/ftrain_ckpt) goes where that interpreter looks
+# for a PREFIX's packages: LIBDIR/pythonX.Y/dist-packages on Debian.
+PYTHON_FOR_INSTALL ?= $(firstword $(wildcard /usr/bin/python3) python3)
+PYTHONDIR    ?= $(LIBDIR)/$(shell $(PYTHON_FOR_INSTALL) -c 'import sys; print("python%d.%d" % sys.version_info[:2])' 2>/dev/null || echo python3)/dist-packages
+INSTALL_PY   := $(wildcard python/ftrain_ckpt/*.py)
 
 INSTALL_HEADERS := include/ftrain/ckpt.h include/ftrain/ckpt_local.h include/ftrain/ckpt_stop.h
 INSTALL_MAN1    := man/ftrain.1 man/ckptctl.1
@@ -51,9 +56,10 @@ INSTALLED := $(BINDIR)/ftrain $(BINDIR)/ckptctl \
              $(INSTALL_HEADERS:include/%=$(INCLUDEDIR)/%) \
              $(PKGCONFIGDIR)/ftrain-ckpt.pc \
              $(INSTALL_MAN1:man/%=$(MANDIR)/man1/%) $(INSTALL_MAN3:man/%=$(MANDIR)/man3/%) \
-             $(DATADIR)/train.sbatch
+             $(DATADIR)/train.sbatch \
+             $(INSTALL_PY:python/%=$(PYTHONDIR)/%)
 # The directories that are ftrain's alone: uninstall removes them when empty.
-INSTALLED_DIRS := $(INCLUDEDIR)/ftrain $(DATADIR)
+INSTALLED_DIRS := $(INCLUDEDIR)/ftrain $(DATADIR) $(PYTHONDIR)/ftrain_ckpt
 
 # The directories must be absolute (they are written into the .pc file and
 # the script), without blanks or characters that sed or the shell would
@@ -61,7 +67,7 @@ INSTALLED_DIRS := $(INCLUDEDIR)/ftrain $(DATADIR)
 define install_check
 @for v in 'PREFIX=$(PREFIX)' 'BINDIR=$(BINDIR)' 'LIBDIR=$(LIBDIR)' \
 	    'INCLUDEDIR=$(INCLUDEDIR)' 'MANDIR=$(MANDIR)' 'DATADIR=$(DATADIR)' \
-	    'PKGCONFIGDIR=$(PKGCONFIGDIR)'; do \
+	    'PKGCONFIGDIR=$(PKGCONFIGDIR)' 'PYTHONDIR=$(PYTHONDIR)'; do \
 	    d=$${v#*=}; \
 	    case $$d in /*) ;; *) echo "$@: $${v%%=*} must be an absolute path, not '$$d'" >&2; exit 2 ;; esac; \
 	    case $$d in *[!A-Za-z0-9/._+-]*) echo "$@: $${v%%=*} '$$d' holds a character other than letters, digits and / . _ + -" >&2; exit 2 ;; esac; \
@@ -88,11 +94,14 @@ install: $(BUILD)/ftrain $(BUILD)/ckptctl $(CKPT_SO) $(BUILD)/libckpt.a
 	sed 's|^installed_ftrain=.*|installed_ftrain=$(BINDIR)/ftrain|' slurm/train.sbatch \
 	    >'$(DESTDIR)$(DATADIR)/train.sbatch'
 	chmod 755 '$(DESTDIR)$(DATADIR)/train.sbatch'
+	$(INSTALL) -d '$(DESTDIR)$(PYTHONDIR)/ftrain_ckpt'
+	$(INSTALL) -m 644 $(INSTALL_PY) '$(DESTDIR)$(PYTHONDIR)/ftrain_ckpt/'
 	$(if $(DESTDIR),,@if [ "$$(id -u)" = 0 ]; then $(LDCONFIG) || echo "install: warning: $(LDCONFIG) failed: run it before using the library" >&2; fi)
 
 uninstall:
 	$(install_check)
 	rm -f $(foreach f,$(INSTALLED),'$(DESTDIR)$(f)')
+	rm -rf '$(DESTDIR)$(PYTHONDIR)/ftrain_ckpt/__pycache__'
 	@for d in $(foreach d,$(INSTALLED_DIRS),'$(DESTDIR)$(d)'); do \
 	    [ ! -d "$$d" ] || rmdir "$$d" 2>/dev/null || echo "uninstall: kept '$$d': it holds files ftrain did not install"; \
 	done

@@ -146,6 +146,19 @@ like "$(LD_LIBRARY_PATH="$DP/lib" ldd "$T/ext/roundtrip" 2>&1 | grep libftrain-c
 rc=$?
 ok "$([ "$rc" -eq 0 ] && grep -q '^step-00000007: ok (1 shards' "$T/out"; echo $?)" \
     "the installed ckptctl verifies it (exit $rc)" || why "$(cat "$T/out")"
+# The installed Python binding, with Debian's python3 (numpy only; no torch
+# needed to read), finds the installed library and reads the same checkpoint.
+PYDIR=$(find "$DP/lib" -path '*/dist-packages/ftrain_ckpt' -type d 2>/dev/null | head -n 1)
+if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+    out=$(cd "$T" && PYTHONPATH="${PYDIR%/ftrain_ckpt}" FTRAIN_CKPT_LIB="$DP/lib/libftrain-ckpt.so.1" \
+        PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c 'import sys, ftrain_ckpt as fc
+c = fc.Checkpoint(sys.argv[1]); c.verify(); print(c.step, len(c.tensors), fc.__file__.startswith(sys.argv[2]))' \
+        "$T/ext/ckpt/step-00000007" "$PYDIR" 2>&1)
+    is "$out" "7 2 True" "the installed Python package (${PYDIR#$DP}) reads and verifies it" ||
+        why "$out"
+else
+    skip "installed Python package" "/usr/bin/python3 with numpy is not installed"
+fi
 
 # ---- the installed ftrain and train.sbatch, outside the tree --------------------
 (cd "$T" && timeout -k 5 120 "$DP/bin/ftrain" --device cpu --data line --layers 8 --steps 6 \
