@@ -1360,6 +1360,23 @@ section_10_relaunch() {
     echo "  section 10 took $(elapsed "$section_start" "$(now)") s"
 }
 
+# ---- 5b. the Python binding beside torch.save / torch.load ------------------------
+
+# The same raw state saved and loaded through python/ftrain_ckpt, beside
+# torch.save/torch.load of the same tensors and the bare library calls
+# (bench/py_ckpt.py; docs/python.md has a run's figures).
+section_5_python_binding() {
+    echo
+    echo "== 5b. Python binding (python/ftrain_ckpt) beside torch.save / torch.load =="
+    if [ ! -f "$SCRATCH/raw.bin" ] || ! have_torch; then
+        echo "  skipped: ${TORCH_WHY:-no raw state}"
+        return 0
+    fi
+    FTRAIN_CKPT_LIB="$BUILD/libftrain-ckpt.so.1" timeout 1800 "$PYTHON_BIN" "$SCRIPT_DIR/py_ckpt.py" \
+        --raw "$SCRATCH/raw.bin" --repeat "$REPEAT" --dir "$SCRATCH" --ckpt-bench "$CKPT_BENCH" ||
+        echo "  py_ckpt.py failed (exit $?)"
+}
+
 # ---- main ------------------------------------------------------------------------
 
 main() {
@@ -1375,6 +1392,7 @@ main() {
     if [ "$CKPT_SPACE_OK" = 1 ] && want 3 && [ -d "$SCRATCH/c2/step-00000001" ]; then section_3_load_reshard; fi
     if [ "$CKPT_SPACE_OK" = 1 ] && want 4; then section_4_compression; fi
     if [ "$CKPT_SPACE_OK" = 1 ] && want 5; then section_5_torch_checkpoint; fi
+    if [ "$CKPT_SPACE_OK" = 1 ] && want 5; then section_5_python_binding; fi
     rm -rf "$SCRATCH/c1" "$SCRATCH/c2" "$SCRATCH/raw.bin" "$SCRATCH/raw.bin.json"
     if want 6; then section_6_stop_path; fi
     if want 7; then section_7_gpu; fi
