@@ -11,12 +11,12 @@
 # failure to training again inside the allocation (slurm/train.sbatch on
 # the one-machine SLURM test cluster; skipped with the reason without root
 # or SLURM).
-# Each is one function below (section_1_training ... section_10_relaunch);
+# Each is one function below (section_1_training ... section_11_local_tier);
 # main, at the bottom, runs those that BENCH_SECTIONS names.
 #
 # Settings (environment):
 #   BUILD               build directory with ftrain and bench/ckpt_bench (build)
-#   BENCH_SECTIONS      which sections to run ("1 2 3 4 5 6 7 8 9 10")
+#   BENCH_SECTIONS      which sections to run ("1 2 3 4 5 6 7 8 9 10 11")
 #   BENCH_STEPS         training steps for section 1 (400)
 #   BENCH_REPEAT        runs per figure; the best is reported (3)
 #   BENCH_PAIRS         back-to-back rounds (dd conv=fdatasync, 1 rank, 2
@@ -46,7 +46,7 @@
 # caller's.
 set -u
 BUILD=${BUILD:-build}
-SECTIONS=${BENCH_SECTIONS:-"1 2 3 4 5 6 7 8 9 10"}
+SECTIONS=${BENCH_SECTIONS:-"1 2 3 4 5 6 7 8 9 10 11"}
 TRAIN_STEPS=${BENCH_STEPS:-400}
 REPEAT=${BENCH_REPEAT:-3}
 PAIR_ROUNDS=${BENCH_PAIRS:-8}
@@ -1377,6 +1377,18 @@ section_5_python_binding() {
         echo "  py_ckpt.py failed (exit $?)"
 }
 
+# ---- 11. the node-local tier ---------------------------------------------------------
+
+# bench/local_tier.sh: local saves and their stall beside memcpy, dd and the
+# shared tier; the partner copy beside MPI point to point (bench/p2p_bw);
+# restores from each tier beside torch.load (docs/benchmarks.md).
+section_11_local_tier() {
+    echo
+    echo "== 11. node-local tier (bench/local_tier.sh) =="
+    BUILD="$BUILD" BENCH_CKPT_MB="$CKPT_MB" BENCH_REPEAT="$REPEAT" PYTHON="$PYTHON_BIN" \
+        sh "$SCRIPT_DIR/local_tier.sh" || echo "  bench/local_tier.sh failed (exit $?)"
+}
+
 # ---- main ------------------------------------------------------------------------
 
 main() {
@@ -1399,6 +1411,7 @@ main() {
     if want 8; then section_8_convergence; fi
     if want 9; then section_9_hangs; fi
     if want 10; then section_10_relaunch; fi
+    if want 11; then section_11_local_tier; fi
     echo
     echo "bench: done ($(uptime | sed 's/.*load average: /load average /'))"
     exit $status

@@ -6,12 +6,21 @@
  *       tensors have global shapes, the data position is (epoch, cursor) in
  *       samples, the RNG is (seed, stream) and the schedule position is the
  *       update count.  The saving world size is recorded only as a fact.
- *   R2  A reader of world size M reads the byte range [r*T/M, (r+1)*T/M) of
- *       the flat space (only the zstd frames it overlaps, each verified),
- *       straight into the tensors that range covers, then the ranks exchange
- *       their pieces tensor by tensor, so every rank holds the whole
- *       replicated state after one read of the checkpoint in total, with no
- *       staging copy of it.
+ *   R2  When the ranks run on several nodes, a reader of world size M reads
+ *       the byte range [r*T/M, (r+1)*T/M) of the flat space (only the zstd
+ *       frames it overlaps, each verified), straight into the tensors that
+ *       range covers, then the ranks exchange their pieces tensor by tensor,
+ *       so every rank holds the whole replicated state after one read of the
+ *       checkpoint from storage in total, with no staging copy of it.  When
+ *       all of them run on one node, each rank reads the whole flat space
+ *       itself, verified, beginning with its own 1/M, and nothing is
+ *       exchanged: the node's page cache holds the files once for all of
+ *       them, so storage is still read once, the ranks' reads of it spread
+ *       over the files, and a rank pays one copy out of the page cache and
+ *       the checksums where MPI's shared memory would cost a copy in and a
+ *       copy out (without single-copy support) and the sender on a core at
+ *       the same moment (docs/benchmarks.md, "The shared-tier restore on one
+ *       node").
  *   R3  Every rank reaches the same verdict: local failures are combined
  *       with comm_any_failed() before anything is used, so no rank trains
  *       on while another gave up.
@@ -22,8 +31,10 @@
  *
  *   resolve:  rank 0 ckpt_latest_good() -> bcast path -> all ckpt_open()
  *             (state_resolve.c)
- *   load:     check record and tensors -> read own range into the tensors
- *             -> allgatherv each tensor in place
+ *   load:     check record and tensors -> one node? (load_one_node)
+ *             -> yes: read the whole flat space into the tensors
+ *             -> no:  read own range into the tensors -> allgatherv each
+ *                     tensor in place
  */
 #include "ftrain/state.h"
 
@@ -34,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ftrain/ckpt.h"
 #include "ftrain/util.h"
@@ -58,6 +70,8 @@
 #define STATE_QUOTE_MAX 64
 /* A step directory's name ("step-" and up to 20 digits). */
 #define STATE_STEP_NAME_MAX 64
+/* Room for a node's name (SLURMD_NODENAME, or the host name). */
+#define STATE_HOST_MAX 256
 
 /* The commit's collectives can wait long: the peers may still be writing
  * (allgather) or rank 0 writing the manifest (bcast).  Wait idle first, so a
@@ -738,31 +752,73 @@ static int load_read_planned(load_t *ld, comm_t *comm, const char *dir, const in
     return STATE_OK;
 }
 
-/* R2, collective: this rank reads its 1/M of the flat space straight into
- * the tensors it overlaps; then each tensor's pieces are exchanged in
- * place.  @return STATE_OK or STATE_EFAIL (err set), the same on every rank. */
+/* Collective: whether every rank of comm runs on this rank's node, named
+ * as world.c and the local tier name it (SLURMD_NODENAME when set, else
+ * the host name).  The ranks compare a 62-bit FNV-1a hash of the name: the
+ * MAX of the hash and the MAX of its negation meet only when all are
+ * equal.  Two nodes whose names collide would each read the whole
+ * checkpoint: more reading, the same bytes.  @return 1 or 0, the same on
+ * every rank, or -1 when the reduction failed (comm_last_error() says
+ * why). */
+static int load_one_node(comm_t *comm)
+{
+    if (comm_size(comm) == 1)
+        return 1;
+    char host[STATE_HOST_MAX] = "";
+    const char *node = getenv("SLURMD_NODENAME");
+    if (node && *node)
+        snprintf(host, sizeof host, "%s", node);
+    else if (gethostname(host, sizeof host - 1) != 0)
+        host[0] = '\0'; /* nameless nodes all look alike: see above */
+    uint64_t hash = 0xcbf29ce484222325u;
+    for (const unsigned char *p = (const unsigned char *)host; *p; p++)
+        hash = (hash ^ *p) * 0x100000001b3u;
+    int64_t both[2] = {(int64_t)(hash >> 2), -(int64_t)(hash >> 2)};
+    if (comm_allreduce(comm, both, 2, COMM_I64, COMM_MAX) != COMM_OK)
+        return -1;
+    return both[0] == -both[1];
+}
+
+/* R2, collective: on one node, every rank reads the whole flat space
+ * straight into its tensors; else this rank reads its 1/M of it and each
+ * tensor's pieces are exchanged in place.  @return STATE_OK or STATE_EFAIL
+ * (err set), the same on every rank. */
 static int load_read(load_t *ld, comm_t *comm, const char *dir, char *err, size_t cap)
 {
     int rank = comm_rank(comm), size = comm_size(comm);
+    int whole = load_one_node(comm);
+    if (whole < 0)
+        return util_fail(err, cap, STATE_EFAIL, "loading '%s': comparing the ranks' nodes: %s",
+                         dir, comm_last_error());
     uint64_t total = ckpt_total_bytes(ld->ck);
     uint64_t lo = total * (uint64_t)rank / (uint64_t)size,
              hi = total * (uint64_t)(rank + 1) / (uint64_t)size;
+    /* Our 1/M first; on one node then the rest, from the end of ours to
+     * the end and from the start to ours: ranks reading at once begin at
+     * different places, so a cold page cache is filled from storage by all
+     * of them together. */
+    uint64_t begin[3] = {lo, hi, 0}, end[3] = {hi, whole ? total : hi, whole ? lo : 0};
     int rc = CKPT_OK;
-    for (size_t i = 0; i < ld->count && rc == CKPT_OK; i++) {
-        uint64_t count, displ;
-        overlap(lo, hi, ld->saved[i]->offset, ld->saved[i]->nbytes, &count, &displ);
-        if (count)
-            rc = ckpt_read_range(ld->ck, ld->saved[i]->offset + displ, count,
-                                 (char *)ld->tensors[i].data + displ);
-        if (rc != CKPT_OK)
-            snprintf(err, cap, "reading checkpoint '%s': %s: %s", dir, ckpt_strerror(rc),
-                     ckpt_last_error());
+    for (int part = 0; part < 3 && rc == CKPT_OK; part++) {
+        for (size_t i = 0; i < ld->count && rc == CKPT_OK; i++) {
+            uint64_t count, displ;
+            overlap(begin[part], end[part], ld->saved[i]->offset, ld->saved[i]->nbytes, &count,
+                    &displ);
+            if (count)
+                rc = ckpt_read_range(ld->ck, ld->saved[i]->offset + displ, count,
+                                     (char *)ld->tensors[i].data + displ);
+            if (rc != CKPT_OK)
+                snprintf(err, cap, "reading checkpoint '%s': %s: %s", dir, ckpt_strerror(rc),
+                         ckpt_last_error());
+        }
     }
     watchdog_phase(WATCHDOG_LOAD_SYNC, 0); /* our part is read: now the others' */
     if (comm_any_failed(comm, rc))
         return rc == CKPT_OK ? util_fail(err, cap, STATE_EFAIL,
                                          "another rank could not read '%s'", dir)
                              : STATE_EFAIL;
+    if (whole)
+        return STATE_OK;
     uint64_t *counts = calloc((size_t)size, sizeof *counts);
     uint64_t *displs = calloc((size_t)size, sizeof *displs);
     if (comm_any_failed(comm, !counts || !displs)) {

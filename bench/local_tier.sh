@@ -1,0 +1,540 @@
+#!/bin/sh
+# bench/local_tier.sh - the node-local checkpoint tier's speed (README, "The
+# node-local tier"; docs/benchmarks.md, "The node-local tier"), each figure
+# beside its peer:
+#
+#   1. a local save and its training stall (own shard written, partner copy,
+#      seal) beside a memory copy of the same bytes, dd into /dev/shm and
+#      the shared-tier save of the same state;
+#   2. the partner copy beside MPI point-to-point bandwidth between the same
+#      two ranks, measured in the same run (bench/p2p_bw.c);
+#   3. the overhead of a local checkpoint every 30 s (the stall / 30 s);
+#   4. restores from the local and from the shared tier (the resume line's
+#      "loaded in"), 1 -> 1, 1 -> 2, 2 -> 1 and 2 -> 2 ranks, each beside
+#      torch.load of the same bytes in as many processes at once.
+#
+#   BUILD=build sh bench/local_tier.sh      (make all, then make bench's
+#                                           programs: BUILD/bench/p2p_bw)
+#
+# One machine plays two nodes: each rank's node is its SLURMD_NODENAME, set
+# per rank with mpirun's "-n 1 -x SLURMD_NODENAME=a ... : -n 1 -x
+# SLURMD_NODENAME=b ..." contexts, and --ckpt-local DIR/%n gives each fake
+# node its own directory under /dev/shm.  The model is section 6's of
+# bench/run.sh (an MLP 784-8192-8192-2048-10 with Adam for 1024 MiB: its
+# parameters and both moments are the checkpoint), trained with batch 32 on
+# Fashion-MNIST.  A run is stopped with SIGKILL to its ranks (the pids of its
+# "world:" lines) as soon as it has printed what is measured: a resumed run
+# of this model would otherwise evaluate the test set first, for a minute.
+#
+# Settings (environment):
+#   BUILD               build directory with ftrain and bench/p2p_bw (build)
+#   BENCH_CKPT_MB       size of the checkpoint state in MiB (1024)
+#   BENCH_STOP_LAYERS   hidden layers (chosen from BENCH_CKPT_MB as in
+#                       bench/run.sh: 8192,8192,2048 for 1024)
+#   BENCH_REPEAT        saves and restores per figure; the best is reported,
+#                       every run is printed (3)
+#   BENCH_LOCAL_EVERY_S the local checkpoint interval the overhead is stated
+#                       for, in seconds (30)
+#   BENCH_MPI_YIELD     1 (default): Open MPI ranks yield the CPU while they
+#                       wait (mpi_yield_when_idle), 0: they busy-poll
+#   BENCH_DIR           where the scratch directory for the shared tier and
+#                       the PyTorch files is made ($TMPDIR, else /tmp)
+#   BENCH_LOCAL_DIR     where the directory of the fake nodes' local
+#                       directories is made (/dev/shm)
+#   PYTHON              the interpreter with torch (/usr/bin/python3)
+# Both new directories are deleted at the end.  Needs about 6 x
+# BENCH_CKPT_MB free in each place (checked first: the run is skipped with a
+# message when there is less), and about 6 x BENCH_CKPT_MB of memory
+# besides.
+#
+# Exit status: 0 when every ftrain figure was measured, 1 when one failed.
+# A missing peer prints "peer unavailable: <why>" and the run goes on.
+#
+# POSIX sh has no local variables: a helper's own variables start with an
+# underscore and the helper's subject.
+set -u
+BUILD=${BUILD:-build}
+CKPT_MB=${BENCH_CKPT_MB:-1024}
+REPEAT=${BENCH_REPEAT:-3}
+EVERY_S=${BENCH_LOCAL_EVERY_S:-30}
+PYTHON_BIN=${PYTHON:-/usr/bin/python3}
+FTRAIN=$BUILD/ftrain
+P2P_BW=$BUILD/bench/p2p_bw
+SCRIPT_DIR=$(dirname "$0")
+SCRATCH=""
+LOCAL=""
+RUN_PID=""
+RUN_LOG=""
+status=0
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
+export OMPI_MCA_mpi_yield_when_idle="${BENCH_MPI_YIELD:-1}"
+
+# ---- helpers -------------------------------------------------------------------
+
+# field KEY TEXT: the word after KEY in TEXT ("" when absent).
+field() {
+    printf '%s\n' "$2" | awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) { print $(i + 1); exit } }'
+}
+# ratio A B: A/B with two decimals, "n/a" when either is missing or B is 0.
+ratio() {
+    awk -v a="${1:-}" -v b="${2:-}" 'BEGIN { if (a == "" || b == "" || a == "n/a" || b == "n/a" || b + 0 == 0) print "n/a"; else printf "%.2f\n", a / b }'
+}
+# minimum V...: the smallest number ("" when none).
+minimum() { printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g | head -n 1; }
+# median V...: the median of the numbers ("" when none).
+median() {
+    printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g |
+        awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+# mbps BYTES SECONDS: 10^6 bytes a second, or "n/a".
+mbps() { awk -v b="${1:-}" -v s="${2:-}" 'BEGIN { if (b == "" || s == "" || s + 0 == 0) print "n/a"; else printf "%.0f\n", b / s / 1e6 }'; }
+heading() { echo; echo "== $* =="; }
+fail() { echo "  FAILED: $*"; status=1; }
+# row LABEL C1 C2 C3 C4: one line of a table.
+row() { printf '  %-48s %10s %10s %10s %10s\n' "$@"; }
+show_tail() { printf '%s\n' "$2" | tail -n "$1" | sed 's/^/    | /'; }
+
+# have_torch: PYTHON can import torch and numpy; else TORCH_WHY says why.
+have_torch() {
+    TORCH_WHY=""
+    [ -x "$PYTHON_BIN" ] || { TORCH_WHY="$PYTHON_BIN not found (apt-get install python3-torch)"; return 1; }
+    "$PYTHON_BIN" -c 'import torch, numpy' 2>/dev/null ||
+        { TORCH_WHY="$PYTHON_BIN cannot import torch and numpy (apt-get install python3-torch)"; return 1; }
+}
+
+# ---- runs of ftrain ----------------------------------------------------------------
+
+# launch LOG PLACE ARGS...: start ftrain in the background, output in LOG.
+# PLACE: 1 (one rank), 2 (two ranks on this node), a (one rank on fake
+# node a), ab (one rank on each of the fake nodes a and b).  Sets RUN_PID.
+launch() {
+    RUN_LOG=$1
+    _launch_place=$2
+    shift 2
+    : >"$RUN_LOG"
+    case $_launch_place in
+        1) timeout 900 mpirun -n 1 "$FTRAIN" "$@" >"$RUN_LOG" 2>&1 & ;;
+        2) timeout 900 mpirun -n 2 "$FTRAIN" "$@" >"$RUN_LOG" 2>&1 & ;;
+        a) timeout 900 mpirun -n 1 -x SLURMD_NODENAME=a "$FTRAIN" "$@" >"$RUN_LOG" 2>&1 & ;;
+        ab) timeout 900 mpirun -n 1 -x SLURMD_NODENAME=a "$FTRAIN" "$@" : \
+                -n 1 -x SLURMD_NODENAME=b "$FTRAIN" "$@" >"$RUN_LOG" 2>&1 & ;;
+    esac
+    RUN_PID=$!
+}
+
+# stop_run: SIGKILL to the ranks of the run started last (their pids from
+# its "world:" lines), then wait for its launcher.  A rank killed so leaves
+# its Open MPI shared-memory segment in /dev/shm: the segments the ranks
+# had mapped are removed once they are gone.
+stop_run() {
+    [ -n "$RUN_PID" ] || return 0
+    _stop_pids=$(sed -n 's/^world: rank [0-9]* .* pid \([0-9]*\) .*/\1/p' "$RUN_LOG")
+    _stop_segments=""
+    for _stop_pid in $_stop_pids; do
+        _stop_segments="$_stop_segments $(grep -o '/dev/shm/vader_segment[^ ]*' "/proc/$_stop_pid/maps" 2>/dev/null | sort -u)"
+    done
+    for _stop_pid in $_stop_pids; do
+        kill -KILL "$_stop_pid" 2>/dev/null
+    done
+    wait "$RUN_PID" 2>/dev/null
+    RUN_PID=""
+    # shellcheck disable=SC2086 # a list of paths without blanks
+    [ -n "$(echo $_stop_segments)" ] && rm -f $_stop_segments
+}
+
+# wait_until SECONDS COMMAND...: poll COMMAND every 0.2 s until it
+# succeeds (0) or the run started last has ended or SECONDS have passed (1).
+wait_until() {
+    _wait_polls=$(($1 * 5))
+    shift
+    while [ "$_wait_polls" -gt 0 ]; do
+        "$@" && return 0
+        kill -0 "$RUN_PID" 2>/dev/null || { "$@"; return; }
+        sleep 0.2
+        _wait_polls=$((_wait_polls - 1))
+    done
+    return 1
+}
+
+# The local checkpoint lines of LOG as "step total write copy seal" (write
+# is the total less the copy and the seal: the snapshot, the shard's write
+# and the wait for the slower rank), and the shared-tier saves as "step
+# seconds".
+local_saves() {
+    sed -n 's/^local checkpoint: step \([0-9]*\) in \([0-9.]*\) s (own shard .* written in [0-9.]* s, partner copies .* in \([0-9.]*\) s, sealed in \([0-9.]*\) s).*/\1 \2 \3 \4/p' "$1" |
+        awk '{ printf "%s %s %.3f %s %s\n", $1, $2, $2 - $3 - $4, $3, $4 }'
+}
+shared_saves() { sed -n 's/^checkpoint: .*step-0*\([0-9]*\) committed in \([0-9.]*\) s.*/\1 \2/p' "$1"; }
+
+# saves_done LOG WANT: WANT shared saves, and a local one newer than the
+# last of them (so that a resume prefers the local tier).
+saves_done() {
+    _done_shared=$(shared_saves "$1" | wc -l)
+    _done_last_shared=$(shared_saves "$1" | tail -n 1 | cut -d ' ' -f 1)
+    _done_last_local=$(local_saves "$1" | tail -n 1 | cut -d ' ' -f 1)
+    [ "$_done_shared" -ge "$2" ] && [ -n "$_done_last_local" ] &&
+        [ "$_done_last_local" -gt "${_done_last_shared:-0}" ]
+}
+trained() { grep -q '^train:' "$RUN_LOG"; }
+
+# ---- set-up ------------------------------------------------------------------------
+
+check_settings() {
+    case $CKPT_MB in
+        '' | *[!0-9]*) echo "bench: BENCH_CKPT_MB must be a whole number of MiB, got '$CKPT_MB'" >&2; exit 2 ;;
+    esac
+    [ "$CKPT_MB" -ge 4 ] || { echo "bench: BENCH_CKPT_MB must be at least 4" >&2; exit 2; }
+    case $REPEAT in
+        '' | *[!0-9]* | 0) echo "bench: BENCH_REPEAT must be a whole number of at least 1, got '$REPEAT'" >&2; exit 2 ;;
+    esac
+    case $EVERY_S in
+        '' | *[!0-9]* | 0) echo "bench: BENCH_LOCAL_EVERY_S must be a whole number of seconds, got '$EVERY_S'" >&2; exit 2 ;;
+    esac
+    for program in "$FTRAIN" "$P2P_BW"; do
+        [ -x "$program" ] || { echo "bench: $program not built (make BUILD=$BUILD all $program)" >&2; exit 1; }
+    done
+    command -v mpirun >/dev/null 2>&1 || { echo "bench: mpirun not found" >&2; exit 1; }
+    if [ -n "${BENCH_STOP_LAYERS:-}" ]; then
+        LAYERS=$BENCH_STOP_LAYERS
+    elif [ "$CKPT_MB" -ge 1024 ]; then
+        LAYERS=8192,8192,2048
+    else
+        # Two equal hidden layers: 12 bytes (parameter + Adam m + v) each.
+        LAYERS=$(awk -v mb="$CKPT_MB" 'BEGIN { w = int(sqrt(mb * 1048576 / 12)); if (w < 16) w = 16; print w "," w }')
+    fi
+}
+
+cleanup() {
+    stop_run
+    rm -rf "$SCRATCH" "$LOCAL"
+}
+
+make_dirs() {
+    mkdir -p "$BUILD"
+    trap cleanup EXIT
+    trap 'exit 130' INT TERM
+    # New directories of our own, even inside given ones: the exit
+    # deletes them.
+    _dirs_shared=${BENCH_DIR:-${TMPDIR:-/tmp}}
+    _dirs_local=${BENCH_LOCAL_DIR:-/dev/shm}
+    mkdir -p "$_dirs_shared" "$_dirs_local" || exit 1
+    SCRATCH=$(mktemp -d "$_dirs_shared/ftrain-bench-local.XXXXXX") || exit 1
+    LOCAL=$(mktemp -d "$_dirs_local/ftrain-bench-local.XXXXXX") || exit 1
+}
+
+# enough_space: BENCH_DIR and BENCH_LOCAL_DIR have room for the run; else
+# say so (a skip, not a failure).
+enough_space() {
+    _space_need=$((CKPT_MB * 6))
+    for _space_dir in "$SCRATCH" "$LOCAL"; do
+        _space_free=$(df -Pm "$_space_dir" | awk 'NR == 2 { print $4 }')
+        if [ "${_space_free:-0}" -lt "$_space_need" ]; then
+            echo "  skipped: $_space_free MiB free under $_space_dir, the run needs about $_space_need MiB (lower BENCH_CKPT_MB)"
+            return 1
+        fi
+    done
+}
+
+print_header() {
+    echo "ftrain node-local tier benchmark - $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+    printf 'machine: %s cores (%s), %s GiB memory\n' "$(nproc)" \
+        "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)" \
+        "$(awk '/^MemTotal/ { printf "%.1f", $2 / 1048576 }' /proc/meminfo)"
+    printf 'shared tier: %s on %s; local tier: %s on %s\n' "$SCRATCH" \
+        "$(df -PT "$SCRATCH" | awk 'NR == 2 { print $2 " (" $1 ")" }')" "$LOCAL" \
+        "$(df -PT "$LOCAL" | awk 'NR == 2 { print $2 }')"
+    echo "load: $(uptime | sed 's/.*load average: /load average /') (other processes share this machine)"
+    echo "ftrain: $("$FTRAIN" --version 2>&1 | head -1)"
+    printf 'mpi: %s; btl self,vader, single_copy_mechanism=none, mpi_yield_when_idle=%s\n' \
+        "$(mpirun --version 2>&1 | head -1)" "$OMPI_MCA_mpi_yield_when_idle"
+    if have_torch; then
+        echo "torch: $("$PYTHON_BIN" -c 'import torch; print(torch.__version__, "threads", torch.get_num_threads())' 2>&1)"
+    else
+        echo "torch: peer unavailable: $TORCH_WHY"
+    fi
+    echo "model: MLP 784-$(echo "$LAYERS" | tr , -)-10, Adam, batch 32 (BENCH_CKPT_MB $CKPT_MB); each figure the best of $REPEAT (BENCH_REPEAT)"
+}
+
+# ---- 1-3. saves --------------------------------------------------------------------
+
+# The common options of every run: the model, and steps enough that none
+# ends by itself (each is stopped once it printed its figures).
+RUN_ARGS=""
+set_run_args() {
+    RUN_ARGS="--device cpu --layers $LAYERS --global-batch 32 --steps 1000000 --log-every 1000000"
+}
+
+# save_run NAME PLACE WANT: a run that keeps local checkpoints every 2
+# steps and saves to the shared tier every 3, until WANT shared saves and a
+# local one after the last; its run directory is SCRATCH/NAME, its local
+# root LOCAL/NAME/%n, its output SCRATCH/NAME.out.  @return 1 when it did
+# not get there.
+save_run() {
+    # shellcheck disable=SC2086 # RUN_ARGS is a list of options
+    launch "$SCRATCH/$1.out" "$2" $RUN_ARGS --run-dir "$SCRATCH/$1" --ckpt-local "$LOCAL/$1/%n" \
+        --ckpt-local-every 2 --ckpt-every 3
+    wait_until 850 saves_done "$SCRATCH/$1.out" "$3"
+    _save_rc=$?
+    stop_run
+    rm -rf "$SCRATCH/$1/heartbeat"
+    if [ "$_save_rc" != 0 ]; then
+        show_tail 6 "$(cat "$SCRATCH/$1.out")"
+        return 1
+    fi
+    STATE_BYTES=$(sed -n 's/^train: .*, \([0-9]*\) parameters,.*/\1/p' "$SCRATCH/$1.out" | awk '{ print $1 * 12 }')
+}
+
+section_saves() {
+    heading "1-3. local saves on 2 fake nodes (a, b), 1 rank each, beside a memory copy, MPI and the shared tier"
+    echo "  ftrain on 2 ranks, --ckpt-local $LOCAL/two/%n --ckpt-local-every 2 (stored shards) and"
+    echo "  --ckpt-every 3 (the shared tier: zstd 1, O_DIRECT, $SCRATCH), stopped after $REPEAT shared saves"
+    if ! save_run two ab "$REPEAT"; then
+        fail "the 2-rank saving run did not get to $REPEAT shared saves"
+        return
+    fi
+    LOCAL_STEP_TWO=$(local_saves "$SCRATCH/two.out" | tail -n 1 | cut -d ' ' -f 1)
+    _s_dir=$(ls -d "$LOCAL/two/a/step-"* | tail -n 1)
+    SHARD_BYTES=$(wc -c <"$(ls "$_s_dir"/shard-* | head -n 1)")
+    echo "  state $STATE_BYTES bytes; a rank's shard (file) $SHARD_BYTES bytes; every save of the run, seconds:"
+    local_saves "$SCRATCH/two.out" | awk '{ printf "    local step %-4s total %s = write %s + partner copy %s + seal %s\n", $1, $2, $3, $4, $5 }'
+    shared_saves "$SCRATCH/two.out" | awk '{ printf "    shared step %-4s %s\n", $1, $2 }'
+    # The best local save, and its parts.
+    # shellcheck disable=SC2046 # the five numbers of one line
+    set -- $(local_saves "$SCRATCH/two.out" | sort -g -k 2 | head -n 1)
+    _s_total=$2 _s_write=$3 _s_copy=$4 _s_seal=$5
+    # shellcheck disable=SC2046 # one number a line
+    _s_shared=$(minimum $(shared_saves "$SCRATCH/two.out" | cut -d ' ' -f 2))
+    # shellcheck disable=SC2046
+    _s_total_median=$(median $(local_saves "$SCRATCH/two.out" | cut -d ' ' -f 2))
+
+    # The peers, in the same run: dd into /dev/shm, a memory copy, MPI.
+    _s_dd=$(LC_ALL=C dd if=/dev/zero of="$LOCAL/dd.bin" bs=1M count=$((SHARD_BYTES / 1048576)) 2>&1 |
+        awk '/copied/ { for (i = 1; i <= NF; i++) if ($i == "copied,") { printf "%.3f\n", $(i + 1); exit } }')
+    rm -f "$LOCAL/dd.bin"
+    _s_dd_bytes=$(( SHARD_BYTES / 1048576 * 1048576 ))
+    P2P=$(timeout 600 mpirun -n 1 -x SLURMD_NODENAME=a "$P2P_BW" "$SHARD_BYTES" "$REPEAT" : \
+        -n 1 -x SLURMD_NODENAME=b "$P2P_BW" "$SHARD_BYTES" "$REPEAT" 2>&1)
+    [ -n "$(field exchange_s "$P2P")" ] || { fail "p2p_bw"; show_tail 3 "$P2P"; }
+    echo
+    row "2 ranks, per save (the best of them)" "seconds" "MB/s" "" ""
+    row "local checkpoint: the training stall, all of it" "$_s_total" "$(mbps "$STATE_BYTES" "$_s_total")" "" ""
+    row "  own shard (snapshot, write, wait for both)" "$_s_write" "$(mbps "$SHARD_BYTES" "$_s_write")" "" ""
+    row "  partner copy (read, MPI, write + checksum)" "$_s_copy" "$(mbps "$SHARD_BYTES" "$_s_copy")" "" ""
+    row "  seal (manifest, rename)" "$_s_seal" "" "" ""
+    row "  (median of the local saves)" "$_s_total_median" "" "" ""
+    row "memcpy of one shard's bytes, warm memory" "$(field memcpy_s "$P2P")" "$(field memcpy_mb_per_s "$P2P")" "" ""
+    row "memcpy into new memory (page faults)" "$(field fresh_s "$P2P")" "$(field fresh_mb_per_s "$P2P")" "" ""
+    row "dd bs=1M of one shard's bytes into /dev/shm" "${_s_dd:-n/a}" "$(mbps "$_s_dd_bytes" "$_s_dd")" "" ""
+    row "shared-tier save of the same state (2 ranks)" "${_s_shared:-n/a}" "$(mbps "$STATE_BYTES" "$_s_shared")" "" ""
+    echo "  own shard / memcpy into new memory: $(ratio "$_s_write" "$(field fresh_s "$P2P")");" \
+        "shared-tier save / local save: $(ratio "$_s_shared" "$_s_total")"
+    echo
+    row "partner copy beside MPI, one shard each way" "seconds" "MB/s" "" ""
+    row "partner copy (each rank sends one, gets one)" "$_s_copy" "$(mbps "$SHARD_BYTES" "$_s_copy")" "" ""
+    row "MPI, both ranks send and receive at once" "$(field exchange_s "$P2P")" "$(field exchange_mb_per_s "$P2P")" "" ""
+    row "MPI, one way (MPI_Send / MPI_Recv)" "$(field send_s "$P2P")" "$(field send_mb_per_s "$P2P")" "" ""
+    echo "  partner copy / MPI exchange of the same bytes: $(ratio "$_s_copy" "$(field exchange_s "$P2P")")" \
+        "(the copy also reads its shard file and writes and checksums the partner's)"
+    echo
+    row "overhead at one checkpoint every $EVERY_S s" "stall s" "overhead" "" ""
+    row "local checkpoint (synchronous)" "$_s_total" "$(awk -v s="$_s_total" -v t="$EVERY_S" 'BEGIN { printf "%.2f%%\n", 100 * s / t }')" "" ""
+    row "shared-tier save instead (synchronous)" "${_s_shared:-n/a}" "$(awk -v s="${_s_shared:-}" -v t="$EVERY_S" 'BEGIN { if (s == "") print "n/a"; else printf "%.2f%%\n", 100 * s / t }')" "" ""
+
+    # The 1-rank checkpoints for the restores (one node: no partner).
+    echo
+    echo "  1 rank on node a (no partner copy), the same saves, stopped after its first shared save:"
+    if save_run one a 1; then
+        LOCAL_STEP_ONE=$(local_saves "$SCRATCH/one.out" | tail -n 1 | cut -d ' ' -f 1)
+        local_saves "$SCRATCH/one.out" | awk '{ printf "    local step %-4s total %s = write %s + partner copy %s + seal %s\n", $1, $2, $3, $4, $5 }'
+        shared_saves "$SCRATCH/one.out" | awk '{ printf "    shared step %-4s %s\n", $1, $2 }'
+    else
+        fail "the 1-rank saving run did not get to a shared save"
+    fi
+}
+
+# ---- 4. restores ---------------------------------------------------------------------
+
+# torch_peers: the same tensors (names, shapes, float32 bytes) through
+# torch.save, then torch.load in 1 and in 2 processes at once; sets
+# TORCH_LOAD_1, TORCH_INTO_1, TORCH_LOAD_2, TORCH_INTO_2 (seconds; the
+# slowest process of the best round) or TORCH_WHY.
+# shellcheck disable=SC2034 # read by restore_row through eval
+TORCH_LOAD_1="" TORCH_INTO_1="" TORCH_LOAD_2="" TORCH_INTO_2="" TORCH_WHY=""
+torch_peers() {
+    have_torch || return
+    # The raw bytes and tensor table bench/torch_ckpt.py reads: the model's
+    # and both moments' tensors, Gaussian values.
+    if ! _torch_out=$("$PYTHON_BIN" - "$SCRATCH/raw.bin" "784,$LAYERS,10" <<'EOF' 2>&1
+import json, sys
+import numpy as np
+path, dims = sys.argv[1], [int(d) for d in sys.argv[2].split(",")]
+rng = np.random.default_rng(42)
+tensors, offset = [], 0
+with open(path, "wb") as f:
+    for group in ("model", "optim.m", "optim.v"):
+        for layer in range(len(dims) - 1):
+            for kind, shape in (("weight", [dims[layer + 1], dims[layer]]), ("bias", [dims[layer + 1]])):
+                n = int(np.prod(shape))
+                (rng.standard_normal(n, dtype=np.float32) * np.float32(0.02)).tofile(f)
+                tensors.append({"name": f"{group}/l{layer}.{kind}", "dtype": "f32",
+                                "offset": offset, "shape": shape})
+                offset += 4 * n
+with open(path + ".json", "w") as f:
+    json.dump({"total_bytes": offset, "tensors": tensors}, f)
+EOF
+    ); then
+        TORCH_WHY="making the raw state failed: $(printf '%s\n' "$_torch_out" | tail -n 1)"
+        return
+    fi
+    _torch_out=$(timeout 900 "$PYTHON_BIN" "$SCRIPT_DIR/torch_ckpt.py" "$SCRATCH/raw.bin" "$SCRATCH/state.pt" "$REPEAT" 2>&1)
+    rm -f "$SCRATCH/raw.bin" "$SCRATCH/raw.bin.json"
+    if [ "$(field verified "$_torch_out")" != yes ]; then
+        TORCH_WHY="torch_ckpt.py failed: $(printf '%s\n' "$_torch_out" | tail -n 1)"
+        return
+    fi
+    echo "  $_torch_out"
+    # shellcheck disable=SC2034 # read by restore_row through eval
+    TORCH_LOAD_1=$(field load_s "$_torch_out") TORCH_INTO_1=$(field into_s "$_torch_out")
+    # Two processes at once, as two ranks of a PyTorch job resume: each
+    # loads the whole file; the rounds start together (a barrier of files).
+    mkdir -p "$SCRATCH/sync"
+    cat >"$SCRATCH/torch_load.py" <<'EOF'
+import os, sys, time
+import torch
+path, sync, me, n, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+def barrier(k):
+    open(f"{sync}/arrive.{k}.{me}", "w").close()
+    while sum(os.path.exists(f"{sync}/arrive.{k}.{i}") for i in range(n)) < n:
+        time.sleep(0.001)
+live = {k: torch.zeros_like(v) for k, v in torch.load(path).items()}
+for r in range(rounds):
+    barrier(2 * r)
+    t0 = time.perf_counter()
+    loaded = torch.load(path)
+    fresh = time.perf_counter() - t0
+    loaded = None
+    barrier(2 * r + 1)
+    t0 = time.perf_counter()
+    loaded = torch.load(path)
+    with torch.no_grad():
+        for k, v in loaded.items():
+            live[k].copy_(v)
+    into = time.perf_counter() - t0
+    loaded = None
+    print(f"torch_load: round {r} load_s {fresh:.3f} into_s {into:.3f}", flush=True)
+EOF
+    for _torch_me in 0 1; do
+        timeout 900 "$PYTHON_BIN" "$SCRATCH/torch_load.py" "$SCRATCH/state.pt" "$SCRATCH/sync" "$_torch_me" 2 "$REPEAT" \
+            >"$SCRATCH/torch_load.$_torch_me" 2>&1 &
+    done
+    wait
+    # Each round's slowest process, then the best round.
+    _torch_rounds=$(cat "$SCRATCH/torch_load.0" "$SCRATCH/torch_load.1" | awk '/^torch_load:/ {
+        if ($5 > l[$3]) l[$3] = $5; if ($7 > c[$3]) c[$3] = $7 }
+        END { for (r in l) print l[r], c[r] }')
+    TORCH_LOAD_2=$(printf '%s\n' "$_torch_rounds" | sort -g -k 1 | head -n 1 | cut -d ' ' -f 1)
+    # shellcheck disable=SC2034 # read by restore_row through eval
+    TORCH_INTO_2=$(printf '%s\n' "$_torch_rounds" | sort -g -k 2 | head -n 1 | cut -d ' ' -f 2)
+    echo "  torch.load in 2 processes at once, the slower of each round, s: load$(printf '%s\n' "$_torch_rounds" |
+        awk '{ printf " %s", $1 }'); load + copy_$(printf '%s\n' "$_torch_rounds" | awk '{ printf " %s", $2 }')"
+    rm -rf "$SCRATCH/state.pt" "$SCRATCH/sync" "$SCRATCH"/torch_load.*
+    [ -n "$TORCH_LOAD_2" ] || TORCH_WHY="torch.load in 2 processes failed: $(tail -n 1 "$SCRATCH/torch_load.0" 2>/dev/null)"
+}
+
+# restore LABEL PLACE RUN EXPECT [OPTION...]: REPEAT resumes of the run
+# directory SCRATCH/RUN on PLACE (as launch), each stopped after its
+# "train:" line; EXPECT is a pattern the resume line must match.  Sets
+# RESTORE_BEST and RESTORE_RUNS (the "loaded in" seconds).
+restore() {
+    _r_label=$1 _r_place=$2 _r_run=$3 _r_expect=$4
+    shift 4
+    RESTORE_BEST="" RESTORE_RUNS=""
+    _r_round=0
+    while [ "$_r_round" -lt "$REPEAT" ]; do
+        _r_round=$((_r_round + 1))
+        # shellcheck disable=SC2086 # RUN_ARGS is a list of options
+        launch "$SCRATCH/restore.out" "$_r_place" $RUN_ARGS --run-dir "$SCRATCH/$_r_run" "$@"
+        wait_until 600 trained
+        stop_run
+        rm -rf "$SCRATCH/$_r_run/heartbeat"
+        _r_line=$(grep '^resume:' "$SCRATCH/restore.out")
+        _r_s=$(printf '%s\n' "$_r_line" | sed -n 's/.*, loaded in \([0-9.]*\) s$/\1/p')
+        if [ -z "$_r_s" ] || ! printf '%s\n' "$_r_line" | grep -Eq "$_r_expect"; then
+            fail "$_r_label: no resume line matching '$_r_expect'"
+            show_tail 4 "$(cat "$SCRATCH/restore.out")"
+            continue
+        fi
+        RESTORE_RUNS="$RESTORE_RUNS $_r_s"
+    done
+    # shellcheck disable=SC2086
+    RESTORE_BEST=$(minimum $RESTORE_RUNS)
+}
+
+# restore_row LABEL PROCESSES PLACE RUN EXPECT [OPTION...]: restore, then one
+# row beside torch.load in PROCESSES processes at once.
+restore_row() {
+    _rr_label=$1 _rr_procs=$2
+    shift 2
+    restore "$_rr_label" "$@"
+    eval "_rr_load=\${TORCH_LOAD_$_rr_procs:-} _rr_into=\${TORCH_INTO_$_rr_procs:-}"
+    row "$_rr_label" "${RESTORE_BEST:-failed}" "${_rr_load:-n/a}" "${_rr_into:-n/a}" "$(ratio "$_rr_load" "$RESTORE_BEST")"
+    echo "      runs:$RESTORE_RUNS"
+}
+
+section_restores() {
+    heading "4. restores: the resume line's \"loaded in\", beside torch.load of the same bytes"
+    echo "  torch.save of the same tensors (names, shapes, float32), then torch.load from the page cache:"
+    torch_peers
+    [ -n "$TORCH_WHY" ] && echo "  peer unavailable: $TORCH_WHY"
+    echo "  The shared tier's files are in the page cache too: the resume verifies the newest checkpoint"
+    echo "  on rank 0 before it loads (not in \"loaded in\").  One node: plain mpirun; a, b: fake nodes."
+    echo "  torch: the same number of processes at once, each loading the whole file; the slowest counts."
+    row "restore (N -> M ranks), seconds" "ftrain" "torch.load" "+copy_" "torch/ftr"
+    if [ -n "${LOCAL_STEP_ONE:-}" ]; then
+        restore_row "shared tier 1 -> 1" 1 1 one "^resume: from [^ ]*/step-[0-9]* .* world 1 -> 1,"
+        restore_row "shared tier 1 -> 2, one node" 2 2 one "^resume: from [^ ]*/step-[0-9]* .* world 1 -> 2,"
+        restore_row "shared tier 1 -> 2, nodes a, b" 2 ab one "^resume: from [^ ]*/step-[0-9]* .* world 1 -> 2,"
+    fi
+    if [ -n "${LOCAL_STEP_TWO:-}" ]; then
+        restore_row "shared tier 2 -> 1" 1 1 two "^resume: from [^ ]*/step-[0-9]* .* world 2 -> 1,"
+        restore_row "shared tier 2 -> 2, one node" 2 2 two "^resume: from [^ ]*/step-[0-9]* .* world 2 -> 2,"
+        restore_row "shared tier 2 -> 2, nodes a, b" 2 ab two "^resume: from [^ ]*/step-[0-9]* .* world 2 -> 2,"
+    fi
+    # The local tier on, with no local checkpoint due before the run stops.
+    _sr_every="--ckpt-local-every 1000000"
+    if [ -n "${LOCAL_STEP_ONE:-}" ]; then
+        restore_row "local tier 1 -> 1, node a" 1 a one \
+            "node-local tier .* step $LOCAL_STEP_ONE .* world 1 -> 1," --ckpt-local "$LOCAL/one/%n" $_sr_every
+        restore_row "local tier 1 -> 2, nodes a, b (b holds none)" 2 ab one \
+            "node-local tier .* step $LOCAL_STEP_ONE .* world 1 -> 2," --ckpt-local "$LOCAL/one/%n" $_sr_every
+    fi
+    if [ -n "${LOCAL_STEP_TWO:-}" ]; then
+        restore_row "local tier 2 -> 1, node a (own + copy)" 1 a two \
+            "node-local tier .* step $LOCAL_STEP_TWO .* world 2 -> 1," --ckpt-local "$LOCAL/two/%n" $_sr_every
+        restore_row "local tier 2 -> 2, nodes a, b" 2 ab two \
+            "node-local tier .* step $LOCAL_STEP_TWO .* world 2 -> 2," --ckpt-local "$LOCAL/two/%n" $_sr_every
+    fi
+    echo "  (torch/ftr: torch.load's seconds over ftrain's; +copy_: torch.load then copy_ into the"
+    echo "   live tensors, as load_state_dict does; ftrain reads into its live tensors)"
+}
+
+# ---- main ------------------------------------------------------------------------------
+
+main() {
+    check_settings
+    make_dirs
+    set_run_args
+    print_header
+    enough_space || exit 0
+    _main_start=$(date +%s)
+    section_saves
+    section_restores
+    echo
+    echo "local_tier: done in $(($(date +%s) - _main_start)) s ($(uptime | sed 's/.*load average: /load average /'))"
+    exit $status
+}
+
+main "$@"
