@@ -600,10 +600,13 @@ static int save_local(trainer_t *t, train_result_t *res, char *err, size_t cap)
         rc = TRAIN_EFAIL;
     tier_report_t rep;
     if (!comm_any_failed(t->comm, rc != TRAIN_OK)) {
+        double w0 = now_s();
         state_snapshot_write(snap, t->tier.root, t->rank, t->size);
+        double written = now_s() - w0;
         watchdog_phase(WATCHDOG_SAVE_SYNC, t->step);
         rc = tier_save(&t->tier, t->comm, snap, &rep, why, sizeof why) == TIER_OK ? TRAIN_OK
                                                                              : TRAIN_EFAIL;
+        rep.write_s += written; /* tier_save timed only the wait for the others' */
     } else if (rc == TRAIN_OK) {
         snprintf(why, sizeof why, "another rank could not take its snapshot");
         rc = TRAIN_EFAIL;
