@@ -169,7 +169,6 @@ demo: deps
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
 bench: deps
-	FTRAIN_DEPS_BENCH=1 sh scripts/deps.sh
 	$(MAKE) all $(BENCHES)
 	BUILD=$(BUILD) sh bench/run.sh
 

@@ -6,9 +6,11 @@
 set -u
 PKGS="build-essential pkg-config openmpi-bin libopenmpi-dev libzstd-dev zstd
 libarchive-dev libjansson-dev libxxhash-dev libopenblas-dev zlib1g-dev
-dataset-fashion-mnist python3 perl procps slurmd slurmctld slurm-client munge"
-# The benchmark's peer (PyTorch) is large; only `make bench` asks for it.
-[ "${FTRAIN_DEPS_BENCH:-0}" = 1 ] && PKGS="$PKGS python3-torch"
+dataset-fashion-mnist python3 perl procps slurmd slurmctld slurm-client munge
+python3-numpy python3-torch man-db bzip2"
+# python3-numpy and python3-torch: the Python binding's tests and the
+# PyTorch example run in make check (and PyTorch is the benchmark's peer);
+# man-db renders the man pages' check; bzip2 makes the refused-filter archive.
 
 missing=""
 for p in $PKGS; do
