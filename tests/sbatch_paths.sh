@@ -214,6 +214,19 @@ for bad in FTRAIN_TASKS_PER_NODE=abc FTRAIN_TASKS_PER_NODE=0 FTRAIN_KILL_TIMEOUT
         "$bad: refused (exit $rc), nothing launched" || why "$(cat "$T/out")"
 done
 
+# ---- the node-local tier's directory -------------------------------------------
+run_script FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT=relative/dir
+{ wait "$SPID"; } 2>/dev/null
+rc=$?
+ok "$([ "$rc" -eq 2 ] && ! srun_started && grep -q "error: FTRAIN_LOCAL_ROOT must be an absolute path, got 'relative/dir'" "$T/out"; echo $?)" \
+    "FTRAIN_LOCAL_ROOT=relative/dir: refused (exit $rc), nothing launched" || why "$(cat "$T/out")"
+run_script FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT=/tmp/local-root
+wait_for 10 srun_started
+kill -USR1 "$SPID"
+{ wait "$SPID"; } 2>/dev/null
+like "$(grep '^srun ' "$LOG")" "--ckpt-local /tmp/local-root/%n" \
+    "local checkpoints asked for: ftrain gets --ckpt-local FTRAIN_LOCAL_ROOT/%n"
+
 # ---- a failure that is the user's: not relaunched ---------------------------
 # (Relaunches themselves need a real cluster: tests/slurm_relaunch.sh.)
 run_script SRUN_EXIT=1
