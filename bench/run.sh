@@ -806,31 +806,47 @@ section_7_gpu() {
         echo "  peer unavailable: ${TORCH_WHY:-torch sees no GPU}"
     fi
     echo "  samples/s over the training loop (Fashion-MNIST, Adam); the best of $REPEAT runs each;"
-    echo "  PyTorch keeps data and model on the GPU and runs 3 untimed warm-up steps"
+    echo "  PyTorch keeps data and model on the GPU and runs 3 untimed warm-up steps; its best of"
+    echo "  Adam's default and fused implementations; float32 matrix products on both sides (no TF32)"
     echo
     row "" "ftrain" "PyTorch" "ratio"
-    # global batch, micro-batch, hidden layers, steps
-    for config in "128 16 256,128 2000" "128 128 256,128 2000" "4096 4096 4096,4096 300"; do
+    # global batch, micro-batch, hidden layers, steps, mode (fast or det)
+    for config in "128 16 256,128 2000 fast" "128 128 256,128 2000 fast" "4096 4096 4096,4096 300 fast" \
+        "4096 4096 4096,4096 300 det"; do
         # shellcheck disable=SC2086
         set -- $config
-        global_batch=$1 micro_batch=$2 hidden_layers=$3 gpu_steps=$4
+        global_batch=$1 micro_batch=$2 hidden_layers=$3 gpu_steps=$4 gpu_mode=$5
+        det_flag=""
+        [ "$gpu_mode" = det ] && det_flag=--deterministic
+        # shellcheck disable=SC2086
         ftrain_best 1 --device cuda --global-batch "$global_batch" --micro-batch "$micro_batch" --layers "$hidden_layers" \
-            --steps "$gpu_steps" --log-every 1000000
+            --steps "$gpu_steps" --log-every 1000000 $det_flag
         ftrain_gpu_sps=$BEST_SAMPLES_PER_S
         [ -n "$ftrain_gpu_sps" ] || fail "ftrain --device cuda (batch $global_batch, layers $hidden_layers) gave no timing line"
-        torch_gpu_sps=""
+        # The peer: its fast mode at its best (the issue's bar for both of
+        # ftrain's modes), and in deterministic mode beside ftrain's.
+        torch_gpu_sps="" torch_det_sps=""
         if [ "$torch_on_gpu" = 1 ]; then
-            run=0
-            while [ "$run" -lt "$REPEAT" ]; do
-                run=$((run + 1))
-                torch_output=$(timeout 600 "$PYTHON_BIN" "$SCRIPT_DIR/torch_mlp.py" --device cuda --batch "$global_batch" \
-                    --layers "$hidden_layers" --steps "$gpu_steps" 2>&1)
-                torch_sps=$(field torch_mlp: "$torch_output")
-                [ -n "$torch_sps" ] || { echo "    | torch: $(printf '%s\n' "$torch_output" | tail -1)"; break; }
-                torch_gpu_sps=$(maxof "$torch_gpu_sps" "$torch_sps")
+            for torch_variant in "--adam default" "--adam fused" ${det_flag:+"--adam default --deterministic"}; do
+                run=0
+                while [ "$run" -lt "$REPEAT" ]; do
+                    run=$((run + 1))
+                    # shellcheck disable=SC2086
+                    torch_output=$(timeout 600 "$PYTHON_BIN" "$SCRIPT_DIR/torch_mlp.py" --device cuda --batch "$global_batch" \
+                        --layers "$hidden_layers" --steps "$gpu_steps" $torch_variant 2>&1)
+                    torch_sps=$(field torch_mlp: "$torch_output")
+                    [ -n "$torch_sps" ] || { echo "    | torch $torch_variant: $(printf '%s\n' "$torch_output" | tail -1)"; break; }
+                    case $torch_variant in
+                    *--deterministic*) torch_det_sps=$(maxof "$torch_det_sps" "$torch_sps") ;;
+                    *) torch_gpu_sps=$(maxof "$torch_gpu_sps" "$torch_sps") ;;
+                    esac
+                done
             done
         fi
-        row "batch $global_batch, micro-batch $micro_batch, layers $hidden_layers" "${ftrain_gpu_sps:-failed}" "${torch_gpu_sps:-n/a}" "$(ratio "$ftrain_gpu_sps" "$torch_gpu_sps")"
+        row "batch $global_batch, micro-batch $micro_batch, layers $hidden_layers${det_flag:+, $det_flag}" "${ftrain_gpu_sps:-failed}" "${torch_gpu_sps:-n/a}" "$(ratio "$ftrain_gpu_sps" "$torch_gpu_sps")"
+        if [ -n "$det_flag" ]; then
+            row "  the same beside PyTorch's deterministic mode" "${ftrain_gpu_sps:-failed}" "${torch_det_sps:-n/a}" "$(ratio "$ftrain_gpu_sps" "$torch_det_sps")"
+        fi
     done
     ftrain_best 1 --device cuda --global-batch 128 --micro-batch 128 --steps 2000 --log-every 1000000 --deterministic
     row "batch 128, micro-batch 128, --deterministic" "${BEST_SAMPLES_PER_S:-failed}" "" ""

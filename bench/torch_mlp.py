@@ -11,10 +11,16 @@ creation are outside the timer, as they are in ftrain's samples/s.
 
 Usage: torch_mlp.py [--steps 400] [--threads 2] [--batch 128]
                     [--layers 256,128] [--device cpu|cuda]
+                    [--adam default|foreach|fused] [--deterministic]
                     [--data-dir /usr/share/datasets/fashion-mnist] [--random]
 Prints one line:
     torch_mlp: <samples/s> samples/s steps S batch B threads T data D
-               loss L torch V
+               device X adam A deterministic 0|1 loss L torch V
+--adam picks torch.optim.Adam's implementation (default: PyTorch's own
+choice; fused is one kernel for all tensors on the GPU).  --deterministic
+sets torch.use_deterministic_algorithms(True) and the cuBLAS workspace
+setting it requires (CUBLAS_WORKSPACE_CONFIG=:4096:8).  Matrix products are
+float32 throughout (allow_tf32 off, matmul precision "highest"): no TF32.
 --random uses same-shaped random data instead of Fashion-MNIST.
 --device cuda keeps the data set, the model and the permutation on the GPU
 (as ftrain --device cuda does), runs 3 untimed warm-up steps (cuBLAS and
@@ -60,7 +66,12 @@ def main():
     ap.add_argument("--layers", default="256,128")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--adam", default="default", choices=["default", "foreach", "fused"])
+    ap.add_argument("--deterministic", action="store_true")
     a = ap.parse_args()
+    if a.deterministic:
+        # cuBLAS reads it when its handle is made: before torch touches CUDA.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     try:
         import torch
     except ImportError as e:
@@ -69,6 +80,11 @@ def main():
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    if a.deterministic:
+        torch.use_deterministic_algorithms(True)
     data = "random"
     if a.random:
         x = torch.rand(60000, 784)
@@ -101,7 +117,16 @@ def main():
     layers.append(torch.nn.Linear(prev, 10))
     model = torch.nn.Sequential(*layers).to(dev)
     x, y = x.to(dev), y.to(dev)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    adam_kw = {}
+    if a.adam == "foreach":
+        adam_kw["foreach"] = True
+    elif a.adam == "fused":
+        adam_kw["fused"] = True
+    try:
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, **adam_kw)
+    except (RuntimeError, TypeError, ValueError) as e:
+        print(f"torch_mlp: --adam {a.adam}: {e}", file=sys.stderr)
+        return 1
     lossf = torch.nn.CrossEntropyLoss()
     spe = n // a.batch
 
@@ -135,6 +160,7 @@ def main():
     dt = time.perf_counter() - t0
     print(f"torch_mlp: {a.steps * a.batch / dt:.0f} samples/s steps {a.steps} "
           f"batch {a.batch} threads {a.threads} data {data} device {a.device} "
+          f"adam {a.adam} deterministic {int(a.deterministic)} "
           f"loss {loss.item():.4f} torch {torch.__version__}")
     return 0
 

@@ -10,6 +10,13 @@
  *   - Any NCCL error, CUDA error or timeout calls ncclCommAbort once and
  *     marks the communicator broken; a broken communicator is never
  *     finalized or destroyed, and its later device calls fail at once.
+ *   - An initialisation that fails on one rank ends every rank's at once:
+ *     the failing rank sends a notice (tag NOTICE_TAG on the backend's own
+ *     MPI communicator) to every other, whose init wait also polls for it
+ *     and aborts; then all ranks agree over MPI, so a rank whose init did
+ *     complete aborts too (ncclCommFinalize would wait for the failed one).
+ *   - A one-rank allreduce or broadcast in place is the identity: no NCCL
+ *     call and no wait.
  *   - Host buffers never reach NCCL: cudaPointerGetAttributes sorts each
  *     buffer, and host ones take comm.c's host path (comm_host_*) on
  *     comm->mpi, the very code of the MPI backend, so a host reduction
@@ -46,6 +53,10 @@
 #define POLL_LONG_NS 200000L
 /* The message kept from the error that aborted the communicator. */
 #define BROKEN_MSG_MAX 256
+/* The tag of an initialisation failure's notice, and how long its sends may
+ * take (they are small: eager, done at once). */
+#define NOTICE_TAG 4242
+#define NOTICE_SEND_S 5.0
 
 typedef struct {
     ncclComm_t nccl;
@@ -229,6 +240,8 @@ static int nccl_allreduce(comm_t *comm, void *buf, size_t n, comm_dtype_t type,
         return comm_host_allreduce(comm, buf, n, type, op);
     if (path != PATH_DEVICE)
         return path;
+    if (comm->size == 1)
+        return COMM_OK; /* a sum or max over one rank, in place */
     ncclResult_t res = ncclAllReduce(buf, buf, n, datatype,
                                      op == COMM_MAX ? ncclMax : ncclSum, st->nccl,
                                      st->stream);
@@ -249,6 +262,8 @@ static int nccl_bcast(comm_t *comm, void *buf, size_t bytes, int root)
         return comm_host_bcast(comm, buf, bytes, root);
     if (path != PATH_DEVICE)
         return path;
+    if (comm->size == 1)
+        return COMM_OK; /* the root is the only rank */
     ncclResult_t res = ncclBroadcast(buf, buf, bytes, ncclUint8, root, st->nccl,
                                      st->stream);
     return finish(st, "ncclBroadcast", res);
@@ -374,15 +389,110 @@ static int agree_and_share_id(comm_t *comm, int local_bad, ncclUniqueId *id)
     return COMM_OK;
 }
 
-/* Join the non-blocking NCCL communicator and wait for every rank. */
+/* Tell every other rank that this rank's NCCL initialisation failed, with
+ * the message; bounded (small messages go eagerly). */
+static void send_notice(comm_t *comm, const char *msg)
+{
+    char text[BROKEN_MSG_MAX];
+    snprintf(text, sizeof text, "%.*s", (int)sizeof text - 1, msg);
+    MPI_Request *req = calloc((size_t)comm->size, sizeof *req);
+    if (!req)
+        return;
+    int n = 0;
+    for (int r = 0; r < comm->size; r++)
+        if (r != comm->rank &&
+            MPI_Isend(text, (int)sizeof text, MPI_CHAR, r, NOTICE_TAG, comm->mpi, &req[n]) ==
+                MPI_SUCCESS)
+            n++;
+    double deadline = mono_s() + NOTICE_SEND_S;
+    int done = 0;
+    for (long spins = 0; !done && mono_s() < deadline; spins++) {
+        if (MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+            break;
+        poll_pause(spins);
+    }
+    for (int i = 0; !done && i < n; i++) /* a rank gone: leave it */
+        if (req[i] != MPI_REQUEST_NULL)
+            MPI_Request_free(&req[i]);
+    free(req);
+}
+
+/* A notice from another rank, if one has come: @return its rank, or -1;
+ * with the rank, comm_err_buf holds its message. */
+static int take_notice(comm_t *comm, const char *what)
+{
+    int flag = 0;
+    MPI_Status status;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, NOTICE_TAG, comm->mpi, &flag, &status) != MPI_SUCCESS ||
+        !flag)
+        return -1;
+    char text[BROKEN_MSG_MAX] = "";
+    MPI_Recv(text, (int)sizeof text, MPI_CHAR, status.MPI_SOURCE, NOTICE_TAG, comm->mpi,
+             MPI_STATUS_IGNORE);
+    text[sizeof text - 1] = '\0';
+    comm_fail(COMM_EFAIL, "nccl: %s failed on rank %d: %s", what, status.MPI_SOURCE, text);
+    return status.MPI_SOURCE;
+}
+
+/* Wait for this rank's initialisation like wait_comm, and also for a
+ * notice that another rank's failed.  @return COMM_OK, or COMM_EFAIL
+ * (communicator aborted) with *noticed set when a notice ended it. */
+static int wait_init(comm_t *comm, nccl_state_t *st, const char *what, int *noticed)
+{
+    double deadline = mono_s() + st->timeout_s;
+    for (long spins = 0;; spins++) {
+        ncclResult_t async_err = ncclInProgress;
+        ncclResult_t res = ncclCommGetAsyncError(st->nccl, &async_err);
+        if (res != ncclSuccess)
+            return nccl_fail(st, what, res);
+        if (async_err == ncclSuccess)
+            return COMM_OK;
+        if (async_err != ncclInProgress)
+            return nccl_fail(st, what, async_err);
+        if (take_notice(comm, what) >= 0) {
+            *noticed = 1;
+            st_abort(st);
+            return COMM_EFAIL;
+        }
+        if (mono_s() > deadline)
+            return timeout_fail(st, what, "every rank to join");
+        poll_pause(spins);
+    }
+}
+
+/* Join the non-blocking NCCL communicator and wait for every rank; a
+ * failure on any rank fails every rank's open within moments (see the
+ * invariants above). */
 static int join_nccl(comm_t *comm, nccl_state_t *st, ncclUniqueId id)
 {
+    static const char what[] = "ncclCommInitRankConfig";
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
+    int noticed = 0;
     ncclResult_t res = ncclCommInitRankConfig(&st->nccl, comm->size, id, comm->rank, &config);
-    if (res != ncclSuccess && res != ncclInProgress)
-        return nccl_fail(st, "ncclCommInitRankConfig", res);
-    return wait_comm(st, "ncclCommInitRankConfig");
+    int rc = res != ncclSuccess && res != ncclInProgress ? nccl_fail(st, what, res)
+                                                         : wait_init(comm, st, what, &noticed);
+    if (rc != COMM_OK && !noticed && comm->size > 1)
+        send_notice(comm, comm_err_buf);
+    char first[BROKEN_MSG_MAX] = ""; /* the first reason: this rank's, or a notice's */
+    if (rc != COMM_OK)
+        snprintf(first, sizeof first, "%.*s", (int)sizeof first - 1, comm_err_buf);
+    int64_t any_bad = rc != COMM_OK;
+    int mpirc = MPI_Allreduce(MPI_IN_PLACE, &any_bad, 1, MPI_INT64_T, MPI_MAX, comm->mpi);
+    while (take_notice(comm, what) >= 0) /* late ones: nothing left unreceived */
+        if (!first[0])
+            snprintf(first, sizeof first, "%.*s", (int)sizeof first - 1, comm_err_buf);
+    if (mpirc != MPI_SUCCESS) {
+        st_abort(st);
+        return comm_mpi_fail("MPI_Allreduce (nccl init agreement)", mpirc);
+    }
+    if (any_bad || rc != COMM_OK) {
+        rc = first[0] ? comm_fail(COMM_EFAIL, "%s", first)
+                      : comm_fail(COMM_EFAIL, "nccl: %s failed on another rank", what);
+    }
+    if (rc != COMM_OK)
+        st_abort(st);
+    return rc;
 }
 
 int comm_open_nccl(comm_t **out, const world_t *world, int ordinal, void *stream,

@@ -294,6 +294,60 @@ fail:
     return rc;
 }
 
+/* The first micro-batch of a step: a store, so the sum needs no clearing
+ * pass first (0 + x is x exactly). */
+__global__ static void k_fixed_store(long long *acc, const float *g, size_t n,
+                                     double scale)
+{
+    GRID_STRIDE(i, n) {
+        acc[i] = __double2ll_rn(__dmul_rn((double)g[i], scale));
+    }
+}
+
+extern "C" int gpu_fixed_store(gpu_ctx_t *ctx, int64_t *acc, const float *g,
+                               size_t n, int e)
+{
+    int rc = GPU_OK;
+    if (!ctx || (n > 0 && (!acc || !g)))
+        return GPU_EINVAL;
+    if (n == 0)
+        return GPU_OK;
+    k_fixed_store<<<gpuk_blocks(n), GPUK_THREADS, 0, ctx->stream>>>(
+        (long long *)acc, g, n, ldexp(1.0, e));
+    GPU_CUDA(cudaGetLastError());
+    return GPU_OK;
+fail:
+    return rc;
+}
+
+/* One rank, one micro-batch: the fixed-point sum is the one term, so the
+ * store, the (identity) reduction and the conversion back are one pass with
+ * the very operations of the three, and no int64 array. */
+__global__ static void k_fixed_round(float *out, const float *g, size_t n,
+                                     double scale, double inv)
+{
+    GRID_STRIDE(i, n) {
+        long long q = __double2ll_rn(__dmul_rn((double)g[i], scale));
+        out[i] = __double2float_rn(__dmul_rn(__ll2double_rn(q), inv));
+    }
+}
+
+extern "C" int gpu_fixed_round(gpu_ctx_t *ctx, float *out, const float *g,
+                               size_t n, int e, int64_t nstep)
+{
+    int rc = GPU_OK;
+    if (!ctx || nstep < 1 || (n > 0 && (!out || !g)))
+        return GPU_EINVAL;
+    if (n == 0)
+        return GPU_OK;
+    k_fixed_round<<<gpuk_blocks(n), GPUK_THREADS, 0, ctx->stream>>>(
+        out, g, n, ldexp(1.0, e), ldexp(1.0, -e) / (double)nstep);
+    GPU_CUDA(cudaGetLastError());
+    return GPU_OK;
+fail:
+    return rc;
+}
+
 __global__ static void k_fixed_to_float(float *g, const long long *acc,
                                         size_t n, double inv)
 {
@@ -351,38 +405,49 @@ struct gpu_optim {
     int64_t updates;
 };
 
-/* First SGD update: buf = g, p -= lr * g with g = grad + wd * p. */
-__global__ static void k_sgd_first(float *p, const float *grad, float *buf,
-                                   size_t n, float flr, float wd)
+/* Each kernel reads the gradient as grad * gs (optim.c's
+ * optim_step_consume: gs is 1, an exact multiply, or the fast mode's 1/nstep)
+ * and, when zero is not NULL, stores 0 where it read it (zero == grad): the
+ * next step's sum starts from a cleared gradient without a pass of its own. */
+
+/* First SGD update: buf = g, p -= lr * g with g = grad * gs + wd * p. */
+__global__ static void k_sgd_first(float *p, const float *grad, float gs, float *zero,
+                                   float *buf, size_t n, float flr, float wd)
 {
     GRID_STRIDE(i, n) {
-        float g = __fadd_rn(grad[i], __fmul_rn(wd, p[i]));
+        float g = __fadd_rn(__fmul_rn(grad[i], gs), __fmul_rn(wd, p[i]));
+        if (zero)
+            zero[i] = 0.0f;
         buf[i] = g;
         p[i] = __fsub_rn(p[i], __fmul_rn(flr, g));
     }
 }
 
-/* Later SGD updates: buf = mu * buf + (grad + wd * p), p -= lr * buf. */
-__global__ static void k_sgd(float *p, const float *grad, float *buf, size_t n,
-                             float flr, float mu, float wd)
+/* Later SGD updates: buf = mu * buf + (grad * gs + wd * p), p -= lr * buf. */
+__global__ static void k_sgd(float *p, const float *grad, float gs, float *zero, float *buf,
+                             size_t n, float flr, float mu, float wd)
 {
     GRID_STRIDE(i, n) {
         float b = __fadd_rn(__fmul_rn(mu, buf[i]),
-                            __fadd_rn(grad[i], __fmul_rn(wd, p[i])));
+                            __fadd_rn(__fmul_rn(grad[i], gs), __fmul_rn(wd, p[i])));
+        if (zero)
+            zero[i] = 0.0f;
         buf[i] = b;
         p[i] = __fsub_rn(p[i], __fmul_rn(flr, b));
     }
 }
 
 /* Adam / AdamW with the constants optim.c computes once per step. */
-__global__ static void k_adam(float *p, const float *grad, float *m, float *v,
-                              size_t n, float shrink, float l2, float b1,
+__global__ static void k_adam(float *p, const float *grad, float gs, float *zero, float *m,
+                              float *v, size_t n, float shrink, float l2, float b1,
                               float c1, float b2, float c2, float eps, float ss,
                               float rs)
 {
     GRID_STRIDE(i, n) {
         float w = __fmul_rn(p[i], shrink);
-        float g = __fadd_rn(grad[i], __fmul_rn(l2, w));
+        float g = __fadd_rn(__fmul_rn(grad[i], gs), __fmul_rn(l2, w));
+        if (zero)
+            zero[i] = 0.0f;
         float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(c1, g));
         float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(c2, __fmul_rn(g, g)));
         m[i] = mi;
@@ -444,9 +509,16 @@ extern "C" void gpu_optim_free(gpu_optim_t *go)
 extern "C" int gpu_optim_step(gpu_optim_t *go, float *dparams, const float *dgrad,
                               int64_t step)
 {
+    return gpu_optim_step_consume(go, dparams, (float *)dgrad, 1.0f, 0, step);
+}
+
+extern "C" int gpu_optim_step_consume(gpu_optim_t *go, float *dparams, float *dgrad,
+                                      float gs, int clear, int64_t step)
+{
     int rc = GPU_OK;
     if (!go || !dparams || !dgrad || step < 0)
         return GPU_EINVAL;
+    float *zero = clear ? dgrad : NULL;
     const optim_cfg_t *c = &go->cfg;
     const double lr = optim_lr(c, step);
     cudaStream_t s = go->ctx->stream;
@@ -456,11 +528,11 @@ extern "C" int gpu_optim_step(gpu_optim_t *go, float *dparams, const float *dgra
         const float flr = (float)lr, mu = (float)c->momentum;
         const float wd = (float)c->weight_decay;
         if (go->updates == 0)
-            k_sgd_first<<<blocks, GPUK_THREADS, 0, s>>>(dparams, dgrad, go->m,
-                                                        go->n, flr, wd);
+            k_sgd_first<<<blocks, GPUK_THREADS, 0, s>>>(dparams, dgrad, gs, zero,
+                                                        go->m, go->n, flr, wd);
         else
-            k_sgd<<<blocks, GPUK_THREADS, 0, s>>>(dparams, dgrad, go->m, go->n,
-                                                  flr, mu, wd);
+            k_sgd<<<blocks, GPUK_THREADS, 0, s>>>(dparams, dgrad, gs, zero, go->m,
+                                                  go->n, flr, mu, wd);
     } else {
         /* The scalars exactly as optim.c's step_adam computes them. */
         const double t = (double)step + 1.0;
@@ -474,8 +546,8 @@ extern "C" int gpu_optim_step(gpu_optim_t *go, float *dparams, const float *dgra
         const int adamw = c->kind == OPT_ADAMW;
         const float shrink = adamw ? (float)(1.0 - lr * c->weight_decay) : 1.0f;
         const float l2 = adamw ? 0.0f : (float)c->weight_decay;
-        k_adam<<<blocks, GPUK_THREADS, 0, s>>>(dparams, dgrad, go->m, go->v,
-                                               go->n, shrink, l2, b1, c1, b2, c2,
+        k_adam<<<blocks, GPUK_THREADS, 0, s>>>(dparams, dgrad, gs, zero, go->m,
+                                               go->v, go->n, shrink, l2, b1, c1, b2, c2,
                                                eps, ss, rs);
     }
     GPU_CUDA(cudaGetLastError());

@@ -137,6 +137,12 @@ int gpu_optim_step(gpu_optim_t *go, float *dparams, const float *dgrad,
     return GPU_ENOTBUILT;
 }
 
+int gpu_optim_step_consume(gpu_optim_t *go, float *dparams, float *dgrad, float gs,
+                           int clear, int64_t step)
+{
+    return GPU_ENOTBUILT;
+}
+
 float *gpu_optim_state_m(gpu_optim_t *go) { return NULL; }
 float *gpu_optim_state_v(gpu_optim_t *go) { return NULL; }
 int64_t gpu_optim_updates(const gpu_optim_t *go) { return 0; }
@@ -149,6 +155,18 @@ int gpu_maxabs(gpu_ctx_t *ctx, const float *dbuf, size_t count, float *out)
 
 int gpu_fixed_accumulate(gpu_ctx_t *ctx, int64_t *acc, const float *grad,
                          size_t count, int exponent)
+{
+    return GPU_ENOTBUILT;
+}
+
+int gpu_fixed_store(gpu_ctx_t *ctx, int64_t *acc, const float *grad, size_t count,
+                    int exponent)
+{
+    return GPU_ENOTBUILT;
+}
+
+int gpu_fixed_round(gpu_ctx_t *ctx, float *out, const float *grad, size_t count,
+                    int exponent, int64_t nstep)
 {
     return GPU_ENOTBUILT;
 }

@@ -38,6 +38,12 @@ struct gpu_mirror {
     float *snapshot;            /* page-locked buffer of --ckpt-async, or NULL */
     int data_on_device;
     double copy_seconds;        /* of the last download */
+    /* The next update reads grad * grad_scale; with consume it also clears
+     * grad (fast mode, whose next step adds into it), and grad_zeroed says
+     * the last update did, so the next step needs no clearing pass. */
+    float grad_scale;
+    int consume;
+    int grad_zeroed;
 };
 
 /* The host parameters and moments receive the device state at every save
@@ -114,6 +120,7 @@ int gpu_mirror_open(gpu_mirror_t **out, const gpu_mirror_spec_t *spec, float **b
         return TRAIN_EFAIL;
     }
     mirror->ctx = spec->ctx;
+    mirror->grad_scale = 1.0f;
     mirror->host_model = spec->model;
     mirror->host_opt = spec->opt;
     mirror->n_params = model_num_params(spec->model);
@@ -237,41 +244,69 @@ int gpu_mirror_micro_gradient(gpu_mirror_t *mirror, int64_t slot, const int64_t 
 
 int gpu_mirror_zero_gradient(gpu_mirror_t *mirror)
 {
-    return gpu_memset0(mirror->ctx, mirror->grad, mirror->n_params * sizeof(float));
+    if (mirror->grad_zeroed)
+        return GPU_OK; /* the last update cleared it as it read it */
+    int rc = gpu_memset0(mirror->ctx, mirror->grad, mirror->n_params * sizeof(float));
+    mirror->grad_zeroed = rc == GPU_OK;
+    return rc;
 }
 
 int gpu_mirror_batch_gradient(gpu_mirror_t *mirror, const int64_t *idx, int n, double *loss,
                               int64_t *hits)
 {
+    mirror->grad_zeroed = 0;
     return forward_backward(mirror, idx, n, mirror->grad, loss, hits);
 }
 
+/* This rank's micro-batch gradients in fixed point: a store of the first
+ * (no clearing pass), then adds. */
+static int fixed_sum_local(gpu_mirror_t *mirror, int64_t nmicro, int scale_exp)
+{
+    int rc = nmicro == 0 ? gpu_memset0(mirror->ctx, mirror->fixed_sum,
+                                       mirror->n_params * sizeof(int64_t))
+                         : GPU_OK;
+    for (int64_t i = 0; i < nmicro && rc == GPU_OK; i++) {
+        const float *slot = mirror->micro_grads + (size_t)i * mirror->slot_floats;
+        rc = i == 0 ? gpu_fixed_store(mirror->ctx, mirror->fixed_sum, slot, mirror->n_params,
+                                      scale_exp)
+                    : gpu_fixed_accumulate(mirror->ctx, mirror->fixed_sum, slot,
+                                           mirror->n_params, scale_exp);
+    }
+    return rc;
+}
+
 /* Fixed point on the device, the int64 sum through the device communicator
- * (NCCL), loss and hits on the host (MPI). */
+ * (NCCL), loss and hits on the host (MPI).  One rank with one micro-batch
+ * takes one fused pass (gpu_fixed_round): the same operations, so the same
+ * bits as the store, the identity sum and the conversion. */
 int gpu_mirror_reduce_fixed(gpu_mirror_t *mirror, comm_t *comm, int64_t nmicro,
                             const double *micro_loss, int scale_exp, int64_t step_samples,
                             double *loss, int64_t *hits, int *device_failed, char *err,
                             size_t cap)
 {
-    int rc = gpu_memset0(mirror->ctx, mirror->fixed_sum, mirror->n_params * sizeof(int64_t));
+    const int alone = comm_size(comm) == 1;
+    const int fused = alone && nmicro == 1;
+    int rc = fused ? gpu_fixed_round(mirror->ctx, mirror->grad, mirror->micro_grads,
+                                     mirror->n_params, scale_exp, step_samples)
+                   : fixed_sum_local(mirror, nmicro, scale_exp);
     int64_t loss_hits[2] = {0, *hits};
-    for (int64_t i = 0; i < nmicro && rc == GPU_OK; i++) {
-        const float *slot = mirror->micro_grads + (size_t)i * mirror->slot_floats;
-        rc = gpu_fixed_accumulate(mirror->ctx, mirror->fixed_sum, slot, mirror->n_params,
-                                  scale_exp);
+    for (int64_t i = 0; i < nmicro; i++)
         loss_hits[0] += llrint(ldexp(micro_loss[i], LOSS_FIXED_BITS));
-    }
+    mirror->grad_scale = 1.0f; /* already the mean: times 1 is exact */
+    mirror->consume = 0;       /* the next step overwrites grad whole */
+    mirror->grad_zeroed = 0;
     /* A device failure here is this rank's alone: it still takes part in
      * both reductions (the others are in them), and the failure is voted
      * at the next control reduction, where every rank stops together. */
     if (rc != GPU_OK)
         *device_failed = 1;
-    if (comm_allreduce(comm, mirror->fixed_sum, mirror->n_params, COMM_I64, COMM_SUM) != COMM_OK ||
+    if ((!alone && comm_allreduce(comm, mirror->fixed_sum, mirror->n_params, COMM_I64,
+                                  COMM_SUM) != COMM_OK) ||
         comm_allreduce(comm, loss_hits, 2, COMM_I64, COMM_SUM) != COMM_OK) {
         snprintf(err, cap, "gradient reduction failed: %s", comm_last_error());
         return TRAIN_EFAIL;
     }
-    if (!*device_failed &&
+    if (!*device_failed && !fused &&
         gpu_fixed_to_float(mirror->ctx, mirror->grad, mirror->fixed_sum, mirror->n_params,
                            scale_exp, step_samples) != GPU_OK)
         *device_failed = 1;
@@ -291,15 +326,21 @@ int gpu_mirror_reduce_float(gpu_mirror_t *mirror, comm_t *comm, int64_t step_sam
     }
     *loss = loss_hits[0];
     *hits = (int64_t)llrint(loss_hits[1]);
-    float inv = 1.0f / (float)step_samples;
-    if (gpu_scale(mirror->ctx, mirror->grad, mirror->n_params, inv) != GPU_OK)
-        *device_failed = 1;
+    (void)device_failed; /* nothing on the device here: the mean is the update's */
+    /* The update turns the sum into the mean as it reads it, and clears it
+     * for the next step's sum: a pass of its own would cost as much as the
+     * update's reading (optim_step_consume on the CPU). */
+    mirror->grad_scale = 1.0f / (float)step_samples;
+    mirror->consume = 1;
     return TRAIN_OK;
 }
 
 int gpu_mirror_update(gpu_mirror_t *mirror, int64_t step)
 {
-    return gpu_optim_step(mirror->opt, gpu_model_params(mirror->model), mirror->grad, step);
+    int rc = gpu_optim_step_consume(mirror->opt, gpu_model_params(mirror->model), mirror->grad,
+                                    mirror->grad_scale, mirror->consume, step);
+    mirror->grad_zeroed = mirror->consume && rc == GPU_OK;
+    return rc;
 }
 
 int gpu_mirror_evaluate(gpu_mirror_t *mirror, const float *x, const int32_t *labels,

@@ -230,8 +230,9 @@ out:
     free(g2);
 }
 
-/* One optimizer config: 4 steps on CPU and GPU from the same start.
- * 2 tests. */
+/* One optimizer config: 4 steps on CPU and GPU from the same start, and
+ * the same with the gradient read as grad * gs and cleared by the update.
+ * 5 tests. */
 static void check_optim(const char *name, const optim_cfg_t *cfg)
 {
     const size_t P = 1003; /* not a multiple of 4: the CPU's SSE tail too */
@@ -239,8 +240,15 @@ static void check_optim(const char *name, const optim_cfg_t *cfg)
     gpu_optim_t *go = NULL;
     float *p = malloc(P * sizeof(float)), *pg = malloc(P * sizeof(float));
     float *g = malloc(P * sizeof(float)), *mg = malloc(P * sizeof(float));
-    float *dp = NULL, *dg = NULL;
+    float *dp = NULL, *dg = NULL, *dp2 = NULL;
+    optim_t *o2 = NULL;
+    gpu_optim_t *go2 = NULL;
+    float *p2 = malloc(P * sizeof(float)), *gs_g = malloc(P * sizeof(float));
+    int cleared = 1;
+    const float gs = 1.0f / 3.0f;
     int rc = optim_init(&o, cfg, P, NULL, 0) == OPTIM_OK ? 0 : -1;
+    if (rc == 0)
+        rc = optim_init(&o2, cfg, P, NULL, 0) == OPTIM_OK ? 0 : -1;
     rng_t r = rng_make(7, 3);
     for (size_t i = 0; i < P; i++)
         p[i] = urand(&r, -1, 1);
@@ -251,7 +259,14 @@ static void check_optim(const char *name, const optim_cfg_t *cfg)
     if (rc == 0)
         rc = gpu_alloc(ctx, P * sizeof(float), (void **)&dg);
     if (rc == 0)
+        rc = gpu_optim_create(&go2, ctx, cfg, P);
+    if (rc == 0)
+        rc = gpu_alloc(ctx, P * sizeof(float), (void **)&dp2);
+    if (rc == 0)
         rc = gpu_upload(ctx, dp, p, P * sizeof(float));
+    if (rc == 0)
+        rc = gpu_upload(ctx, dp2, p, P * sizeof(float));
+    memcpy(p2, p, P * sizeof(float));
     for (int64_t s = 0; rc == 0 && s < 4; s++) {
         for (size_t i = 0; i < P; i++)
             g[i] = urand(&r, -0.1, 0.1) * (i % 17 == 0 ? 1e-4f : 1.0f);
@@ -259,6 +274,16 @@ static void check_optim(const char *name, const optim_cfg_t *cfg)
         if (rc == 0)
             rc = gpu_optim_step(go, dp, dg, s);
         optim_step(o, p, g, s);
+        /* The consuming update: grad * gs, then the gradient cleared. */
+        for (size_t i = 0; i < P; i++)
+            gs_g[i] = g[i] * gs;
+        optim_step(o2, p2, gs_g, s);
+        if (rc == 0)
+            rc = gpu_optim_step_consume(go2, dp2, dg, gs, 1, s);
+        if (rc == 0)
+            rc = gpu_download(ctx, gs_g, dg, P * sizeof(float), NULL);
+        for (size_t i = 0; rc == 0 && i < P; i++)
+            cleared &= gs_g[i] == 0.0f;
     }
     if (rc == 0)
         rc = gpu_download(ctx, pg, dp, P * sizeof(float), NULL);
@@ -268,6 +293,8 @@ static void check_optim(const char *name, const optim_cfg_t *cfg)
         ok(0, "%s: %s (%s)", name, gpu_strerror(rc), gpu_last_error());
         ok(0, "%s: state", name);
         ok(0, "%s: update counts", name);
+        ok(0, "%s: the consuming update", name);
+        ok(0, "%s: the cleared gradient", name);
         goto out;
     }
     double d = rel_diff(pg, p, P);
@@ -283,18 +310,32 @@ static void check_optim(const char *name, const optim_cfg_t *cfg)
            rel_diff(mg, optim_state_m(o), P) < 1e-6,
        "%s: first moment / momentum matches", name);
     is_int(gpu_optim_updates(go), optim_updates(o), "%s: update counts agree", name);
+    if (gpu_download(ctx, pg, dp2, P * sizeof(float), NULL) != GPU_OK)
+        memset(pg, 0xff, P * sizeof(float));
+#if defined(__x86_64__)
+    ok(memcmp(pg, p2, P * sizeof(float)) == 0, "%s: the consuming update (grad * 1/3) has "
+       "the bits of optim_step on the scaled gradient", name);
+#else
+    ok(rel_diff(pg, p2, P) < 1e-6, "%s: the consuming update matches", name);
+#endif
+    ok(cleared, "%s: and it leaves the gradient all zeros", name);
 out:
     gpu_dfree(ctx, dp);
+    gpu_dfree(ctx, dp2);
     gpu_dfree(ctx, dg);
     gpu_optim_free(go);
+    gpu_optim_free(go2);
     optim_free(o);
+    optim_free(o2);
+    free(p2);
+    free(gs_g);
     free(p);
     free(pg);
     free(g);
     free(mg);
 }
 
-/* Fixed point both ways and max |g| against the CPU formulas.  9 tests. */
+/* Fixed point both ways and max |g| against the CPU formulas.  12 tests. */
 static void check_reduction(void)
 {
     const size_t P = 100003;
@@ -352,6 +393,31 @@ static void check_reduction(void)
     ok(memcmp(back, backg, P * sizeof(float)) == 0, "fixed point -> float: bit-identical");
     is_int(gpu_fixed_to_float(ctx, dg, dacc, P, e, 0), GPU_EINVAL, "nstep 0 refused");
 
+    /* The first micro-batch's store is the accumulate into zeros, and one
+     * rank's one micro-batch in one pass (gpu_fixed_round) is the store,
+     * then the conversion, bit for bit; in place too. */
+    GPU_OK_OR_BAIL(gpu_upload(ctx, dg, g, P * sizeof(float)));
+    GPU_OK_OR_BAIL(gpu_fixed_store(ctx, dacc, dg, P, e));
+    GPU_OK_OR_BAIL(gpu_download(ctx, accg, dacc, P * sizeof(int64_t), NULL));
+    for (size_t i = 0; i < P; i++)
+        acc[i] = 0 + llrint((double)g[i] * scale);
+    ok(memcmp(acc, accg, P * sizeof(int64_t)) == 0, "fixed-point store: bit-identical to "
+       "an accumulate into zeros");
+    for (size_t i = 0; i < P; i++)
+        back[i] = (float)((double)acc[i] * inv);
+    float *dout = NULL;
+    GPU_OK_OR_BAIL(gpu_alloc(ctx, P * sizeof(float), (void **)&dout));
+    GPU_OK_OR_BAIL(gpu_fixed_round(ctx, dout, dg, P, e, nstep));
+    GPU_OK_OR_BAIL(gpu_download(ctx, backg, dout, P * sizeof(float), NULL));
+    ok(memcmp(back, backg, P * sizeof(float)) == 0, "fixed-point round trip in one pass: "
+       "bit-identical to store + sum of one + conversion");
+    GPU_OK_OR_BAIL(gpu_fixed_round(ctx, dg, dg, P, e, nstep));
+    GPU_OK_OR_BAIL(gpu_download(ctx, backg, dg, P * sizeof(float), NULL));
+    ok(memcmp(back, backg, P * sizeof(float)) == 0 &&
+           gpu_fixed_round(ctx, dg, dg, P, e, 0) == GPU_EINVAL,
+       "and in place; nstep 0 refused");
+    gpu_dfree(ctx, dout);
+
     /* Scale and NaN propagation in maxabs. */
     GPU_OK_OR_BAIL(gpu_upload(ctx, dg, g, P * sizeof(float)));
     GPU_OK_OR_BAIL(gpu_scale(ctx, dg, P, 0.25f));
@@ -391,7 +457,7 @@ int main(void)
         snprintf(msg, sizeof msg, "no GPU visible (%s)", why);
         skip_all(msg);
     }
-    plan(4 + 1 + 3 * 14 + 13 + 3 * 3 + 9); /* 3 classification models, 1 regression */
+    plan(4 + 1 + 3 * 14 + 13 + 3 * 5 + 12); /* 3 classification models, 1 regression */
 
     device_kind_t kind;
     int ord = -1;

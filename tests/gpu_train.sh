@@ -43,6 +43,7 @@ if [ "$have_gpu" = 0 ]; then
     skip "a 1-GPU checkpoint resumes on 2 CPU ranks" "$reason"
     skip "a 3-rank CPU checkpoint resumes on 1 GPU" "$reason"
     skip "GPU: an asynchronous checkpoint (downloaded into its snapshot) equals the synchronous one" "$reason"
+    skip "GPU: a rank stalled in a save ends the job with exit 76 within seconds (watchdog, ncclCommAbort)" "$reason"
     done_testing
     exit $?
 fi
@@ -132,4 +133,26 @@ rd=$?
 ok "$([ "$ra" = 0 ] && [ "$rs" = 0 ] && [ "$rd" = 0 ] && grep -q '^async checkpoints: [1-9]' "$T/async.out"; echo $?)" \
     "GPU: an asynchronous checkpoint (downloaded into its snapshot) equals the synchronous one" ||
     why "exit $ra/$rs" "$(tail -n 5 "$T/async.out" "$T/adiff")"
+# 7. A hang on the GPU: the rank stalls in its second save's fsync (the
+# stallio shim); the watchdog ends the job with exit 76 within its bound,
+# aborting the NCCL communicator from its own thread on the way
+# (comm_abort: ncclCommAbort), which must not wait on the GPU.
+STALLIO="$BUILD/tests/preload/stallio.so"
+if [ ! -f "$STALLIO" ]; then
+    skip "GPU: a rank stalled in a save ends the job with exit 76 within seconds (watchdog, ncclCommAbort)" "$STALLIO not built"
+elif ldd "$FTRAIN" 2>/dev/null | grep -q libasan; then
+    skip "GPU: a rank stalled in a save ends the job with exit 76 within seconds (watchdog, ncclCommAbort)" "sanitized build: no LD_PRELOAD shim"
+else
+    h0=$(date +%s.%N)
+    timeout -k 5 60 mpirun --oversubscribe -n 1 -x LD_PRELOAD="$STALLIO" -x STALLIO_RANK=0 \
+        -x STALLIO_OP=fsync -x STALLIO_AFTER=1 -x STALLIO_SECONDS=120 \
+        "$FTRAIN" --device cuda --data line --layers 16 --steps 60 --ckpt-every 5 \
+        --hang-timeout 3 --run-dir "$T/hang" >"$T/hang.out" 2>"$T/hang.err"
+    rc=$?
+    took=$(awk -v a="$h0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+    ok "$([ "$rc" = 76 ] && awk -v t="$took" 'BEGIN { exit !(t < 30) }' &&
+        grep -q '^ftrain: hang: rank 0 .* checkpoint save' "$T/hang.err"; echo $?)" \
+        "GPU: a rank stalled in a save ends the job with exit 76 within seconds (watchdog, ncclCommAbort; $took s)" ||
+        why "exit $rc after $took s" "$(tail -n 5 "$T/hang.out" "$T/hang.err")"
+fi
 done_testing

@@ -234,6 +234,14 @@ void gpu_optim_free(gpu_optim_t *go);
  */
 int gpu_optim_step(gpu_optim_t *go, float *dparams, const float *dgrad,
                    int64_t step);
+/**
+ * As gpu_optim_step with the gradient read as dgrad[i] * gs (optim.c's
+ * optim_step_consume: gs = 1 is exact) and, when clear, dgrad left all zeros
+ * (each element cleared where the update read it, no pass of its own).
+ * @return GPU_OK, GPU_EINVAL or GPU_ECUDA.
+ */
+int gpu_optim_step_consume(gpu_optim_t *go, float *dparams, float *dgrad, float gs,
+                           int clear, int64_t step);
 /** @return the device momentum / first-moment buffer (nparams floats). */
 float *gpu_optim_state_m(gpu_optim_t *go);
 /** @return the device second-moment buffer, NULL for SGD. */
@@ -259,6 +267,22 @@ int gpu_maxabs(gpu_ctx_t *ctx, const float *d, size_t n, float *out);
  */
 int gpu_fixed_accumulate(gpu_ctx_t *ctx, int64_t *acc, const float *g,
                          size_t n, int e);
+
+/**
+ * acc[i] = llrint((double)g[i] * 2^e): gpu_fixed_accumulate into a cleared
+ * acc, without the clearing.  Queued, no sync.
+ * @return GPU_OK, GPU_EINVAL or GPU_ECUDA.
+ */
+int gpu_fixed_store(gpu_ctx_t *ctx, int64_t *acc, const float *g, size_t n, int e);
+
+/**
+ * out[i] = (float)((double)llrint((double)g[i] * 2^e) * (2^-e / nstep)):
+ * gpu_fixed_store then gpu_fixed_to_float in one pass, bit for bit (the
+ * sum of one rank's one micro-batch).  out may be g.  Queued, no sync.
+ * @return GPU_OK, GPU_EINVAL (nstep < 1) or GPU_ECUDA.
+ */
+int gpu_fixed_round(gpu_ctx_t *ctx, float *out, const float *g, size_t n, int e,
+                    int64_t nstep);
 
 /**
  * g[i] = (float)((double)acc[i] * (2^-e / nstep)) for n device elements,
