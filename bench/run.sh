@@ -843,9 +843,9 @@ section_7_gpu() {
                 done
             done
         fi
-        row "batch $global_batch, micro-batch $micro_batch, layers $hidden_layers${det_flag:+, $det_flag}" "${ftrain_gpu_sps:-failed}" "${torch_gpu_sps:-n/a}" "$(ratio "$ftrain_gpu_sps" "$torch_gpu_sps")"
+        row "batch $global_batch, micro-batch $micro_batch, layers $hidden_layers${det_flag:+ (det)}" "${ftrain_gpu_sps:-failed}" "${torch_gpu_sps:-n/a}" "$(ratio "$ftrain_gpu_sps" "$torch_gpu_sps")"
         if [ -n "$det_flag" ]; then
-            row "  the same beside PyTorch's deterministic mode" "${ftrain_gpu_sps:-failed}" "${torch_det_sps:-n/a}" "$(ratio "$ftrain_gpu_sps" "$torch_det_sps")"
+            row "  (det) beside PyTorch's deterministic mode" "${ftrain_gpu_sps:-failed}" "${torch_det_sps:-n/a}" "$(ratio "$ftrain_gpu_sps" "$torch_det_sps")"
         fi
     done
     ftrain_best 1 --device cuda --global-batch 128 --micro-batch 128 --steps 2000 --log-every 1000000 --deterministic

@@ -410,16 +410,21 @@ struct gpu_optim {
  * and, when zero is not NULL, stores 0 where it read it (zero == grad): the
  * next step's sum starts from a cleared gradient without a pass of its own. */
 
+/* Each element's loads come first and its stores last: zero may be grad
+ * (and the compiler must assume any store may alias a later load), so a
+ * store between the loads would hold the later loads back. */
+
 /* First SGD update: buf = g, p -= lr * g with g = grad * gs + wd * p. */
 __global__ static void k_sgd_first(float *p, const float *grad, float gs, float *zero,
                                    float *buf, size_t n, float flr, float wd)
 {
     GRID_STRIDE(i, n) {
-        float g = __fadd_rn(__fmul_rn(grad[i], gs), __fmul_rn(wd, p[i]));
+        const float pi = p[i], gi = grad[i];
+        float g = __fadd_rn(__fmul_rn(gi, gs), __fmul_rn(wd, pi));
+        buf[i] = g;
+        p[i] = __fsub_rn(pi, __fmul_rn(flr, g));
         if (zero)
             zero[i] = 0.0f;
-        buf[i] = g;
-        p[i] = __fsub_rn(p[i], __fmul_rn(flr, g));
     }
 }
 
@@ -428,12 +433,13 @@ __global__ static void k_sgd(float *p, const float *grad, float gs, float *zero,
                              size_t n, float flr, float mu, float wd)
 {
     GRID_STRIDE(i, n) {
-        float b = __fadd_rn(__fmul_rn(mu, buf[i]),
-                            __fadd_rn(__fmul_rn(grad[i], gs), __fmul_rn(wd, p[i])));
+        const float pi = p[i], gi = grad[i], bi = buf[i];
+        float b = __fadd_rn(__fmul_rn(mu, bi),
+                            __fadd_rn(__fmul_rn(gi, gs), __fmul_rn(wd, pi)));
+        buf[i] = b;
+        p[i] = __fsub_rn(pi, __fmul_rn(flr, b));
         if (zero)
             zero[i] = 0.0f;
-        buf[i] = b;
-        p[i] = __fsub_rn(p[i], __fmul_rn(flr, b));
     }
 }
 
@@ -444,16 +450,17 @@ __global__ static void k_adam(float *p, const float *grad, float gs, float *zero
                               float rs)
 {
     GRID_STRIDE(i, n) {
-        float w = __fmul_rn(p[i], shrink);
-        float g = __fadd_rn(__fmul_rn(grad[i], gs), __fmul_rn(l2, w));
-        if (zero)
-            zero[i] = 0.0f;
-        float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(c1, g));
-        float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(c2, __fmul_rn(g, g)));
+        const float pi = p[i], gi = grad[i], m0 = m[i], v0 = v[i];
+        float w = __fmul_rn(pi, shrink);
+        float g = __fadd_rn(__fmul_rn(gi, gs), __fmul_rn(l2, w));
+        float mi = __fadd_rn(__fmul_rn(b1, m0), __fmul_rn(c1, g));
+        float vi = __fadd_rn(__fmul_rn(b2, v0), __fmul_rn(c2, __fmul_rn(g, g)));
+        float den = __fadd_rn(__fmul_rn(__fsqrt_rn(vi), rs), eps);
         m[i] = mi;
         v[i] = vi;
-        float den = __fadd_rn(__fmul_rn(__fsqrt_rn(vi), rs), eps);
         p[i] = __fsub_rn(w, __fmul_rn(ss, __fdiv_rn(mi, den)));
+        if (zero)
+            zero[i] = 0.0f;
     }
 }
 
