@@ -3,12 +3,16 @@
 # node-local tier"; docs/benchmarks.md, "The node-local tier"), each figure
 # beside its peer:
 #
-#   1. a local save and its training stall (own shard written, partner copy,
-#      seal) beside a memory copy of the same bytes, dd into /dev/shm and
-#      the shared-tier save of the same state;
+#   1. a local save's training stall (the training thread's time in it:
+#      the snapshot, the partner exchange's share, the votes and the seal)
+#      and its background time (own shard written, partner copies, seal)
+#      beside a memory copy of the same bytes, dd into /dev/shm and the
+#      shared-tier save of the same state;
 #   2. the partner copy beside MPI point-to-point bandwidth between the same
 #      two ranks, measured in the same run (bench/p2p_bw.c);
-#   3. the overhead of a local checkpoint every 30 s (the stall / 30 s);
+#   3. the overhead of a local checkpoint every 30 s: the stall / 30 s, and
+#      what the steps around each save lost against the run's median step
+#      (the background threads share the cores with the ranks), / 30 s;
 #   4. restores from the local and from the shared tier (the resume line's
 #      "loaded in"), 1 -> 1, 1 -> 2, 2 -> 1 and 2 -> 2 ranks, each beside
 #      torch.load of the same bytes in as many processes at once.
@@ -35,6 +39,9 @@
 #                       every run is printed (3)
 #   BENCH_LOCAL_EVERY_S the local checkpoint interval the overhead is stated
 #                       for, in seconds (30)
+#   BENCH_LOCAL_STEPS   steps between local checkpoints in the saving run (6)
+#   BENCH_SHARED_STEPS  steps between its shared-tier saves (14)
+#   BENCH_RESTORES      0: skip section 4 (the restores); 1 (default): run it
 #   BENCH_MPI_YIELD     1 (default): Open MPI ranks yield the CPU while they
 #                       wait (mpi_yield_when_idle), 0: they busy-poll
 #   BENCH_DIR           where the scratch directory for the shared tier and
@@ -57,6 +64,9 @@ BUILD=${BUILD:-build}
 CKPT_MB=${BENCH_CKPT_MB:-1024}
 REPEAT=${BENCH_REPEAT:-3}
 EVERY_S=${BENCH_LOCAL_EVERY_S:-30}
+LOCAL_STEPS=${BENCH_LOCAL_STEPS:-6}
+SHARED_STEPS=${BENCH_SHARED_STEPS:-14}
+RESTORES=${BENCH_RESTORES:-1}
 PYTHON_BIN=${PYTHON:-/usr/bin/python3}
 FTRAIN=$BUILD/ftrain
 P2P_BW=$BUILD/bench/p2p_bw
@@ -159,13 +169,22 @@ wait_until() {
     return 1
 }
 
-# The local checkpoint lines of LOG as "step total write copy seal" (write
-# is the total less the copy and the seal: the snapshot, the shard's write
-# and the wait for the slower rank), and the shared-tier saves as "step
-# seconds".
+# The local checkpoint lines of LOG as "step stall total write copy seal
+# snapshot exchange waits" (seconds).  A save in the background (its line
+# ends with "training stall M ms (snapshot A, exchange B, waits C)"): stall
+# is M, total its time from the start to the seal, write, copy and seal the
+# line's own figures.  A synchronous one (ftrain before the background
+# save; no stall figure): the stall is the total, write is the total less
+# the copy and the seal (the snapshot, the shard's write and the wait for
+# the slower rank), and snapshot, exchange and waits are n/a.
 local_saves() {
-    sed -n 's/^local checkpoint: step \([0-9]*\) in \([0-9.]*\) s (own shard .* written in [0-9.]* s, partner copies .* in \([0-9.]*\) s, sealed in \([0-9.]*\) s).*/\1 \2 \3 \4/p' "$1" |
-        awk '{ printf "%s %s %.3f %s %s\n", $1, $2, $2 - $3 - $4, $3, $4 }'
+    sed -n 's/^local checkpoint: step \([0-9]*\) in \([0-9.]*\) s (own shard .* written in \([0-9.]*\) s, partner copies .* in \([0-9.]*\) s, sealed in \([0-9.]*\) s)\(.*\)/\1 \2 \3 \4 \5 \6/p' "$1" |
+        awk '{ tail = ""; for (i = 6; i <= NF; i++) tail = tail " " $i
+               if (match(tail, /training stall [0-9.]+ ms \(snapshot [0-9.]+, exchange [0-9.]+, waits [0-9.]+\)/)) {
+                   split(substr(tail, RSTART, RLENGTH), w, /[ (),]+/)
+                   printf "%s %.3f %s %s %s %s %.3f %.3f %.3f\n", $1, w[3] / 1000, $2, $3, $4, $5, w[6] / 1000, w[8] / 1000, w[10] / 1000
+               } else
+                   printf "%s %s %s %.3f %s %s n/a n/a n/a\n", $1, $2, $2, $2 - $4 - $5, $4, $5 }'
 }
 shared_saves() { sed -n 's/^checkpoint: .*step-0*\([0-9]*\) committed in \([0-9.]*\) s.*/\1 \2/p' "$1"; }
 
@@ -190,6 +209,11 @@ check_settings() {
     case $REPEAT in
         '' | *[!0-9]* | 0) echo "bench: BENCH_REPEAT must be a whole number of at least 1, got '$REPEAT'" >&2; exit 2 ;;
     esac
+    for _set in "$LOCAL_STEPS" "$SHARED_STEPS"; do
+        case $_set in
+            '' | *[!0-9]* | 0) echo "bench: BENCH_LOCAL_STEPS and BENCH_SHARED_STEPS must be whole numbers of at least 1" >&2; exit 2 ;;
+        esac
+    done
     case $EVERY_S in
         '' | *[!0-9]* | 0) echo "bench: BENCH_LOCAL_EVERY_S must be a whole number of seconds, got '$EVERY_S'" >&2; exit 2 ;;
     esac
@@ -267,15 +291,15 @@ set_run_args() {
     RUN_ARGS="--device cpu --layers $LAYERS --global-batch 32 --steps 1000000 --log-every 1000000"
 }
 
-# save_run NAME PLACE WANT: a run that keeps local checkpoints every 2
-# steps and saves to the shared tier every 3, until WANT shared saves and a
-# local one after the last; its run directory is SCRATCH/NAME, its local
-# root LOCAL/NAME/%n, its output SCRATCH/NAME.out.  @return 1 when it did
-# not get there.
+# save_run NAME PLACE WANT: a run that keeps local checkpoints every
+# LOCAL_STEPS steps and saves to the shared tier every SHARED_STEPS, with a
+# metrics row per step, until WANT shared saves and a local one after the
+# last; its run directory is SCRATCH/NAME, its local root LOCAL/NAME/%n, its
+# output SCRATCH/NAME.out.  @return 1 when it did not get there.
 save_run() {
     # shellcheck disable=SC2086 # RUN_ARGS is a list of options
-    launch "$SCRATCH/$1.out" "$2" $RUN_ARGS --run-dir "$SCRATCH/$1" --ckpt-local "$LOCAL/$1/%n" \
-        --ckpt-local-every 2 --ckpt-every 3
+    launch "$SCRATCH/$1.out" "$2" $RUN_ARGS --log-every 1 --run-dir "$SCRATCH/$1" \
+        --ckpt-local "$LOCAL/$1/%n" --ckpt-local-every "$LOCAL_STEPS" --ckpt-every "$SHARED_STEPS"
     wait_until 850 saves_done "$SCRATCH/$1.out" "$3"
     _save_rc=$?
     stop_run
@@ -287,10 +311,47 @@ save_run() {
     STATE_BYTES=$(sed -n 's/^train: .*, \([0-9]*\) parameters,.*/\1/p' "$SCRATCH/$1.out" | awk '{ print $1 * 12 }')
 }
 
+# step_costs METRICS: what the steps around each local save lost, from the
+# per-step rows of METRICS (metrics.jsonl; each row's time is when its step
+# ended).  A save started after step s and sealed at the boundary after
+# step e (its event comes after row e; e = s for a synchronous save) is in
+# the durations of steps s+1 .. e+1; its cost is their sum less as many
+# median steps.  The median is of the steps in no such window, after no
+# shared save, and not step 2 (the first boundary prepares the save's
+# buffers).  Windows that hold a shared save's step are left out.  Prints
+# one line: "median M prepare P used U of N costs C..." (seconds).
+step_costs() {
+    python3 - "$1" <<'EOF2' 2>/dev/null || echo "median n/a prepare n/a used 0 of 0 costs"
+import json, statistics, sys
+rows, events = {}, []
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    if "event" in d:
+        events.append((max(rows) if rows else 0, d))
+    elif "step" in d:
+        rows[d["step"]] = d["time"]
+dur = {s: rows[s] - rows[s - 1] for s in rows if s - 1 in rows}
+shared = {d["step"] + 1 for _, d in events if d["event"] == "checkpoint"}
+windows = [(d["step"], last) for last, d in events if d["event"] == "local_checkpoint"]
+busy = set(shared) | {2}
+for s, e in windows:
+    busy |= set(range(s + 1, e + 2))
+median = statistics.median(v for s, v in dur.items() if s not in busy)
+costs = []
+for s, e in windows:
+    steps = range(s + 1, e + 2)
+    if all(j in dur for j in steps) and not any(j in shared for j in steps):
+        costs.append(sum(dur[j] - median for j in steps))
+prepare = dur[2] - median if 2 in dur else float("nan")
+print("median %.3f prepare %.3f used %d of %d costs %s" % (median, prepare, len(costs), len(windows),
+      " ".join("%.3f" % c for c in costs)))
+EOF2
+}
+
 section_saves() {
     heading "1-3. local saves on 2 fake nodes (a, b), 1 rank each, beside a memory copy, MPI and the shared tier"
-    echo "  ftrain on 2 ranks, --ckpt-local $LOCAL/two/%n --ckpt-local-every 2 (stored shards) and"
-    echo "  --ckpt-every 3 (the shared tier: zstd 1, O_DIRECT, $SCRATCH), stopped after $REPEAT shared saves"
+    echo "  ftrain on 2 ranks, --ckpt-local $LOCAL/two/%n --ckpt-local-every $LOCAL_STEPS (stored shards) and"
+    echo "  --ckpt-every $SHARED_STEPS (the shared tier: zstd 1, O_DIRECT, $SCRATCH), stopped after $REPEAT shared saves"
     if ! save_run two ab "$REPEAT"; then
         fail "the 2-rank saving run did not get to $REPEAT shared saves"
         return
@@ -299,16 +360,23 @@ section_saves() {
     _s_dir=$(ls -d "$LOCAL/two/a/step-"* | tail -n 1)
     SHARD_BYTES=$(wc -c <"$(ls "$_s_dir"/shard-* | head -n 1)")
     echo "  state $STATE_BYTES bytes; a rank's shard (file) $SHARD_BYTES bytes; every save of the run, seconds:"
-    local_saves "$SCRATCH/two.out" | awk '{ printf "    local step %-4s total %s = write %s + partner copy %s + seal %s\n", $1, $2, $3, $4, $5 }'
+    local_saves "$SCRATCH/two.out" | awk '{ printf "    local step %-4s stall %s (snapshot %s, exchange %s, waits %s); start to seal %s: write %s, partner copy %s, seal %s\n", $1, $2, $7, $8, $9, $3, $4, $5, $6 }'
+    grep '^local checkpoint: step [0-9]* skipped' "$SCRATCH/two.out" | sed 's/^/    /'
     shared_saves "$SCRATCH/two.out" | awk '{ printf "    shared step %-4s %s\n", $1, $2 }'
-    # The best local save, and its parts.
-    # shellcheck disable=SC2046 # the five numbers of one line
+    _s_costs=$(step_costs "$SCRATCH/two/metrics.jsonl")
+    echo "  steps: $_s_costs"
+    # The best local save (by its stall), and its parts.
+    # shellcheck disable=SC2046 # the nine fields of one line
     set -- $(local_saves "$SCRATCH/two.out" | sort -g -k 2 | head -n 1)
-    _s_total=$2 _s_write=$3 _s_copy=$4 _s_seal=$5
+    _s_stall=$2 _s_total=$3 _s_write=$4 _s_copy=$5 _s_seal=$6 _s_snap=$7 _s_xchg=$8
     # shellcheck disable=SC2046 # one number a line
     _s_shared=$(minimum $(shared_saves "$SCRATCH/two.out" | cut -d ' ' -f 2))
     # shellcheck disable=SC2046
-    _s_total_median=$(median $(local_saves "$SCRATCH/two.out" | cut -d ' ' -f 2))
+    _s_stall_median=$(median $(local_saves "$SCRATCH/two.out" | cut -d ' ' -f 2))
+    # shellcheck disable=SC2046
+    _s_copy_median=$(median $(local_saves "$SCRATCH/two.out" | cut -d ' ' -f 5))
+    # shellcheck disable=SC2046
+    _s_cost_median=$(median $(printf '%s\n' "$_s_costs" | sed 's/.* costs//'))
 
     # The peers, in the same run: dd into /dev/shm, a memory copy, MPI.
     _s_dd=$(LC_ALL=C dd if=/dev/zero of="$LOCAL/dd.bin" bs=1M count=$((SHARD_BYTES / 1048576)) 2>&1 |
@@ -319,36 +387,44 @@ section_saves() {
         -n 1 -x SLURMD_NODENAME=b "$P2P_BW" "$SHARD_BYTES" "$REPEAT" 2>&1)
     [ -n "$(field exchange_s "$P2P")" ] || { fail "p2p_bw"; show_tail 3 "$P2P"; }
     echo
-    row "2 ranks, per save (the best of them)" "seconds" "MB/s" "" ""
-    row "local checkpoint: the training stall, all of it" "$_s_total" "$(mbps "$STATE_BYTES" "$_s_total")" "" ""
-    row "  own shard (snapshot, write, wait for both)" "$_s_write" "$(mbps "$SHARD_BYTES" "$_s_write")" "" ""
-    row "  partner copy (read, MPI, write + checksum)" "$_s_copy" "$(mbps "$SHARD_BYTES" "$_s_copy")" "" ""
-    row "  seal (manifest, rename)" "$_s_seal" "" "" ""
-    row "  (median of the local saves)" "$_s_total_median" "" "" ""
+    row "2 ranks, per save (the best stall of them)" "seconds" "MB/s" "" ""
+    row "local checkpoint: the training stall" "$_s_stall" "$(mbps "$STATE_BYTES" "$_s_stall")" "" ""
+    row "  of it: snapshot (state copy)" "$_s_snap" "" "" ""
+    row "  of it: partner exchange on the training thread" "$_s_xchg" "" "" ""
+    row "  (median stall of the local saves)" "$_s_stall_median" "" "" ""
+    row "the same save, start to seal" "$_s_total" "" "" ""
+    row "  own shard written (background)" "$_s_write" "$(mbps "$SHARD_BYTES" "$_s_write")" "" ""
+    row "  partner copy: MPI + check + write (wall)" "$_s_copy" "$(mbps "$SHARD_BYTES" "$_s_copy")" "" ""
+    row "  seal (votes, manifest, rename)" "$_s_seal" "" "" ""
     row "memcpy of one shard's bytes, warm memory" "$(field memcpy_s "$P2P")" "$(field memcpy_mb_per_s "$P2P")" "" ""
     row "memcpy into new memory (page faults)" "$(field fresh_s "$P2P")" "$(field fresh_mb_per_s "$P2P")" "" ""
     row "dd bs=1M of one shard's bytes into /dev/shm" "${_s_dd:-n/a}" "$(mbps "$_s_dd_bytes" "$_s_dd")" "" ""
     row "shared-tier save of the same state (2 ranks)" "${_s_shared:-n/a}" "$(mbps "$STATE_BYTES" "$_s_shared")" "" ""
-    echo "  own shard / memcpy into new memory: $(ratio "$_s_write" "$(field fresh_s "$P2P")");" \
-        "shared-tier save / local save: $(ratio "$_s_shared" "$_s_total")"
+    echo "  shared-tier save / local stall: $(ratio "$_s_shared" "$_s_stall")"
     echo
     row "partner copy beside MPI, one shard each way" "seconds" "MB/s" "" ""
-    row "partner copy (each rank sends one, gets one)" "$_s_copy" "$(mbps "$SHARD_BYTES" "$_s_copy")" "" ""
+    row "partner copy, wall (median of the saves)" "$_s_copy_median" "$(mbps "$SHARD_BYTES" "$_s_copy_median")" "" ""
+    row "  of it on the training thread (best save)" "$_s_xchg" "" "" ""
     row "MPI, both ranks send and receive at once" "$(field exchange_s "$P2P")" "$(field exchange_mb_per_s "$P2P")" "" ""
     row "MPI, one way (MPI_Send / MPI_Recv)" "$(field send_s "$P2P")" "$(field send_mb_per_s "$P2P")" "" ""
-    echo "  partner copy / MPI exchange of the same bytes: $(ratio "$_s_copy" "$(field exchange_s "$P2P")")" \
-        "(the copy also reads its shard file and writes and checksums the partner's)"
+    echo "  partner copy (wall) / MPI exchange of the same bytes: $(ratio "$_s_copy_median" "$(field exchange_s "$P2P")")" \
+        "(the copy also checks and writes the partner's)"
     echo
-    row "overhead at one checkpoint every $EVERY_S s" "stall s" "overhead" "" ""
-    row "local checkpoint (synchronous)" "$_s_total" "$(awk -v s="$_s_total" -v t="$EVERY_S" 'BEGIN { printf "%.2f%%\n", 100 * s / t }')" "" ""
+    row "overhead at one checkpoint every $EVERY_S s" "seconds" "overhead" "" ""
+    row "local checkpoint: training stall (best)" "$_s_stall" "$(awk -v s="$_s_stall" -v t="$EVERY_S" 'BEGIN { printf "%.2f%%\n", 100 * s / t }')" "" ""
+    row "local checkpoint: training stall (median)" "$_s_stall_median" "$(awk -v s="$_s_stall_median" -v t="$EVERY_S" 'BEGIN { printf "%.2f%%\n", 100 * s / t }')" "" ""
+    row "local checkpoint: steps' loss (median)" "${_s_cost_median:-n/a}" "$(awk -v s="${_s_cost_median:-}" -v t="$EVERY_S" 'BEGIN { if (s == "") print "n/a"; else printf "%.2f%%\n", 100 * s / t }')" "" ""
     row "shared-tier save instead (synchronous)" "${_s_shared:-n/a}" "$(awk -v s="${_s_shared:-}" -v t="$EVERY_S" 'BEGIN { if (s == "") print "n/a"; else printf "%.2f%%\n", 100 * s / t }')" "" ""
+    echo "  (steps' loss: what the steps from a save's start to its seal took beyond the median step;"
+    echo "   on a machine whose cores the ranks fill, the background work is paid there)"
+    [ "$RESTORES" = 0 ] && return
 
     # The 1-rank checkpoints for the restores (one node: no partner).
     echo
     echo "  1 rank on node a (no partner copy), the same saves, stopped after its first shared save:"
     if save_run one a 1; then
         LOCAL_STEP_ONE=$(local_saves "$SCRATCH/one.out" | tail -n 1 | cut -d ' ' -f 1)
-        local_saves "$SCRATCH/one.out" | awk '{ printf "    local step %-4s total %s = write %s + partner copy %s + seal %s\n", $1, $2, $3, $4, $5 }'
+        local_saves "$SCRATCH/one.out" | awk '{ printf "    local step %-4s stall %s; start to seal %s: write %s, partner copy %s, seal %s\n", $1, $2, $3, $4, $5, $6 }'
         shared_saves "$SCRATCH/one.out" | awk '{ printf "    shared step %-4s %s\n", $1, $2 }'
     else
         fail "the 1-rank saving run did not get to a shared save"
@@ -531,7 +607,7 @@ main() {
     enough_space || exit 0
     _main_start=$(date +%s)
     section_saves
-    section_restores
+    [ "$RESTORES" = 0 ] || section_restores
     echo
     echo "local_tier: done in $(($(date +%s) - _main_start)) s ($(uptime | sed 's/.*load average: /load average /'))"
     exit $status

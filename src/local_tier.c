@@ -1,13 +1,7 @@
 /*
  * local_tier.c - the node-local checkpoint tier (local_tier.h): partner
- * placement, the collective local save, and the choice of what to restore.
- *
- * A local save, on every rank:
- *   own shard written (caller)  ->  infos allgathered  ->  own file sent to
- *   the partner, partners' files received and put (checksum checked)  ->
- *   vote  ->  one rank per node seals  ->  vote.
- * Nothing is sealed unless every rank's shard and every copy is in place,
- * so a node's step directory exists only for a complete local checkpoint.
+ * placement, opening and closing the tier, and the choice of what to
+ * restore.  The local save itself, in the background, is local_async.c's.
  */
 #include "ftrain/local_tier.h"
 
@@ -18,18 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ftrain/ckpt_local.h"
 #include "ftrain/util.h"
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "local_async_internal.h"
 
 /* ---- placement ---------------------------------------------------------------- */
 
@@ -83,6 +70,7 @@ int tier_expand(const char *pattern, const char *host, char *out, size_t cap)
 
 void tier_close(tier_t *t)
 {
+    tier_async_close(t);
     free(t->node_of);
     free(t->hosts);
     free(t->srcs);
@@ -156,16 +144,14 @@ int tier_open(tier_t *t, const config_t *cfg, comm_t *comm, const char *host, ch
         tier_close(t);
         return TIER_EFAIL;
     }
+    if (tier_async_open(t, comm, err, cap) != TIER_OK) {
+        tier_close(t);
+        return TIER_EFAIL;
+    }
     return TIER_OK;
 }
 
-/* ---- a local save ------------------------------------------------------------------ */
-
-typedef struct {
-    int32_t rc;
-    uint32_t pad;
-    ckpt_shard_info_t info;
-} tier_msg_t;
+/* ---- small files ------------------------------------------------------------------ */
 
 /* Read a whole file of len bytes into a new buffer.  @return it, or NULL. */
 static void *read_whole(const char *path, uint64_t len)
@@ -187,139 +173,6 @@ static void *read_whole(const char *path, uint64_t len)
     if (fd >= 0)
         close(fd);
     return buf;
-}
-
-/* Send our shard to the partner and put the copies sent to us.  @return 0
- * or 1 with err set. */
-static int swap_copies(tier_t *t, comm_t *comm, uint64_t step, const tier_msg_t *all,
-                       tier_report_t *rep, char *err, size_t cap)
-{
-    char name[CKPT_FILE_NAME_MAX], dir[CKPT_FILE_NAME_MAX + 8], shard[CKPT_FILE_NAME_MAX],
-        path[CONFIG_PATH_MAX + 3 * CKPT_FILE_NAME_MAX];
-    ckpt_step_dirname(step, name, sizeof name);
-    snprintf(dir, sizeof dir, ".tmp-%s", name); /* the save's temp dir (format, 1.) */
-    ckpt_shard_name(t->rank, shard, sizeof shard);
-    snprintf(path, sizeof path, "%s/%s/%s", t->root, dir, shard);
-    uint64_t own = all[t->rank].info.file_bytes;
-    void *mine = t->partner >= 0 ? read_whole(path, own) : NULL;
-    void **bufs = calloc((size_t)t->nsrc + 1, sizeof *bufs);
-    uint64_t *lens = calloc((size_t)t->nsrc + 1, sizeof *lens);
-    int bad = (t->partner >= 0 && !mine) || !bufs || !lens;
-    for (int i = 0; !bad && i < t->nsrc; i++) {
-        lens[i] = all[t->srcs[i]].info.file_bytes;
-        bad = !(bufs[i] = malloc(lens[i] ? lens[i] : 1));
-    }
-    if (bad)
-        snprintf(err, cap, "local checkpoint of step %llu: cannot read '%s' or no memory for "
-                 "the partner copies", (unsigned long long)step, path);
-    /* Everyone learns of a failure before the exchange, or a receiver waits. */
-    int rc = comm_any_failed(comm, bad);
-    if (rc == 0 && comm_exchange(comm, mine, own, t->partner, t->nsrc, t->srcs, bufs, lens) !=
-                       COMM_OK) {
-        snprintf(err, cap, "local checkpoint of step %llu: partner exchange: %s",
-                 (unsigned long long)step, comm_last_error());
-        rc = 1;
-    }
-    for (int i = 0; rc == 0 && i < t->nsrc; i++) {
-        int put = ckpt_shard_put(t->root, step, t->srcs[i], bufs[i], lens[i],
-                                 all[t->srcs[i]].info.xxh64);
-        if (put != CKPT_OK) {
-            snprintf(err, cap, "local checkpoint of step %llu: partner copy of rank %d: %s: %s",
-                     (unsigned long long)step, t->srcs[i], ckpt_strerror(put),
-                     ckpt_last_error());
-            rc = 1;
-        }
-        rep->copy_bytes += lens[i];
-    }
-    for (int i = 0; bufs && i < t->nsrc; i++)
-        free(bufs[i]);
-    free(bufs);
-    free(lens);
-    free(mine);
-    return rc != 0;
-}
-
-/* What this node's root holds now, in file bytes (its leader's view). */
-static uint64_t node_bytes(const tier_t *t)
-{
-    ckpt_local_step_t *steps = NULL;
-    size_t count = 0;
-    uint64_t sum = 0;
-    if (ckpt_local_scan(t->root, &steps, &count) == CKPT_OK)
-        for (size_t i = 0; i < count; i++)
-            sum += steps[i].present_bytes;
-    ckpt_local_scan_free(steps, count);
-    return sum;
-}
-
-int tier_save(tier_t *t, comm_t *comm, state_snapshot_t *snap, tier_report_t *rep,
-              char *err, size_t cap)
-{
-    memset(rep, 0, sizeof *rep);
-    double t0 = mono_s();
-    state_local_view_t view;
-    tier_msg_t me = {0}, *all = calloc((size_t)t->size, sizeof *all);
-    me.rc = state_snapshot_local(snap, &view) == STATE_OK ? 0 : 1;
-    me.info = view.info;
-    if (me.rc)
-        snprintf(err, cap, "local checkpoint of step %llu: %s", (unsigned long long)view.step,
-                 state_snapshot_error(snap));
-    if (!all || comm_allgather(comm, &me, all, sizeof me) != COMM_OK) {
-        free(all);
-        return util_fail(err, cap, TIER_EFAIL, "local checkpoint: gathering shards: %s",
-                         all ? comm_last_error() : "out of memory");
-    }
-    int failed = 0;
-    for (int r = 0; r < t->size; r++)
-        if (all[r].rc && !failed++ && !me.rc)
-            snprintf(err, cap, "local checkpoint of step %llu: rank %d could not write its "
-                     "shard", (unsigned long long)view.step, r);
-    rep->own_bytes = me.info.file_bytes;
-    rep->write_s = mono_s() - t0;
-    if (failed) {
-        free(all);
-        return TIER_EFAIL;
-    }
-    double t1 = mono_s();
-    int rc = swap_copies(t, comm, view.step, all, rep, err, cap);
-    rep->copy_s = mono_s() - t1;
-    if (comm_any_failed(comm, rc)) {
-        if (!rc)
-            snprintf(err, cap, "local checkpoint of step %llu: another rank's partner copy "
-                     "failed; nothing sealed", (unsigned long long)view.step);
-        free(all);
-        return TIER_EFAIL;
-    }
-    double t2 = mono_s();
-    ckpt_shard_info_t *infos = calloc((size_t)t->size, sizeof *infos);
-    rc = !infos;
-    for (int r = 0; infos && r < t->size; r++)
-        infos[r] = all[r].info;
-    if (infos && t->leader) {
-        int seal = ckpt_local_seal(t->root, view.step, view.tensors, view.ntensors,
-                                   view.record, view.opts, infos, t->size, t->keep, NULL);
-        if (seal != CKPT_OK)
-            rc = util_fail(err, cap, 1, "local checkpoint of step %llu on %s: %s: %s",
-                           (unsigned long long)view.step, t->hosts[t->node_of[t->rank]],
-                           ckpt_strerror(seal), ckpt_last_error());
-    }
-    free(infos);
-    free(all);
-    uint64_t bytes = t->leader ? node_bytes(t) : 0;
-    rep->seal_s = mono_s() - t2;
-    if (comm_any_failed(comm, rc)) {
-        if (!rc)
-            snprintf(err, cap, "local checkpoint of step %llu: another node could not seal "
-                     "it", (unsigned long long)view.step);
-        return TIER_EFAIL;
-    }
-    /* Rank 0's node, and the largest. */
-    int64_t sizes[2] = {(int64_t)(t->rank == 0 ? bytes : 0), (int64_t)bytes};
-    if (comm_allreduce(comm, sizes, 2, COMM_I64, COMM_MAX) == COMM_OK) {
-        rep->node_bytes = (uint64_t)sizes[0];
-        rep->max_node_bytes = (uint64_t)sizes[1];
-    }
-    return TIER_OK;
 }
 
 /* ---- restore: what the nodes hold -------------------------------------------------- */

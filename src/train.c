@@ -57,6 +57,9 @@ uint64_t train_param_hash(const float *params, size_t n)
 
 /* ---- saving -------------------------------------------------------------- */
 
+/* The node-local tier's save in flight, moved on or finished (below). */
+static void progress_local(trainer_t *t, const char *when);
+
 /* The GPU's state straight into the asynchronous save's snapshot (one
  * device -> host copy, into page-locked memory, instead of a download to
  * the host arrays and a second copy from there); the start then copies only
@@ -284,6 +287,7 @@ static int stop_and_save(trainer_t *t, stop_info_t *stop, train_result_t *res, c
     res->stop_signal = stop->signo;
     res->stop_time = stop->signalled;
     double save_began = wall_s();
+    progress_local(t, "the stop"); /* a local save in flight is sealed first */
     commit_async_save(t, res); /* wait for an in-flight save, commit it */
     if (t->cfg->run_dir[0] && t->last_saved != t->step) {
         if (save_checkpoint(t, t->step, res, err, cap) != TRAIN_OK)
@@ -583,61 +587,95 @@ static const char *size_text(uint64_t bytes, char buf[16])
     return buf;
 }
 
-/* Collective: a node-local checkpoint of this step (--ckpt-local); every
- * --ckpt-flush-every-th also goes to the shared tier.  A local save that
- * fails is reported and training goes on: the shared tier is the source of
- * truth.  @return TRAIN_OK, or a failure of the shared flush. */
+/* Rank 0: the line and event of a local save that was sealed on every
+ * node, or the message of one that failed (training goes on either way:
+ * the shared tier is the source of truth).  when: "" at a step boundary,
+ * else where it was waited for ("the stop", "the end"). */
+static void report_local(trainer_t *t, int rc, const tier_report_t *rep, const char *why,
+                         const char *when)
+{
+    if (t->rank != 0)
+        return;
+    if (rc != TIER_OK) {
+        fprintf(stderr, "ftrain: local checkpoint of step %lld failed: %s; training goes on "
+                "(the shared tier is untouched)\n", (long long)rep->step, why);
+        return;
+    }
+    char own[16], copies[16], node[16], fullest[16], at[REPORT_MAX] = "";
+    if (when[0])
+        snprintf(at, sizeof at, ", finished at %s", when);
+    if (!t->cfg->quiet)
+        printf("local checkpoint: step %lld in %.3f s (own shard %s written in %.3f s, "
+               "partner copies %s in %.3f s, sealed in %.3f s); this node's tier holds %s, "
+               "the fullest %s; training stall %.1f ms (snapshot %.1f, exchange %.1f, "
+               "waits %.1f)%s\n", (long long)rep->step, rep->total_s,
+               size_text(rep->own_bytes, own), rep->write_s, size_text(rep->copy_bytes, copies),
+               rep->copy_s, rep->seal_s, size_text(rep->node_bytes, node),
+               size_text(rep->max_node_bytes, fullest), 1e3 * rep->stall_s,
+               1e3 * rep->snapshot_s, 1e3 * rep->exchange_s, 1e3 * rep->waited_s, at);
+    char extra[2 * REPORT_MAX];
+    snprintf(extra, sizeof extra, "\"seconds\":%.4f,\"write_s\":%.4f,\"copy_s\":%.4f,"
+             "\"seal_s\":%.4f,\"node_bytes\":%llu,\"max_node_bytes\":%llu,\"async\":true,"
+             "\"stall_ms\":%.3f,\"snapshot_ms\":%.3f,\"exchange_ms\":%.3f,"
+             "\"waited_ms\":%.3f", rep->total_s, rep->write_s, rep->copy_s, rep->seal_s,
+             (unsigned long long)rep->node_bytes, (unsigned long long)rep->max_node_bytes,
+             1e3 * rep->stall_s, 1e3 * rep->snapshot_s, 1e3 * rep->exchange_s,
+             1e3 * rep->waited_s);
+    metrics_event(&t->metrics, "local_checkpoint", rep->step, t->size, extra);
+    fflush(stdout);
+}
+
+/* Collective, at every step boundary (and, with when set, before a stop or
+ * the end: then it waits for the save in flight and seals it): move the
+ * local save in flight on, and report it once it is sealed or failed. */
+static void progress_local(trainer_t *t, const char *when)
+{
+    if (!t->tier_on || !tier_save_in_flight(&t->tier))
+        return;
+    tier_report_t rep;
+    char why[TRAIN_ERR_MAX] = "";
+    int rc;
+    if (when) {
+        watchdog_phase(WATCHDOG_SAVE_SYNC, tier_save_step(&t->tier));
+        rc = tier_save_finish(&t->tier, t->comm, &rep, why, sizeof why);
+    } else {
+        rc = tier_save_progress(&t->tier, t->comm, &rep, why, sizeof why);
+    }
+    if (rc == TIER_OK || rc == TIER_EFAIL)
+        report_local(t, rc, &rep, why, when ? when : "");
+}
+
+/* Collective: start a node-local checkpoint of this step (--ckpt-local),
+ * written, copied to the partners and sealed in the background
+ * (progress_local); every --ckpt-flush-every-th that starts also goes to
+ * the shared tier, at this step.  At most one local save is in flight: one
+ * due meanwhile is skipped.  A local save that fails is reported and
+ * training goes on: the shared tier is the source of truth.
+ * @return TRAIN_OK, or a failure of the shared flush. */
 static int save_local(trainer_t *t, train_result_t *res, char *err, size_t cap)
 {
     const config_t *cfg = t->cfg;
+    if (tier_save_in_flight(&t->tier)) {
+        if (tier_save_skip(&t->tier) == 1 && t->rank == 0 && !cfg->quiet)
+            printf("local checkpoint: step %lld skipped: the local save of step %lld is still "
+                   "in flight\n", (long long)t->step, (long long)tier_save_step(&t->tier));
+        return TRAIN_OK;
+    }
     watchdog_phase(WATCHDOG_SAVE, t->step);
     double t0 = now_s();
-    state_snapshot_t *snap = NULL;
     char why[TRAIN_ERR_MAX] = "";
     int rc = download_state(t, t->step, NULL, why, sizeof why);
-    if (rc == TRAIN_OK && state_snapshot_take(&t->state, t->size, NULL, 0, NULL, 0,
-                                              t->tier.level, &snap, why, sizeof why) != STATE_OK)
+    if (rc == TRAIN_OK &&
+        tier_save_start(&t->tier, t->comm, &t->state, t0, why, sizeof why) != TIER_OK)
         rc = TRAIN_EFAIL;
-    tier_report_t rep;
-    if (!comm_any_failed(t->comm, rc != TRAIN_OK)) {
-        double w0 = now_s();
-        state_snapshot_write(snap, t->tier.root, t->rank, t->size);
-        double written = now_s() - w0;
-        watchdog_phase(WATCHDOG_SAVE_SYNC, t->step);
-        rc = tier_save(&t->tier, t->comm, snap, &rep, why, sizeof why) == TIER_OK ? TRAIN_OK
-                                                                             : TRAIN_EFAIL;
-        rep.write_s += written; /* tier_save timed only the wait for the others' */
-    } else if (rc == TRAIN_OK) {
-        snprintf(why, sizeof why, "another rank could not take its snapshot");
-        rc = TRAIN_EFAIL;
-    }
-    state_snapshot_free(snap);
-    double dt = now_s() - t0;
     t->last_local_time = now_s();
     if (rc != TRAIN_OK) {
         if (t->rank == 0)
-            fprintf(stderr, "ftrain: local checkpoint of step %lld failed: %s; training goes "
-                    "on (the shared tier is untouched)\n", (long long)t->step, why);
+            fprintf(stderr, "ftrain: local checkpoint of step %lld not started: %s; training "
+                    "goes on (the shared tier is untouched)\n", (long long)t->step, why);
         return TRAIN_OK;
     }
     t->local_saves++;
-    if (t->rank == 0) {
-        char own[16], copies[16], node[16], fullest[16];
-        if (!cfg->quiet)
-            printf("local checkpoint: step %lld in %.3f s (own shard %s written in %.3f s, "
-                   "partner copies %s in %.3f s, sealed in %.3f s); this node's tier holds "
-                   "%s, the fullest %s\n", (long long)t->step, dt,
-                   size_text(rep.own_bytes, own), rep.write_s,
-                   size_text(rep.copy_bytes, copies), rep.copy_s, rep.seal_s,
-                   size_text(rep.node_bytes, node), size_text(rep.max_node_bytes, fullest));
-        char extra[REPORT_MAX];
-        snprintf(extra, sizeof extra, "\"seconds\":%.4f,\"write_s\":%.4f,\"copy_s\":%.4f,"
-                 "\"seal_s\":%.4f,\"node_bytes\":%llu,\"max_node_bytes\":%llu", dt,
-                 rep.write_s, rep.copy_s, rep.seal_s, (unsigned long long)rep.node_bytes,
-                 (unsigned long long)rep.max_node_bytes);
-        metrics_event(&t->metrics, "local_checkpoint", t->step, t->size, extra);
-        fflush(stdout);
-    }
     if (!cfg->ckpt_flush_every || t->local_saves % cfg->ckpt_flush_every != 0 ||
         t->last_saved == t->step)
         return TRAIN_OK;
@@ -656,6 +694,10 @@ static int save_if_due(trainer_t *t, const control_t *control, train_result_t *r
 {
     const config_t *cfg = t->cfg;
     int votes = (int)control->ctl[CTL_SAVE];
+    if (t->tier_on) {
+        tier_save_prepare(&t->tier, &t->state);
+        progress_local(t, NULL);
+    }
     if (t->tier_on && t->step < t->total_steps &&
         ((cfg->ckpt_local_every && t->step % cfg->ckpt_local_every == 0) || (votes & 2))) {
         int rc = save_local(t, res, err, cap);
@@ -752,6 +794,7 @@ static int train_step(trainer_t *t, train_result_t *res, char *err, size_t cap)
 static int finish_training(trainer_t *t, train_result_t *res, char *err, size_t cap)
 {
     t->loop_end = now_s();
+    progress_local(t, "the end");
     commit_async_save(t, res);
     if (t->cfg->run_dir[0] && t->last_saved != t->step &&
         save_checkpoint(t, t->step, res, err, cap) != TRAIN_OK)

@@ -7,11 +7,13 @@
  * partner copy, a copy damaged in transfer (refused by ckpt_shard_put), a
  * copy damaged on disk (caught by ckpt_local_verify, skipped by flush for
  * the other node's good one, refused when there is none), a truncated file,
- * a torn save, seal's keep and its replacement of a stale step, dropping
+ * a torn save, seal's keep and its replacement of a stale step, the
+ * trainer's seal-then-prune (seal with no pruning, ckpt_prune after), dropping
  * steps after a resume, manifests that disagree, and bad arguments.
  */
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,7 +196,7 @@ int main(void)
     snprintf(D, sizeof D, "%s/shared", tmp);
     make_state(&s1, 1, 10);
     make_state(&s2, 2, 10);
-    plan(94);
+    plan(100);
 
     /* ---- one save on two nodes ---------------------------------------- */
     /* Node A runs ranks 0 and 1, node B ranks 2 and 3; rank 1's partner
@@ -400,6 +402,44 @@ int main(void)
         rc = ckpt_local_scan(K, &steps, &nsteps);
         ok(rc == CKPT_OK && nsteps == 2 && steps[0].step == 4 && steps[1].step == 3,
            "  only the newest two are left, newest first");
+        ckpt_local_scan_free(steps, nsteps);
+
+        /* The trainer's background save seals with a keep no root reaches
+         * (nothing pruned on the training thread) and prunes afterwards on
+         * its helper thread, naming the step just sealed. */
+        char P[512], leftover[600];
+        snprintf(P, sizeof P, "%s/prune-after", tmp);
+        rc = CKPT_OK;
+        for (uint64_t step = 1; step <= 4 && rc == CKPT_OK; step++) {
+            rc = put(&s1, P, step, 0);
+            if (rc == CKPT_OK)
+                rc = seal(&s1, P, step, INT_MAX, &present);
+        }
+        rc = rc == CKPT_OK ? ckpt_local_scan(P, &steps, &nsteps) : rc;
+        ok(rc == CKPT_OK && nsteps == 4, "seal with keep INT_MAX prunes nothing (%zu steps)",
+           nsteps);
+        ckpt_local_scan_free(steps, nsteps);
+        /* A crashed save's leftovers: an older step's temp dir, and a
+         * newer one (a save in flight). */
+        snprintf(leftover, sizeof leftover, "%s/.tmp-step-00000002", P);
+        mkdir(leftover, 0755);
+        snprintf(leftover, sizeof leftover, "%s/.tmp-step-00000005", P);
+        mkdir(leftover, 0755);
+        rc = ckpt_prune(P, 2, "step-00000004", &removed);
+        is_int(rc, CKPT_OK, "  then ckpt_prune(keep 2, the sealed step in use)");
+        rc = ckpt_local_scan(P, &steps, &nsteps);
+        ok(rc == CKPT_OK && nsteps == 2 && steps[0].step == 4 && steps[1].step == 3 &&
+               removed == 3, "  keeps steps 4 and 3 (%d removed: steps 1, 2 and the older temp dir)",
+           removed);
+        ckpt_local_scan_free(steps, nsteps);
+        snprintf(leftover, sizeof leftover, "%s/.tmp-step-00000002", P);
+        ok(!exists(leftover), "  the older save's temp dir is gone");
+        snprintf(leftover, sizeof leftover, "%s/.tmp-step-00000005", P);
+        ok(exists(leftover), "  a newer save's temp dir (in flight) stays");
+        rc = ckpt_prune(P, 1, "step-00000003", &removed);
+        rc = rc == CKPT_OK ? ckpt_local_scan(P, &steps, &nsteps) : rc;
+        ok(rc == CKPT_OK && nsteps == 2 && removed == 0,
+           "  keep 1 never removes the step named in use (3), nor the newest (4)");
         ckpt_local_scan_free(steps, nsteps);
 
         /* A stale step 5 (state 1, shards 0-2), then a new save of step 5

@@ -4,9 +4,14 @@
 # mpirun's "-x NAME=VALUE ... : ..." contexts), and --ckpt-local DIR/%n gives
 # each fake node a directory of its own.
 #
+# Local saves run in the background: started at a step boundary, sealed at
+# a later one (two at least: the shard written, then the partner copies).
+# The runs that count on a save being sealed by some step slow their steps
+# to 40 ms (--step-delay-ms) and leave it three boundaries.
+#
 # 1. 4 ranks on nodes a and b, a local checkpoint every 4 steps, the shared
-#    tier only at step 50: the run is killed after step 30 (SIGKILL to
-#    rank 3: --fault kill@30:3), and node b's directory is deleted (the
+#    tier only at step 50: the run is killed after step 32 (SIGKILL to
+#    rank 3: --fault kill@32:3), and node b's directory is deleted (the
 #    node is lost).
 #    Resumed on the 2 ranks of node a: from the local tier (every shard is
 #    on a: a's own and b's partner copies), newer than the shared tier, the
@@ -25,6 +30,22 @@
 # 6. Local checkpoints are committed only whole: each node's directory
 #    holds its own ranks' shards and its partner copies, and no step
 #    directory is left half-written; --ckpt-local-keep 2 keeps two.
+# 7. By the clock (--ckpt-local-interval), and flushed to the shared tier.
+# 8. A stop while a local save is in flight (--ckpt-local-every 1 keeps one
+#    in flight from the first on): the stop completes and seals it before
+#    the shared save and exit 75; every node holds it whole, nothing
+#    half-written is left, and the resume ends bit-exactly.
+# 9. The end of the run with a local save in flight (started at the step
+#    before the last): sealed on every node before the run ends.
+# 10. A kill while a local save is in flight (started at step 28, rank 3
+#    killed after step 29): step 28 is sealed on no node, the resume on
+#    node a uses step 24, and ends bit-exactly.
+# 11. A background save that fails (node b's directory replaced by a file
+#    while the run goes on): reported, sealed on no node, training goes on,
+#    later saves are sealed, and the result is bit-exact.
+# 12. The background save snapshots only each rank's slice of the state:
+#    with stored frames, every local shard file (own and partner copy)
+#    equals the shared tier's shard of the same step, byte for byte.
 . "$(dirname "$0")/lib.sh"
 : "${FTRAIN_TIMEOUT:=90}"
 need_mpi
@@ -53,15 +74,16 @@ REF=$(hash_of "$T/ref.out")
 [ -n "$REF" ] || { echo "Bail out! the uninterrupted run failed: $(tail -n 3 "$T/ref.out")"; exit 1; }
 
 LOCAL="--run-dir $T/run --ckpt-every 50 --ckpt-local $L/%n --ckpt-local-every 4 --log-every 1"
+SLOW="--step-delay-ms 40"
 
 # ---- 1. node b lost: resume on node a from the local tier ---------------------
-nodes 2:a 2:b -- $RUN $LOCAL --fault kill@30:3 >"$T/one.out" 2>&1
+nodes 2:a 2:b -- $RUN $LOCAL $SLOW --fault kill@32:3 >"$T/one.out" 2>&1
 rc=$?
 ok "$([ "$rc" -ne 0 ] && grep -q '^local tier: .* on 2 nodes' "$T/one.out" &&
-    [ "$(grep -c '^local checkpoint: step' "$T/one.out")" = 7 ]; echo $?)" \
-    "4 ranks on nodes a and b: local checkpoints at steps 4-28, then rank 3 killed after step 30 (exit $rc)" ||
+    [ "$(grep -c '^local checkpoint: step [0-9]* in ' "$T/one.out")" = 7 ]; echo $?)" \
+    "4 ranks on nodes a and b: local checkpoints at steps 4-28 sealed, then rank 3 killed after step 32 (exit $rc)" ||
     why "$(grep -E '^local|error' "$T/one.out" | tail -n 5)"
-last_local=$(sed -n 's/^local checkpoint: step \([0-9]*\) .*/\1/p' "$T/one.out" | tail -n 1)
+last_local=$(sed -n 's/^local checkpoint: step \([0-9]*\) in .*/\1/p' "$T/one.out" | tail -n 1)
 ls "$L/a" "$L/b" >"$T/one.ls" 2>&1
 ok "$([ -d "$L/a/step-$(printf %08d "$last_local")" ] && [ -d "$L/b/step-$(printf %08d "$last_local")" ] &&
     [ "$(ls "$L/a/step-$(printf %08d "$last_local")" | grep -c '^shard-')" = 4 ] &&
@@ -84,7 +106,7 @@ is "$(hash_of "$T/two.out")" "$REF" "  and ends with the uninterrupted run's par
 
 # ---- 2. a new node with an empty directory -------------------------------------------
 rm -rf "$T/run" "$L"
-nodes 2:a 2:b -- $RUN $LOCAL --fault kill@26:0 >"$T/three.out" 2>&1
+nodes 2:a 2:b -- $RUN $LOCAL $SLOW --fault kill@28:0 >"$T/three.out" 2>&1
 rm -rf "$L/b"
 nodes 2:a 1:c -- $RUN $LOCAL >"$T/four.out" 2>&1
 rc=$?
@@ -96,7 +118,7 @@ ok "$([ -z "$(find "$L" -name '.restore-*')" ]; echo $?)" "  the manifest copy n
 
 # ---- 3. the only copy of a shard damaged: the shared tier instead ----------------------
 rm -rf "$T/run" "$L"
-nodes 2:a 2:b -- $RUN --run-dir "$T/run" --ckpt-every 8 --ckpt-local "$L/%n" --ckpt-local-every 4 --fault kill@30:0 >"$T/five.out" 2>&1
+nodes 2:a 2:b -- $RUN --run-dir "$T/run" --ckpt-every 8 --ckpt-local "$L/%n" --ckpt-local-every 4 $SLOW --fault kill@32:0 >"$T/five.out" 2>&1
 rm -rf "$L/b"
 flip "$L/a/step-00000028/shard-3.ftsh"
 nodes 2:a -- $RUN $LOCAL >"$T/six.out" 2>&1
@@ -132,7 +154,7 @@ ok "$([ "$rc" = 75 ] && [ -n "$stop" ] && [ -d "$T/run/ckpt/step-$(printf %08d "
     "USR1: exit $rc, and the stop step ${stop:-?} is on the shared tier" ||
     why "$(grep -E '^stop|^checkpoint' "$T/eight.out")"
 rm -rf "$L"
-nodes 2:a 1:b -- $RUN $LOCAL >"$T/nine.out" 2>&1
+nodes 2:a 1:b -- $RUN $LOCAL $SLOW >"$T/nine.out" 2>&1
 rc=$?
 ok "$([ "$rc" = 0 ] && grep -Eq "^resume: from .*/run/ckpt/step-0*$stop step $stop " "$T/nine.out"; echo $?)" \
     "  a new allocation (empty local directories) resumes from the shared tier (exit $rc)" ||
@@ -148,11 +170,114 @@ rm -rf "$T/run" "$L"
 nodes 2:a 1:b -- $RUN --run-dir "$T/run" --ckpt-local "$L/%n" --ckpt-local-interval 0.3 \
     --ckpt-flush-every 2 --step-delay-ms 50 --steps 40 >"$T/ten.out" 2>&1
 rc=$?
-locals=$(sed -n 's/^local checkpoint: step \([0-9]*\) .*/\1/p' "$T/ten.out" | tr '\n' ' ')
+locals=$(sed -n 's/^local checkpoint: step \([0-9]*\) in .*/\1/p' "$T/ten.out" | tr '\n' ' ')
 shared=$(sed -n 's|^checkpoint: .*/step-0*\([0-9]*\) committed.*|\1|p' "$T/ten.out" | tr '\n' ' ')
 want=$(printf '%s\n' $locals | awk 'NR % 2 == 0' | tr '\n' ' ')
 ok "$([ "$rc" = 0 ] && [ "$(printf '%s\n' $locals | wc -l)" -ge 4 ] && [ "$shared" = "${want}40 " ]; echo $?)" \
     "--ckpt-local-interval 0.3: local checkpoints at steps $locals; --ckpt-flush-every 2: shared at $shared" ||
     why "want shared at ${want}40" "$(grep -E 'checkpoint' "$T/ten.out" | head)"
+
+# sealed NODE: the step numbers of NODE's sealed local checkpoints.
+sealed() { ls "$L/$1" 2>/dev/null | sed -n 's/^step-0*\([0-9][0-9]*\)$/\1/p' | sort -n | tr '\n' ' '; }
+# whole NODE STEP: NODE's step-STEP holds 4 shards and verifies.
+whole() {
+    _d="$L/$1/step-$(printf %08d "$2")"
+    [ "$(find "$_d" -maxdepth 1 -name 'shard-*.ftsh' 2>/dev/null | wc -l)" -eq 4 ] &&
+        "$CKPTCTL" verify --local "$_d" >/dev/null 2>&1
+}
+
+# ---- 8. a stop while a local save is in flight ---------------------------------------------
+rm -rf "$T/run" "$L"
+nodes 2:a 2:b -- $RUN $LOCAL --ckpt-local-every 1 --step-delay-ms 20 >"$T/stop.out" 2>"$T/stop.err" &
+job=$!
+wait_for 60 sh -c "[ \$(grep -c '^local checkpoint: step [0-9]* in ' '$T/stop.out') -ge 3 ]"
+kill -USR1 "$(rank_pid "$T/stop.out" 0)"
+wait "$job"
+rc=$?
+stop=$(sed -n 's/^stop: signal .* at step \([0-9]*\):.*/\1/p' "$T/stop.out" | head -n 1)
+fin=$(sed -n 's/^local checkpoint: step \([0-9]*\) in .*, finished at the stop$/\1/p' "$T/stop.out")
+ok "$([ "$rc" = 75 ] && [ -n "$stop" ] && [ -n "$fin" ] && [ "$fin" -lt "$stop" ] &&
+    [ -d "$T/run/ckpt/step-$(printf %08d "$stop")" ]; echo $?)" \
+    "USR1 with a local save in flight: it is sealed at the stop (step ${fin:-?}), then the shared save of step ${stop:-?} and exit $rc" ||
+    why "$(grep -E '^stop|checkpoint' "$T/stop.out" | tail -n 5)" "$(tail -n 3 "$T/stop.err")"
+ok "$(whole a "$fin" && whole b "$fin" &&
+    [ "$(sealed a | awk '{ print $NF }')" = "$fin" ] && [ "$(sealed b | awk '{ print $NF }')" = "$fin" ] &&
+    [ -z "$(find "$L" -name '.tmp-*')" ]; echo $?)" \
+    "  each node holds step ${fin:-?} whole, as its newest, and nothing half-written" ||
+    why "a: $(sealed a)" "b: $(sealed b)" "$(find "$L" -name '.tmp-*')"
+nodes 2:a 2:b -- $RUN $LOCAL >"$T/stop2.out" 2>&1
+rc=$?
+ok "$([ "$rc" = 0 ] && grep -Eq "^resume: from .*/run/ckpt/step-0*$stop step $stop " "$T/stop2.out"; echo $?)" \
+    "  the resume takes the shared tier's newer stop checkpoint (exit $rc)" ||
+    why "$(grep -E 'resume' "$T/stop2.out")"
+is "$(hash_of "$T/stop2.out")" "$REF" "  and ends with the uninterrupted run's param_hash"
+
+# ---- 9. the end of the run with a local save in flight --------------------------------------
+rm -rf "$T/run" "$L"
+mpi 1 $RUN --steps 12 >"$T/ref12.out" 2>&1
+nodes 2:a 2:b -- $RUN --run-dir "$T/run" --ckpt-local "$L/%n" --ckpt-local-every 11 --steps 12 >"$T/end.out" 2>&1
+rc=$?
+ok "$([ "$rc" = 0 ] && grep -Eq '^local checkpoint: step 11 in .*, finished at the end$' "$T/end.out" &&
+    whole a 11 && whole b 11 && [ -z "$(find "$L" -name '.tmp-*')" ]; echo $?)" \
+    "the end with the local save of step 11 in flight: sealed whole on both nodes before the run ends (exit $rc)" ||
+    why "$(grep -E 'checkpoint' "$T/end.out")" "a: $(sealed a)" "b: $(sealed b)"
+is "$(hash_of "$T/end.out")" "$(hash_of "$T/ref12.out")" "  and the result is the uninterrupted 12-step run's"
+
+# ---- 10. a kill while a local save is in flight ----------------------------------------------
+rm -rf "$T/run" "$L"
+nodes 2:a 2:b -- $RUN $LOCAL $SLOW --fault kill@29:3 >"$T/kill.out" 2>&1
+rc=$?
+ok "$([ "$rc" -ne 0 ] && [ "$(sealed a)" = "20 24 " ] && [ "$(sealed b)" = "20 24 " ]; echo $?)" \
+    "killed after step 29 with the local save of step 28 in flight: no node sealed it (exit $rc)" ||
+    why "a: $(sealed a)" "b: $(sealed b)" "$(grep '^local' "$T/kill.out" | tail -n 3)"
+rm -rf "$L/b"
+nodes 2:a -- $RUN $LOCAL >"$T/kill2.out" 2>&1
+rc=$?
+ok "$([ "$rc" = 0 ] && grep -Eq '^resume: from the node-local tier \(shards 0-3 read on a\) step-0*24 step 24 ' "$T/kill2.out" &&
+    grep -q '^local checkpoint: step 28 in ' "$T/kill2.out"; echo $?)" \
+    "  node b lost: resumed on a from step 24, and step 28 is saved again (exit $rc)" ||
+    why "$(grep -E 'resume|local checkpoint' "$T/kill2.out" | head -n 4)"
+is "$(hash_of "$T/kill2.out")" "$REF" "  and ends with the uninterrupted run's param_hash"
+
+# ---- 11. a background save that fails ----------------------------------------------------------
+rm -rf "$T/run" "$L"
+nodes 2:a 2:b -- $RUN $LOCAL $SLOW >"$T/fail.out" 2>"$T/fail.err" &
+job=$!
+wait_for 60 grep -q '^local checkpoint: step 8 in ' "$T/fail.out"
+mv "$L/b" "$T/b.away" && : >"$L/b"
+wait_for 60 grep -q 'ftrain: local checkpoint of step [0-9]* failed: .*training goes on' "$T/fail.err"
+rm -f "$L/b"
+wait "$job"
+rc=$?
+bad=$(sed -n 's/^ftrain: local checkpoint of step \([0-9]*\) failed: .*training goes on.*/\1/p' "$T/fail.err" | head -n 1)
+later=$(sed -n 's/^local checkpoint: step \([0-9]*\) in .*/\1/p' "$T/fail.out" | tail -n 1)
+ok "$([ "$rc" = 0 ] && [ -n "$bad" ] && [ -n "$later" ] && [ "$later" -gt "$bad" ] &&
+    [ ! -d "$L/a/step-$(printf %08d "$bad")" ] && [ ! -d "$T/b.away/step-$(printf %08d "$bad")" ]; echo $?)" \
+    "node b's directory made a file: the local save of step ${bad:-?} fails, is sealed on no node, and training goes on to step ${later:-?} (exit $rc)" ||
+    why "$(cat "$T/fail.err")" "$(grep '^local' "$T/fail.out")" "a: $(sealed a)"
+ok "$(whole a "$later" && whole b "$later"; echo $?)" "  the later saves are sealed whole on both nodes" ||
+    why "a: $(sealed a)" "b: $(sealed b)"
+is "$(hash_of "$T/fail.out")" "$REF" "  and the run ends with the uninterrupted param_hash"
+
+# ---- 12. a local shard holds the state's bytes ----------------------------------------------
+# The background save copies only the rank's slice of the state; with
+# stored frames on both tiers (--ckpt-level 0 --ckpt-local-level 0) and
+# every local save also flushed to the shared tier at its step, each local
+# shard file, own or partner copy, is byte for byte the shared tier's.
+rm -rf "$T/run" "$L"
+nodes 2:a 2:b -- $RUN --run-dir "$T/run" --ckpt-level 0 --ckpt-local "$L/%n" --ckpt-local-every 8 \
+    --ckpt-flush-every 1 --steps 20 $SLOW >"$T/same.out" 2>&1
+rc=$?
+differ=""
+for step in 8 16; do
+    for r in 0 1 2 3; do
+        name="step-$(printf %08d "$step")/shard-$r.ftsh"
+        cmp -s "$L/a/$name" "$T/run/ckpt/$name" || differ="$differ a:$name"
+        [ "$r" -ge 2 ] && { cmp -s "$L/b/$name" "$T/run/ckpt/$name" || differ="$differ b:$name"; }
+    done
+done
+ok "$([ "$rc" = 0 ] && [ -z "$differ" ]; echo $?)" \
+    "stored shards: every local shard of steps 8 and 16 equals the shared tier's (exit $rc)" ||
+    why "differ:$differ" "$(grep -E 'checkpoint' "$T/same.out")"
 
 done_testing

@@ -5,11 +5,27 @@
  * node-local tier"; README, "The node-local tier").
  *
  * HowTo: tier_open() once the communicator exists (collective: it gathers
- * every rank's node name); at a local checkpoint, write the snapshot's
- * shard into tier.root (state_snapshot_write) and call tier_save()
- * (collective); at a resume, tier_pick() (collective) says whether the
- * local tiers of the nodes now running hold a newer complete checkpoint
- * than the shared tier, and the plan to read it (state_load_planned).
+ * every rank's node name); tier_save_prepare() once the state is described
+ * (allocates the save's buffers in the background); at a local checkpoint,
+ * bring the state to the host at its step and call tier_save_start()
+ * (collective: the training stall is a copy of this rank's slice of the
+ * state, the bytes its shard holds), then
+ * tier_save_progress() at every later step boundary (collective) until it
+ * says the save is sealed or failed, and tier_save_finish() before a stop
+ * or the end (collective: waits for the save in flight and seals it); at a
+ * resume, tier_pick() (collective) says whether the local tiers of the
+ * nodes now running hold a newer complete checkpoint than the shared tier,
+ * and the plan to read it (state_load_planned).  tier_close() last.
+ *
+ * The local save runs in the background (local_async.c, whose top comment
+ * has the reasoning about threads and MPI): this rank's shard is written,
+ * its partner copies checked and written, and old steps pruned by a helper
+ * thread that makes no MPI call; the votes and the partner exchange
+ * (nonblocking point-to-point on a communicator of the tier's own) happen
+ * on the training thread at step boundaries.  At most one local save is in
+ * flight.  A node's step directory is sealed only after every rank's shard
+ * and every partner copy is durable on every node, so a local checkpoint
+ * that is not complete stays invisible, whenever the run ends.
  *
  * Placement: a ring over nodes, not ranks.  Nodes are numbered in the order
  * their first rank appears; rank r, the j-th rank of node k, sends its copy
@@ -43,9 +59,12 @@ typedef struct {
     int leader;                 /* this rank seals its node's directory */
     int keep;                   /* local checkpoints a node keeps */
     int level;                  /* zstd level of local shards (0 stored) */
+    struct tier_async *async;   /* the save in the background and its buffers
+                                   (local_async.c); NULL before tier_open */
 } tier_t;
 
-typedef enum { TIER_OK = 0, TIER_NONE = 1, TIER_EFAIL = -1 } tier_rc_t;
+/* TIER_BUSY: a save is in flight and nothing is to be reported yet. */
+typedef enum { TIER_OK = 0, TIER_NONE = 1, TIER_BUSY = 2, TIER_EFAIL = -1 } tier_rc_t;
 
 /** Pure: each rank's partner under the ring-over-nodes rule above.
  *  node_of: size entries in 0..nnodes-1.  partner[r] is -1 when nnodes < 2. */
@@ -56,27 +75,78 @@ void tier_place(const int *node_of, int size, int nnodes, int *partner);
 int tier_expand(const char *pattern, const char *host, char *out, size_t cap);
 
 /** Collective: gather the ranks' node names, place the partners, create
- *  this node's root.  @return TIER_OK or TIER_EFAIL (the same everywhere). */
+ *  this node's root, and duplicate comm's MPI communicator for the partner
+ *  exchange.  @return TIER_OK or TIER_EFAIL (the same everywhere). */
 int tier_open(tier_t *t, const config_t *cfg, comm_t *comm, const char *host, char *err,
               size_t cap);
+/** Release.  A save still in flight is abandoned, never sealed (its temp
+ *  directory stays invisible): the helper thread is joined; buffers an
+ *  unfinished exchange may still write into are left allocated. */
 void tier_close(tier_t *t);
 
-/* What one local save did, for its line and event. */
+/* What one local save did, for its line and event.  Times are seconds;
+ * the background ones are this rank's. */
 typedef struct {
-    double write_s, copy_s, seal_s;  /* own shard, partner exchange, commit */
+    int64_t step;                    /* the step saved */
+    double total_s;                  /* from the start to the seal (wall) */
+    double write_s;                  /* own shard written (and mapped), background */
+    double copy_s;                   /* partner exchange and copies written, wall */
+    double seal_s;                   /* the vote on the copies, the seal, the sizes */
+    double stall_s;                  /* the training thread's time in the save: */
+    double snapshot_s;               /*   the slice's copy (and the caller's download), */
+    double exchange_s;               /*   the partner exchange's progress, */
+    double waited_s;                 /*   waits for the helper thread (a stop, the end) */
+    int finished;                    /* completed by tier_save_finish */
     uint64_t own_bytes;              /* this rank's shard file */
     uint64_t copy_bytes;             /* partner copies this rank keeps */
-    uint64_t node_bytes;             /* on rank 0's node: what its root holds */
-    uint64_t max_node_bytes;         /* the most any node's root holds */
+    uint64_t node_bytes;             /* on rank 0's node: what its root keeps */
+    uint64_t max_node_bytes;         /* the most any node's root keeps */
 } tier_report_t;
 
-/** Collective: this rank's shard of snap is written into t->root already
- *  (state_snapshot_write); send it to the partner, keep the copies sent to
- *  us, and when every rank's shard and copy is in place, seal each node's
- *  directory.  @return TIER_OK or TIER_EFAIL (err set), the same on every
- *  rank; a failed local save leaves no committed local checkpoint. */
-int tier_save(tier_t *t, comm_t *comm, state_snapshot_t *snap, tier_report_t *rep,
-              char *err, size_t cap);
+/** Start allocating, and touching, the buffers a local save of st needs
+ *  (the snapshot copy, the partner copies' receive buffers) on the helper
+ *  thread, so that no save pays for page faults on the training thread.
+ *  Not collective; the first call does it, later calls return at once. */
+void tier_save_prepare(tier_t *t, const state_t *st);
+
+/** Collective: start a local save of st, on the host at its step: copy
+ *  this rank's slice of it (what its shard holds) into the snapshot buffer
+ *  (the training stall) and have the helper thread write the shard into
+ *  t->root.  started: when the caller began (a download from a device
+ *  counts in the stall).  Only with no save in flight.  @return TIER_OK (in flight) or TIER_EFAIL (err set, the same
+ *  everywhere; nothing in flight). */
+int tier_save_start(tier_t *t, comm_t *comm, const state_t *st, double started, char *err,
+                    size_t cap);
+
+/** Collective, at a step boundary: move the save in flight on (votes, the
+ *  partner exchange for at most TIER_EXCHANGE_BUDGET_S, the next job of the
+ *  helper thread; the seal once every rank's shard and copies are durable).
+ *  @return TIER_NONE (no save in flight), TIER_BUSY (still in flight),
+ *  TIER_OK (sealed on every node now: rep filled) or TIER_EFAIL (failed
+ *  now: err set, rep's step and times filled; sealed on no node, but for a
+ *  seal that failed on some node: the others' seals stand, each node's
+ *  directory whole).  The same on every rank. */
+int tier_save_progress(tier_t *t, comm_t *comm, tier_report_t *rep, char *err, size_t cap);
+
+/** Collective: complete the save in flight, waiting for the helper thread
+ *  and the exchange (bounded by the I/O and by the peers; a dead peer is the
+ *  watchdog's).  @return as tier_save_progress, never TIER_BUSY. */
+int tier_save_finish(tier_t *t, comm_t *comm, tier_report_t *rep, char *err, size_t cap);
+
+/** @return 1 while a local save is in flight (the same on every rank). */
+int tier_save_in_flight(const tier_t *t);
+/** @return the step of the save in flight, -1 when none. */
+int64_t tier_save_step(const tier_t *t);
+/** A local save fell due while one is in flight: it is skipped (at most one
+ *  in flight, and never a wait for it).  @return how many were skipped
+ *  during the one in flight, this one included (0 when none is). */
+int tier_save_skip(tier_t *t);
+
+/* The training thread's share of the partner exchange at one step
+ * boundary: MPI_Testall for at most this long (the ranks are together
+ * there; with shared memory and no progress thread the bytes move only
+ * while both ends are inside MPI). */
+#define TIER_EXCHANGE_BUDGET_S 0.05
 
 /* A restore plan. */
 typedef struct {

@@ -1,0 +1,976 @@
+/*
+ * local_async.c - the node-local tier's save in the background (local_tier.h,
+ * "tier_save_*"): the snapshot on the training thread; this rank's shard
+ * written, partner copies checked and written and old steps pruned on a
+ * helper thread; the votes, the partner exchange and the seal on the
+ * training thread at step boundaries.
+ *
+ * THREADS AND MPI: why the exchange runs where it does
+ *
+ *   world.c starts MPI with MPI_Init_thread(MPI_THREAD_FUNNELED): only the
+ *   thread that started it (the training thread) may call MPI at all.
+ *   comm.c's functions are plain MPI calls on comm->mpi, with no lock, and
+ *   the training thread uses that communicator at every step (the control
+ *   reduction, the gradient allreduce, the shared tier's commit).  So a
+ *   helper thread may not call them: under FUNNELED any MPI call from it is
+ *   erroneous, and even under MPI_THREAD_MULTIPLE two threads making
+ *   collectives on one communicator cannot keep the same order on every
+ *   rank, which MPI requires.  A second communicator would not lift the
+ *   FUNNELED rule, and asking for MPI_THREAD_MULTIPLE would change the
+ *   whole program's MPI (its cost, and which transports Open MPI offers)
+ *   for one exchange.  Hence:
+ *
+ *   - every MPI call of a local save is made on the training thread, at
+ *     step boundaries, by tier_save_start/progress/finish, which every rank
+ *     calls at the same boundaries (train.c's save_if_due, the stop, the
+ *     end): the votes are small allreduces on the trainer's communicator,
+ *     in the same order everywhere because each one's outcome is global;
+ *   - the partner copies move with MPI_Isend/MPI_Irecv on a communicator
+ *     of the tier's own (MPI_Comm_dup of comm's at tier_open, a collective
+ *     on the training thread), so that no message of the exchange can match
+ *     any other point-to-point traffic while it is in flight over several
+ *     steps; it is moved on by MPI_Testall at each boundary for at most
+ *     TIER_EXCHANGE_BUDGET_S, right after the step's reductions, when the
+ *     ranks are together: with shared memory and no progress thread, bytes
+ *     move only while both ends are inside MPI (any MPI call moves them,
+ *     the next step's gradient allreduce included);
+ *   - the helper thread makes no MPI call and no collective: it writes the
+ *     shard (state_snapshot_write, thread-safe), maps it, hashes and writes
+ *     partner copies (ckpt_shard_put), and prunes (ckpt_prune); ckpt and
+ *     comm keep their error messages per thread, so its messages are its
+ *     own, copied into job_err.  It runs one job at a time, and the
+ *     training thread never touches what a running job uses.
+ *
+ *   With MPI_THREAD_MULTIPLE the exchange could run on the helper thread
+ *   over the tier's communicator; this file uses only what FUNNELED allows,
+ *   and under MPI_THREAD_SINGLE (tier_async_open asks MPI_Query_thread) it
+ *   starts no thread: the helper's jobs then run on the training thread.
+ *
+ * A SAVE, ON EVERY RANK (each move between phases is agreed by a vote)
+ *
+ *   start (boundary k)  copy the state into the snapshot buffer (kept from
+ *                       save to save, touched once); helper: write this
+ *                       rank's shard into .tmp-step-k (fsync'd), map the
+ *                       file with MAP_POPULATE                    [WRITING]
+ *   vote: all written   allgather the shard infos; post MPI_Irecv of the
+ *                       copies kept here into receive buffers kept from
+ *                       save to save, MPI_Isend of the mapped file (no read
+ *                       back, no new memory)                   [EXCHANGING]
+ *   vote: all moved     helper: hash each copy against its writer's xxh64,
+ *                       write it (temp name, fsync, rename), unmap [PUTTING]
+ *   vote: all durable   each node's first rank seals: manifest, rename of
+ *                       .tmp-step-k to step-k, THE node's commit point;
+ *                       vote; report; helper: prune old steps        [IDLE]
+ *
+ * So nothing is sealed on any node until every rank's shard and every
+ * partner copy is durable on every node, and a local checkpoint is either
+ * sealed whole on a node or invisible (.tmp-step-k, which no reader opens)
+ * whenever the run ends: a crash, a kill, a stop or the end.  A stop and
+ * the end complete the save in flight (tier_save_finish); an error path
+ * (tier_close) abandons it.  A failure anywhere ends the save on every rank
+ * at the same vote and leaves its temp directory, invisible, behind (the
+ * drop after a resume removes it; a later save of the step replaces it).
+ * No wait is unbounded but by the peers and the local I/O: a phase waits
+ * at a boundary only in tier_save_finish, and there the watchdog's
+ * allowance for a save bounds a dead or stopped peer, as for every
+ * collective of the trainer.  Errors are returned, never exit().
+ */
+#include "local_async_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm_internal.h"
+#include "ftrain/ckpt_local.h"
+#include "ftrain/util.h"
+
+/* MPI counts are int: messages go in pieces of this many bytes. */
+#define PIECE ((uint64_t)1 << 28)
+#define JOB_ERR_MAX 1024
+
+/* One rank's part of the allgather after the writes. */
+typedef struct {
+    int32_t rc;
+    uint32_t pad;
+    ckpt_shard_info_t info;
+} tier_msg_t;
+
+typedef enum { PH_IDLE, PH_WRITING, PH_EXCHANGING, PH_PUTTING } phase_t;
+typedef enum { JOB_PREPARE, JOB_WRITE, JOB_PUT, JOB_PRUNE } job_t;
+
+struct tier_async {
+    MPI_Comm mpi;               /* the tier's own communicator */
+    int thread_level;           /* what MPI_Query_thread says the world has */
+    /* The helper thread: one job at a time. */
+    pthread_t thread;
+    int running;                /* a job thread started and not yet joined */
+    atomic_int done;            /* that job has finished */
+    job_t job;
+    int job_rc;                 /* 0, or 1 with job_err */
+    char job_err[JOB_ERR_MAX];
+    /* Buffers kept from save to save (grown when too small). */
+    int prepared;
+    size_t want_floats;         /* what tier_save_prepare asked for */
+    uint64_t want_recv;
+    float *copy;                /* the snapshot copy */
+    size_t copy_floats;
+    uint64_t touch_lo, touch_hi; /* its bytes this rank's slice uses (hi 0: all) */
+    unsigned char **recv;       /* nsrc receive buffers for the copies kept here */
+    uint64_t *recv_cap;
+    unsigned char *own;         /* own shard read back, where it cannot be mapped */
+    uint64_t own_cap;
+    MPI_Request *req;
+    int req_cap, nreq;
+    tier_msg_t *all;            /* size entries */
+    int leaked;                 /* an exchange never completed: its buffers stay */
+    /* The save in flight. */
+    phase_t phase;
+    int64_t step;
+    state_snapshot_t *snap;
+    const unsigned char *send;  /* this rank's shard file bytes */
+    uint64_t send_len;
+    void *map;                  /* send, when it is a mapping */
+    size_t map_len;
+    int mpi_failed;             /* posting or testing the exchange failed here */
+    char mpi_err[JOB_ERR_MAX];
+    double started, copy_began, put_end;
+    int skipped;                /* saves due while this one was in flight */
+    char prune_name[CKPT_FILE_NAME_MAX];
+    tier_report_t rep;          /* what the line will say, filled as it goes */
+};
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- buffers kept across saves ------------------------------------------ */
+
+/* Make *buf hold at least need bytes, every page touched (so that no later
+ * use pays a page fault: the kernel's zeroing of new pages is most of a
+ * fresh buffer's cost).  @return 0, or 1 when out of memory (*buf is then
+ * NULL and *cap 0). */
+static int grow_touched(unsigned char **buf, uint64_t *cap, uint64_t need)
+{
+    if (*buf && *cap >= need)
+        return 0;
+    free(*buf);
+    *cap = 0;
+    if ((uint64_t)(size_t)need != need || !(*buf = malloc(need ? (size_t)need : 1)))
+        return 1;
+    memset(*buf, 0, (size_t)need);
+    *cap = need;
+    return 0;
+}
+
+/* The snapshot copy: as large as the whole state (the snapshot lays every
+ * tensor out in it), but only the bytes that will hold this rank's slice,
+ * [touch_lo, touch_hi), are ever used (take_slice), so only they are
+ * touched; the rest is never faulted in.  @return 0 or 1 (no memory). */
+static int grow_copy(struct tier_async *a, size_t floats)
+{
+    size_t bytes = floats * sizeof(float) + 1; /* a state of no floats gets a buffer */
+    free(a->copy);
+    a->copy_floats = 0;
+    if (!(a->copy = malloc(bytes)))
+        return 1;
+    size_t lo = a->touch_hi ? (size_t)a->touch_lo : 0;
+    size_t hi = a->touch_hi && a->touch_hi < bytes ? (size_t)a->touch_hi : bytes;
+    if (lo < hi)
+        memset((unsigned char *)a->copy + lo, 0, hi - lo);
+    a->copy_floats = floats;
+    return 0;
+}
+
+/* This rank's slice of the flat space of a snapshot's tensors: bytes
+ * [floor(r*T/W), floor((r+1)*T/W)) of T (docs/checkpoint-format.md,
+ * section 2), the only ones its shard holds. */
+static void slice_of(const tier_t *t, const state_local_view_t *view, uint64_t *lo,
+                     uint64_t *hi)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < view->ntensors; i++)
+        if (view->tensors[i].offset + view->tensors[i].nbytes > total)
+            total = view->tensors[i].offset + view->tensors[i].nbytes;
+    *lo = (uint64_t)((unsigned __int128)total * (unsigned)t->rank / (unsigned)t->size);
+    *hi = (uint64_t)((unsigned __int128)total * (unsigned)(t->rank + 1) / (unsigned)t->size);
+}
+
+/* ---- the helper thread ---------------------------------------------------- */
+
+__attribute__((format(printf, 2, 3)))
+static void job_fail(struct tier_async *a, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a->job_err, sizeof a->job_err, fmt, ap);
+    va_end(ap);
+    a->job_rc = 1;
+}
+
+/* JOB_PREPARE: the snapshot copy and the receive buffers, touched.  A
+ * failure is no error here: the start tries again and says so. */
+static void job_prepare(tier_t *t)
+{
+    struct tier_async *a = t->async;
+    if (a->copy_floats < a->want_floats)
+        grow_copy(a, a->want_floats);
+    for (int i = 0; i < t->nsrc; i++)
+        grow_touched(&a->recv[i], &a->recv_cap[i], a->want_recv);
+}
+
+/* Map this rank's shard file, just written, for the exchange: its pages
+ * are the file's own (tmpfs, or the page cache), so nothing is read back
+ * or copied.  Where it cannot be mapped, read it into a buffer kept from
+ * save to save.  @return 0 or 1 (job_err set). */
+static int map_own(tier_t *t, const state_local_view_t *view)
+{
+    struct tier_async *a = t->async;
+    char step[CKPT_FILE_NAME_MAX], shard[CKPT_FILE_NAME_MAX],
+        path[CONFIG_PATH_MAX + 3 * CKPT_FILE_NAME_MAX];
+    ckpt_step_dirname(view->step, step, sizeof step);
+    ckpt_shard_name(t->rank, shard, sizeof shard);
+    /* The save's temp dir (docs/checkpoint-format.md, section 1). */
+    snprintf(path, sizeof path, "%s/.tmp-%s/%s", t->root, step, shard);
+    uint64_t len = view->info.file_bytes;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != len) {
+        job_fail(a, "cannot open '%s' (%llu bytes) to send it: %s", path,
+                 (unsigned long long)len, fd < 0 ? strerror(errno) : "not that file");
+        if (fd >= 0)
+            close(fd);
+        return 1;
+    }
+    void *map = len ? mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0)
+                    : MAP_FAILED;
+    if (map != MAP_FAILED) {
+        a->map = map;
+        a->map_len = (size_t)len;
+        a->send = map;
+    } else if (grow_touched(&a->own, &a->own_cap, len) != 0) {
+        job_fail(a, "no memory to read '%s' (%llu bytes) back", path, (unsigned long long)len);
+    } else {
+        for (uint64_t got = 0; got < len && !a->job_rc;) {
+            size_t want = len - got > PIECE ? (size_t)PIECE : (size_t)(len - got);
+            ssize_t n = pread(fd, a->own + got, want, (off_t)got);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                job_fail(a, "cannot read '%s' back: %s", path, n < 0 ? strerror(errno) : "short");
+            else
+                got += (uint64_t)n;
+        }
+        a->send = a->own;
+    }
+    a->send_len = len;
+    close(fd);
+    return a->job_rc;
+}
+
+/* JOB_WRITE: this rank's shard into the node's root, then mapped. */
+static void job_write(tier_t *t)
+{
+    struct tier_async *a = t->async;
+    double t0 = mono_s();
+    state_local_view_t view;
+    if (state_snapshot_write(a->snap, t->root, t->rank, t->size) != STATE_OK ||
+        state_snapshot_local(a->snap, &view) != STATE_OK)
+        job_fail(a, "%s", state_snapshot_error(a->snap));
+    else if (t->partner >= 0)
+        map_own(t, &view);
+    a->rep.write_s = mono_s() - t0;
+}
+
+static void unmap_own(struct tier_async *a)
+{
+    if (a->map)
+        munmap(a->map, a->map_len);
+    a->map = NULL;
+    a->send = NULL;
+}
+
+/* JOB_PUT: each copy received, checked against its writer's checksum
+ * before a byte of it is written (ckpt_shard_put), written and fsync'd;
+ * then our own mapping goes (every send has completed). */
+static void job_put(tier_t *t)
+{
+    struct tier_async *a = t->async;
+    for (int i = 0; i < t->nsrc && !a->job_rc; i++) {
+        const ckpt_shard_info_t *info = &a->all[t->srcs[i]].info;
+        int rc = ckpt_shard_put(t->root, (uint64_t)a->step, t->srcs[i], a->recv[i],
+                                info->file_bytes, info->xxh64);
+        if (rc != CKPT_OK)
+            job_fail(a, "partner copy of rank %d: %s: %s", t->srcs[i], ckpt_strerror(rc),
+                     ckpt_last_error());
+        else
+            a->rep.copy_bytes += info->file_bytes;
+    }
+    unmap_own(a);
+    a->put_end = mono_s();
+}
+
+/* JOB_PRUNE (a node's first rank, after its seal): the newest `keep` steps
+ * stay, never the one just sealed. */
+static void job_prune(tier_t *t)
+{
+    struct tier_async *a = t->async;
+    if (ckpt_prune(t->root, t->keep, a->prune_name, NULL) != CKPT_OK)
+        job_fail(a, "%s sealed, but pruning older steps failed: %s", a->prune_name,
+                 ckpt_last_error());
+}
+
+static void *job_main(void *arg)
+{
+    tier_t *t = arg;
+    struct tier_async *a = t->async;
+    switch (a->job) {
+    case JOB_PREPARE: job_prepare(t); break;
+    case JOB_WRITE: job_write(t); break;
+    case JOB_PUT: job_put(t); break;
+    case JOB_PRUNE: job_prune(t); break;
+    }
+    atomic_store(&a->done, 1);
+    return NULL;
+}
+
+/* Give the helper its next job (the last one is joined).  A thread that
+ * cannot start (or may not: MPI_THREAD_SINGLE) is no failure: the job runs
+ * here, on the training thread. */
+static void run_job(tier_t *t, job_t job)
+{
+    struct tier_async *a = t->async;
+    a->job = job;
+    a->job_rc = 0;
+    a->job_err[0] = '\0';
+    atomic_store(&a->done, 0);
+    /* Under MPI_THREAD_SINGLE the process may have no second thread. */
+    if (a->thread_level >= MPI_THREAD_FUNNELED &&
+        pthread_create(&a->thread, NULL, job_main, t) == 0) {
+        a->running = 1;
+        return;
+    }
+    job_main(t);
+}
+
+static int job_finished(const struct tier_async *a)
+{
+    return !a->running || atomic_load(&a->done);
+}
+
+/* Wait for the job (local work only: bounded by this node's I/O); a failed
+ * prune is only a warning, said here (its step is sealed).  @return the
+ * seconds waited. */
+static double job_join(tier_t *t)
+{
+    struct tier_async *a = t->async;
+    if (!a->running)
+        return 0;
+    double t0 = mono_s();
+    pthread_join(a->thread, NULL);
+    a->running = 0;
+    if (a->job == JOB_PRUNE && a->job_rc) {
+        fprintf(stderr, "ftrain: warning: local tier %s: %s\n", t->root, a->job_err);
+        a->job_rc = 0;
+    }
+    return mono_s() - t0;
+}
+
+/* ---- opening and closing ------------------------------------------------- */
+
+int tier_async_open(tier_t *t, comm_t *comm, char *err, size_t cap)
+{
+    struct tier_async *a = calloc(1, sizeof *a);
+    int rc = !a, main_thread = 0;
+    if (a) {
+        a->mpi = MPI_COMM_NULL;
+        a->recv = calloc((size_t)t->nsrc + 1, sizeof *a->recv);
+        a->recv_cap = calloc((size_t)t->nsrc + 1, sizeof *a->recv_cap);
+        a->all = calloc((size_t)t->size, sizeof *a->all);
+        rc = !a->recv || !a->recv_cap || !a->all;
+        MPI_Query_thread(&a->thread_level);
+        MPI_Is_thread_main(&main_thread);
+    }
+    if (rc)
+        snprintf(err, cap, "local tier: out of memory");
+    else if (!main_thread)
+        rc = util_fail(err, cap, 1, "local tier: opened off the thread that started MPI");
+    /* Every rank dups, or none: MPI_Comm_dup is a collective. */
+    if (comm_any_failed(comm, rc) || comm->mpi == MPI_COMM_NULL) {
+        if (!rc)
+            snprintf(err, cap, "local tier: %s", comm->mpi == MPI_COMM_NULL
+                     ? "no MPI communicator for the partner exchange"
+                     : "another rank could not set up its local saves");
+        t->async = a;
+        tier_async_close(t);
+        return TIER_EFAIL;
+    }
+    int mpirc = MPI_Comm_dup(comm->mpi, &a->mpi);
+    if (mpirc == MPI_SUCCESS)
+        MPI_Comm_set_errhandler(a->mpi, MPI_ERRORS_RETURN);
+    else
+        a->mpi = MPI_COMM_NULL;
+    t->async = a;
+    if (comm_any_failed(comm, mpirc != MPI_SUCCESS)) {
+        snprintf(err, cap, "local tier: MPI_Comm_dup failed");
+        tier_async_close(t);
+        return TIER_EFAIL;
+    }
+    return TIER_OK;
+}
+
+void tier_async_close(tier_t *t)
+{
+    struct tier_async *a = t->async;
+    if (!a)
+        return;
+    job_join(t);
+    if (a->phase == PH_EXCHANGING && a->nreq > 0) {
+        int done = 0;
+        if (MPI_Testall(a->nreq, a->req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS || !done)
+            a->leaked = 1;
+    }
+    state_snapshot_free(a->snap);
+    if (a->leaked) {
+        /* MPI may still read the mapping or write the buffers: they stay,
+         * and so does the communicator, until the process ends. */
+        t->async = NULL;
+        return;
+    }
+    unmap_own(a);
+    for (int i = 0; a->recv && i < t->nsrc; i++)
+        free(a->recv[i]);
+    free(a->recv);
+    free(a->recv_cap);
+    free(a->own);
+    free(a->copy);
+    free(a->req);
+    free(a->all);
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (a->mpi != MPI_COMM_NULL && !fin)
+        MPI_Comm_free(&a->mpi);
+    free(a);
+    t->async = NULL;
+}
+
+/* ---- a save ------------------------------------------------------------------ */
+
+int tier_save_in_flight(const tier_t *t)
+{
+    return t->async && t->async->phase != PH_IDLE;
+}
+
+int64_t tier_save_step(const tier_t *t)
+{
+    return tier_save_in_flight(t) ? t->async->step : -1;
+}
+
+int tier_save_skip(tier_t *t)
+{
+    return tier_save_in_flight(t) ? ++t->async->skipped : 0;
+}
+
+void tier_save_prepare(tier_t *t, const state_t *st)
+{
+    struct tier_async *a = t->async;
+    if (!a || a->prepared || a->running)
+        return;
+    a->prepared = 1;
+    a->want_floats = state_floats(st);
+    /* Where the slice will lie in the copy: the snapshot lays the tensors
+     * out back to back, in order (a snapshot without a copy says how). */
+    state_snapshot_t *probe = NULL;
+    char err[256];
+    state_local_view_t view;
+    if (state_snapshot_take(st, t->size, NULL, 0, NULL, 0, t->level, &probe, err, sizeof err) ==
+        STATE_OK) {
+        state_snapshot_local(probe, &view);
+        uint64_t lo, hi, at = 0;
+        slice_of(t, &view, &lo, &hi);
+        a->touch_lo = UINT64_MAX;
+        for (size_t i = 0; i < view.ntensors; i++) {
+            const ckpt_tensor_t *x = &view.tensors[i];
+            uint64_t begin = x->offset > lo ? x->offset : lo;
+            uint64_t end = x->offset + x->nbytes < hi ? x->offset + x->nbytes : hi;
+            if (begin < end) {
+                if (a->touch_lo == UINT64_MAX)
+                    a->touch_lo = at + (begin - x->offset);
+                a->touch_hi = at + (end - x->offset);
+            }
+            at += x->nbytes;
+        }
+        if (a->touch_lo == UINT64_MAX)
+            a->touch_lo = a->touch_hi = 0;
+    }
+    state_snapshot_free(probe);
+    /* The copies kept here are other ranks' shards: stored (level 0), a
+     * shard file is its slice of the flat space and a little more (frame
+     * headers, the seek table); ckpt_slice_start cuts the space evenly. */
+    uint64_t slice = (uint64_t)a->want_floats * sizeof(float) / (uint64_t)t->size + 1;
+    a->want_recv = t->nsrc ? slice + slice / 64 + ((uint64_t)1 << 20) : 0;
+    run_job(t, JOB_PREPARE);
+}
+
+/* A part of the snapshot copy: n bytes from src to dst. */
+typedef struct {
+    unsigned char *dst;
+    const unsigned char *src;
+    size_t n;
+} copy_range_t;
+
+typedef struct {
+    const copy_range_t *ranges;
+    size_t count;
+    size_t from, to;            /* bytes of the ranges' concatenation */
+} copy_part_t;
+
+static void *copy_part(void *arg)
+{
+    const copy_part_t *part = arg;
+    size_t base = 0;
+    for (size_t i = 0; i < part->count && base < part->to; i++) {
+        const copy_range_t *r = &part->ranges[i];
+        size_t begin = part->from > base ? part->from - base : 0;
+        size_t end = part->to - base < r->n ? part->to - base : r->n;
+        if (begin < end)
+            memcpy(r->dst + begin, r->src + begin, end - begin);
+        base += r->n;
+    }
+    return NULL;
+}
+
+/* At most this many copy threads, each with at least COPY_SLICE_MIN bytes
+ * (a thread's start costs more than a smaller copy), as the shared tier's
+ * snapshot does. */
+#define COPY_THREADS_MAX 32
+#define COPY_SLICE_MIN ((size_t)4 << 20)
+
+/* Copy the ranges (total bytes) on up to threads threads; a thread that
+ * cannot start is done by this one. */
+static void copy_ranges(const copy_range_t *ranges, size_t count, size_t total, int threads)
+{
+    int parts = threads < 1 ? 1 : threads > COPY_THREADS_MAX ? COPY_THREADS_MAX : threads;
+    if ((size_t)parts > total / COPY_SLICE_MIN)
+        parts = total / COPY_SLICE_MIN > 0 ? (int)(total / COPY_SLICE_MIN) : 1;
+    copy_part_t part[COPY_THREADS_MAX];
+    pthread_t thread[COPY_THREADS_MAX];
+    int started[COPY_THREADS_MAX] = {0};
+    for (int i = 0; i < parts; i++) {
+        part[i] = (copy_part_t){ranges, count, total * (size_t)i / (size_t)parts,
+                                total * (size_t)(i + 1) / (size_t)parts};
+        if (i > 0)
+            started[i] = pthread_create(&thread[i], NULL, copy_part, &part[i]) == 0;
+    }
+    copy_part(&part[0]);
+    for (int i = 1; i < parts; i++) {
+        if (started[i])
+            pthread_join(thread[i], NULL);
+        else
+            copy_part(&part[i]);
+    }
+}
+
+/* Snapshot st into the copy buffer, but copy only this rank's slice of the
+ * flat space (slice_of), the only bytes its shard holds, so the stall is
+ * 1/W of a whole copy.  The state's three host arrays are declared placed
+ * (state_snapshot_take copies none of their tensors), and the slice's bytes
+ * of each tensor are copied from a second snapshot that points at the live
+ * state; the rest of the buffer is never written nor read (nor faulted in:
+ * grow_copy).  Where the arrays cannot be placed, the whole state is
+ * copied.  @return STATE_OK or
+ * STATE_EFAIL (err set). */
+static int take_slice(tier_t *t, const state_t *st, char *err, size_t cap)
+{
+    struct tier_async *a = t->async;
+    const float *host[3] = {model_params(st->model), optim_state_m(st->optim),
+                            optim_state_v(st->optim)};
+    state_placed_t placed[3];
+    size_t nplaced = 0;
+    for (int i = 0; i < 3; i++)
+        if (host[i])
+            placed[nplaced++] = (state_placed_t){host[i], model_num_params(st->model)};
+    state_snapshot_t *live = NULL;
+    state_local_view_t from, to;
+    copy_range_t *ranges = NULL;
+    uint64_t lo, hi;
+    if (state_snapshot_take(st, t->size, NULL, 0, NULL, 0, t->level, &live, err, cap) !=
+            STATE_OK ||
+        state_snapshot_take(st, t->size, a->copy, a->copy_floats, placed, nplaced, t->level,
+                            &a->snap, err, cap) != STATE_OK ||
+        (state_snapshot_local(live, &from), state_snapshot_local(a->snap, &to),
+         from.ntensors != to.ntensors) ||
+        !(ranges = malloc((to.ntensors + 1) * sizeof *ranges))) {
+        state_snapshot_free(live);
+        state_snapshot_free(a->snap);
+        a->snap = NULL;
+        return state_snapshot_take(st, t->size, a->copy, a->copy_floats, NULL, 0, t->level,
+                                   &a->snap, err, cap);
+    }
+    slice_of(t, &to, &lo, &hi);
+    size_t count = 0, bytes = 0;
+    for (size_t i = 0; i < to.ntensors; i++) {
+        const ckpt_tensor_t *dst = &to.tensors[i];
+        uint64_t begin = dst->offset > lo ? dst->offset : lo;
+        uint64_t end = dst->offset + dst->nbytes < hi ? dst->offset + dst->nbytes : hi;
+        if (begin >= end)
+            continue;
+        ranges[count++] = (copy_range_t){(unsigned char *)dst->data + (begin - dst->offset),
+                                         (const unsigned char *)from.tensors[i].data +
+                                             (begin - dst->offset),
+                                         (size_t)(end - begin)};
+        bytes += (size_t)(end - begin);
+    }
+    copy_ranges(ranges, count, bytes, to.opts->threads);
+    free(ranges);
+    state_snapshot_free(live);
+    return STATE_OK;
+}
+
+int tier_save_start(tier_t *t, comm_t *comm, const state_t *st, double started, char *err,
+                    size_t cap)
+{
+    struct tier_async *a = t->async;
+    if (!a || a->phase != PH_IDLE)
+        return util_fail(err, cap, TIER_EFAIL, "%s",
+                         a ? "another one is in flight" : "no tier");
+    tier_save_prepare(t, st);
+    double waited = job_join(t); /* the buffers' preparation, or the last prune */
+    int rc = 0;
+    err[0] = '\0';
+    if (a->leaked)
+        rc = util_fail(err, cap, 1, "the partner exchange of an earlier local checkpoint "
+                       "never completed: local checkpoints are off");
+    else if (a->copy_floats < state_floats(st) && grow_copy(a, state_floats(st)) != 0)
+        rc = util_fail(err, cap, 1, "out of memory for the snapshot (%zu bytes)",
+                       state_floats(st) * sizeof(float));
+    else if (take_slice(t, st, err, cap) != STATE_OK)
+        rc = 1;
+    if (comm_any_failed(comm, rc)) {
+        if (!rc)
+            snprintf(err, cap, "another rank could not take its snapshot");
+        state_snapshot_free(a->snap);
+        a->snap = NULL;
+        return TIER_EFAIL;
+    }
+    memset(&a->rep, 0, sizeof a->rep);
+    a->step = st->step;
+    a->started = started;
+    a->mpi_failed = 0;
+    a->nreq = 0;
+    a->skipped = 0;
+    a->rep.step = st->step;
+    a->rep.waited_s = waited;
+    a->rep.snapshot_s = mono_s() - started;
+    a->phase = PH_WRITING;
+    run_job(t, JOB_WRITE);
+    a->rep.stall_s = mono_s() - started;
+    return TIER_OK;
+}
+
+/* Collective: the vote of one phase.  Each rank gives whether its part is
+ * not done yet and whether it failed; out[0] > 0 when some rank is not
+ * done, out[1] the highest failed rank + 1 (0: none).  @return 0, or 1
+ * when the reduction itself failed (err set). */
+static int vote(tier_t *t, comm_t *comm, int not_done, int failed, int64_t out[2], char *err,
+                size_t cap)
+{
+    out[0] = not_done != 0;
+    out[1] = failed ? t->rank + 1 : 0;
+    if (comm_allreduce(comm, out, 2, COMM_I64, COMM_MAX) == COMM_OK)
+        return 0;
+    return util_fail(err, cap, 1, "vote: %s", comm_last_error());
+}
+
+/* End the save in flight as failed (every rank at the same vote): join the
+ * helper, release what the save held.  Requests that never completed leave
+ * their buffers allocated for good (MPI may still use them).  err is set
+ * already.  @return TIER_EFAIL. */
+static int fail_save(tier_t *t)
+{
+    struct tier_async *a = t->async;
+    a->rep.waited_s += job_join(t);
+    if (a->nreq > 0) {
+        int done = 0;
+        if (MPI_Testall(a->nreq, a->req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS || !done)
+            a->leaked = 1;
+    }
+    a->nreq = 0;
+    if (!a->leaked)
+        unmap_own(a);
+    state_snapshot_free(a->snap);
+    a->snap = NULL;
+    a->phase = PH_IDLE;
+    return TIER_EFAIL;
+}
+
+/* The message of a failure some rank had: ours when it was ours. */
+static int fail_with(tier_t *t, int64_t failed_rank1, const char *what, const char *mine,
+                     char *err, size_t cap)
+{
+    if (mine && mine[0])
+        snprintf(err, cap, "%s; nothing sealed", mine);
+    else
+        snprintf(err, cap, "rank %lld %s; nothing sealed", (long long)failed_rank1 - 1, what);
+    return fail_save(t);
+}
+
+/* Receive buffers for the copies kept here (grown when the guess was
+ * short: once, on the training thread), and the requests.  @return 0 or 1. */
+static int ensure_buffers(tier_t *t)
+{
+    struct tier_async *a = t->async;
+    int bad = 0, pieces = (int)((a->send_len + PIECE - 1) / PIECE);
+    for (int i = 0; i < t->nsrc; i++) {
+        uint64_t len = a->all[t->srcs[i]].info.file_bytes;
+        bad |= grow_touched(&a->recv[i], &a->recv_cap[i], len);
+        pieces += (int)((len + PIECE - 1) / PIECE);
+    }
+    if (pieces > a->req_cap) {
+        MPI_Request *req = realloc(a->req, (size_t)pieces * sizeof *req);
+        if (req) {
+            a->req = req;
+            a->req_cap = pieces;
+        } else {
+            bad = 1;
+        }
+    }
+    return bad;
+}
+
+/* Post the exchange: the copies kept here, then our own shard to the
+ * partner, in pieces tagged by their index.  A failure is voted on. */
+static void post_exchange(tier_t *t)
+{
+    struct tier_async *a = t->async;
+    int rc = MPI_SUCCESS;
+    a->nreq = 0;
+    for (int i = 0; i < t->nsrc && rc == MPI_SUCCESS; i++) {
+        uint64_t len = a->all[t->srcs[i]].info.file_bytes;
+        for (uint64_t off = 0; off < len && rc == MPI_SUCCESS; off += PIECE)
+            rc = MPI_Irecv(a->recv[i] + off, (int)(len - off < PIECE ? len - off : PIECE),
+                           MPI_BYTE, t->srcs[i], (int)(off / PIECE), a->mpi,
+                           &a->req[a->nreq++]);
+    }
+    for (uint64_t off = 0; t->partner >= 0 && off < a->send_len && rc == MPI_SUCCESS;
+         off += PIECE)
+        rc = MPI_Isend(a->send + off, (int)(a->send_len - off < PIECE ? a->send_len - off : PIECE),
+                       MPI_BYTE, t->partner, (int)(off / PIECE), a->mpi, &a->req[a->nreq++]);
+    if (rc != MPI_SUCCESS) {
+        char msg[MPI_MAX_ERROR_STRING] = "";
+        int len = 0;
+        MPI_Error_string(rc, msg, &len);
+        snprintf(a->mpi_err, sizeof a->mpi_err, "partner exchange: MPI_Isend/MPI_Irecv: %s", msg);
+        a->mpi_failed = 1;
+        a->nreq--; /* the request that failed holds nothing */
+    }
+}
+
+/* WRITING: once every rank's shard is written, learn every shard's info
+ * and post the exchange. */
+static int after_write(tier_t *t, comm_t *comm, int wait, char *err, size_t cap)
+{
+    struct tier_async *a = t->async;
+    int64_t v[2];
+    if (wait)
+        a->rep.waited_s += job_join(t);
+    int finished = job_finished(a);
+    if (vote(t, comm, !finished, 0, v, err, cap) != 0)
+        return fail_save(t);
+    if (v[0])
+        return TIER_BUSY;
+    a->rep.waited_s += job_join(t); /* done already: no wait */
+    tier_msg_t me = {.rc = a->job_rc};
+    state_local_view_t view;
+    if (state_snapshot_local(a->snap, &view) == STATE_OK)
+        me.info = view.info;
+    else
+        me.rc = 1;
+    if (comm_allgather(comm, &me, a->all, sizeof me) != COMM_OK) {
+        snprintf(err, cap, "gathering shards: %s", comm_last_error());
+        return fail_save(t);
+    }
+    a->rep.own_bytes = me.info.file_bytes;
+    for (int r = 0; r < t->size; r++)
+        if (a->all[r].rc)
+            return fail_with(t, r + 1, "could not write its shard", me.rc ? a->job_err : "",
+                             err, cap);
+    int bad = ensure_buffers(t);
+    int any = comm_any_failed(comm, bad);
+    if (any) {
+        snprintf(err, cap, "%s", bad ? "no memory for the partner copies"
+                                     : "another rank had no memory for the partner copies");
+        return fail_save(t);
+    }
+    a->copy_began = mono_s();
+    post_exchange(t);
+    a->phase = PH_EXCHANGING;
+    return TIER_BUSY;
+}
+
+/* EXCHANGING: move the bytes on for a while, then vote; once every rank's
+ * are all there, the helper checks and writes the copies. */
+static int after_exchange(tier_t *t, comm_t *comm, int wait, char *err, size_t cap)
+{
+    struct tier_async *a = t->async;
+    for (;;) {
+        int done = a->nreq == 0;
+        double t0 = mono_s();
+        while (!done && !a->mpi_failed) {
+            int rc = MPI_Testall(a->nreq, a->req, &done, MPI_STATUSES_IGNORE);
+            if (rc != MPI_SUCCESS) {
+                char msg[MPI_MAX_ERROR_STRING] = "";
+                int len = 0;
+                MPI_Error_string(rc, msg, &len);
+                snprintf(a->mpi_err, sizeof a->mpi_err, "partner exchange: %s", msg);
+                a->mpi_failed = 1;
+            } else if (!done && mono_s() - t0 >= TIER_EXCHANGE_BUDGET_S) {
+                break;
+            }
+        }
+        a->rep.exchange_s += mono_s() - t0;
+        int64_t v[2];
+        if (vote(t, comm, !done, a->mpi_failed, v, err, cap) != 0)
+            return fail_save(t);
+        if (v[1])
+            return fail_with(t, v[1], "failed in the partner exchange",
+                             a->mpi_failed ? a->mpi_err : "", err, cap);
+        if (!v[0])
+            break;
+        if (!wait)
+            return TIER_BUSY;
+    }
+    a->nreq = 0;
+    a->phase = PH_PUTTING;
+    run_job(t, JOB_PUT);
+    return TIER_BUSY;
+}
+
+/* What this node's root keeps once the prune after this seal is done: its
+ * newest `keep` sealed steps (its first rank's view). */
+static uint64_t kept_bytes(const tier_t *t)
+{
+    ckpt_local_step_t *steps = NULL;
+    size_t count = 0;
+    uint64_t sum = 0;
+    if (ckpt_local_scan(t->root, &steps, &count) == CKPT_OK)
+        for (size_t i = 0; i < count && i < (size_t)t->keep; i++)
+            sum += steps[i].present_bytes;
+    ckpt_local_scan_free(steps, count);
+    return sum;
+}
+
+/* PUTTING: once every rank's copies are durable, each node's first rank
+ * seals its directory (no prune: the helper does that after), and the
+ * ranks agree that every node sealed. */
+static int after_put(tier_t *t, comm_t *comm, int wait, char *err, size_t cap)
+{
+    struct tier_async *a = t->async;
+    int64_t v[2];
+    if (wait)
+        a->rep.waited_s += job_join(t);
+    int finished = job_finished(a);
+    if (vote(t, comm, !finished, finished && a->job_rc, v, err, cap) != 0)
+        return fail_save(t);
+    if (v[1])
+        return fail_with(t, v[1], "could not keep a partner copy", a->job_rc ? a->job_err : "",
+                         err, cap);
+    if (v[0])
+        return TIER_BUSY;
+    a->rep.waited_s += job_join(t);
+    a->rep.copy_s = a->put_end - a->copy_began;
+    double t0 = mono_s();
+    int rc = 0;
+    ckpt_shard_info_t *infos = calloc((size_t)t->size, sizeof *infos);
+    state_local_view_t view;
+    if (!infos || state_snapshot_local(a->snap, &view) != STATE_OK)
+        rc = util_fail(err, cap, 1, "out of memory for the seal");
+    for (int r = 0; infos && r < t->size; r++)
+        infos[r] = a->all[r].info;
+    ckpt_step_dirname((uint64_t)a->step, a->prune_name, sizeof a->prune_name);
+    if (!rc && t->leader) {
+        int seal = ckpt_local_seal(t->root, (uint64_t)a->step, view.tensors, view.ntensors,
+                                   view.record, view.opts, infos, t->size, INT_MAX, NULL);
+        if (seal != CKPT_OK)
+            rc = util_fail(err, cap, 1, "sealing on %s: %s: %s", t->hosts[t->node_of[t->rank]],
+                           ckpt_strerror(seal), ckpt_last_error());
+    }
+    free(infos);
+    int any = comm_any_failed(comm, rc);
+    if (any) {
+        if (!rc)
+            snprintf(err, cap, "another node could not seal it");
+        return fail_save(t);
+    }
+    /* Rank 0's node, and the largest. */
+    uint64_t bytes = t->leader ? kept_bytes(t) : 0;
+    int64_t sizes[2] = {(int64_t)(t->rank == 0 ? bytes : 0), (int64_t)bytes};
+    if (comm_allreduce(comm, sizes, 2, COMM_I64, COMM_MAX) == COMM_OK) {
+        a->rep.node_bytes = (uint64_t)sizes[0];
+        a->rep.max_node_bytes = (uint64_t)sizes[1];
+    }
+    a->rep.seal_s = mono_s() - t0;
+    state_snapshot_free(a->snap);
+    a->snap = NULL;
+    a->phase = PH_IDLE;
+    if (t->leader)
+        run_job(t, JOB_PRUNE);
+    return TIER_OK;
+}
+
+/* Collective: move the save on as far as it goes at this boundary (wait: to
+ * its end). */
+static int advance(tier_t *t, comm_t *comm, int wait, tier_report_t *rep, char *err,
+                   size_t cap)
+{
+    struct tier_async *a = t->async;
+    if (!a || a->phase == PH_IDLE)
+        return TIER_NONE;
+    double t0 = mono_s();
+    int rc = TIER_BUSY;
+    err[0] = '\0';
+    for (;;) {
+        phase_t before = a->phase;
+        if (before == PH_WRITING)
+            rc = after_write(t, comm, wait, err, cap);
+        else if (before == PH_EXCHANGING)
+            rc = after_exchange(t, comm, wait, err, cap);
+        else
+            rc = after_put(t, comm, wait, err, cap);
+        if (rc != TIER_BUSY || a->phase == before)
+            break;
+        if (a->phase == PH_PUTTING && !wait)
+            break; /* the helper has just begun: the next boundary looks */
+    }
+    a->rep.stall_s += mono_s() - t0;
+    if (rc != TIER_BUSY) {
+        a->rep.total_s = mono_s() - a->started;
+        a->rep.finished = wait;
+        *rep = a->rep;
+    }
+    return rc;
+}
+
+int tier_save_progress(tier_t *t, comm_t *comm, tier_report_t *rep, char *err, size_t cap)
+{
+    return advance(t, comm, 0, rep, err, cap);
+}
+
+int tier_save_finish(tier_t *t, comm_t *comm, tier_report_t *rep, char *err, size_t cap)
+{
+    return advance(t, comm, 1, rep, err, cap);
+}
