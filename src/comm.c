@@ -6,7 +6,9 @@
  * NCCL backend uses the same ones for its host buffers, so a reduction
  * follows one rule (comm_reduce_local) whichever backend runs it.  Large
  * buffers are cut into pieces of at most COMM_CHUNK elements because MPI
- * counts are int.
+ * counts are int.  It also holds the nonblocking exchanges (comm_xfer_*,
+ * the node-local tier's partner copies) and the questions about MPI's
+ * threads, so that no other part of the trainer calls MPI for them.
  */
 #include "ftrain/comm.h"
 #include "comm_internal.h"
@@ -45,6 +47,8 @@ int comm_mpi_fail(const char *what, int mpirc)
     char msg[MPI_MAX_ERROR_STRING] = "";
     int len = 0;
     MPI_Error_string(mpirc, msg, &len);
+    if (!what)
+        return comm_fail(COMM_EFAIL, "%s", msg);
     return comm_fail(COMM_EFAIL, "%s: %s", what, msg);
 }
 
@@ -335,6 +339,182 @@ int comm_exchange(comm_t *comm, const void *send, uint64_t sbytes, int dest, int
         rc = MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
     free(req);
     return rc == MPI_SUCCESS ? COMM_OK : comm_mpi_fail("exchange (MPI_Isend/Irecv)", rc);
+}
+
+/* ---- nonblocking exchanges ------------------------------------------------- */
+
+struct comm_xfer {
+    MPI_Comm mpi;           /* a duplicate of the comm's */
+    int size;
+    MPI_Request *req;       /* the pieces of the exchange posted */
+    int cap, nreq;          /* room, and the pieces in flight (0: none) */
+    int stuck;              /* abandoned with pieces unfinished: kept for good */
+};
+
+static double xfer_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int comm_xfer_open(comm_t *comm, comm_xfer_t **out)
+{
+    *out = NULL;
+    if (comm->mpi == MPI_COMM_NULL)
+        return comm_fail(COMM_EINVAL, "xfer: no MPI communicator");
+    /* The dup first, on every rank (a collective), then the memory. */
+    MPI_Comm dup = MPI_COMM_NULL;
+    int rc = MPI_Comm_dup(comm->mpi, &dup);
+    if (rc != MPI_SUCCESS)
+        return comm_mpi_fail("MPI_Comm_dup", rc);
+    MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+    comm_xfer_t *x = calloc(1, sizeof *x);
+    if (!x) {
+        MPI_Comm_free(&dup);
+        return comm_fail(COMM_EFAIL, "xfer: out of memory");
+    }
+    x->mpi = dup;
+    x->size = comm->size;
+    *out = x;
+    return COMM_OK;
+}
+
+/* Room for n requests.  @return COMM_OK or COMM_EFAIL. */
+static int xfer_room(comm_xfer_t *x, int n)
+{
+    if (n <= x->cap)
+        return COMM_OK;
+    MPI_Request *req = realloc(x->req, (size_t)n * sizeof *req);
+    if (!req)
+        return comm_fail(COMM_EFAIL, "xfer: out of memory for %d requests", n);
+    x->req = req;
+    x->cap = n;
+    return COMM_OK;
+}
+
+int comm_xfer_reserve(comm_xfer_t *x, uint64_t sbytes, int dest, int nsrc,
+                      const uint64_t *lens)
+{
+    int n = dest >= 0 ? chunks_of(sbytes) : 0;
+    for (int i = 0; i < nsrc; i++)
+        n += chunks_of(lens[i]);
+    return xfer_room(x, n);
+}
+
+int comm_xfer_post(comm_xfer_t *x, const void *send, uint64_t sbytes, int dest, int nsrc,
+                   const int *srcs, void *const *bufs, const uint64_t *lens)
+{
+    if (!x)
+        return comm_fail(COMM_EINVAL, "xfer: no channel");
+    if (x->stuck)
+        return comm_fail(COMM_EINVAL, "xfer: an earlier exchange never completed");
+    if (x->nreq > 0)
+        return comm_fail(COMM_EINVAL, "xfer: an exchange is in flight already");
+    if (dest < -1 || dest >= x->size)
+        return comm_fail(COMM_EINVAL, "xfer: no rank %d to send to (%d ranks)", dest,
+                         x->size);
+    if (dest >= 0 && sbytes && !send)
+        return comm_fail(COMM_EINVAL, "xfer: no buffer for the %llu bytes to send",
+                         (unsigned long long)sbytes);
+    if (nsrc < 0 || (nsrc > 0 && (!srcs || !bufs || !lens)))
+        return comm_fail(COMM_EINVAL, "xfer: %d sources without their ranks or buffers",
+                         nsrc);
+    for (int i = 0; i < nsrc; i++) {
+        if (srcs[i] < 0 || srcs[i] >= x->size)
+            return comm_fail(COMM_EINVAL, "xfer: no rank %d to receive from (%d ranks)",
+                             srcs[i], x->size);
+        if (lens[i] && !bufs[i])
+            return comm_fail(COMM_EINVAL, "xfer: no buffer for the %llu bytes from rank %d",
+                             (unsigned long long)lens[i], srcs[i]);
+    }
+    int rc = comm_xfer_reserve(x, sbytes, dest, nsrc, lens);
+    if (rc != COMM_OK)
+        return rc;
+    /* The receives first, then the send, each in pieces tagged by index. */
+    rc = MPI_SUCCESS;
+    for (int i = 0; i < nsrc && rc == MPI_SUCCESS; i++)
+        for (uint64_t off = 0; off < lens[i] && rc == MPI_SUCCESS; off += COMM_CHUNK) {
+            uint64_t len = lens[i] - off < COMM_CHUNK ? lens[i] - off : COMM_CHUNK;
+            rc = MPI_Irecv((char *)bufs[i] + off, (int)len, MPI_BYTE, srcs[i],
+                           (int)(off / COMM_CHUNK), x->mpi, &x->req[x->nreq++]);
+        }
+    for (uint64_t off = 0; dest >= 0 && off < sbytes && rc == MPI_SUCCESS; off += COMM_CHUNK) {
+        uint64_t len = sbytes - off < COMM_CHUNK ? sbytes - off : COMM_CHUNK;
+        rc = MPI_Isend((const char *)send + off, (int)len, MPI_BYTE, dest,
+                       (int)(off / COMM_CHUNK), x->mpi, &x->req[x->nreq++]);
+    }
+    if (rc != MPI_SUCCESS) {
+        x->nreq--; /* the request that failed holds nothing */
+        return comm_mpi_fail("MPI_Isend/MPI_Irecv", rc);
+    }
+    return COMM_OK;
+}
+
+int comm_xfer_test(comm_xfer_t *x, double budget_s, int *done)
+{
+    *done = 0;
+    if (x->stuck)
+        return comm_fail(COMM_EINVAL, "xfer: abandoned unfinished");
+    if (x->nreq == 0) {
+        *done = 1;
+        return COMM_OK;
+    }
+    double t0 = xfer_now_s();
+    for (;;) {
+        int rc = MPI_Testall(x->nreq, x->req, done, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS) {
+            *done = 0;
+            return comm_mpi_fail(NULL, rc);
+        }
+        if (*done) {
+            x->nreq = 0;
+            return COMM_OK;
+        }
+        if (xfer_now_s() - t0 >= budget_s)
+            return COMM_OK;
+    }
+}
+
+int comm_xfer_abandon(comm_xfer_t *x)
+{
+    if (!x)
+        return 0;
+    if (!x->stuck && x->nreq > 0) {
+        int done = 0;
+        if (MPI_Testall(x->nreq, x->req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS || !done)
+            x->stuck = 1;
+        x->nreq = 0;
+    }
+    return x->stuck;
+}
+
+void comm_xfer_close(comm_xfer_t *x)
+{
+    /* Pieces that never completed: MPI may still use x's requests and
+     * communicator, so they stay until the process ends. */
+    if (comm_xfer_abandon(x) || !x)
+        return;
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (x->mpi != MPI_COMM_NULL && !fin)
+        MPI_Comm_free(&x->mpi);
+    free(x->req);
+    free(x);
+}
+
+int comm_threads_allowed(void)
+{
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    return level >= MPI_THREAD_FUNNELED;
+}
+
+int comm_is_main_thread(void)
+{
+    int main_thread = 0;
+    MPI_Is_thread_main(&main_thread);
+    return main_thread != 0;
 }
 
 /* A blocking MPI collective busy-polls (Open MPI yields at best): a rank that

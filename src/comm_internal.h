@@ -3,8 +3,9 @@
  *
  * A comm_t is a table of backend functions plus the ranks.  comm.c holds the
  * MPI backend, whose host-buffer collectives (comm_host_*) every backend
- * uses for host buffers; comm_nccl.c the NCCL backend (device buffers).  A
- * backend sets comm_err_buf on failure.
+ * uses for host buffers, and the nonblocking exchanges (comm_xfer_*) over
+ * host memory; comm_nccl.c the NCCL backend (device buffers).  A backend
+ * sets comm_err_buf on failure.
  */
 #ifndef FTRAIN_COMM_INTERNAL_H
 #define FTRAIN_COMM_INTERNAL_H
@@ -35,7 +36,8 @@ extern _Thread_local char comm_err_buf[COMM_ERR_MAX];
 
 /* Record a failure: the message into comm_err_buf.  @return code. */
 int comm_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Record a failed MPI call `what` with MPI's reason.  @return COMM_EFAIL. */
+/* Record a failed MPI call `what` with MPI's reason ("what: reason"; what
+ * NULL: the reason alone).  @return COMM_EFAIL. */
 int comm_mpi_fail(const char *what, int mpirc);
 
 /* The collectives on host buffers over comm->mpi, for every backend: the

@@ -26,10 +26,11 @@
  *     end): the votes are small allreduces on the trainer's communicator,
  *     in the same order everywhere because each one's outcome is global;
  *   - the partner copies move with MPI_Isend/MPI_Irecv on a communicator
- *     of the tier's own (MPI_Comm_dup of comm's at tier_open, a collective
- *     on the training thread), so that no message of the exchange can match
- *     any other point-to-point traffic while it is in flight over several
- *     steps; it is moved on by MPI_Testall at each boundary for at most
+ *     of the tier's own (comm_xfer_open: MPI_Comm_dup of comm's at
+ *     tier_open, a collective on the training thread), so that no message
+ *     of the exchange can match any other point-to-point traffic while it
+ *     is in flight over several steps; it is moved on by MPI_Testall
+ *     (comm_xfer_test) at each boundary for at most
  *     TIER_EXCHANGE_BUDGET_S, right after the step's reductions, when the
  *     ranks are together: with shared memory and no progress thread, bytes
  *     move only while both ends are inside MPI (any MPI call moves them,
@@ -43,8 +44,14 @@
  *
  *   With MPI_THREAD_MULTIPLE the exchange could run on the helper thread
  *   over the tier's communicator; this file uses only what FUNNELED allows,
- *   and under MPI_THREAD_SINGLE (tier_async_open asks MPI_Query_thread) it
- *   starts no thread: the helper's jobs then run on the training thread.
+ *   and under MPI_THREAD_SINGLE (tier_async_open asks comm_threads_allowed,
+ *   MPI_Query_thread) it starts no thread: the helper's jobs then run on
+ *   the training thread.
+ *
+ *   The MPI calls themselves are comm.c's (comm.h: comm_xfer_* for the
+ *   exchange, comm_threads_allowed and comm_is_main_thread for the
+ *   threads): this file makes none, and the rules above are about when and
+ *   on which thread it calls those.
  *
  * A SAVE, ON EVERY RANK (each move between phases is agreed by a vote)
  *
@@ -80,7 +87,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <mpi.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -92,11 +98,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "comm_internal.h"
 #include "ftrain/ckpt_local.h"
 #include "ftrain/util.h"
 
-/* MPI counts are int: messages go in pieces of this many bytes. */
+/* The own shard is read back in pieces of this many bytes (read() moves at
+ * most about 2 GiB at once). */
 #define PIECE ((uint64_t)1 << 28)
 #define JOB_ERR_MAX 1024
 
@@ -111,8 +117,8 @@ typedef enum { PH_IDLE, PH_WRITING, PH_EXCHANGING, PH_PUTTING } phase_t;
 typedef enum { JOB_PREPARE, JOB_WRITE, JOB_PUT, JOB_PRUNE } job_t;
 
 struct tier_async {
-    MPI_Comm mpi;               /* the tier's own communicator */
-    int thread_level;           /* what MPI_Query_thread says the world has */
+    comm_xfer_t *xfer;          /* the tier's own channel (communicator) */
+    int threads_ok;             /* MPI's thread level allows a helper thread */
     /* The helper thread: one job at a time. */
     pthread_t thread;
     int running;                /* a job thread started and not yet joined */
@@ -127,12 +133,11 @@ struct tier_async {
     float *copy;                /* the snapshot copy */
     size_t copy_floats;
     uint64_t touch_lo, touch_hi; /* its bytes this rank's slice uses (hi 0: all) */
-    unsigned char **recv;       /* nsrc receive buffers for the copies kept here */
+    void **recv;                /* nsrc receive buffers for the copies kept here */
     uint64_t *recv_cap;
-    unsigned char *own;         /* own shard read back, where it cannot be mapped */
+    uint64_t *recv_len;         /* the bytes of each copy of the save in flight */
+    void *own;                  /* own shard read back, where it cannot be mapped */
     uint64_t own_cap;
-    MPI_Request *req;
-    int req_cap, nreq;
     tier_msg_t *all;            /* size entries */
     int leaked;                 /* an exchange never completed: its buffers stay */
     /* The save in flight. */
@@ -164,7 +169,7 @@ static double mono_s(void)
  * use pays a page fault: the kernel's zeroing of new pages is most of a
  * fresh buffer's cost).  @return 0, or 1 when out of memory (*buf is then
  * NULL and *cap 0). */
-static int grow_touched(unsigned char **buf, uint64_t *cap, uint64_t need)
+static int grow_touched(void **buf, uint64_t *cap, uint64_t need)
 {
     if (*buf && *cap >= need)
         return 0;
@@ -267,7 +272,7 @@ static int map_own(tier_t *t, const state_local_view_t *view)
     } else {
         for (uint64_t got = 0; got < len && !a->job_rc;) {
             size_t want = len - got > PIECE ? (size_t)PIECE : (size_t)(len - got);
-            ssize_t n = pread(fd, a->own + got, want, (off_t)got);
+            ssize_t n = pread(fd, (unsigned char *)a->own + got, want, (off_t)got);
             if (n < 0 && errno == EINTR)
                 continue;
             if (n <= 0)
@@ -359,7 +364,7 @@ static void run_job(tier_t *t, job_t job)
     a->job_err[0] = '\0';
     atomic_store(&a->done, 0);
     /* Under MPI_THREAD_SINGLE the process may have no second thread. */
-    if (a->thread_level >= MPI_THREAD_FUNNELED &&
+    if (a->threads_ok &&
         pthread_create(&a->thread, NULL, job_main, t) == 0) {
         a->running = 1;
         return;
@@ -397,35 +402,32 @@ int tier_async_open(tier_t *t, comm_t *comm, char *err, size_t cap)
     struct tier_async *a = calloc(1, sizeof *a);
     int rc = !a, main_thread = 0;
     if (a) {
-        a->mpi = MPI_COMM_NULL;
         a->recv = calloc((size_t)t->nsrc + 1, sizeof *a->recv);
         a->recv_cap = calloc((size_t)t->nsrc + 1, sizeof *a->recv_cap);
+        a->recv_len = calloc((size_t)t->nsrc + 1, sizeof *a->recv_len);
         a->all = calloc((size_t)t->size, sizeof *a->all);
-        rc = !a->recv || !a->recv_cap || !a->all;
-        MPI_Query_thread(&a->thread_level);
-        MPI_Is_thread_main(&main_thread);
+        rc = !a->recv || !a->recv_cap || !a->recv_len || !a->all;
+        a->threads_ok = comm_threads_allowed();
+        main_thread = comm_is_main_thread();
     }
     if (rc)
         snprintf(err, cap, "local tier: out of memory");
     else if (!main_thread)
         rc = util_fail(err, cap, 1, "local tier: opened off the thread that started MPI");
-    /* Every rank dups, or none: MPI_Comm_dup is a collective. */
-    if (comm_any_failed(comm, rc) || comm->mpi == MPI_COMM_NULL) {
+    /* Every rank opens the channel, or none: it is a collective (a dup). */
+    int xrc = COMM_OK;
+    if (comm_any_failed(comm, rc) ||
+        (xrc = comm_xfer_open(comm, &a->xfer)) == COMM_EINVAL) {
         if (!rc)
-            snprintf(err, cap, "local tier: %s", comm->mpi == MPI_COMM_NULL
+            snprintf(err, cap, "local tier: %s", xrc == COMM_EINVAL
                      ? "no MPI communicator for the partner exchange"
                      : "another rank could not set up its local saves");
         t->async = a;
         tier_async_close(t);
         return TIER_EFAIL;
     }
-    int mpirc = MPI_Comm_dup(comm->mpi, &a->mpi);
-    if (mpirc == MPI_SUCCESS)
-        MPI_Comm_set_errhandler(a->mpi, MPI_ERRORS_RETURN);
-    else
-        a->mpi = MPI_COMM_NULL;
     t->async = a;
-    if (comm_any_failed(comm, mpirc != MPI_SUCCESS)) {
+    if (comm_any_failed(comm, xrc != COMM_OK)) {
         snprintf(err, cap, "local tier: MPI_Comm_dup failed");
         tier_async_close(t);
         return TIER_EFAIL;
@@ -439,11 +441,8 @@ void tier_async_close(tier_t *t)
     if (!a)
         return;
     job_join(t);
-    if (a->phase == PH_EXCHANGING && a->nreq > 0) {
-        int done = 0;
-        if (MPI_Testall(a->nreq, a->req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS || !done)
-            a->leaked = 1;
-    }
+    if (a->phase == PH_EXCHANGING && comm_xfer_abandon(a->xfer))
+        a->leaked = 1;
     state_snapshot_free(a->snap);
     if (a->leaked) {
         /* MPI may still read the mapping or write the buffers: they stay,
@@ -456,14 +455,11 @@ void tier_async_close(tier_t *t)
         free(a->recv[i]);
     free(a->recv);
     free(a->recv_cap);
+    free(a->recv_len);
     free(a->own);
     free(a->copy);
-    free(a->req);
     free(a->all);
-    int fin = 0;
-    MPI_Finalized(&fin);
-    if (a->mpi != MPI_COMM_NULL && !fin)
-        MPI_Comm_free(&a->mpi);
+    comm_xfer_close(a->xfer); /* its communicator too, unless MPI has ended */
     free(a);
     t->async = NULL;
 }
@@ -671,7 +667,6 @@ int tier_save_start(tier_t *t, comm_t *comm, const state_t *st, double started, 
     a->step = st->step;
     a->started = started;
     a->mpi_failed = 0;
-    a->nreq = 0;
     a->skipped = 0;
     a->rep.step = st->step;
     a->rep.waited_s = waited;
@@ -704,12 +699,8 @@ static int fail_save(tier_t *t)
 {
     struct tier_async *a = t->async;
     a->rep.waited_s += job_join(t);
-    if (a->nreq > 0) {
-        int done = 0;
-        if (MPI_Testall(a->nreq, a->req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS || !done)
-            a->leaked = 1;
-    }
-    a->nreq = 0;
+    if (comm_xfer_abandon(a->xfer))
+        a->leaked = 1;
     if (!a->leaked)
         unmap_own(a);
     state_snapshot_free(a->snap);
@@ -730,53 +721,31 @@ static int fail_with(tier_t *t, int64_t failed_rank1, const char *what, const ch
 }
 
 /* Receive buffers for the copies kept here (grown when the guess was
- * short: once, on the training thread), and the requests.  @return 0 or 1. */
+ * short: once, on the training thread), and room for the exchange's
+ * requests.  @return 0 or 1. */
 static int ensure_buffers(tier_t *t)
 {
     struct tier_async *a = t->async;
-    int bad = 0, pieces = (int)((a->send_len + PIECE - 1) / PIECE);
+    int bad = 0;
     for (int i = 0; i < t->nsrc; i++) {
-        uint64_t len = a->all[t->srcs[i]].info.file_bytes;
-        bad |= grow_touched(&a->recv[i], &a->recv_cap[i], len);
-        pieces += (int)((len + PIECE - 1) / PIECE);
+        a->recv_len[i] = a->all[t->srcs[i]].info.file_bytes;
+        bad |= grow_touched(&a->recv[i], &a->recv_cap[i], a->recv_len[i]);
     }
-    if (pieces > a->req_cap) {
-        MPI_Request *req = realloc(a->req, (size_t)pieces * sizeof *req);
-        if (req) {
-            a->req = req;
-            a->req_cap = pieces;
-        } else {
-            bad = 1;
-        }
-    }
+    if (comm_xfer_reserve(a->xfer, a->send_len, t->partner, t->nsrc, a->recv_len) != COMM_OK)
+        bad = 1;
     return bad;
 }
 
-/* Post the exchange: the copies kept here, then our own shard to the
- * partner, in pieces tagged by their index.  A failure is voted on. */
+/* Post the exchange (comm_xfer_post): the copies kept here, then our own
+ * shard to the partner, in pieces tagged by their index.  A failure is
+ * voted on; the pieces posted before it stay in flight (fail_save). */
 static void post_exchange(tier_t *t)
 {
     struct tier_async *a = t->async;
-    int rc = MPI_SUCCESS;
-    a->nreq = 0;
-    for (int i = 0; i < t->nsrc && rc == MPI_SUCCESS; i++) {
-        uint64_t len = a->all[t->srcs[i]].info.file_bytes;
-        for (uint64_t off = 0; off < len && rc == MPI_SUCCESS; off += PIECE)
-            rc = MPI_Irecv(a->recv[i] + off, (int)(len - off < PIECE ? len - off : PIECE),
-                           MPI_BYTE, t->srcs[i], (int)(off / PIECE), a->mpi,
-                           &a->req[a->nreq++]);
-    }
-    for (uint64_t off = 0; t->partner >= 0 && off < a->send_len && rc == MPI_SUCCESS;
-         off += PIECE)
-        rc = MPI_Isend(a->send + off, (int)(a->send_len - off < PIECE ? a->send_len - off : PIECE),
-                       MPI_BYTE, t->partner, (int)(off / PIECE), a->mpi, &a->req[a->nreq++]);
-    if (rc != MPI_SUCCESS) {
-        char msg[MPI_MAX_ERROR_STRING] = "";
-        int len = 0;
-        MPI_Error_string(rc, msg, &len);
-        snprintf(a->mpi_err, sizeof a->mpi_err, "partner exchange: MPI_Isend/MPI_Irecv: %s", msg);
+    if (comm_xfer_post(a->xfer, a->send, a->send_len, t->partner, t->nsrc, t->srcs, a->recv,
+                       a->recv_len) != COMM_OK) {
+        snprintf(a->mpi_err, sizeof a->mpi_err, "partner exchange: %s", comm_last_error());
         a->mpi_failed = 1;
-        a->nreq--; /* the request that failed holds nothing */
     }
 }
 
@@ -828,19 +797,12 @@ static int after_exchange(tier_t *t, comm_t *comm, int wait, char *err, size_t c
 {
     struct tier_async *a = t->async;
     for (;;) {
-        int done = a->nreq == 0;
+        int done = 0;
         double t0 = mono_s();
-        while (!done && !a->mpi_failed) {
-            int rc = MPI_Testall(a->nreq, a->req, &done, MPI_STATUSES_IGNORE);
-            if (rc != MPI_SUCCESS) {
-                char msg[MPI_MAX_ERROR_STRING] = "";
-                int len = 0;
-                MPI_Error_string(rc, msg, &len);
-                snprintf(a->mpi_err, sizeof a->mpi_err, "partner exchange: %s", msg);
-                a->mpi_failed = 1;
-            } else if (!done && mono_s() - t0 >= TIER_EXCHANGE_BUDGET_S) {
-                break;
-            }
+        if (!a->mpi_failed &&
+            comm_xfer_test(a->xfer, TIER_EXCHANGE_BUDGET_S, &done) != COMM_OK) {
+            snprintf(a->mpi_err, sizeof a->mpi_err, "partner exchange: %s", comm_last_error());
+            a->mpi_failed = 1;
         }
         a->rep.exchange_s += mono_s() - t0;
         int64_t v[2];
@@ -854,7 +816,6 @@ static int after_exchange(tier_t *t, comm_t *comm, int wait, char *err, size_t c
         if (!wait)
             return TIER_BUSY;
     }
-    a->nreq = 0;
     a->phase = PH_PUTTING;
     run_job(t, JOB_PUT);
     return TIER_BUSY;

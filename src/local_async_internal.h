@@ -12,7 +12,8 @@
 #include "ftrain/local_tier.h"
 
 /** Collective, at the end of tier_open: the save's state and the tier's
- *  own MPI communicator (a duplicate of comm's, for the partner exchange).
+ *  own channel for the partner exchange (comm_xfer_open: a duplicate of
+ *  comm's MPI communicator).
  *  @return TIER_OK or TIER_EFAIL (err set; the same everywhere). */
 int tier_async_open(tier_t *t, comm_t *comm, char *err, size_t cap);
 

@@ -68,6 +68,73 @@ int comm_barrier(comm_t *comm);
  * @return COMM_OK or an error. */
 int comm_wait_all(comm_t *comm);
 
+/*
+ * Nonblocking exchanges, moved on a little at a time (the node-local tier's
+ * partner copies, which travel over several steps): comm_xfer_open makes
+ * a channel of its own, comm_xfer_post posts an exchange and returns at
+ * once, comm_xfer_test moves it on for a time budget, and
+ * comm_xfer_abandon / comm_xfer_close end it.  Every call is made on the
+ * thread that started MPI.  With shared memory and no progress thread,
+ * bytes move only while both ends are inside MPI (a test, or any other
+ * call of this interface).
+ */
+typedef struct comm_xfer comm_xfer_t;
+
+/** Collective: a channel for nonblocking exchanges, over a duplicate of
+ *  comm's MPI communicator (so no message of it can match any other
+ *  point-to-point traffic), with errors returned.  The ranks should agree
+ *  on the outcome (comm_any_failed) before they use it: a rank that failed
+ *  holds nothing, the others close theirs.  @return COMM_OK; COMM_EINVAL
+ *  when comm has no MPI communicator (nothing collective done); or
+ *  COMM_EFAIL (comm_last_error() says why; *out NULL). */
+int comm_xfer_open(comm_t *comm, comm_xfer_t **out);
+/** Make room ahead for the requests of a comm_xfer_post of these sizes,
+ *  so that the post allocates nothing.  @return COMM_OK, or COMM_EFAIL
+ *  (out of memory; nothing posted, nothing lost). */
+int comm_xfer_reserve(comm_xfer_t *x, uint64_t sbytes, int dest, int nsrc,
+                      const uint64_t *lens);
+/** Post an exchange and return at once (nothing blocks): this rank
+ *  receives lens[i] bytes from each of the nsrc ranks srcs[i] into bufs[i]
+ *  and sends sbytes of send to rank dest (-1: sends nothing), any size, in
+ *  pieces (MPI counts are int) tagged by their index.  A sender's sbytes
+ *  must equal what its receiver expects.  The buffers are the exchange's
+ *  until comm_xfer_test says done or comm_xfer_abandon returns 0; one
+ *  exchange at a time.  @return COMM_OK; COMM_EINVAL, nothing posted, for
+ *  a bad argument (a rank out of range, a NULL buffer of nonzero length)
+ *  or an exchange still in flight; COMM_EFAIL when MPI refused a piece
+ *  (comm_last_error() names the calls and MPI's reason): the pieces
+ *  posted before it stay in flight, for comm_xfer_abandon. */
+int comm_xfer_post(comm_xfer_t *x, const void *send, uint64_t sbytes, int dest, int nsrc,
+                   const int *srcs, void *const *bufs, const uint64_t *lens);
+/** Move the exchange on: test it again and again (MPI_Testall, no sleep)
+ *  until it is complete or budget_s seconds have passed (one test at
+ *  least).  *done: 1 when every piece has arrived and gone (the buffers
+ *  are the caller's again; also when nothing is posted), else 0.
+ *  @return COMM_OK, or COMM_EFAIL with comm_last_error() MPI's reason
+ *  alone (the caller names the exchange): the pieces stay in flight, for
+ *  comm_xfer_abandon.  COMM_EINVAL after an abandon that returned 1. */
+int comm_xfer_test(comm_xfer_t *x, double budget_s, int *done);
+/** Give up the exchange in flight, after one last test.  @return 0 when
+ *  every piece has completed (or nothing was posted): the buffers are the
+ *  caller's again and x may post again; 1 when some piece never did (or
+ *  the test failed): MPI may still read or write its buffer, so the caller
+ *  must keep every buffer of that exchange allocated for the life of the
+ *  process; x then posts nothing more, and comm_xfer_close leaves it (and
+ *  its communicator) behind too.  Accepts NULL (0). */
+int comm_xfer_abandon(comm_xfer_t *x);
+/** Release x and its communicator (not freed once MPI is finalized).  An
+ *  exchange still in flight is abandoned first (comm_xfer_abandon, which
+ *  the caller calls itself to learn whether its buffers may go); when it
+ *  never completed, x is left as it is.  Accepts NULL. */
+void comm_xfer_close(comm_xfer_t *x);
+/** @return 1 when MPI's thread level lets the process run threads of its
+ *  own (MPI_THREAD_FUNNELED or more; under FUNNELED they make no MPI call,
+ *  nor any call of this interface), 0 under MPI_THREAD_SINGLE. */
+int comm_threads_allowed(void);
+/** @return 1 when the calling thread is the one that started MPI (under
+ *  MPI_THREAD_FUNNELED the only one that may call this interface), else 0. */
+int comm_is_main_thread(void);
+
 /**
  * The element rule of every reduction over host buffers, whichever backend
  * runs it: inout[i] = op(inout[i], in[i]) for n elements of type.  SUM
