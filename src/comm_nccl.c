@@ -126,9 +126,28 @@ static int timeout_fail(nccl_state_t *st, const char *what, const char *waiting)
     return COMM_EFAIL;
 }
 
+/* A notice from another rank, if one has come: @return its rank, or -1;
+ * with the rank, comm_err_buf holds its message. */
+static int take_notice(comm_t *comm, const char *what)
+{
+    int flag = 0;
+    MPI_Status status;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, NOTICE_TAG, comm->mpi, &flag, &status) != MPI_SUCCESS ||
+        !flag)
+        return -1;
+    char text[BROKEN_MSG_MAX] = "";
+    MPI_Recv(text, (int)sizeof text, MPI_CHAR, status.MPI_SOURCE, NOTICE_TAG, comm->mpi,
+             MPI_STATUS_IGNORE);
+    text[sizeof text - 1] = '\0';
+    comm_fail(COMM_EFAIL, "nccl: %s failed on rank %d: %s", what, status.MPI_SOURCE, text);
+    return status.MPI_SOURCE;
+}
+
 /* Wait until the communicator leaves ncclInProgress (init, an enqueue or
- * finalize), within the timeout. */
-static int wait_comm(nccl_state_t *st, const char *what)
+ * finalize), within the timeout.  With notices (an initialisation, comm
+ * given), a notice that another rank's failed also ends the wait: the
+ * communicator is aborted, *noticed set. */
+static int wait_until_ready(nccl_state_t *st, const char *what, comm_t *notices, int *noticed)
 {
     double deadline = mono_s() + st->timeout_s;
     for (long spins = 0;; spins++) {
@@ -140,10 +159,20 @@ static int wait_comm(nccl_state_t *st, const char *what)
             return COMM_OK;
         if (async_err != ncclInProgress)
             return nccl_fail(st, what, async_err);
+        if (notices && take_notice(notices, what) >= 0) {
+            *noticed = 1;
+            st_abort(st);
+            return COMM_EFAIL;
+        }
         if (mono_s() > deadline)
             return timeout_fail(st, what, "every rank to join");
         poll_pause(spins);
     }
+}
+
+static int wait_comm(nccl_state_t *st, const char *what)
+{
+    return wait_until_ready(st, what, NULL, NULL);
 }
 
 /* After an enqueue returned res: wait for the collective to finish on the
@@ -417,48 +446,6 @@ static void send_notice(comm_t *comm, const char *msg)
     free(req);
 }
 
-/* A notice from another rank, if one has come: @return its rank, or -1;
- * with the rank, comm_err_buf holds its message. */
-static int take_notice(comm_t *comm, const char *what)
-{
-    int flag = 0;
-    MPI_Status status;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, NOTICE_TAG, comm->mpi, &flag, &status) != MPI_SUCCESS ||
-        !flag)
-        return -1;
-    char text[BROKEN_MSG_MAX] = "";
-    MPI_Recv(text, (int)sizeof text, MPI_CHAR, status.MPI_SOURCE, NOTICE_TAG, comm->mpi,
-             MPI_STATUS_IGNORE);
-    text[sizeof text - 1] = '\0';
-    comm_fail(COMM_EFAIL, "nccl: %s failed on rank %d: %s", what, status.MPI_SOURCE, text);
-    return status.MPI_SOURCE;
-}
-
-/* Wait for this rank's initialisation like wait_comm, and also for a
- * notice that another rank's failed.  @return COMM_OK, or COMM_EFAIL
- * (communicator aborted) with *noticed set when a notice ended it. */
-static int wait_init(comm_t *comm, nccl_state_t *st, const char *what, int *noticed)
-{
-    double deadline = mono_s() + st->timeout_s;
-    for (long spins = 0;; spins++) {
-        ncclResult_t async_err = ncclInProgress;
-        ncclResult_t res = ncclCommGetAsyncError(st->nccl, &async_err);
-        if (res != ncclSuccess)
-            return nccl_fail(st, what, res);
-        if (async_err == ncclSuccess)
-            return COMM_OK;
-        if (async_err != ncclInProgress)
-            return nccl_fail(st, what, async_err);
-        if (take_notice(comm, what) >= 0) {
-            *noticed = 1;
-            st_abort(st);
-            return COMM_EFAIL;
-        }
-        if (mono_s() > deadline)
-            return timeout_fail(st, what, "every rank to join");
-        poll_pause(spins);
-    }
-}
 
 /* Join the non-blocking NCCL communicator and wait for every rank; a
  * failure on any rank fails every rank's open within moments (see the
@@ -471,7 +458,7 @@ static int join_nccl(comm_t *comm, nccl_state_t *st, ncclUniqueId id)
     int noticed = 0;
     ncclResult_t res = ncclCommInitRankConfig(&st->nccl, comm->size, id, comm->rank, &config);
     int rc = res != ncclSuccess && res != ncclInProgress ? nccl_fail(st, what, res)
-                                                         : wait_init(comm, st, what, &noticed);
+                                                         : wait_until_ready(st, what, comm, &noticed);
     if (rc != COMM_OK && !noticed && comm->size > 1)
         send_notice(comm, comm_err_buf);
     char first[BROKEN_MSG_MAX] = ""; /* the first reason: this rank's, or a notice's */

@@ -522,65 +522,6 @@ void tier_save_prepare(tier_t *t, const state_t *st)
     run_job(t, JOB_PREPARE);
 }
 
-/* A part of the snapshot copy: n bytes from src to dst. */
-typedef struct {
-    unsigned char *dst;
-    const unsigned char *src;
-    size_t n;
-} copy_range_t;
-
-typedef struct {
-    const copy_range_t *ranges;
-    size_t count;
-    size_t from, to;            /* bytes of the ranges' concatenation */
-} copy_part_t;
-
-static void *copy_part(void *arg)
-{
-    const copy_part_t *part = arg;
-    size_t base = 0;
-    for (size_t i = 0; i < part->count && base < part->to; i++) {
-        const copy_range_t *r = &part->ranges[i];
-        size_t begin = part->from > base ? part->from - base : 0;
-        size_t end = part->to - base < r->n ? part->to - base : r->n;
-        if (begin < end)
-            memcpy(r->dst + begin, r->src + begin, end - begin);
-        base += r->n;
-    }
-    return NULL;
-}
-
-/* At most this many copy threads, each with at least COPY_SLICE_MIN bytes
- * (a thread's start costs more than a smaller copy), as the shared tier's
- * snapshot does. */
-#define COPY_THREADS_MAX 32
-#define COPY_SLICE_MIN ((size_t)4 << 20)
-
-/* Copy the ranges (total bytes) on up to threads threads; a thread that
- * cannot start is done by this one. */
-static void copy_ranges(const copy_range_t *ranges, size_t count, size_t total, int threads)
-{
-    int parts = threads < 1 ? 1 : threads > COPY_THREADS_MAX ? COPY_THREADS_MAX : threads;
-    if ((size_t)parts > total / COPY_SLICE_MIN)
-        parts = total / COPY_SLICE_MIN > 0 ? (int)(total / COPY_SLICE_MIN) : 1;
-    copy_part_t part[COPY_THREADS_MAX];
-    pthread_t thread[COPY_THREADS_MAX];
-    int started[COPY_THREADS_MAX] = {0};
-    for (int i = 0; i < parts; i++) {
-        part[i] = (copy_part_t){ranges, count, total * (size_t)i / (size_t)parts,
-                                total * (size_t)(i + 1) / (size_t)parts};
-        if (i > 0)
-            started[i] = pthread_create(&thread[i], NULL, copy_part, &part[i]) == 0;
-    }
-    copy_part(&part[0]);
-    for (int i = 1; i < parts; i++) {
-        if (started[i])
-            pthread_join(thread[i], NULL);
-        else
-            copy_part(&part[i]);
-    }
-}
-
 /* Snapshot st into the copy buffer, but copy only this rank's slice of the
  * flat space (slice_of), the only bytes its shard holds, so the stall is
  * 1/W of a whole copy.  The state's three host arrays are declared placed
@@ -602,7 +543,7 @@ static int take_slice(tier_t *t, const state_t *st, char *err, size_t cap)
             placed[nplaced++] = (state_placed_t){host[i], model_num_params(st->model)};
     state_snapshot_t *live = NULL;
     state_local_view_t from, to;
-    copy_range_t *ranges = NULL;
+    util_copy_range_t *ranges = NULL;
     uint64_t lo, hi;
     if (state_snapshot_take(st, t->size, NULL, 0, NULL, 0, t->level, &live, err, cap) !=
             STATE_OK ||
@@ -625,13 +566,13 @@ static int take_slice(tier_t *t, const state_t *st, char *err, size_t cap)
         uint64_t end = dst->offset + dst->nbytes < hi ? dst->offset + dst->nbytes : hi;
         if (begin >= end)
             continue;
-        ranges[count++] = (copy_range_t){(unsigned char *)dst->data + (begin - dst->offset),
+        ranges[count++] = (util_copy_range_t){(unsigned char *)dst->data + (begin - dst->offset),
                                          (const unsigned char *)from.tensors[i].data +
                                              (begin - dst->offset),
                                          (size_t)(end - begin)};
         bytes += (size_t)(end - begin);
     }
-    copy_ranges(ranges, count, bytes, to.opts->threads);
+    util_copy_ranges(ranges, count, bytes, to.opts->threads);
     free(ranges);
     state_snapshot_free(live);
     return STATE_OK;

@@ -40,7 +40,6 @@
 
 #include <jansson.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,62 +240,27 @@ void state_snapshot_free(state_snapshot_t *snap)
 
 /* ---- the snapshot copy, on several threads ---------------------------- */
 
-/* At most this many copy threads, each given a slice of at least
- * COPY_SLICE_MIN bytes (a thread's start costs more than a smaller copy). */
-#define COPY_THREADS_MAX 32
-#define COPY_SLICE_MIN ((size_t)4 << 20)
-
-/* Bytes [from, to) of the concatenation of count source ranges, copied to
- * the same offsets of dst. */
-typedef struct {
-    const ckpt_tensor_t *tensors;
-    size_t count;
-    unsigned char *dst;
-    size_t from, to;
-} copy_part_t;
-
-static void *copy_part(void *arg)
-{
-    copy_part_t *part = arg;
-    size_t base = 0;
-    for (size_t i = 0; i < part->count && base < part->to; i++) {
-        size_t len = (size_t)part->tensors[i].nbytes;
-        size_t begin = part->from > base ? part->from - base : 0;
-        size_t end = part->to - base < len ? part->to - base : len;
-        const unsigned char *src = part->tensors[i].data;
-        /* A tensor already at its place in the copy (downloaded there) stays. */
-        if (begin < end && src != part->dst + base)
-            memcpy(part->dst + base + begin, src + begin, end - begin);
-        base += len;
-    }
-    return NULL;
-}
-
 /* Copy the tensors' bytes, back to back, into dst: the training stall of
- * an asynchronous save, so it uses up to `threads` threads (a thread that
- * cannot start is done by this one). */
+ * an asynchronous save, so it uses up to `threads` threads
+ * (util_copy_ranges); a tensor already at its place in the copy
+ * (downloaded there) stays. */
 static void copy_tensors(const ckpt_tensor_t *tensors, size_t count, void *dst,
                          size_t total, int threads)
 {
-    int parts = threads < 1 ? 1 : threads > COPY_THREADS_MAX ? COPY_THREADS_MAX : threads;
-    if ((size_t)parts > total / COPY_SLICE_MIN)
-        parts = total / COPY_SLICE_MIN > 0 ? (int)(total / COPY_SLICE_MIN) : 1;
-    copy_part_t part[COPY_THREADS_MAX];
-    pthread_t thread[COPY_THREADS_MAX];
-    int started[COPY_THREADS_MAX] = {0};
-    for (int i = 0; i < parts; i++) {
-        part[i] = (copy_part_t){tensors, count, dst, total * (size_t)i / (size_t)parts,
-                                total * (size_t)(i + 1) / (size_t)parts};
-        if (i > 0)
-            started[i] = pthread_create(&thread[i], NULL, copy_part, &part[i]) == 0;
+    util_copy_range_t *ranges = malloc((count + 1) * sizeof *ranges);
+    size_t base = 0;
+    for (size_t i = 0; i < count; i++) {
+        util_copy_range_t r = {(unsigned char *)dst + base, tensors[i].data,
+                               (size_t)tensors[i].nbytes};
+        if (ranges)
+            ranges[i] = r;
+        else if (r.dst != r.src) /* no memory for the plan: one thread */
+            memcpy(r.dst, r.src, r.n);
+        base += r.n;
     }
-    copy_part(&part[0]);
-    for (int i = 1; i < parts; i++) {
-        if (started[i])
-            pthread_join(thread[i], NULL);
-        else
-            copy_part(&part[i]);
-    }
+    if (ranges)
+        util_copy_ranges(ranges, count, total, threads);
+    free(ranges);
 }
 
 /* The checkpoint encoder threads: --ckpt-threads, else this rank's share

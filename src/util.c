@@ -4,6 +4,7 @@
 #include "ftrain/util.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -103,4 +104,58 @@ void *util_calloc_pages(size_t count, size_t size)
         return NULL;
     memset(mem, 0, bytes ? bytes : align);
     return mem;
+}
+
+/* ---- the threaded copy --------------------------------------------------- */
+
+/* At most this many copy threads, each given a slice of at least
+ * COPY_SLICE_MIN bytes (a thread's start costs more than a smaller copy). */
+#define COPY_THREADS_MAX 32
+#define COPY_SLICE_MIN ((size_t)4 << 20)
+
+/* Bytes [from, to) of the concatenation of the ranges. */
+typedef struct {
+    const util_copy_range_t *ranges;
+    size_t count;
+    size_t from, to;
+} copy_part_t;
+
+static void *copy_part(void *arg)
+{
+    const copy_part_t *part = arg;
+    size_t base = 0;
+    for (size_t i = 0; i < part->count && base < part->to; i++) {
+        const util_copy_range_t *r = &part->ranges[i];
+        size_t begin = part->from > base ? part->from - base : 0;
+        size_t end = part->to - base < r->n ? part->to - base : r->n;
+        if (begin < end && r->dst != r->src)
+            memcpy((unsigned char *)r->dst + begin, (const unsigned char *)r->src + begin,
+                   end - begin);
+        base += r->n;
+    }
+    return NULL;
+}
+
+void util_copy_ranges(const util_copy_range_t *ranges, size_t count, size_t total,
+                      int threads)
+{
+    int parts = threads < 1 ? 1 : threads > COPY_THREADS_MAX ? COPY_THREADS_MAX : threads;
+    if ((size_t)parts > total / COPY_SLICE_MIN)
+        parts = total / COPY_SLICE_MIN > 0 ? (int)(total / COPY_SLICE_MIN) : 1;
+    copy_part_t part[COPY_THREADS_MAX];
+    pthread_t thread[COPY_THREADS_MAX];
+    int started[COPY_THREADS_MAX] = {0};
+    for (int i = 0; i < parts; i++) {
+        part[i] = (copy_part_t){ranges, count, total * (size_t)i / (size_t)parts,
+                                total * (size_t)(i + 1) / (size_t)parts};
+        if (i > 0)
+            started[i] = pthread_create(&thread[i], NULL, copy_part, &part[i]) == 0;
+    }
+    copy_part(&part[0]);
+    for (int i = 1; i < parts; i++) {
+        if (started[i])
+            pthread_join(thread[i], NULL);
+        else
+            copy_part(&part[i]);
+    }
 }

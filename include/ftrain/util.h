@@ -47,6 +47,20 @@ const char *util_base_name(const char *path);
  * NULL when out of memory or when the size overflows; release with free(). */
 void *util_calloc_pages(size_t count, size_t size);
 
+/** One piece of a copy: n bytes from src to dst (skipped when dst == src:
+ *  the bytes are at their place already). */
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t n;
+} util_copy_range_t;
+
+/** Copy count ranges (total: the sum of their n) on up to threads threads
+ *  (at most 32, each given at least 4 MiB; a thread that cannot start is
+ *  done by the caller's): a save's snapshot copy, the training stall. */
+void util_copy_ranges(const util_copy_range_t *ranges, size_t count, size_t total,
+                      int threads);
+
 /** One entry of a name table: a name and the enumeration value it names. */
 typedef struct {
     const char *name;
