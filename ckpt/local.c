@@ -187,24 +187,16 @@ static int check_shard(int dirfd, const char *dir, int index,
 
 /* ---- putting a partner copy ------------------------------------------- */
 
-int ckpt_shard_put(const char *root, uint64_t step, int index, const void *data,
-                   uint64_t len, uint64_t xxh64)
+int ckpt_shard_check(const void *data, uint64_t len, uint64_t xxh64, uint64_t step,
+                     int index)
 {
-    char name[CKPT_FILE_NAME_MAX], tmp_name[CKPT_FILE_NAME_MAX + sizeof PUT_TMP_SUFFIX],
-         tmpdir[CKPT_PATH_MAX];
-    int rc;
-
-    if (!root || !*root || !data || index < 0 || index >= CKPT_MAX_SHARDS)
-        return ckpt_seterr(CKPT_EINVAL, "shard_put: bad root, data or shard index %d",
-                           index);
-    if (step > INT64_MAX)
-        return ckpt_seterr(CKPT_EINVAL, "step %llu is too large",
-                           (unsigned long long)step);
+    char name[CKPT_FILE_NAME_MAX];
+    if (!data || index < 0 || index >= CKPT_MAX_SHARDS)
+        return ckpt_seterr(CKPT_EINVAL, "shard check: no data, or shard index %d", index);
     if ((uint64_t)(size_t)len != len)
-        return ckpt_seterr(CKPT_EINVAL, "shard_put: %llu bytes do not fit in memory",
+        return ckpt_seterr(CKPT_EINVAL, "shard check: %llu bytes do not fit in memory",
                            (unsigned long long)len);
     ckpt_shard_name(index, name, sizeof name);
-    /* L2: the copy is checked before anything is written. */
     uint64_t sum = XXH64(data, (size_t)len, 0);
     if (sum != xxh64)
         return ckpt_seterr(CKPT_ECORRUPT, "partner copy of %s for step %llu: "
@@ -216,12 +208,48 @@ int ckpt_shard_put(const char *root, uint64_t step, int index, const void *data,
         return ckpt_seterr(CKPT_ECORRUPT, "partner copy of %s for step %llu: %llu "
                            "bytes, too short for a shard file; not written", name,
                            (unsigned long long)step, (unsigned long long)len);
+    return CKPT_OK;
+}
+
+/* The checks of a shard's destination: root, index, step.  @return CKPT_OK
+ * or CKPT_EINVAL. */
+static int check_dest(const char *root, uint64_t step, int index, const char *what)
+{
+    if (!root || !*root || index < 0 || index >= CKPT_MAX_SHARDS)
+        return ckpt_seterr(CKPT_EINVAL, "%s: bad root or shard index %d", what, index);
+    if (step > INT64_MAX)
+        return ckpt_seterr(CKPT_EINVAL, "step %llu is too large", (unsigned long long)step);
+    return CKPT_OK;
+}
+
+/* Make <root>/.tmp-step-<step> (and root, one level); its path to tmpdir. */
+static int make_tmpdir(const char *root, uint64_t step, char *tmpdir, size_t cap)
+{
+    char tmp_name[CKPT_FILE_NAME_MAX];
+    int rc;
     if ((rc = ckpt_make_root(root, 1)) != CKPT_OK)
         return rc;
     ckpt_tmp_dirname(step, tmp_name, sizeof tmp_name);
-    if ((rc = ckpt_path_join(tmpdir, sizeof tmpdir, root, tmp_name)) != CKPT_OK ||
-        (rc = ckpt_make_real_dir(tmpdir)) != CKPT_OK)
+    if ((rc = ckpt_path_join(tmpdir, cap, root, tmp_name)) != CKPT_OK)
         return rc;
+    return ckpt_make_real_dir(tmpdir);
+}
+
+int ckpt_shard_put(const char *root, uint64_t step, int index, const void *data,
+                   uint64_t len, uint64_t xxh64)
+{
+    char name[CKPT_FILE_NAME_MAX], tmp_name[CKPT_FILE_NAME_MAX + sizeof PUT_TMP_SUFFIX],
+         tmpdir[CKPT_PATH_MAX];
+    int rc;
+
+    if ((rc = check_dest(root, step, index, "shard_put")) != CKPT_OK)
+        return rc;
+    /* L2: the copy is checked before anything is written. */
+    if ((rc = ckpt_shard_check(data, len, xxh64, step, index)) != CKPT_OK)
+        return rc;
+    if ((rc = make_tmpdir(root, step, tmpdir, sizeof tmpdir)) != CKPT_OK)
+        return rc;
+    ckpt_shard_name(index, name, sizeof name);
     snprintf(tmp_name, sizeof tmp_name, "%s" PUT_TMP_SUFFIX, name);
     /* Temp name, fsync, rename, fsync the temp dir; the temp file is
      * removed on failure (a full disk). */
@@ -229,6 +257,54 @@ int ckpt_shard_put(const char *root, uint64_t step, int index, const void *data,
     if (rc == CKPT_OK)
         rc = ckpt_fsync_dir(root); /* the temp dir's own name */
     return rc;
+}
+
+int ckpt_shard_adopt(const char *root, uint64_t step, int index, const char *path)
+{
+    char name[CKPT_FILE_NAME_MAX], tmpdir[CKPT_PATH_MAX], dest[CKPT_PATH_MAX];
+    int rc;
+
+    if ((rc = check_dest(root, step, index, "shard_adopt")) != CKPT_OK)
+        return rc;
+    if (!path || !*path)
+        return ckpt_seterr(CKPT_EINVAL, "shard_adopt: no file");
+    if ((rc = make_tmpdir(root, step, tmpdir, sizeof tmpdir)) != CKPT_OK)
+        return rc;
+    ckpt_shard_name(index, name, sizeof name);
+    if ((rc = ckpt_path_join(dest, sizeof dest, tmpdir, name)) != CKPT_OK)
+        return rc;
+    if (rename(path, dest) != 0)
+        return ckpt_seterr(CKPT_EIO, "rename %s -> %s: %s", path, dest, strerror(errno));
+    if ((rc = ckpt_fsync_dir(tmpdir)) != CKPT_OK)
+        return rc;
+    return ckpt_fsync_dir(root); /* the temp dir's own name */
+}
+
+int ckpt_local_reclaim(const char *root, uint64_t step, int index, const char *path)
+{
+    char dir[CKPT_PATH_MAX], from[CKPT_PATH_MAX], name[CKPT_FILE_NAME_MAX];
+    int rc;
+
+    if ((rc = check_dest(root, step, index, "local_reclaim")) != CKPT_OK)
+        return rc;
+    if (!path || !*path)
+        return ckpt_seterr(CKPT_EINVAL, "local_reclaim: no destination");
+    ckpt_step_dirname(step, name, sizeof name);
+    if ((rc = ckpt_path_join(dir, sizeof dir, root, name)) != CKPT_OK)
+        return rc;
+    ckpt_shard_name(index, name, sizeof name);
+    if ((rc = ckpt_path_join(from, sizeof from, dir, name)) != CKPT_OK)
+        return rc;
+    struct stat st;
+    if (lstat(from, &st) != 0)
+        return ckpt_seterr(errno == ENOENT || errno == ENOTDIR ? CKPT_ENOTFOUND : CKPT_EIO,
+                           "%s: %s", from, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return ckpt_seterr(CKPT_ENOTFOUND, "%s: not a regular file", from);
+    if (rename(from, path) != 0)
+        return ckpt_seterr(errno == ENOENT ? CKPT_ENOTFOUND : CKPT_EIO, "rename %s -> %s: %s",
+                           from, path, strerror(errno));
+    return CKPT_OK;
 }
 
 /* ---- sealing a node's step -------------------------------------------- */

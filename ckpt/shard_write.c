@@ -17,6 +17,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "ftrain/ckpt_local.h"
 #include "layout.h"
 #include "sink.h"
 #include "util.h"
@@ -494,6 +495,71 @@ int ckpt_shard_encode(const char *path, uint64_t lo, uint64_t hi,
     info->xxh64 = file_xxh64;
     info->table_xxh64 = footer.table_xxh64;
     info->nframes = (uint32_t)writer.nframes;
+    info->flags = CKPT_SHARD_TABLE_KNOWN;
+    return CKPT_OK;
+}
+
+/* ---- a stored shard built in place ------------------------------------ */
+
+_Static_assert(CKPT_STORED_DATA_OFFSET == CKPT_SHARD_HEADER_BYTES,
+               "a stored shard's raw bytes begin after its header");
+
+uint64_t ckpt_stored_shard_bytes(uint64_t raw_bytes, size_t frame_bytes)
+{
+    if (frame_bytes < 1 || frame_bytes > CKPT_FRAME_MAX)
+        return 0;
+    uint64_t nframes = (raw_bytes + frame_bytes - 1) / frame_bytes;
+    if (nframes > UINT32_MAX || raw_bytes > UINT64_MAX / 2)
+        return 0;
+    return CKPT_SHARD_HEADER_BYTES + raw_bytes + nframes * CKPT_SHARD_ENTRY_BYTES +
+           CKPT_SHARD_FOOTER_BYTES;
+}
+
+int ckpt_stored_shard_finish(void *file, uint64_t file_bytes, uint64_t lo, uint64_t hi,
+                             size_t frame_bytes, ckpt_shard_info_t *info)
+{
+    if (!file || !info || hi < lo)
+        return ckpt_seterr(CKPT_EINVAL, "stored_shard_finish: NULL file or info, or slice "
+                           "[%llu, %llu)", (unsigned long long)lo, (unsigned long long)hi);
+    uint64_t raw = hi - lo, want = ckpt_stored_shard_bytes(raw, frame_bytes);
+    if (want == 0 || file_bytes != want || (uint64_t)(size_t)file_bytes != file_bytes)
+        return ckpt_seterr(CKPT_EINVAL, "stored_shard_finish: %llu bytes for a slice of %llu "
+                           "in frames of %zu, which needs %llu", (unsigned long long)file_bytes,
+                           (unsigned long long)raw, frame_bytes, (unsigned long long)want);
+    unsigned char *bytes = file, *table = bytes + CKPT_SHARD_HEADER_BYTES + raw;
+    uint64_t nframes = (raw + frame_bytes - 1) / frame_bytes;
+    XXH64_state_t whole;
+    XXH64_reset(&whole, 0);
+    ckpt_shard_header_pack(bytes);
+    XXH64_update(&whole, bytes, CKPT_SHARD_HEADER_BYTES);
+    /* Frame by frame, each frame's bytes hashed twice while they are in
+     * the cache: its own checksum, then the file's. */
+    for (uint64_t f = 0; f < nframes; f++) {
+        const unsigned char *data = bytes + CKPT_SHARD_HEADER_BYTES + f * frame_bytes;
+        size_t len = f + 1 < nframes ? frame_bytes : (size_t)(raw - f * frame_bytes);
+        ckpt_frame_t frame = {.raw_offset = f * frame_bytes,
+                              .raw_size = len,
+                              .comp_offset = CKPT_SHARD_HEADER_BYTES + f * frame_bytes,
+                              .comp_size = len,
+                              .xxh64 = XXH64(data, len, 0),
+                              .flags = CKPT_FRAME_STORED};
+        XXH64_update(&whole, data, len);
+        ckpt_frame_pack(&frame, table + f * CKPT_SHARD_ENTRY_BYTES);
+    }
+    size_t table_bytes = (size_t)nframes * CKPT_SHARD_ENTRY_BYTES;
+    ckpt_shard_footer_t footer = {.table_offset = CKPT_SHARD_HEADER_BYTES + raw,
+                                  .nframes = nframes,
+                                  .raw_bytes = raw,
+                                  .table_xxh64 = XXH64(table, table_bytes, 0)};
+    ckpt_shard_footer_pack(&footer, table + table_bytes);
+    XXH64_update(&whole, table, table_bytes + CKPT_SHARD_FOOTER_BYTES);
+    memset(info, 0, sizeof *info);
+    info->raw_offset = lo;
+    info->raw_bytes = raw;
+    info->file_bytes = file_bytes;
+    info->xxh64 = XXH64_digest(&whole);
+    info->table_xxh64 = footer.table_xxh64;
+    info->nframes = (uint32_t)nframes;
     info->flags = CKPT_SHARD_TABLE_KNOWN;
     return CKPT_OK;
 }

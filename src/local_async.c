@@ -69,6 +69,16 @@
  *                       .tmp-step-k to step-k, THE node's commit point;
  *                       vote; report; helper: prune old steps        [IDLE]
  *
+ * IN PLACE (local_inplace.c), where the node's root is a memory file system
+ * and shards are stored: the start copies the slice straight into this
+ * rank's own mapped file (no snapshot buffer), the helper finishes the
+ * shard around it and renames it into .tmp-step-k [WRITING]; the copies
+ * are received straight into mapped files (no receive buffers) that the
+ * helper checks and renames [PUTTING]; after the seal each rank takes its
+ * files back out of the step that falls out of `keep` (reclaim_files),
+ * before the allreduce after which the node's first rank prunes, and the
+ * helper maps them again for the next save.
+ *
  * So nothing is sealed on any node until every rank's shard and every
  * partner copy is durable on every node, and a local checkpoint is either
  * sealed whole on a node or invisible (.tmp-step-k, which no reader opens)
@@ -100,6 +110,7 @@
 
 #include "ftrain/ckpt_local.h"
 #include "ftrain/util.h"
+#include "local_inplace_internal.h"
 
 /* The own shard is read back in pieces of this many bytes (read() moves at
  * most about 2 GiB at once). */
@@ -139,6 +150,17 @@ struct tier_async {
     void *own;                  /* own shard read back, where it cannot be mapped */
     uint64_t own_cap;
     tier_msg_t *all;            /* size entries */
+    void **dst;                 /* nsrc: where each copy is received */
+    /* The save in place (local_inplace.c): on a memory file system with
+     * stored shards, the files are the snapshot and the receive buffers. */
+    int inplace;
+    tier_files_t files;         /* [0] own shard, [1 + i] copy of srcs[i] */
+    uint64_t *want_len;         /* 1 + nsrc: each file's bytes (0: unknown) */
+    size_t frame_bytes;         /* of the stored shards */
+    ckpt_shard_info_t own_info; /* this rank's shard, written in place */
+    uint64_t lo, hi;            /* its slice */
+    int64_t sealed[3];          /* the steps this run sealed, newest last */
+    int nsealed;
     int leaked;                 /* an exchange never completed: its buffers stay */
     /* The save in flight. */
     phase_t phase;
@@ -201,18 +223,18 @@ static int grow_copy(struct tier_async *a, size_t floats)
     return 0;
 }
 
-/* This rank's slice of the flat space of a snapshot's tensors: bytes
+/* Rank r's slice of the flat space of a snapshot's tensors: bytes
  * [floor(r*T/W), floor((r+1)*T/W)) of T (docs/checkpoint-format.md,
  * section 2), the only ones its shard holds. */
-static void slice_of(const tier_t *t, const state_local_view_t *view, uint64_t *lo,
+static void slice_of(const tier_t *t, int r, const state_local_view_t *view, uint64_t *lo,
                      uint64_t *hi)
 {
     uint64_t total = 0;
     for (size_t i = 0; i < view->ntensors; i++)
         if (view->tensors[i].offset + view->tensors[i].nbytes > total)
             total = view->tensors[i].offset + view->tensors[i].nbytes;
-    *lo = (uint64_t)((unsigned __int128)total * (unsigned)t->rank / (unsigned)t->size);
-    *hi = (uint64_t)((unsigned __int128)total * (unsigned)(t->rank + 1) / (unsigned)t->size);
+    *lo = (uint64_t)((unsigned __int128)total * (unsigned)r / (unsigned)t->size);
+    *hi = (uint64_t)((unsigned __int128)total * (unsigned)(r + 1) / (unsigned)t->size);
 }
 
 /* ---- the helper thread ---------------------------------------------------- */
@@ -232,6 +254,13 @@ static void job_fail(struct tier_async *a, const char *fmt, ...)
 static void job_prepare(tier_t *t)
 {
     struct tier_async *a = t->async;
+    if (a->inplace) {
+        char err[JOB_ERR_MAX];
+        for (int k = 0; k < a->files.nfiles; k++)
+            if (a->want_len[k])
+                tier_files_map(&a->files, k, a->want_len[k], err, sizeof err);
+        return;
+    }
     if (a->copy_floats < a->want_floats)
         grow_copy(a, a->want_floats);
     for (int i = 0; i < t->nsrc; i++)
@@ -293,7 +322,19 @@ static void job_write(tier_t *t)
     struct tier_async *a = t->async;
     double t0 = mono_s();
     state_local_view_t view;
-    if (state_snapshot_write(a->snap, t->root, t->rank, t->size) != STATE_OK ||
+    if (a->inplace) {
+        /* The slice is in the file already (take_inplace). */
+        tier_file_t *own = &a->files.files[0];
+        int rc = ckpt_stored_shard_finish(own->map, own->len, a->lo, a->hi, a->frame_bytes,
+                                          &a->own_info);
+        if (rc != CKPT_OK)
+            job_fail(a, "%s: %s", ckpt_strerror(rc), ckpt_last_error());
+        else if (tier_files_adopt(&a->files, 0, t->root, (uint64_t)a->step, t->rank, a->job_err,
+                                  sizeof a->job_err) != 0)
+            a->job_rc = 1;
+        a->send = own->map;
+        a->send_len = own->len;
+    } else if (state_snapshot_write(a->snap, t->root, t->rank, t->size) != STATE_OK ||
         state_snapshot_local(a->snap, &view) != STATE_OK)
         job_fail(a, "%s", state_snapshot_error(a->snap));
     else if (t->partner >= 0)
@@ -317,6 +358,20 @@ static void job_put(tier_t *t)
     struct tier_async *a = t->async;
     for (int i = 0; i < t->nsrc && !a->job_rc; i++) {
         const ckpt_shard_info_t *info = &a->all[t->srcs[i]].info;
+        if (a->inplace) {
+            /* Checked in the file it was received into, then renamed. */
+            int rc = ckpt_shard_check(a->dst[i], info->file_bytes, info->xxh64,
+                                      (uint64_t)a->step, t->srcs[i]);
+            if (rc != CKPT_OK)
+                job_fail(a, "partner copy of rank %d: %s: %s", t->srcs[i], ckpt_strerror(rc),
+                         ckpt_last_error());
+            else if (tier_files_adopt(&a->files, 1 + i, t->root, (uint64_t)a->step, t->srcs[i],
+                                      a->job_err, sizeof a->job_err) != 0)
+                a->job_rc = 1;
+            else
+                a->rep.copy_bytes += info->file_bytes;
+            continue;
+        }
         int rc = ckpt_shard_put(t->root, (uint64_t)a->step, t->srcs[i], a->recv[i],
                                 info->file_bytes, info->xxh64);
         if (rc != CKPT_OK)
@@ -326,6 +381,8 @@ static void job_put(tier_t *t)
             a->rep.copy_bytes += info->file_bytes;
     }
     unmap_own(a);
+    if (a->inplace) /* every send and receive has completed */
+        tier_files_unmap_all(&a->files);
     a->put_end = mono_s();
 }
 
@@ -337,6 +394,8 @@ static void job_prune(tier_t *t)
     if (ckpt_prune(t->root, t->keep, a->prune_name, NULL) != CKPT_OK)
         job_fail(a, "%s sealed, but pruning older steps failed: %s", a->prune_name,
                  ckpt_last_error());
+    if (a->inplace)
+        job_prepare(t); /* the next save's files */
 }
 
 static void *job_main(void *arg)
@@ -406,7 +465,9 @@ int tier_async_open(tier_t *t, comm_t *comm, char *err, size_t cap)
         a->recv_cap = calloc((size_t)t->nsrc + 1, sizeof *a->recv_cap);
         a->recv_len = calloc((size_t)t->nsrc + 1, sizeof *a->recv_len);
         a->all = calloc((size_t)t->size, sizeof *a->all);
-        rc = !a->recv || !a->recv_cap || !a->recv_len || !a->all;
+        a->dst = calloc((size_t)t->nsrc + 1, sizeof *a->dst);
+        a->want_len = calloc((size_t)t->nsrc + 1, sizeof *a->want_len);
+        rc = !a->recv || !a->recv_cap || !a->recv_len || !a->all || !a->dst || !a->want_len;
         a->threads_ok = comm_threads_allowed();
         main_thread = comm_is_main_thread();
     }
@@ -414,6 +475,10 @@ int tier_async_open(tier_t *t, comm_t *comm, char *err, size_t cap)
         snprintf(err, cap, "local tier: out of memory");
     else if (!main_thread)
         rc = util_fail(err, cap, 1, "local tier: opened off the thread that started MPI");
+    else if (t->level == 0 && tier_files_in_memory(t->root)) {
+        a->inplace = 1;
+        rc = tier_files_init(&a->files, t->root, t->rank, 1 + t->nsrc, err, cap);
+    }
     /* Every rank opens the channel, or none: it is a collective (a dup). */
     int xrc = COMM_OK;
     if (comm_any_failed(comm, rc) ||
@@ -451,6 +516,9 @@ void tier_async_close(tier_t *t)
         return;
     }
     unmap_own(a);
+    tier_files_free(&a->files, 1);
+    free(a->dst);
+    free(a->want_len);
     for (int i = 0; a->recv && i < t->nsrc; i++)
         free(a->recv[i]);
     free(a->recv);
@@ -465,6 +533,11 @@ void tier_async_close(tier_t *t)
 }
 
 /* ---- a save ------------------------------------------------------------------ */
+
+int tier_in_place(const tier_t *t)
+{
+    return t->async && t->async->inplace;
+}
 
 int tier_save_in_flight(const tier_t *t)
 {
@@ -497,7 +570,7 @@ void tier_save_prepare(tier_t *t, const state_t *st)
         STATE_OK) {
         state_snapshot_local(probe, &view);
         uint64_t lo, hi, at = 0;
-        slice_of(t, &view, &lo, &hi);
+        slice_of(t, t->rank, &view, &lo, &hi);
         a->touch_lo = UINT64_MAX;
         for (size_t i = 0; i < view.ntensors; i++) {
             const ckpt_tensor_t *x = &view.tensors[i];
@@ -512,8 +585,21 @@ void tier_save_prepare(tier_t *t, const state_t *st)
         }
         if (a->touch_lo == UINT64_MAX)
             a->touch_lo = a->touch_hi = 0;
+        if (a->inplace) {
+            /* Each file's size: a stored shard of its writer's slice. */
+            a->frame_bytes = view.opts->frame_bytes;
+            a->want_len[0] = ckpt_stored_shard_bytes(hi - lo, a->frame_bytes);
+            for (int i = 0; i < t->nsrc; i++) {
+                slice_of(t, t->srcs[i], &view, &lo, &hi);
+                a->want_len[1 + i] = ckpt_stored_shard_bytes(hi - lo, a->frame_bytes);
+            }
+        }
     }
     state_snapshot_free(probe);
+    if (a->inplace) {
+        run_job(t, JOB_PREPARE);
+        return;
+    }
     /* The copies kept here are other ranks' shards: stored (level 0), a
      * shard file is its slice of the flat space and a little more (frame
      * headers, the seek table); ckpt_slice_start cuts the space evenly. */
@@ -558,7 +644,7 @@ static int take_slice(tier_t *t, const state_t *st, char *err, size_t cap)
         return state_snapshot_take(st, t->size, a->copy, a->copy_floats, NULL, 0, t->level,
                                    &a->snap, err, cap);
     }
-    slice_of(t, &to, &lo, &hi);
+    slice_of(t, t->rank, &to, &lo, &hi);
     size_t count = 0, bytes = 0;
     for (size_t i = 0; i < to.ntensors; i++) {
         const ckpt_tensor_t *dst = &to.tensors[i];
@@ -578,6 +664,55 @@ static int take_slice(tier_t *t, const state_t *st, char *err, size_t cap)
     return STATE_OK;
 }
 
+/* The save in place: snapshot st's description (its tensors point at the
+ * live state, and nothing reads them but the seal, for their shapes), and
+ * copy this rank's slice of the flat space straight into its own file, at
+ * the place a stored shard holds it; alignment gaps get zeros.  The file
+ * is mapped here on the training thread when the helper could not do it.
+ * @return STATE_OK or STATE_EFAIL (err set). */
+static int take_inplace(tier_t *t, const state_t *st, char *err, size_t cap)
+{
+    struct tier_async *a = t->async;
+    state_local_view_t view;
+    if (state_snapshot_take(st, t->size, NULL, 0, NULL, 0, t->level, &a->snap, err, cap) !=
+        STATE_OK)
+        return STATE_EFAIL;
+    state_snapshot_local(a->snap, &view);
+    slice_of(t, t->rank, &view, &a->lo, &a->hi);
+    a->frame_bytes = view.opts->frame_bytes;
+    uint64_t len = ckpt_stored_shard_bytes(a->hi - a->lo, a->frame_bytes);
+    util_copy_range_t *ranges = malloc((view.ntensors + 1) * sizeof *ranges);
+    if (!ranges || tier_files_map(&a->files, 0, len, err, cap) != 0) {
+        if (!ranges)
+            snprintf(err, cap, "out of memory");
+        free(ranges);
+        return STATE_EFAIL;
+    }
+    unsigned char *raw = a->files.files[0].map + CKPT_STORED_DATA_OFFSET;
+    uint64_t filled = a->lo;
+    size_t count = 0, bytes = 0;
+    for (size_t i = 0; i < view.ntensors; i++) {
+        const ckpt_tensor_t *x = &view.tensors[i];
+        uint64_t begin = x->offset > a->lo ? x->offset : a->lo;
+        uint64_t end = x->offset + x->nbytes < a->hi ? x->offset + x->nbytes : a->hi;
+        if (begin >= end)
+            continue;
+        if (begin > filled)
+            memset(raw + (filled - a->lo), 0, (size_t)(begin - filled));
+        ranges[count++] = (util_copy_range_t){raw + (begin - a->lo),
+                                              (const unsigned char *)x->data +
+                                                  (begin - x->offset),
+                                              (size_t)(end - begin)};
+        bytes += (size_t)(end - begin);
+        filled = end;
+    }
+    if (a->hi > filled)
+        memset(raw + (filled - a->lo), 0, (size_t)(a->hi - filled));
+    util_copy_ranges(ranges, count, bytes, view.opts->threads);
+    free(ranges);
+    return STATE_OK;
+}
+
 int tier_save_start(tier_t *t, comm_t *comm, const state_t *st, double started, char *err,
                     size_t cap)
 {
@@ -592,7 +727,10 @@ int tier_save_start(tier_t *t, comm_t *comm, const state_t *st, double started, 
     if (a->leaked)
         rc = util_fail(err, cap, 1, "the partner exchange of an earlier local checkpoint "
                        "never completed: local checkpoints are off");
-    else if (a->copy_floats < state_floats(st) && grow_copy(a, state_floats(st)) != 0)
+    else if (a->inplace) {
+        if (take_inplace(t, st, err, cap) != STATE_OK)
+            rc = 1;
+    } else if (a->copy_floats < state_floats(st) && grow_copy(a, state_floats(st)) != 0)
         rc = util_fail(err, cap, 1, "out of memory for the snapshot (%zu bytes)",
                        state_floats(st) * sizeof(float));
     else if (take_slice(t, st, err, cap) != STATE_OK)
@@ -642,8 +780,10 @@ static int fail_save(tier_t *t)
     a->rep.waited_s += job_join(t);
     if (comm_xfer_abandon(a->xfer))
         a->leaked = 1;
-    if (!a->leaked)
+    if (!a->leaked) {
         unmap_own(a);
+        tier_files_unmap_all(&a->files); /* the next save maps them anew */
+    }
     state_snapshot_free(a->snap);
     a->snap = NULL;
     a->phase = PH_IDLE;
@@ -664,16 +804,25 @@ static int fail_with(tier_t *t, int64_t failed_rank1, const char *what, const ch
 /* Receive buffers for the copies kept here (grown when the guess was
  * short: once, on the training thread), and room for the exchange's
  * requests.  @return 0 or 1. */
-static int ensure_buffers(tier_t *t)
+static int ensure_buffers(tier_t *t, char *why, size_t cap)
 {
     struct tier_async *a = t->async;
     int bad = 0;
     for (int i = 0; i < t->nsrc; i++) {
         a->recv_len[i] = a->all[t->srcs[i]].info.file_bytes;
-        bad |= grow_touched(&a->recv[i], &a->recv_cap[i], a->recv_len[i]);
+        if (a->inplace) {
+            /* Mapped at that size already, unless the guess was wrong. */
+            a->want_len[1 + i] = a->recv_len[i];
+            bad |= tier_files_map(&a->files, 1 + i, a->recv_len[i], why, cap);
+            a->dst[i] = a->files.files[1 + i].map;
+        } else if (grow_touched(&a->recv[i], &a->recv_cap[i], a->recv_len[i]) != 0) {
+            bad = util_fail(why, cap, 1, "no memory for the partner copies");
+        } else {
+            a->dst[i] = a->recv[i];
+        }
     }
     if (comm_xfer_reserve(a->xfer, a->send_len, t->partner, t->nsrc, a->recv_len) != COMM_OK)
-        bad = 1;
+        bad = util_fail(why, cap, 1, "no memory for the partner exchange's requests");
     return bad;
 }
 
@@ -683,7 +832,7 @@ static int ensure_buffers(tier_t *t)
 static void post_exchange(tier_t *t)
 {
     struct tier_async *a = t->async;
-    if (comm_xfer_post(a->xfer, a->send, a->send_len, t->partner, t->nsrc, t->srcs, a->recv,
+    if (comm_xfer_post(a->xfer, a->send, a->send_len, t->partner, t->nsrc, t->srcs, a->dst,
                        a->recv_len) != COMM_OK) {
         snprintf(a->mpi_err, sizeof a->mpi_err, "partner exchange: %s", comm_last_error());
         a->mpi_failed = 1;
@@ -706,7 +855,9 @@ static int after_write(tier_t *t, comm_t *comm, int wait, char *err, size_t cap)
     a->rep.waited_s += job_join(t); /* done already: no wait */
     tier_msg_t me = {.rc = a->job_rc};
     state_local_view_t view;
-    if (state_snapshot_local(a->snap, &view) == STATE_OK)
+    if (a->inplace)
+        me.info = a->own_info;
+    else if (state_snapshot_local(a->snap, &view) == STATE_OK)
         me.info = view.info;
     else
         me.rc = 1;
@@ -719,11 +870,11 @@ static int after_write(tier_t *t, comm_t *comm, int wait, char *err, size_t cap)
         if (a->all[r].rc)
             return fail_with(t, r + 1, "could not write its shard", me.rc ? a->job_err : "",
                              err, cap);
-    int bad = ensure_buffers(t);
+    char why[JOB_ERR_MAX] = "";
+    int bad = ensure_buffers(t, why, sizeof why);
     int any = comm_any_failed(comm, bad);
     if (any) {
-        snprintf(err, cap, "%s", bad ? "no memory for the partner copies"
-                                     : "another rank had no memory for the partner copies");
+        snprintf(err, cap, "%s", bad ? why : "another rank had no room for the partner copies");
         return fail_save(t);
     }
     a->copy_began = mono_s();
@@ -763,17 +914,42 @@ static int after_exchange(tier_t *t, comm_t *comm, int wait, char *err, size_t c
 }
 
 /* What this node's root keeps once the prune after this seal is done: its
- * newest `keep` sealed steps (its first rank's view). */
+ * newest `keep` sealed steps (its first rank's view), and in place one
+ * spare set of files for the next save, as large as the newest step's. */
 static uint64_t kept_bytes(const tier_t *t)
 {
     ckpt_local_step_t *steps = NULL;
     size_t count = 0;
     uint64_t sum = 0;
-    if (ckpt_local_scan(t->root, &steps, &count) == CKPT_OK)
+    if (ckpt_local_scan(t->root, &steps, &count) == CKPT_OK) {
         for (size_t i = 0; i < count && i < (size_t)t->keep; i++)
             sum += steps[i].present_bytes;
+        if (t->async->inplace && count > 0)
+            sum += steps[0].present_bytes;
+    }
     ckpt_local_scan_free(steps, count);
     return sum;
+}
+
+/* In place, once every node sealed: remember the step, and when it pushes
+ * an older step of this run out of the node's `keep` (the prune after this
+ * seal removes it), take this rank's files back out of that step for the
+ * next save (local_inplace.c).  Nothing taken is no failure: the next save
+ * makes new files. */
+static void reclaim_files(tier_t *t)
+{
+    struct tier_async *a = t->async;
+    if (a->nsealed == (int)(sizeof a->sealed / sizeof a->sealed[0])) {
+        memmove(a->sealed, a->sealed + 1, sizeof a->sealed - sizeof a->sealed[0]);
+        a->nsealed--;
+    }
+    a->sealed[a->nsealed++] = a->step;
+    if (a->nsealed <= t->keep)
+        return;
+    uint64_t old = (uint64_t)a->sealed[a->nsealed - 1 - t->keep];
+    tier_files_reclaim(&a->files, 0, t->root, old, t->rank);
+    for (int i = 0; i < t->nsrc; i++)
+        tier_files_reclaim(&a->files, 1 + i, t->root, old, t->srcs[i]);
 }
 
 /* PUTTING: once every rank's copies are durable, each node's first rank
@@ -818,6 +994,8 @@ static int after_put(tier_t *t, comm_t *comm, int wait, char *err, size_t cap)
             snprintf(err, cap, "another node could not seal it");
         return fail_save(t);
     }
+    if (a->inplace)
+        reclaim_files(t); /* before the allreduce below, after which the prune runs */
     /* Rank 0's node, and the largest. */
     uint64_t bytes = t->leader ? kept_bytes(t) : 0;
     int64_t sizes[2] = {(int64_t)(t->rank == 0 ? bytes : 0), (int64_t)bytes};
@@ -830,7 +1008,9 @@ static int after_put(tier_t *t, comm_t *comm, int wait, char *err, size_t cap)
     a->snap = NULL;
     a->phase = PH_IDLE;
     if (t->leader)
-        run_job(t, JOB_PRUNE);
+        run_job(t, JOB_PRUNE); /* in place: then the next save's files */
+    else if (a->inplace)
+        run_job(t, JOB_PREPARE);
     return TIER_OK;
 }
 

@@ -17,6 +17,7 @@
 #include "ftrain/ckpt_local.h"
 #include "ftrain/util.h"
 #include "local_async_internal.h"
+#include "local_inplace_internal.h"
 
 /* ---- placement ---------------------------------------------------------------- */
 
@@ -136,6 +137,11 @@ int tier_open(tier_t *t, const config_t *cfg, comm_t *comm, const char *host, ch
     else if (util_mkdir_p(t->root) != 0)
         rc = util_fail(err, cap, 1, "--ckpt-local: cannot create '%s' on %s: %s", t->root,
                        mine, strerror(errno));
+    /* Spare files of an earlier run (other ranks, other sizes) go, before
+     * the collective below lets any rank of this node make its own. */
+    else if (t->leader && tier_files_clear(t->root) != 0)
+        rc = util_fail(err, cap, 1, "--ckpt-local: cannot clear '%s/" TIER_SPARE_DIR "' on %s: %s",
+                       t->root, mine, strerror(errno));
     free(all);
     free(partner);
     if (comm_any_failed(comm, rc)) {

@@ -269,14 +269,15 @@ static void announce_tier(const trainer_t *t)
     const tier_t *tr = &t->tier;
     if (t->rank != 0 || t->cfg->quiet)
         return;
+    const char *how = tier_in_place(tr) ? "; saved in place (memory file system)" : "";
     if (tr->nnodes < 2)
         printf("local tier: %s on one node (%s): no partner copies, so a local checkpoint "
-               "does not survive the loss of this node; keeps %d\n", t->cfg->ckpt_local,
-               tr->hosts[0], tr->keep);
+               "does not survive the loss of this node; keeps %d%s\n", t->cfg->ckpt_local,
+               tr->hosts[0], tr->keep, how);
     else
         printf("local tier: %s on %d nodes, each rank's shard copied to a rank of the next "
-               "node (%s -> %s -> ...); keeps %d per node\n", t->cfg->ckpt_local, tr->nnodes,
-               tr->hosts[0], tr->hosts[1], tr->keep);
+               "node (%s -> %s -> ...); keeps %d per node%s\n", t->cfg->ckpt_local,
+               tr->nnodes, tr->hosts[0], tr->hosts[1], tr->keep, how);
     fflush(stdout);
 }
 

@@ -46,12 +46,33 @@
 # 12. The background save snapshots only each rank's slice of the state:
 #    with stored frames, every local shard file (own and partner copy)
 #    equals the shared tier's shard of the same step, byte for byte.
+# 13. On a memory file system (the tier saves in place there: the slice is
+#    copied straight into a mapped file, the copies received into mapped
+#    files), the files are reused: over 15 saves with --ckpt-local-keep 2,
+#    each shard of node a lives in at most 3 files (inodes), and the spare
+#    files are removed at the end.  Skipped elsewhere.
+#
+# FTRAIN_TEST_LOCAL_BASE: where the fake nodes' directories are made
+# (local_tier_shm.sh sets /dev/shm, so that the whole file runs in place);
+# default: the test's temporary directory.  Test 1 checks that the run
+# says "saved in place" exactly when that is a memory file system.
 . "$(dirname "$0")/lib.sh"
 : "${FTRAIN_TIMEOUT:=90}"
 need_mpi
 CKPTCTL="$BUILD/ckptctl"
 RUN="--device cpu --data line --layers 16 --global-batch 32 --micro-batch 8 --lr 0.01 --deterministic --steps 60"
-L="$T/local"
+if [ -n "${FTRAIN_TEST_LOCAL_BASE:-}" ]; then
+    L=$(mktemp -d "$FTRAIN_TEST_LOCAL_BASE/ftrain-local.XXXXXX") ||
+        { echo "Bail out! cannot make a directory under $FTRAIN_TEST_LOCAL_BASE"; exit 1; }
+    trap 'rm -rf "$L"; _tap_cleanup' EXIT
+else
+    L="$T/local"
+fi
+mkdir -p "$L"
+case "$(stat -f -c %T "$L")" in
+tmpfs | ramfs) INPLACE=1 ;;
+*) INPLACE=0 ;;
+esac
 
 # nodes CONTEXT... -- OPTIONS: run ftrain on fake nodes; each CONTEXT is
 # "N:NODE" (N ranks on NODE); OPTIONS go to every rank.
@@ -83,6 +104,8 @@ ok "$([ "$rc" -ne 0 ] && grep -q '^local tier: .* on 2 nodes' "$T/one.out" &&
     [ "$(grep -c '^local checkpoint: step [0-9]* in ' "$T/one.out")" = 7 ]; echo $?)" \
     "4 ranks on nodes a and b: local checkpoints at steps 4-28 sealed, then rank 3 killed after step 32 (exit $rc)" ||
     why "$(grep -E '^local|error' "$T/one.out" | tail -n 5)"
+said=$(grep -c '^local tier: .*; saved in place (memory file system)$' "$T/one.out")
+is "$said" "$INPLACE" "  the run says it saves in place exactly when the directory is a memory file system ($(stat -f -c %T "$L"))"
 last_local=$(sed -n 's/^local checkpoint: step \([0-9]*\) in .*/\1/p' "$T/one.out" | tail -n 1)
 ls "$L/a" "$L/b" >"$T/one.ls" 2>&1
 ok "$([ -d "$L/a/step-$(printf %08d "$last_local")" ] && [ -d "$L/b/step-$(printf %08d "$last_local")" ] &&
@@ -244,7 +267,7 @@ rm -rf "$T/run" "$L"
 nodes 2:a 2:b -- $RUN $LOCAL $SLOW >"$T/fail.out" 2>"$T/fail.err" &
 job=$!
 wait_for 60 grep -q '^local checkpoint: step 8 in ' "$T/fail.out"
-mv "$L/b" "$T/b.away" && : >"$L/b"
+mv "$L/b" "$L/b.away" && : >"$L/b"
 wait_for 60 grep -q 'ftrain: local checkpoint of step [0-9]* failed: .*training goes on' "$T/fail.err"
 rm -f "$L/b"
 wait "$job"
@@ -252,7 +275,7 @@ rc=$?
 bad=$(sed -n 's/^ftrain: local checkpoint of step \([0-9]*\) failed: .*training goes on.*/\1/p' "$T/fail.err" | head -n 1)
 later=$(sed -n 's/^local checkpoint: step \([0-9]*\) in .*/\1/p' "$T/fail.out" | tail -n 1)
 ok "$([ "$rc" = 0 ] && [ -n "$bad" ] && [ -n "$later" ] && [ "$later" -gt "$bad" ] &&
-    [ ! -d "$L/a/step-$(printf %08d "$bad")" ] && [ ! -d "$T/b.away/step-$(printf %08d "$bad")" ]; echo $?)" \
+    [ ! -d "$L/a/step-$(printf %08d "$bad")" ] && [ ! -d "$L/b.away/step-$(printf %08d "$bad")" ]; echo $?)" \
     "node b's directory made a file: the local save of step ${bad:-?} fails, is sealed on no node, and training goes on to step ${later:-?} (exit $rc)" ||
     why "$(cat "$T/fail.err")" "$(grep '^local' "$T/fail.out")" "a: $(sealed a)"
 ok "$(whole a "$later" && whole b "$later"; echo $?)" "  the later saves are sealed whole on both nodes" ||
@@ -279,5 +302,34 @@ done
 ok "$([ "$rc" = 0 ] && [ -z "$differ" ]; echo $?)" \
     "stored shards: every local shard of steps 8 and 16 equals the shared tier's (exit $rc)" ||
     why "differ:$differ" "$(grep -E 'checkpoint' "$T/same.out")"
+
+# ---- 13. in place: the files are reused ---------------------------------------------------------
+if [ "$INPLACE" = 1 ]; then
+    rm -rf "$T/run" "$L"
+    nodes 2:a 2:b -- $RUN $LOCAL $SLOW >"$T/reuse.out" 2>&1 &
+    job=$!
+    # Poll node a's step directories: each "inode path" of its own shard
+    # (shard-0) and of a partner copy (shard-2) that is seen.
+    while kill -0 "$job" 2>/dev/null; do
+        ls -i "$L"/a/step-*/shard-0.ftsh "$L"/a/step-*/shard-2.ftsh 2>/dev/null >>"$T/reuse.ls"
+        sleep 0.05
+    done
+    wait "$job"
+    rc=$?
+    steps=$(sed -n 's|.*/step-0*\([0-9][0-9]*\)/shard-0.ftsh$|\1|p' "$T/reuse.ls" | sort -u | wc -l)
+    own=$(grep '/shard-0.ftsh$' "$T/reuse.ls" | awk '{print $1}' | sort -u | wc -l)
+    copy=$(grep '/shard-2.ftsh$' "$T/reuse.ls" | awk '{print $1}' | sort -u | wc -l)
+    ok "$([ "$rc" = 0 ] && [ "$steps" -ge 6 ] && [ "$own" -le 3 ] && [ "$copy" -le 3 ]; echo $?)" \
+        "in place: node a's shard 0 of $steps steps lived in $own files, its copy of shard 2 in $copy (at most keep + 1 = 3 each; exit $rc)" ||
+        why "$(sort -u "$T/reuse.ls" | head -n 20)"
+    ok "$([ -d "$L/a/.spare" ] && [ -z "$(find "$L/a/.spare" "$L/b/.spare" ! -type d)" ]; echo $?)" \
+        "  the spare files are removed at the end of the run" || why "$(ls -la "$L/a/.spare" "$L/b/.spare")"
+    is "$(hash_of "$T/reuse.out")" "$REF" "  and the run ends with the uninterrupted param_hash"
+else
+    _why="the local directory is not a memory file system"
+    skip "in place: the files are reused" "$_why"
+    skip "  the spare files are removed at the end of the run" "$_why"
+    skip "  and the run ends with the uninterrupted param_hash" "$_why"
+fi
 
 done_testing

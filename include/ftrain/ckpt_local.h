@@ -62,6 +62,72 @@ CKPT_API int ckpt_shard_put(const char *root, uint64_t step, int index, const vo
                             uint64_t len, uint64_t xxh64);
 
 /**
+ * A stored shard built in place (the trainer's local save on tmpfs: the
+ * shard's bytes are copied straight into a mapped file, no second copy).
+ * A stored shard file is a 16-byte header, the slice's raw bytes, the seek
+ * table and the footer (docs/checkpoint-format.md, section 4), so the
+ * caller can put the raw bytes at CKPT_STORED_DATA_OFFSET of a buffer of
+ * ckpt_stored_shard_bytes() bytes and have ckpt_stored_shard_finish() write
+ * the rest around them.
+ */
+#define CKPT_STORED_DATA_OFFSET 16u
+
+/** The size of a shard file that holds raw_bytes in stored frames of
+ *  frame_bytes raw bytes each (ckpt_opts_t.frame_bytes): what
+ *  ckpt_shard_write writes at level 0.  @return 0 when frame_bytes is not in
+ *  1..256 MiB or the frames would be too many. */
+CKPT_API uint64_t ckpt_stored_shard_bytes(uint64_t raw_bytes, size_t frame_bytes);
+
+/**
+ * Complete a stored shard file in memory: file holds file_bytes bytes
+ * (ckpt_stored_shard_bytes(hi - lo, frame_bytes)), whose hi - lo bytes at
+ * CKPT_STORED_DATA_OFFSET are already the slice [lo, hi) of the flat space
+ * (alignment gaps zero).  Writes the header, the seek table and the footer
+ * around them and fills *info; the file's bytes are then exactly what
+ * ckpt_shard_write writes at level 0 with frames of frame_bytes.  Reads the
+ * slice once per frame for both checksums.  Pure: no I/O.
+ * @return CKPT_OK or CKPT_EINVAL (NULL, a reversed slice, a wrong size).
+ */
+CKPT_API int ckpt_stored_shard_finish(void *file, uint64_t file_bytes, uint64_t lo,
+                                      uint64_t hi, size_t frame_bytes,
+                                      ckpt_shard_info_t *info);
+
+/**
+ * Check shard file bytes received from another rank (a partner copy of
+ * shard `index` of `step`), as ckpt_shard_put does before it writes: their
+ * XXH64 must be xxh64 (the writer's ckpt_shard_info_t.xxh64) and len at
+ * least a shard file's header and footer.
+ * @return CKPT_OK, CKPT_ECORRUPT or CKPT_EINVAL (NULL, len beyond memory).
+ */
+CKPT_API int ckpt_shard_check(const void *data, uint64_t len, uint64_t xxh64, uint64_t step,
+                              int index);
+
+/**
+ * Put a shard file that is complete and durable at path (on root's file
+ * system; the caller fsync'd it) into the save of `step`: renamed to
+ * <root>/.tmp-step-<step>/shard-<index>.ftsh, replacing a file of that
+ * name; the temp directory is created when missing (and the root, one
+ * level); the temp directory and the root are fsync'd.  The file's bytes
+ * are not read: check them first (ckpt_shard_check, or they are this
+ * rank's own, from ckpt_stored_shard_finish).  A mapping of the file stays
+ * valid.
+ * @return CKPT_OK, CKPT_EINVAL (NULL, index out of range, step above
+ *         INT64_MAX), CKPT_EIO (path is then unchanged).
+ */
+CKPT_API int ckpt_shard_adopt(const char *root, uint64_t step, int index, const char *path);
+
+/**
+ * Take shard-<index>.ftsh out of the committed step-<step> of a node-local
+ * root, renamed to path (on the same file system), to reuse its file and
+ * its memory for a later save.  Only for a step that is about to be pruned:
+ * the step no longer holds that shard on this node (ckpt_local_scan says
+ * so; a restore does not count on it).  The root is not fsync'd.
+ * @return CKPT_OK, CKPT_ENOTFOUND (no such step or file: nothing moved),
+ *         CKPT_EINVAL (NULL, index out of range), CKPT_EIO.
+ */
+CKPT_API int ckpt_local_reclaim(const char *root, uint64_t step, int index, const char *path);
+
+/**
  * Seal a node's local checkpoint: check that every shard file present in
  * <root>/.tmp-step-<step> is one of the nshards in infos, of the size it
  * gives (others are removed), write manifest.json (the whole checkpoint's,

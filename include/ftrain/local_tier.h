@@ -104,8 +104,9 @@ typedef struct {
 } tier_report_t;
 
 /** Start allocating, and touching, the buffers a local save of st needs
- *  (the snapshot copy, the partner copies' receive buffers) on the helper
- *  thread, so that no save pays for page faults on the training thread.
+ *  (the snapshot copy, the partner copies' receive buffers; in place, the
+ *  mapped files instead) on the helper thread, so that no save pays for
+ *  page faults on the training thread.
  *  Not collective; the first call does it, later calls return at once. */
 void tier_save_prepare(tier_t *t, const state_t *st);
 
@@ -132,6 +133,13 @@ int tier_save_progress(tier_t *t, comm_t *comm, tier_report_t *rep, char *err, s
  *  and the exchange (bounded by the I/O and by the peers; a dead peer is the
  *  watchdog's).  @return as tier_save_progress, never TIER_BUSY. */
 int tier_save_finish(tier_t *t, comm_t *comm, tier_report_t *rep, char *err, size_t cap);
+
+/** @return 1 when this rank saves in place: its node's root is a memory
+ *  file system (tmpfs, ramfs) and local shards are stored (level 0), so its
+ *  shard is copied straight into a mapped file and its partner copies are
+ *  received straight into mapped files, kept from save to save
+ *  (local_inplace.c); 0 when it writes them with write(). */
+int tier_in_place(const tier_t *t);
 
 /** @return 1 while a local save is in flight (the same on every rank). */
 int tier_save_in_flight(const tier_t *t);

@@ -1,0 +1,204 @@
+/*
+ * local_inplace.c - the node-local tier's files for the save in place
+ * (local_inplace_internal.h).
+ *
+ * Where a node's root is memory (tmpfs, ramfs: /dev/shm, most per-job
+ * TMPDIRs on diskless nodes) and local shards are stored (level 0), a
+ * stored shard file is its header, the slice's raw bytes, the seek table
+ * and the footer.  So the training stall copies the rank's slice straight
+ * into a mapped file at CKPT_STORED_DATA_OFFSET, the helper thread writes
+ * the rest around it (ckpt_stored_shard_finish) and renames the file into
+ * the save's temp directory (ckpt_shard_adopt), and the partner copies are
+ * received straight into mapped files that are checked and renamed the same
+ * way.  There is no snapshot buffer, no receive buffer, and no write of
+ * either into new tmpfs pages: the file's pages are the snapshot.
+ *
+ * The files are kept across saves: when a save is sealed, the step that
+ * falls out of the tier's retention is pruned, and each rank first takes
+ * its own files back out of it (ckpt_local_reclaim) into <root>/.spare,
+ * already in memory, for the next save.  So a node holds its `keep` local
+ * checkpoints and one spare set, as much as during a save before, and a
+ * rank's own memory holds nothing besides.  On a disk-backed directory the
+ * tier writes shards with write() instead (local_async.c): there a write
+ * through a shared mapping faults on every page after each writeback, and
+ * a reused file's pages may have to be read back first.
+ */
+#include "local_inplace_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include "ftrain/ckpt_local.h"
+#include "ftrain/util.h"
+
+#define TMPFS_FS_MAGIC 0x01021994
+#define RAMFS_FS_MAGIC 0x858458f6
+
+int tier_files_in_memory(const char *dir)
+{
+    struct statfs fs;
+    if (statfs(dir, &fs) != 0)
+        return 0;
+    return (unsigned long)fs.f_type == TMPFS_FS_MAGIC ||
+           (unsigned long)fs.f_type == RAMFS_FS_MAGIC;
+}
+
+int tier_files_clear(const char *root)
+{
+    char dir[CONFIG_PATH_MAX + 16];
+    if (snprintf(dir, sizeof dir, "%s/" TIER_SPARE_DIR, root) >= (int)sizeof dir) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno == ENOENT ? 0 : -1;
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            unlinkat(dirfd(d), e->d_name, 0) != 0 && errno != ENOENT)
+            rc = -1;
+    closedir(d);
+    if (rmdir(dir) != 0 && errno != ENOENT)
+        rc = -1;
+    return rc;
+}
+
+int tier_files_init(tier_files_t *f, const char *root, int rank, int nfiles, char *err,
+                    size_t cap)
+{
+    memset(f, 0, sizeof *f);
+    char dir[CONFIG_PATH_MAX + 16];
+    if (snprintf(f->root, sizeof f->root, "%s", root) >= (int)sizeof f->root ||
+        snprintf(dir, sizeof dir, "%s/" TIER_SPARE_DIR, root) >= (int)sizeof dir)
+        return util_fail(err, cap, 1, "local tier: '%s' is too long", root);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return util_fail(err, cap, 1, "local tier: cannot create '%s': %s", dir,
+                         strerror(errno));
+    if (!(f->files = calloc((size_t)nfiles, sizeof *f->files)))
+        return util_fail(err, cap, 1, "local tier: out of memory");
+    f->nfiles = nfiles;
+    for (int k = 0; k < nfiles; k++) {
+        f->files[k].fd = -1;
+        snprintf(f->files[k].path, sizeof f->files[k].path, "%s/rank-%d-%d", dir, rank, k);
+    }
+    return 0;
+}
+
+static void unmap_one(tier_file_t *x)
+{
+    if (x->map)
+        munmap(x->map, (size_t)x->len);
+    if (x->fd >= 0)
+        close(x->fd);
+    x->map = NULL;
+    x->fd = -1;
+    x->len = 0;
+}
+
+int tier_files_ready(const tier_files_t *f, int k, uint64_t len)
+{
+    const tier_file_t *x = &f->files[k];
+    return x->map && !x->adopted && x->len == len;
+}
+
+int tier_files_map(tier_files_t *f, int k, uint64_t len, char *err, size_t cap)
+{
+    tier_file_t *x = &f->files[k];
+    if (tier_files_ready(f, k, len))
+        return 0;
+    unmap_one(x);
+    x->adopted = 0;
+    if (len == 0 || (uint64_t)(size_t)len != len || (uint64_t)(off_t)len != len)
+        return util_fail(err, cap, 1, "local tier: a file of %llu bytes cannot be mapped",
+                         (unsigned long long)len);
+    int fd = open(x->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0 && errno == ENOENT) {
+        /* The node's directory went (removed by hand): made again, one
+         * level, as a save's temp directory is. */
+        char dir[CONFIG_PATH_MAX + 16];
+        snprintf(dir, sizeof dir, "%s/" TIER_SPARE_DIR, f->root);
+        if ((mkdir(f->root, 0755) == 0 || errno == EEXIST) &&
+            (mkdir(dir, 0755) == 0 || errno == EEXIST))
+            fd = open(x->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    }
+    struct stat st;
+    int e = 0;
+    if (fd < 0 || fstat(fd, &st) != 0)
+        e = errno;
+    else if (!S_ISREG(st.st_mode))
+        e = EINVAL;
+    else if (ftruncate(fd, (off_t)len) != 0)
+        e = errno;
+    else /* every page allocated now, on this thread, not at the first write */
+        e = posix_fallocate(fd, 0, (off_t)len);
+    if (e) {
+        if (fd >= 0)
+            close(fd);
+        return util_fail(err, cap, 1, "local tier: cannot make '%s' %llu bytes: %s%s", x->path,
+                         (unsigned long long)len, strerror(e),
+                         e == ENOSPC ? " (the node's memory file system is full)" : "");
+    }
+    void *map = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd,
+                     0);
+    if (map == MAP_FAILED) {
+        e = errno;
+        close(fd);
+        return util_fail(err, cap, 1, "local tier: cannot map '%s' (%llu bytes): %s", x->path,
+                         (unsigned long long)len, strerror(e));
+    }
+    x->fd = fd;
+    x->map = map;
+    x->len = len;
+    return 0;
+}
+
+int tier_files_adopt(tier_files_t *f, int k, const char *root, uint64_t step, int index,
+                     char *err, size_t cap)
+{
+    tier_file_t *x = &f->files[k];
+    if (!x->map || x->adopted)
+        return util_fail(err, cap, 1, "local tier: file %d is not mapped", k);
+    if (msync(x->map, (size_t)x->len, MS_SYNC) != 0 || fsync(x->fd) != 0)
+        return util_fail(err, cap, 1, "local tier: cannot sync '%s': %s", x->path,
+                         strerror(errno));
+    int rc = ckpt_shard_adopt(root, step, index, x->path);
+    if (rc != CKPT_OK)
+        return util_fail(err, cap, 1, "%s: %s", ckpt_strerror(rc), ckpt_last_error());
+    x->adopted = 1;
+    return 0;
+}
+
+int tier_files_reclaim(tier_files_t *f, int k, const char *root, uint64_t step, int index)
+{
+    tier_file_t *x = &f->files[k];
+    unmap_one(x);
+    x->adopted = 0;
+    return ckpt_local_reclaim(root, step, index, x->path) == CKPT_OK ? 0 : 1;
+}
+
+void tier_files_unmap_all(tier_files_t *f)
+{
+    for (int k = 0; f->files && k < f->nfiles; k++)
+        unmap_one(&f->files[k]);
+}
+
+void tier_files_free(tier_files_t *f, int remove)
+{
+    for (int k = 0; f->files && k < f->nfiles; k++) {
+        unmap_one(&f->files[k]);
+        if (remove && !f->files[k].adopted)
+            unlink(f->files[k].path);
+    }
+    free(f->files);
+    memset(f, 0, sizeof *f);
+}
