@@ -136,12 +136,19 @@ launch() {
 }
 
 # stop_run: SIGKILL to the ranks of the run started last (their pids from
-# its "world:" lines), then wait for its launcher.  A rank killed so leaves
+# its "world:" lines), then wait for its launcher.  Each rank's memory just
+# before (RssAnon: its private memory; RssShmem: the shared memory it maps,
+# the local tier's files on tmpfs and Open MPI's segments; in MiB) goes to
+# RUN_LOG.mem, one line per rank.  A rank killed so leaves
 # its Open MPI shared-memory segment in /dev/shm: the segments the ranks
 # had mapped are removed once they are gone.
 stop_run() {
     [ -n "$RUN_PID" ] || return 0
     _stop_pids=$(sed -n 's/^world: rank [0-9]* .* pid \([0-9]*\) .*/\1/p' "$RUN_LOG")
+    for _stop_pid in $_stop_pids; do
+        awk '/^(RssAnon|RssShmem):/ { printf "%s %d ", $1, $2 / 1024 } END { print "" }' \
+            "/proc/$_stop_pid/status" 2>/dev/null
+    done >"$RUN_LOG.mem"
     _stop_segments=""
     for _stop_pid in $_stop_pids; do
         _stop_segments="$_stop_segments $(grep -o '/dev/shm/vader_segment[^ ]*' "/proc/$_stop_pid/maps" 2>/dev/null | sort -u)"
@@ -396,6 +403,12 @@ section_saves() {
     row "  own shard written (background)" "$_s_write" "$(mbps "$SHARD_BYTES" "$_s_write")" "" ""
     row "  partner copy: MPI + check + write (wall)" "$_s_copy" "$(mbps "$SHARD_BYTES" "$_s_copy")" "" ""
     row "  seal (votes, manifest, rename)" "$_s_seal" "" "" ""
+    # The larger rank's, at the stop (stop_run).
+    _s_anon=$(awk '{ for (i = 1; i < NF; i++) if ($i == "RssAnon:" && $(i + 1) > m) m = $(i + 1) } END { print m + 0 }' "$SCRATCH/two.out.mem")
+    _s_shmem=$(awk '{ for (i = 1; i < NF; i++) if ($i == "RssShmem:" && $(i + 1) > m) m = $(i + 1) } END { print m + 0 }' "$SCRATCH/two.out.mem")
+    row "a rank's memory at the stop (MiB; state $((STATE_BYTES / 1048576)))" "" "" "" ""
+    row "  private (RssAnon: state, buffers)" "$_s_anon" "" "" ""
+    row "  shared it maps (RssShmem: tier files, MPI)" "$_s_shmem" "" "" ""
     row "memcpy of one shard's bytes, warm memory" "$(field memcpy_s "$P2P")" "$(field memcpy_mb_per_s "$P2P")" "" ""
     row "memcpy into new memory (page faults)" "$(field fresh_s "$P2P")" "$(field fresh_mb_per_s "$P2P")" "" ""
     row "dd bs=1M of one shard's bytes into /dev/shm" "${_s_dd:-n/a}" "$(mbps "$_s_dd_bytes" "$_s_dd")" "" ""

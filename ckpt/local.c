@@ -268,6 +268,11 @@ int ckpt_shard_adopt(const char *root, uint64_t step, int index, const char *pat
         return rc;
     if (!path || !*path)
         return ckpt_seterr(CKPT_EINVAL, "shard_adopt: no file");
+    struct stat st; /* checked before anything is made for it */
+    if (lstat(path, &st) != 0)
+        return ckpt_seterr(CKPT_EIO, "shard_adopt: %s: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return ckpt_seterr(CKPT_EIO, "shard_adopt: %s: not a regular file", path);
     if ((rc = make_tmpdir(root, step, tmpdir, sizeof tmpdir)) != CKPT_OK)
         return rc;
     ckpt_shard_name(index, name, sizeof name);

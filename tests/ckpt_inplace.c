@@ -234,7 +234,7 @@ int main(void)
     for (int i = 0; i < 5; i++)
         finish_set(&sets[i]);
 
-    plan(125);
+    plan(129);
 
     /* ---- 1. byte equality with the writer ------------------------------ */
     is_int(sets[0].t[1].offset, 32, "layout: a 4-byte gap after f32[7] (the i64 at 32)");
@@ -379,6 +379,14 @@ int main(void)
         shard_path(path2, sizeof path2, aroot, 0, 3, 1);
         ok(!exists(path2) && same_bytes(dest, two, sizeof two),
            "  no shard-1 appears, shard-0 is untouched");
+        is_int(ckpt_shard_adopt(nroot, 3, 1, path), CKPT_EIO,
+               "adopt of a missing source into a missing root is EIO");
+        ok(!exists(nroot), "  and makes nothing for it (no root, no temp directory)");
+        is_int(ckpt_shard_adopt(nroot, 3, 1, stage), CKPT_EIO,
+               "adopt of a directory is EIO");
+        ok(strstr(ckpt_last_error(), "not a regular file") != NULL && !exists(nroot) &&
+               exists(stage),
+           "  saying so, with nothing made or moved: %s", ckpt_last_error());
         snprintf(path, sizeof path, "%s/a/b", tmp);
         is_int(ckpt_shard_adopt(path, 3, 0, src), CKPT_EIO,
                "adopt into a root two levels missing is EIO");

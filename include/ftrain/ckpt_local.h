@@ -112,7 +112,8 @@ CKPT_API int ckpt_shard_check(const void *data, uint64_t len, uint64_t xxh64, ui
  * rank's own, from ckpt_stored_shard_finish).  A mapping of the file stays
  * valid.
  * @return CKPT_OK, CKPT_EINVAL (NULL, index out of range, step above
- *         INT64_MAX), CKPT_EIO (path is then unchanged).
+ *         INT64_MAX), CKPT_EIO (path missing or not a regular file:
+ *         nothing is made; a failed rename: path is then unchanged).
  */
 CKPT_API int ckpt_shard_adopt(const char *root, uint64_t step, int index, const char *path);
 
