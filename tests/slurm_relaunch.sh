@@ -19,7 +19,9 @@
 #      tier every 40): a node marked DOWN and its local directory deleted
 #      -> relaunch on the 2 nodes left -> restored from the local tier (the
 #      lost node's shards from their partner copies) -> finishes bit-exactly;
-#      the local tier is removed at the end of the job.
+#      the local tier is removed at the end of the job.  The tier is on
+#      /dev/shm where that is a memory file system (train.sbatch's default
+#      place), so it saves in place there, and the run must say so.
 #
 # Needs root and the SLURM packages (it skips without them), and takes the
 # same lock as the other SLURM tests: one test cluster per machine.
@@ -163,7 +165,13 @@ else
 	ok 1 "  no relaunch"
 fi
 # ---- f. a node lost, restored from the node-local tier -------------------------------------
-export FTRAIN_LOCAL_ROOT=$W/local-f
+# Where train.sbatch puts it by default, a memory file system, where the
+# tier saves in place (the run says so); else under the test's directory.
+SHM_ROOT=/dev/shm/ftrain-test-$$-local-f
+case "$(stat -f -c %T /dev/shm 2>/dev/null)" in
+tmpfs | ramfs) export FTRAIN_LOCAL_ROOT=$SHM_ROOT INPLACE=1 ;;
+*) export FTRAIN_LOCAL_ROOT=$W/local-f INPLACE=0 ;;
+esac
 FTRAIN_ARGS="$RUN --step-delay-ms 150 --ckpt-every 40 --ckpt-local-every 4" submit local 3
 if v=$(rank1 22) && [ -n "$v" ]; then
 	node=${v#* }
@@ -172,8 +180,11 @@ if v=$(rank1 22) && [ -n "$v" ]; then
 	rm -rf "$FTRAIN_LOCAL_ROOT/$node"
 	finished_exactly "node $node DOWN, its local directory gone"
 	line=$(grep '^resume:' "$out" | head -n 1)
-	printf '%s\n' "$line" | grep -Eq '^resume: from the node-local tier \(shards [0-9,-]+ read on n[0-9]+(; shards [0-9,-]+ read on n[0-9]+)*\) step-0*(20|24) step (20|24) .*world 3 -> 2'
-	ok $? "  restored from the local tier's newest step (20 or 24; the shared tier has none), 3 -> 2 ranks" ||
+	said=0
+	grep -q '^local tier: .*; saved in place (memory file system)$' "$out" && said=1
+	printf '%s\n' "$line" | grep -Eq '^resume: from the node-local tier \(shards [0-9,-]+ read on n[0-9]+(; shards [0-9,-]+ read on n[0-9]+)*\) step-0*(20|24) step (20|24) .*world 3 -> 2' &&
+		[ "$said" = "$INPLACE" ]
+	ok $? "  restored from the local tier's newest step (20 or 24; the shared tier has none), 3 -> 2 ranks (saved in place: $said, as expected for $FTRAIN_LOCAL_ROOT)" ||
 		why "${line:-no resume line}" "$(grep -E 'local|train\.sbatch' "$out" | tail -n 8)"
 	ok "$([ ! -e "$FTRAIN_LOCAL_ROOT" ]; echo $?)" "  the node-local tier is removed at the end of the job" ||
 		why "$(ls -R "$FTRAIN_LOCAL_ROOT" | head)"
@@ -185,4 +196,5 @@ else
 	ok 1 "  removed at the end"
 fi
 unset FTRAIN_LOCAL_ROOT
+rm -rf "$SHM_ROOT"
 [ "$failed" = 0 ]
