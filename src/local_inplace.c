@@ -58,14 +58,26 @@ int tier_files_clear(const char *root)
         errno = ENAMETOOLONG;
         return -1;
     }
-    DIR *d = opendir(dir);
-    if (!d)
+    /* Never followed: a link (or a file) of that name is removed itself. */
+    struct stat st;
+    if (lstat(dir, &st) != 0)
         return errno == ENOENT ? 0 : -1;
+    if (!S_ISDIR(st.st_mode))
+        return unlink(dir) == 0 || errno == ENOENT ? 0 : -1;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
     struct dirent *e;
     int rc = 0;
     while ((e = readdir(d)) != NULL)
         if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
-            unlinkat(dirfd(d), e->d_name, 0) != 0 && errno != ENOENT)
+            unlinkat(dirfd(d), e->d_name, 0) != 0 &&
+            (errno != EISDIR || unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR) != 0) &&
+            errno != ENOENT)
             rc = -1;
     closedir(d);
     if (rmdir(dir) != 0 && errno != ENOENT)

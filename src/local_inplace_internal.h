@@ -40,7 +40,8 @@ typedef struct {
 int tier_files_in_memory(const char *dir);
 
 /** Remove root's spare directory and the files in it (a node's first rank,
- *  at the tier's open, before any rank of the node uses it).
+ *  at the tier's open, before any rank of the node uses it); a file or a
+ *  link of that name is removed itself, never followed.
  *  @return 0, or -1 with errno. */
 int tier_files_clear(const char *root);
 

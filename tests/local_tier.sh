@@ -48,9 +48,13 @@
 #    equals the shared tier's shard of the same step, byte for byte.
 # 13. On a memory file system (the tier saves in place there: the slice is
 #    copied straight into a mapped file, the copies received into mapped
-#    files), the files are reused: over 15 saves with --ckpt-local-keep 2,
-#    each shard of node a lives in at most 3 files (inodes), and the spare
-#    files are removed at the end.  Skipped elsewhere.
+#    files), the files are reused: over 15 saves with --ckpt-local-keep 2
+#    (then 1), each shard of node a lives in at most 3 (2) files (inodes),
+#    and the spare files are removed at the end.  Skipped elsewhere.
+# 14. A stray .spare (the tier's own name for its spare files) in a node's
+#    directory: a link to a directory holding a file on node a, a regular
+#    file on node b.  Each is removed, the link never followed (the file it
+#    pointed at is untouched), and the local saves go on.
 #
 # FTRAIN_TEST_LOCAL_BASE: where the fake nodes' directories are made
 # (local_tier_shm.sh sets /dev/shm, so that the whole file runs in place);
@@ -304,12 +308,13 @@ ok "$([ "$rc" = 0 ] && [ -z "$differ" ]; echo $?)" \
     why "differ:$differ" "$(grep -E 'checkpoint' "$T/same.out")"
 
 # ---- 13. in place: the files are reused ---------------------------------------------------------
-if [ "$INPLACE" = 1 ]; then
-    rm -rf "$T/run" "$L"
-    nodes 2:a 2:b -- $RUN $LOCAL $SLOW >"$T/reuse.out" 2>&1 &
+# reuse KEEP: a run keeping KEEP local checkpoints, node a's step
+# directories polled for the inodes of its own shard (shard-0) and of a
+# partner copy (shard-2): each lives in at most KEEP + 1 files.
+reuse() {
+    rm -rf "$T/run" "$L" "$T/reuse.ls"
+    nodes 2:a 2:b -- $RUN $LOCAL $SLOW --ckpt-local-keep "$1" >"$T/reuse.out" 2>&1 &
     job=$!
-    # Poll node a's step directories: each "inode path" of its own shard
-    # (shard-0) and of a partner copy (shard-2) that is seen.
     while kill -0 "$job" 2>/dev/null; do
         ls -i "$L"/a/step-*/shard-0.ftsh "$L"/a/step-*/shard-2.ftsh 2>/dev/null >>"$T/reuse.ls"
         sleep 0.05
@@ -319,17 +324,37 @@ if [ "$INPLACE" = 1 ]; then
     steps=$(sed -n 's|.*/step-0*\([0-9][0-9]*\)/shard-0.ftsh$|\1|p' "$T/reuse.ls" | sort -u | wc -l)
     own=$(grep '/shard-0.ftsh$' "$T/reuse.ls" | awk '{print $1}' | sort -u | wc -l)
     copy=$(grep '/shard-2.ftsh$' "$T/reuse.ls" | awk '{print $1}' | sort -u | wc -l)
-    ok "$([ "$rc" = 0 ] && [ "$steps" -ge 6 ] && [ "$own" -le 3 ] && [ "$copy" -le 3 ]; echo $?)" \
-        "in place: node a's shard 0 of $steps steps lived in $own files, its copy of shard 2 in $copy (at most keep + 1 = 3 each; exit $rc)" ||
+    ok "$([ "$rc" = 0 ] && [ "$steps" -ge 6 ] && [ "$own" -le $(($1 + 1)) ] && [ "$copy" -le $(($1 + 1)) ]; echo $?)" \
+        "in place, --ckpt-local-keep $1: node a's shard 0 of $steps steps lived in $own files, its copy of shard 2 in $copy (at most $(($1 + 1)) each; exit $rc)" ||
         why "$(sort -u "$T/reuse.ls" | head -n 20)"
     ok "$([ -d "$L/a/.spare" ] && [ -z "$(find "$L/a/.spare" "$L/b/.spare" ! -type d)" ]; echo $?)" \
         "  the spare files are removed at the end of the run" || why "$(ls -la "$L/a/.spare" "$L/b/.spare")"
     is "$(hash_of "$T/reuse.out")" "$REF" "  and the run ends with the uninterrupted param_hash"
+}
+if [ "$INPLACE" = 1 ]; then
+    reuse 2
+    reuse 1
 else
     _why="the local directory is not a memory file system"
-    skip "in place: the files are reused" "$_why"
-    skip "  the spare files are removed at the end of the run" "$_why"
-    skip "  and the run ends with the uninterrupted param_hash" "$_why"
+    for keep in 2 1; do
+        skip "in place, --ckpt-local-keep $keep: the files are reused" "$_why"
+        skip "  the spare files are removed at the end of the run" "$_why"
+        skip "  and the run ends with the uninterrupted param_hash" "$_why"
+    done
 fi
+
+# ---- 14. a stray .spare ------------------------------------------------------------------------
+rm -rf "$T/run" "$L" "$T/elsewhere"
+mkdir -p "$L/a" "$L/b" "$T/elsewhere"
+echo keep >"$T/elsewhere/rank-0-0"
+ln -s "$T/elsewhere" "$L/a/.spare"
+echo stray >"$L/b/.spare"
+nodes 2:a 2:b -- $RUN $LOCAL --steps 12 >"$T/stray.out" 2>&1
+rc=$?
+ok "$([ "$rc" = 0 ] && [ "$(grep -c '^local checkpoint: step [0-9]* in ' "$T/stray.out")" -ge 2 ] &&
+    [ "$(cat "$T/elsewhere/rank-0-0")" = keep ] && [ ! -L "$L/a/.spare" ] && [ ! -f "$L/b/.spare" ]; echo $?)" \
+    "a stray .spare (a link to a directory on a, a file on b): removed, the link not followed, local saves go on (exit $rc)" ||
+    why "$(grep -E '^local|error' "$T/stray.out" | tail -n 4)" "$(ls -la "$L/a" "$L/b" "$T/elsewhere")"
+is "$(hash_of "$T/stray.out")" "$(hash_of "$T/ref12.out")" "  and the run ends with the uninterrupted 12-step run's param_hash"
 
 done_testing
