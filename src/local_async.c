@@ -713,6 +713,9 @@ static int take_inplace(tier_t *t, const state_t *st, char *err, size_t cap)
     return STATE_OK;
 }
 
+static int vote(tier_t *t, comm_t *comm, int not_done, int failed, int64_t out[2], char *err,
+                size_t cap);
+
 int tier_save_start(tier_t *t, comm_t *comm, const state_t *st, double started, char *err,
                     size_t cap)
 {
@@ -735,9 +738,19 @@ int tier_save_start(tier_t *t, comm_t *comm, const state_t *st, double started, 
                        state_floats(st) * sizeof(float));
     else if (take_slice(t, st, err, cap) != STATE_OK)
         rc = 1;
-    if (comm_any_failed(comm, rc)) {
-        if (!rc)
-            snprintf(err, cap, "another rank could not take its snapshot");
+    int64_t v[2];
+    char vote_err[JOB_ERR_MAX];
+    if (vote(t, comm, 0, rc, v, vote_err, sizeof vote_err) != 0 || v[1]) {
+        /* Rank 0 reports the start's failure: its own reason, else which
+         * rank failed; that rank says why on its own stderr. */
+        if (rc && t->rank != 0)
+            fprintf(stderr, "ftrain: rank %d: local checkpoint of step %lld not started: %s\n",
+                    t->rank, (long long)st->step, err);
+        if (!rc && v[1])
+            snprintf(err, cap, "rank %lld could not take its snapshot (its reason is on its "
+                     "stderr)", (long long)v[1] - 1);
+        else if (!rc)
+            snprintf(err, cap, "%s", vote_err);
         state_snapshot_free(a->snap);
         a->snap = NULL;
         return TIER_EFAIL;
