@@ -20,6 +20,12 @@
  *      step, r, bytes, len, info_of_r.xxh64);
  *   3. all: agree that 1 and 2 succeeded everywhere; then one rank per node:
  *      ckpt_local_seal(local_root, step, ..., infos of all shards, world).
+ * Steps 1 and 2 in place (stored shards in mapped files on a memory file
+ * system, with no buffer): 1. the slice at CKPT_STORED_DATA_OFFSET of a
+ * file of ckpt_stored_shard_bytes(), ckpt_stored_shard_finish(), fsync,
+ * ckpt_shard_adopt(); 2. the copy received into such a file,
+ * ckpt_shard_check(), fsync, ckpt_shard_adopt().  A file can be taken back
+ * out of a step about to be pruned (ckpt_local_reclaim) and reused.
  * Restore: ckpt_local_scan() on each node, pick a step whose shards the
  * nodes hold between them, then ckpt_open() the step directory (shards open
  * lazily) and ckpt_read_range() the ranges of the shards present.
