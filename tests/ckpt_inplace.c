@@ -72,25 +72,6 @@ static void free_set(tset_t *s)
     free(s->flat);
 }
 
-static int read_file(const char *path, unsigned char **buf, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    long size;
-    *buf = NULL;
-    if (!f || fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 ||
-        fseek(f, 0, SEEK_SET) != 0 || !(*buf = malloc((size_t)size + 1)) ||
-        fread(*buf, 1, (size_t)size, f) != (size_t)size) {
-        if (f)
-            fclose(f);
-        free(*buf);
-        *buf = NULL;
-        return -1;
-    }
-    fclose(f);
-    *len = (size_t)size;
-    return 0;
-}
-
 static int write_file(const char *path, const void *bytes, size_t len)
 {
     FILE *f = fopen(path, "wb");
@@ -98,17 +79,6 @@ static int write_file(const char *path, const void *bytes, size_t len)
         return -1;
     size_t put = fwrite(bytes, 1, len, f);
     return fclose(f) == 0 && put == len ? 0 : -1;
-}
-
-static int same_bytes(const char *path, const unsigned char *bytes, size_t len)
-{
-    unsigned char *got;
-    size_t got_len;
-    if (read_file(path, &got, &got_len) != 0)
-        return 0;
-    int same = got_len == len && memcmp(got, bytes, len) == 0;
-    free(got);
-    return same;
 }
 
 static int exists(const char *path)

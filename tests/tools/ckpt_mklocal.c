@@ -26,6 +26,7 @@
 
 #include "ftrain/ckpt.h"
 #include "ftrain/ckpt_local.h"
+#include "ckpt_test.h"
 
 #define MAX_NODES 64
 #define MAX_WORLD 64
@@ -41,24 +42,6 @@ static int fail(const char *what, const char *root)
 {
     fprintf(stderr, "ckpt_mklocal: %s '%s': %s\n", what, root, ckpt_last_error());
     return 1;
-}
-
-static int read_file(const char *path, unsigned char **buf, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    long size;
-    *buf = NULL;
-    if (!f || fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 ||
-        fseek(f, 0, SEEK_SET) != 0 || !(*buf = malloc((size_t)size + 1)) ||
-        fread(*buf, 1, (size_t)size, f) != (size_t)size) {
-        if (f)
-            fclose(f);
-        free(*buf);
-        return -1;
-    }
-    fclose(f);
-    *len = (size_t)size;
-    return 0;
 }
 
 int main(int argc, char **argv)
