@@ -10,12 +10,16 @@
 #      shared-tier save of the same state;
 #   2. the partner copy beside MPI point-to-point bandwidth between the same
 #      two ranks, measured in the same run (bench/p2p_bw.c);
-#   3. the overhead of a local checkpoint every 30 s: the stall / 30 s, and
-#      what the steps around each save lost against the run's median step
-#      (the background threads share the cores with the ranks), / 30 s;
+#   3. the overhead of a local checkpoint every 30 s by its stall: the
+#      stall / 30 s (section 5 measures it by run time);
 #   4. restores from the local and from the shared tier (the resume line's
 #      "loaded in"), 1 -> 1, 1 -> 2, 2 -> 1 and 2 -> 2 ranks, each beside
-#      torch.load of the same bytes in as many processes at once.
+#      torch.load of the same bytes in as many processes at once;
+#   5. the overhead by run time: the same training with and without a
+#      local checkpoint every BENCH_LOCAL_STEPS steps, run alternately, and
+#      the time the runs took over the same steps compared (all of a save's
+#      work counted, wherever it lands), once with the ranks filling the
+#      cores and once with an idle share in each step (BENCH_IDLE_MS).
 #
 #   BUILD=build sh bench/local_tier.sh      (make all, then make bench's
 #                                           programs: BUILD/bench/p2p_bw)
@@ -41,6 +45,12 @@
 #                       for, in seconds (30)
 #   BENCH_LOCAL_STEPS   steps between local checkpoints in the saving run (6)
 #   BENCH_SHARED_STEPS  steps between its shared-tier saves (14)
+#   BENCH_OVERHEAD_SAVES local saves after the first ones in each run of
+#                       section 5 (4); 0 skips section 5
+#   BENCH_IDLE_MS       section 5's second pair of runs sleeps this long per
+#                       step (--step-delay-ms), as a GPU trainer's host
+#                       thread waits for its GPU: the CPU is then idle for
+#                       part of each step (800; 0: no second pair)
 #   BENCH_RESTORES      0: skip section 4 (the restores); 1 (default): run it
 #   BENCH_MPI_YIELD     1 (default): Open MPI ranks yield the CPU while they
 #                       wait (mpi_yield_when_idle), 0: they busy-poll
@@ -67,6 +77,8 @@ EVERY_S=${BENCH_LOCAL_EVERY_S:-30}
 LOCAL_STEPS=${BENCH_LOCAL_STEPS:-6}
 SHARED_STEPS=${BENCH_SHARED_STEPS:-14}
 RESTORES=${BENCH_RESTORES:-1}
+OVERHEAD_SAVES=${BENCH_OVERHEAD_SAVES:-4}
+IDLE_MS=${BENCH_IDLE_MS:-800}
 PYTHON_BIN=${PYTHON:-/usr/bin/python3}
 FTRAIN=$BUILD/ftrain
 P2P_BW=$BUILD/bench/p2p_bw
@@ -221,6 +233,11 @@ check_settings() {
             '' | *[!0-9]* | 0) echo "bench: BENCH_LOCAL_STEPS and BENCH_SHARED_STEPS must be whole numbers of at least 1" >&2; exit 2 ;;
         esac
     done
+    for _set in "$OVERHEAD_SAVES" "$IDLE_MS"; do
+        case $_set in
+            '' | *[!0-9]*) echo "bench: BENCH_OVERHEAD_SAVES and BENCH_IDLE_MS must be whole numbers" >&2; exit 2 ;;
+        esac
+    done
     case $EVERY_S in
         '' | *[!0-9]* | 0) echo "bench: BENCH_LOCAL_EVERY_S must be a whole number of seconds, got '$EVERY_S'" >&2; exit 2 ;;
     esac
@@ -318,43 +335,6 @@ save_run() {
     STATE_BYTES=$(sed -n 's/^train: .*, \([0-9]*\) parameters,.*/\1/p' "$SCRATCH/$1.out" | awk '{ print $1 * 12 }')
 }
 
-# step_costs METRICS: what the steps around each local save lost, from the
-# per-step rows of METRICS (metrics.jsonl; each row's time is when its step
-# ended).  A save started after step s and sealed at the boundary after
-# step e (its event comes after row e; e = s for a synchronous save) is in
-# the durations of steps s+1 .. e+1; its cost is their sum less as many
-# median steps.  The median is of the steps in no such window, after no
-# shared save, and not step 2 (the first boundary prepares the save's
-# buffers).  Windows that hold a shared save's step are left out.  Prints
-# one line: "median M prepare P used U of N costs C..." (seconds).
-step_costs() {
-    python3 - "$1" <<'EOF2' 2>/dev/null || echo "median n/a prepare n/a used 0 of 0 costs"
-import json, statistics, sys
-rows, events = {}, []
-for line in open(sys.argv[1]):
-    d = json.loads(line)
-    if "event" in d:
-        events.append((max(rows) if rows else 0, d))
-    elif "step" in d:
-        rows[d["step"]] = d["time"]
-dur = {s: rows[s] - rows[s - 1] for s in rows if s - 1 in rows}
-shared = {d["step"] + 1 for _, d in events if d["event"] == "checkpoint"}
-windows = [(d["step"], last) for last, d in events if d["event"] == "local_checkpoint"]
-busy = set(shared) | {2}
-for s, e in windows:
-    busy |= set(range(s + 1, e + 2))
-median = statistics.median(v for s, v in dur.items() if s not in busy)
-costs = []
-for s, e in windows:
-    steps = range(s + 1, e + 2)
-    if all(j in dur for j in steps) and not any(j in shared for j in steps):
-        costs.append(sum(dur[j] - median for j in steps))
-prepare = dur[2] - median if 2 in dur else float("nan")
-print("median %.3f prepare %.3f used %d of %d costs %s" % (median, prepare, len(costs), len(windows),
-      " ".join("%.3f" % c for c in costs)))
-EOF2
-}
-
 section_saves() {
     heading "1-3. local saves on 2 fake nodes (a, b), 1 rank each, beside a memory copy, MPI and the shared tier"
     echo "  ftrain on 2 ranks, --ckpt-local $LOCAL/two/%n --ckpt-local-every $LOCAL_STEPS (stored shards) and"
@@ -370,8 +350,6 @@ section_saves() {
     local_saves "$SCRATCH/two.out" | awk '{ printf "    local step %-4s stall %s (snapshot %s, exchange %s, waits %s); start to seal %s: write %s, partner copy %s, seal %s\n", $1, $2, $7, $8, $9, $3, $4, $5, $6 }'
     grep '^local checkpoint: step [0-9]* skipped' "$SCRATCH/two.out" | sed 's/^/    /'
     shared_saves "$SCRATCH/two.out" | awk '{ printf "    shared step %-4s %s\n", $1, $2 }'
-    _s_costs=$(step_costs "$SCRATCH/two/metrics.jsonl")
-    echo "  steps: $_s_costs"
     # The best local save (by its stall), and its parts.
     # shellcheck disable=SC2046 # the nine fields of one line
     set -- $(local_saves "$SCRATCH/two.out" | sort -g -k 2 | head -n 1)
@@ -382,8 +360,6 @@ section_saves() {
     _s_stall_median=$(median $(local_saves "$SCRATCH/two.out" | cut -d ' ' -f 2))
     # shellcheck disable=SC2046
     _s_copy_median=$(median $(local_saves "$SCRATCH/two.out" | cut -d ' ' -f 5))
-    # shellcheck disable=SC2046
-    _s_cost_median=$(median $(printf '%s\n' "$_s_costs" | sed 's/.* costs//'))
 
     # The peers, in the same run: dd into /dev/shm, a memory copy, MPI.
     _s_dd=$(LC_ALL=C dd if=/dev/zero of="$LOCAL/dd.bin" bs=1M count=$((SHARD_BYTES / 1048576)) 2>&1 |
@@ -426,10 +402,9 @@ section_saves() {
     row "overhead at one checkpoint every $EVERY_S s" "seconds" "overhead" "" ""
     row "local checkpoint: training stall (best)" "$_s_stall" "$(awk -v s="$_s_stall" -v t="$EVERY_S" 'BEGIN { printf "%.2f%%\n", 100 * s / t }')" "" ""
     row "local checkpoint: training stall (median)" "$_s_stall_median" "$(awk -v s="$_s_stall_median" -v t="$EVERY_S" 'BEGIN { printf "%.2f%%\n", 100 * s / t }')" "" ""
-    row "local checkpoint: steps' loss (median)" "${_s_cost_median:-n/a}" "$(awk -v s="${_s_cost_median:-}" -v t="$EVERY_S" 'BEGIN { if (s == "") print "n/a"; else printf "%.2f%%\n", 100 * s / t }')" "" ""
     row "shared-tier save instead (synchronous)" "${_s_shared:-n/a}" "$(awk -v s="${_s_shared:-}" -v t="$EVERY_S" 'BEGIN { if (s == "") print "n/a"; else printf "%.2f%%\n", 100 * s / t }')" "" ""
-    echo "  (steps' loss: what the steps from a save's start to its seal took beyond the median step;"
-    echo "   on a machine whose cores the ranks fill, the background work is paid there)"
+    echo "  (the stall is the training thread's own time in the saves; what the background work costs"
+    echo "   the steps besides, where the ranks fill the cores, is section 5's run-time comparison)"
     [ "$RESTORES" = 0 ] && return
 
     # The 1-rank checkpoints for the restores (one node: no partner).
@@ -610,6 +585,118 @@ section_restores() {
     echo "   live tensors, as load_state_dict does; ftrain reads into its live tensors)"
 }
 
+# ---- 5. the overhead by run time ----------------------------------------------------
+
+# rows_done METRICS N: METRICS has the row of step N.
+rows_done() { grep -q "^{\"step\":$2," "$1" 2>/dev/null; }
+
+# overhead_compare BASE TIER L SAVES: from the per-step rows of two runs'
+# metrics.jsonl (each row's time is when its step ended), the time each run
+# took over the same steps, and what the one with local checkpoints (every
+# L steps) lost.  The first three saves (steps L, 2L, 3L) get new files (a
+# node keeps 2 steps and one spare set; only then are files taken back):
+# the window (1, 3L] holds the first two saves and the new memory of all
+# three; the steady window (3L, (3 + SAVES)L] holds SAVES saves, all on
+# files taken back.  Prints "warm W steady S base_step B" (seconds: what the
+# warm window lost in all, the steady window per save, the run without
+# the tier's median step).
+overhead_compare() {
+    python3 - "$1" "$2" "$3" "$4" <<'EOF2' 2>/dev/null || echo "warm n/a steady n/a base_step n/a"
+import json, statistics, sys
+def rows(path):
+    r = {}
+    for line in open(path):
+        d = json.loads(line)
+        if "event" not in d and "step" in d:
+            r[d["step"]] = d["time"]
+    return r
+base, tier = rows(sys.argv[1]), rows(sys.argv[2])
+L, saves = int(sys.argv[3]), int(sys.argv[4])
+a, b, c = 1, 3 * L, (3 + saves) * L
+span = lambda r, lo, hi: r[hi] - r[lo]
+warm = span(tier, a, b) - span(base, a, b)
+steady = (span(tier, b, c) - span(base, b, c)) / saves
+step = statistics.median(base[s] - base[s - 1] for s in base if s - 1 in base and s > a)
+print("warm %.3f steady %.3f base_step %.3f" % (warm, steady, step))
+EOF2
+}
+
+# overhead_pair NAME ROUND ARGS...: one round, two runs on the fake nodes
+# a and b (no shared-tier save in either): ARGS alone, then ARGS with a
+# local checkpoint every LOCAL_STEPS steps; each is stopped once it has
+# the row of step (3 + OVERHEAD_SAVES) x LOCAL_STEPS.  Prints the round's
+# line and sets PAIR (overhead_compare's words), empty when a run failed.
+overhead_pair() {
+    _op_name=$1 _op_round=$2
+    shift 2
+    _op_last=$(((3 + OVERHEAD_SAVES) * LOCAL_STEPS))
+    PAIR=""
+    for _op_kind in base tier; do
+        _op_dir="$SCRATCH/$_op_name-$_op_kind"
+        rm -rf "$_op_dir" "$LOCAL/$_op_name"
+        if [ "$_op_kind" = tier ]; then
+            # shellcheck disable=SC2086 # RUN_ARGS is a list of options
+            launch "$_op_dir.out" ab $RUN_ARGS "$@" --log-every 1 --run-dir "$_op_dir" \
+                --ckpt-every 1000000 --ckpt-local "$LOCAL/$_op_name/%n" --ckpt-local-every "$LOCAL_STEPS"
+        else
+            # shellcheck disable=SC2086
+            launch "$_op_dir.out" ab $RUN_ARGS "$@" --log-every 1 --run-dir "$_op_dir" \
+                --ckpt-every 1000000
+        fi
+        wait_until 850 rows_done "$_op_dir/metrics.jsonl" "$_op_last"
+        _op_rc=$?
+        stop_run
+        if [ "$_op_rc" != 0 ]; then
+            fail "the $_op_kind run of $_op_name (round $_op_round) did not reach step $_op_last"
+            show_tail 6 "$(cat "$_op_dir.out")"
+            return 1
+        fi
+    done
+    PAIR=$(overhead_compare "$SCRATCH/$_op_name-base/metrics.jsonl" \
+        "$SCRATCH/$_op_name-tier/metrics.jsonl" "$LOCAL_STEPS" "$OVERHEAD_SAVES")
+    _op_tier_saves=$(grep -c '^local checkpoint: step [0-9]* in' "$SCRATCH/$_op_name-tier.out")
+    echo "    round $_op_round: median step without the tier $(field base_step "$PAIR") s;" \
+        "lost per steady save $(field steady "$PAIR") s, by the first three saves $(field warm "$PAIR") s" \
+        "($_op_tier_saves local saves sealed)"
+    rm -rf "$LOCAL/$_op_name"
+}
+
+# overhead_rows NAME LABEL ARGS...: REPEAT rounds of overhead_pair, then
+# the table's rows (medians of the rounds).
+overhead_rows() {
+    _or_name=$1 _or_label=$2
+    shift 2
+    echo "  $_or_label:"
+    _or_steady="" _or_warm="" _or_step=""
+    for _or_round in $(seq 1 "$REPEAT"); do
+        overhead_pair "$_or_name" "$_or_round" "$@" || continue
+        _or_steady="$_or_steady $(field steady "$PAIR")"
+        _or_warm="$_or_warm $(field warm "$PAIR")"
+        _or_step="$_or_step $(field base_step "$PAIR")"
+    done
+    # shellcheck disable=SC2086 # lists of numbers
+    _or_steady=$(median $_or_steady) _or_warm=$(median $_or_warm) _or_step=$(median $_or_step)
+    row "  steady: run time lost per local save (median)" "${_or_steady:-n/a}" \
+        "$(awk -v s="${_or_steady:-}" -v t="$EVERY_S" 'BEGIN { if (s == "") print "n/a"; else printf "%.2f%%\n", 100 * s / t }')" "" ""
+    row "  the first three saves (new memory), lost in all" "${_or_warm:-n/a}" "" "" ""
+    row "  a step without the tier (median)" "${_or_step:-n/a}" "" "" ""
+}
+
+section_overhead() {
+    heading "5. overhead by run time: the same training without and with a local checkpoint every $LOCAL_STEPS steps"
+    echo "  2 ranks on fake nodes a, b; no shared-tier saves; runs alternate, $REPEAT rounds; each run is"
+    echo "  stopped at step $(((3 + OVERHEAD_SAVES) * LOCAL_STEPS)): the first three saves make the node's files (new memory),"
+    echo "  the $OVERHEAD_SAVES after them reuse the files of the steps that fall out of --ckpt-local-keep 2"
+    row "per local save" "seconds" "at ${EVERY_S} s" "" ""
+    overhead_rows busy "the ranks fill the cores (as in sections 1-3)"
+    if [ "$IDLE_MS" -gt 0 ]; then
+        overhead_rows idle "each step also sleeps $IDLE_MS ms (--step-delay-ms: the CPU idles, as a GPU trainer's host thread waits for its GPU)" \
+            --step-delay-ms "$IDLE_MS"
+    fi
+    echo "  (lost: what the run with the tier took over the same steps beyond the run without it, so"
+    echo "   all of a save's work counts, the background threads' and the files' preparation too)"
+}
+
 # ---- main ------------------------------------------------------------------------------
 
 main() {
@@ -621,6 +708,7 @@ main() {
     _main_start=$(date +%s)
     section_saves
     [ "$RESTORES" = 0 ] || section_restores
+    [ "$OVERHEAD_SAVES" = 0 ] || section_overhead
     echo
     echo "local_tier: done in $(($(date +%s) - _main_start)) s ($(uptime | sed 's/.*load average: /load average /'))"
     exit $status

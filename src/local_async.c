@@ -58,7 +58,7 @@
  *   start (boundary k)  copy the state into the snapshot buffer (kept from
  *                       save to save, touched once); helper: write this
  *                       rank's shard into .tmp-step-k (fsync'd), map the
- *                       file with MAP_POPULATE                    [WRITING]
+ *                       file, populated (util_map_file)           [WRITING]
  *   vote: all written   allgather the shard infos; post MPI_Irecv of the
  *                       copies kept here into receive buffers kept from
  *                       save to save, MPI_Isend of the mapped file (no read
@@ -290,8 +290,7 @@ static int map_own(tier_t *t, const state_local_view_t *view)
             close(fd);
         return 1;
     }
-    void *map = len ? mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0)
-                    : MAP_FAILED;
+    void *map = len ? util_map_file(fd, (size_t)len, PROT_READ) : MAP_FAILED;
     if (map != MAP_FAILED) {
         a->map = map;
         a->map_len = (size_t)len;
@@ -345,7 +344,7 @@ static void job_write(tier_t *t)
 static void unmap_own(struct tier_async *a)
 {
     if (a->map)
-        munmap(a->map, a->map_len);
+        util_unmap(a->map, a->map_len);
     a->map = NULL;
     a->send = NULL;
 }
@@ -382,7 +381,7 @@ static void job_put(tier_t *t)
     }
     unmap_own(a);
     if (a->inplace) /* every send and receive has completed */
-        tier_files_unmap_all(&a->files);
+        tier_files_retire(&a->files, a->step);
     a->put_end = mono_s();
 }
 

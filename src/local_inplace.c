@@ -16,7 +16,11 @@
  * The files are kept across saves: when a save is sealed, the step that
  * falls out of the tier's retention is pruned, and each rank first takes
  * its own files back out of it (ckpt_local_reclaim) into <root>/.spare,
- * already in memory, for the next save.  So a node holds its `keep` local
+ * already in memory, for the next save.  Their mappings are kept too
+ * (read-only while their step is sealed: tier_files_retire), so a file
+ * taken back needs no new mapping: mapping and unmapping half a GiB of
+ * tmpfs pages costs a tenth of a second of CPU each, which on a node whose
+ * cores the ranks fill is training time.  So a node holds its `keep` local
  * checkpoints and one spare set, as much as during a save before, and a
  * rank's own memory holds nothing besides.  On a disk-backed directory the
  * tier writes shards with write() instead (local_async.c): there a write
@@ -96,9 +100,15 @@ int tier_files_init(tier_files_t *f, const char *root, int rank, int nfiles, cha
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return util_fail(err, cap, 1, "local tier: cannot create '%s': %s", dir,
                          strerror(errno));
-    if (!(f->files = calloc((size_t)nfiles, sizeof *f->files)))
+    if (!(f->files = calloc((size_t)nfiles, sizeof *f->files)) ||
+        !(f->kept = calloc((size_t)nfiles * TIER_KEPT_MAX, sizeof *f->kept))) {
+        free(f->files);
+        f->files = NULL;
         return util_fail(err, cap, 1, "local tier: out of memory");
+    }
     f->nfiles = nfiles;
+    for (int j = 0; j < nfiles * TIER_KEPT_MAX; j++)
+        f->kept[j].fd = -1;
     for (int k = 0; k < nfiles; k++) {
         f->files[k].fd = -1;
         snprintf(f->files[k].path, sizeof f->files[k].path, "%s/rank-%d-%d", dir, rank, k);
@@ -109,12 +119,23 @@ int tier_files_init(tier_files_t *f, const char *root, int rank, int nfiles, cha
 static void unmap_one(tier_file_t *x)
 {
     if (x->map)
-        munmap(x->map, (size_t)x->len);
+        util_unmap(x->map, (size_t)x->len);
     if (x->fd >= 0)
         close(x->fd);
     x->map = NULL;
     x->fd = -1;
     x->len = 0;
+}
+
+static void drop_kept(tier_kept_t *e)
+{
+    if (e->map)
+        util_unmap(e->map, (size_t)e->len);
+    if (e->fd >= 0)
+        close(e->fd);
+    e->map = NULL;
+    e->fd = -1;
+    e->len = 0;
 }
 
 int tier_files_ready(const tier_files_t *f, int k, uint64_t len)
@@ -160,8 +181,8 @@ int tier_files_map(tier_files_t *f, int k, uint64_t len, char *err, size_t cap)
                          (unsigned long long)len, strerror(e),
                          e == ENOSPC ? " (the node's memory file system is full)" : "");
     }
-    void *map = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd,
-                     0);
+    /* Populated in pieces (util_map_file): the training thread runs on. */
+    void *map = util_map_file(fd, (size_t)len, PROT_READ | PROT_WRITE);
     if (map == MAP_FAILED) {
         e = errno;
         close(fd);
@@ -190,18 +211,75 @@ int tier_files_adopt(tier_files_t *f, int k, const char *root, uint64_t step, in
     return 0;
 }
 
+void tier_files_retire(tier_files_t *f, int64_t step)
+{
+    for (int k = 0; f->files && k < f->nfiles; k++) {
+        tier_file_t *x = &f->files[k];
+        if (!x->adopted || !x->map)
+            continue;
+        tier_kept_t *kept = &f->kept[k * TIER_KEPT_MAX], *e = NULL;
+        for (int j = 0; j < TIER_KEPT_MAX && !e; j++)
+            if (kept[j].fd < 0)
+                e = &kept[j];
+        if (!e) { /* no room: the oldest goes */
+            e = &kept[0];
+            for (int j = 1; j < TIER_KEPT_MAX; j++)
+                if (kept[j].step < e->step)
+                    e = &kept[j];
+            drop_kept(e);
+        }
+        /* A sealed checkpoint's bytes: no write through this mapping. */
+        mprotect(x->map, (size_t)x->len, PROT_READ);
+        *e = (tier_kept_t){.fd = x->fd, .map = x->map, .len = x->len, .step = step};
+        x->fd = -1;
+        x->map = NULL;
+        x->len = 0;
+        x->adopted = 0;
+    }
+}
+
 int tier_files_reclaim(tier_files_t *f, int k, const char *root, uint64_t step, int index)
 {
     tier_file_t *x = &f->files[k];
     unmap_one(x);
     x->adopted = 0;
-    return ckpt_local_reclaim(root, step, index, x->path) == CKPT_OK ? 0 : 1;
+    tier_kept_t *e = NULL;
+    for (int j = 0; j < TIER_KEPT_MAX && !e; j++)
+        if (f->kept[k * TIER_KEPT_MAX + j].fd >= 0 &&
+            f->kept[k * TIER_KEPT_MAX + j].step == (int64_t)step)
+            e = &f->kept[k * TIER_KEPT_MAX + j];
+    if (ckpt_local_reclaim(root, step, index, x->path) != CKPT_OK) {
+        if (e)
+            drop_kept(e);
+        return 1;
+    }
+    if (!e)
+        return 0;
+    /* The file now at the spare's path must be the one mapped: same file
+     * (device, inode), same size, and writable again. */
+    struct stat held, now;
+    if (fstat(e->fd, &held) == 0 && lstat(x->path, &now) == 0 && S_ISREG(now.st_mode) &&
+        held.st_dev == now.st_dev && held.st_ino == now.st_ino &&
+        (uint64_t)now.st_size == e->len &&
+        mprotect(e->map, (size_t)e->len, PROT_READ | PROT_WRITE) == 0) {
+        x->fd = e->fd;
+        x->map = e->map;
+        x->len = e->len;
+        e->fd = -1;
+        e->map = NULL;
+        e->len = 0;
+    } else {
+        drop_kept(e);
+    }
+    return 0;
 }
 
 void tier_files_unmap_all(tier_files_t *f)
 {
     for (int k = 0; f->files && k < f->nfiles; k++)
         unmap_one(&f->files[k]);
+    for (int j = 0; f->kept && j < f->nfiles * TIER_KEPT_MAX; j++)
+        drop_kept(&f->kept[j]);
 }
 
 void tier_files_free(tier_files_t *f, int remove)
@@ -211,6 +289,9 @@ void tier_files_free(tier_files_t *f, int remove)
         if (remove && !f->files[k].adopted)
             unlink(f->files[k].path);
     }
+    for (int j = 0; f->kept && j < f->nfiles * TIER_KEPT_MAX; j++)
+        drop_kept(&f->kept[j]); /* sealed steps' files: they stay */
     free(f->files);
+    free(f->kept);
     memset(f, 0, sizeof *f);
 }

@@ -47,6 +47,22 @@ const char *util_base_name(const char *path);
  * NULL when out of memory or when the size overflows; release with free(). */
 void *util_calloc_pages(size_t count, size_t size);
 
+/** Map len bytes of the open file fd, shared, with prot (PROT_READ, or
+ *  PROT_READ | PROT_WRITE), every page present when it returns: populated
+ *  in pieces of 2 MiB (MADV_POPULATE_WRITE or _READ; where the kernel has
+ *  neither, one byte of each page is read), not by MAP_POPULATE.  For a
+ *  helper thread: MAP_POPULATE holds the process's memory-map lock for the
+ *  whole file (a second, for a GiB of new pages), and any mmap or munmap
+ *  of the training thread meanwhile (malloc's large blocks, MPI's) waits
+ *  that long, and so does every page fault after it.  @return the mapping,
+ *  or MAP_FAILED with errno set. */
+void *util_map_file(int fd, size_t len, int prot);
+
+/** Unmap [map, map + len) in pieces of 2 MiB, for the same reason: the
+ *  lock is held for one piece's page tables at a time.  NULL or len 0 does
+ *  nothing. */
+void util_unmap(void *map, size_t len);
+
 /** One piece of a copy: n bytes from src to dst (skipped when dst == src:
  *  the bytes are at their place already). */
 typedef struct {
