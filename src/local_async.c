@@ -159,8 +159,6 @@ struct tier_async {
     size_t frame_bytes;         /* of the stored shards */
     ckpt_shard_info_t own_info; /* this rank's shard, written in place */
     uint64_t lo, hi;            /* its slice */
-    int64_t sealed[3];          /* the steps this run sealed, newest last */
-    int nsealed;
     int leaked;                 /* an exchange never completed: its buffers stay */
     /* The save in flight. */
     phase_t phase;
@@ -943,25 +941,32 @@ static uint64_t kept_bytes(const tier_t *t)
     return sum;
 }
 
-/* In place, once every node sealed: remember the step, and when it pushes
- * an older step of this run out of the node's `keep` (the prune after this
- * seal removes it), take this rank's files back out of that step for the
- * next save (local_inplace.c).  Nothing taken is no failure: the next save
- * makes new files. */
+/* In place, once every node sealed: when the node holds more than `keep`
+ * steps, the prune after this seal removes the older ones; take this
+ * rank's files back out of the newest of those (local_inplace.c) for the
+ * next save, whichever run sealed it: after a relaunch, the steps of the
+ * run before hold files of the same sizes when the world is the same (and
+ * of other sizes, resized, when it is not), so only the first save of a
+ * relaunched run needs new memory.  Every rank of a node reads the same
+ * directory before its first rank prunes (the allreduce after this), and
+ * takes its own shard and the copies it keeps, which no other rank of the
+ * node takes.  Nothing taken is no failure: the next save makes new
+ * files. */
 static void reclaim_files(tier_t *t)
 {
     struct tier_async *a = t->async;
-    if (a->nsealed == (int)(sizeof a->sealed / sizeof a->sealed[0])) {
-        memmove(a->sealed, a->sealed + 1, sizeof a->sealed - sizeof a->sealed[0]);
-        a->nsealed--;
+    ckpt_local_step_t *steps = NULL;
+    size_t count = 0;
+    if (ckpt_local_scan(t->root, &steps, &count) == CKPT_OK && count > (size_t)t->keep &&
+        steps[t->keep].step < (uint64_t)a->step) {
+        uint64_t old = steps[t->keep].step;
+        tier_files_reclaim(&a->files, 0, t->root, old, t->rank);
+        for (int i = 0; i < t->nsrc; i++)
+            tier_files_reclaim(&a->files, 1 + i, t->root, old, t->srcs[i]);
+        /* Any other step the prune removes keeps no mapping of ours. */
+        tier_files_drop_before(&a->files, (int64_t)steps[t->keep - 1].step);
     }
-    a->sealed[a->nsealed++] = a->step;
-    if (a->nsealed <= t->keep)
-        return;
-    uint64_t old = (uint64_t)a->sealed[a->nsealed - 1 - t->keep];
-    tier_files_reclaim(&a->files, 0, t->root, old, t->rank);
-    for (int i = 0; i < t->nsrc; i++)
-        tier_files_reclaim(&a->files, 1 + i, t->root, old, t->srcs[i]);
+    ckpt_local_scan_free(steps, count);
 }
 
 /* PUTTING: once every rank's copies are durable, each node's first rank

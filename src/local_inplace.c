@@ -274,6 +274,13 @@ int tier_files_reclaim(tier_files_t *f, int k, const char *root, uint64_t step, 
     return 0;
 }
 
+void tier_files_drop_before(tier_files_t *f, int64_t step)
+{
+    for (int j = 0; f->kept && j < f->nfiles * TIER_KEPT_MAX; j++)
+        if (f->kept[j].fd >= 0 && f->kept[j].step < step)
+            drop_kept(&f->kept[j]);
+}
+
 void tier_files_unmap_all(tier_files_t *f)
 {
     for (int k = 0; f->files && k < f->nfiles; k++)

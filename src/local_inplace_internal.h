@@ -97,6 +97,11 @@ void tier_files_retire(tier_files_t *f, int64_t step);
  *  or 1 when nothing was taken (the next map creates the file). */
 int tier_files_reclaim(tier_files_t *f, int k, const char *root, uint64_t step, int index);
 
+/** Drop the kept mappings of steps older than step (steps the prune
+ *  removes, not taken back): a mapping would keep a removed file's memory
+ *  alive. */
+void tier_files_drop_before(tier_files_t *f, int64_t step);
+
 /** Unmap and close every file, and every kept mapping (the spares stay at
  *  their paths). */
 void tier_files_unmap_all(tier_files_t *f);

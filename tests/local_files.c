@@ -182,6 +182,19 @@ int main(void)
        "the oldest step taken back without a kept mapping: the spare is mapped anew later");
     ok(tier_files_map(&f, 0, LEN, err, sizeof err) == 0 && all_bytes(f.files[0].map, LEN, 10),
        "with step 10's bytes: %s", err);
+    /* Steps the prune removes without their files taken back keep no
+     *  mapping: drop_before. */
+    ok(save(&f, 1, root, 30, 4, 0x30) == 0 && save(&f, 1, root, 31, 4, 0x31) == 0 &&
+           save(&f, 1, root, 32, 4, 0x32) == 0 && kept_count(&f, 1) == 3,
+       "three saves of file 1 kept");
+    unsigned char *gone30 = NULL;
+    for (int j = 0; j < TIER_KEPT_MAX; j++)
+        if (f.kept[TIER_KEPT_MAX + j].fd >= 0 && f.kept[TIER_KEPT_MAX + j].step == 30)
+            gone30 = f.kept[TIER_KEPT_MAX + j].map;
+    tier_files_drop_before(&f, 32);
+    ok(kept_count(&f, 1) == 1 && kept_has(&f, 1, 32), "drop_before(32) leaves step 32's only");
+    is_str(perms_of(gone30), "", "step 30's mapping is gone");
+    ok(kept_count(&f, 0) == 0, "and file 0's steps, all older, too");
     tier_files_unmap_all(&f);
     ok(kept_count(&f, 0) == 0 && kept_count(&f, 1) == 0 && f.files[0].map == NULL,
        "unmap_all drops the kept mappings too");

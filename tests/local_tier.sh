@@ -51,7 +51,9 @@
 #    copied straight into a mapped file, the copies received into mapped
 #    files), the files are reused: over 15 saves with --ckpt-local-keep 2
 #    (then 1), each shard of node a lives in at most 3 (2) files (inodes),
-#    and the spare files are removed at the end.  Skipped elsewhere.
+#    and the spare files are removed at the end; a run resumed after a kill
+#    reuses the killed run's files (one new file per shard, for its first
+#    save).  Skipped elsewhere.
 # 14. A stray .spare (the tier's own name for its spare files) in a node's
 #    directory: a link to a directory holding a file on node a, a regular
 #    file on node b.  Each is removed, the link never followed (the file it
@@ -337,9 +339,38 @@ reuse() {
         "  the spare files are removed at the end of the run" || why "$(ls -la "$L/a/.spare" "$L/b/.spare")"
     is "$(hash_of "$T/reuse.out")" "$REF" "  and the run ends with the uninterrupted param_hash"
 }
+# reuse_relaunch: a run killed after its local saves, then resumed on the
+# same nodes: the resumed run takes the files of the steps the killed one
+# sealed as they fall out of --ckpt-local-keep 2, so its shard 0 and its
+# copy of shard 2 on node a each get one new file (its first save's), not
+# three.
+reuse_relaunch() {
+    rm -rf "$T/run" "$L" "$T/relaunch.ls"
+    nodes 2:a 2:b -- $RUN $LOCAL $SLOW --fault kill@22:3 >"$T/killed.out" 2>&1
+    ls -i "$L"/a/step-*/shard-0.ftsh "$L"/a/step-*/shard-2.ftsh 2>/dev/null | awk '{print $1}' |
+        sort -u >"$T/killed.inodes"
+    nodes 2:a 2:b -- $RUN $LOCAL $SLOW >"$T/relaunch.out" 2>&1 &
+    job=$!
+    while kill -0 "$job" 2>/dev/null; do
+        ls -i "$L"/a/step-*/shard-0.ftsh "$L"/a/step-*/shard-2.ftsh 2>/dev/null >>"$T/relaunch.ls"
+        sleep 0.05
+    done
+    wait "$job"
+    rc=$?
+    own=$(grep '/shard-0.ftsh$' "$T/relaunch.ls" | awk '{print $1}' | sort -u | comm -23 - "$T/killed.inodes" | wc -l)
+    copy=$(grep '/shard-2.ftsh$' "$T/relaunch.ls" | awk '{print $1}' | sort -u | comm -23 - "$T/killed.inodes" | wc -l)
+    saves=$(grep -c '^local checkpoint: step [0-9]* in ' "$T/relaunch.out")
+    ok "$([ "$rc" = 0 ] && [ "$(wc -l <"$T/killed.inodes")" -ge 4 ] && [ "$saves" -ge 6 ] &&
+        [ "$own" = 1 ] && [ "$copy" = 1 ]; echo $?)" \
+        "in place, relaunched after a kill: $saves local saves, node a's shard 0 in $own new file and its copy of shard 2 in $copy (the rest are the killed run's files; exit $rc)" ||
+        why "killed run's inodes: $(tr '\n' ' ' <"$T/killed.inodes")" "$(sort -u "$T/relaunch.ls" | head -n 20)" \
+            "$(grep -E '^(resume|local)' "$T/relaunch.out" | head -n 5)"
+    is "$(hash_of "$T/relaunch.out")" "$REF" "  and the resumed run ends with the uninterrupted param_hash"
+}
 if [ "$INPLACE" = 1 ]; then
     reuse 2
     reuse 1
+    reuse_relaunch
 else
     _why="the local directory is not a memory file system"
     for keep in 2 1; do
@@ -347,6 +378,8 @@ else
         skip "  the spare files are removed at the end of the run" "$_why"
         skip "  and the run ends with the uninterrupted param_hash" "$_why"
     done
+    skip "in place, relaunched after a kill: the killed run's files are reused" "$_why"
+    skip "  and the resumed run ends with the uninterrupted param_hash" "$_why"
 fi
 
 # ---- 14. a stray .spare ------------------------------------------------------------------------
