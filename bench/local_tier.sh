@@ -51,6 +51,11 @@
 #                       step (--step-delay-ms), as a GPU trainer's host
 #                       thread waits for its GPU: the CPU is then idle for
 #                       part of each step (800; 0: no second pair)
+#   BENCH_SINGLE_COPY   Open MPI's shared-memory single-copy mechanism
+#                       between the ranks: none (default, as the tests set
+#                       it: every byte through a shared segment) or cma
+#                       (Linux cross-memory attach: one copy, where the
+#                       kernel allows it)
 #   BENCH_RESTORES      0: skip section 4 (the restores); 1 (default): run it
 #   BENCH_MPI_YIELD     1 (default): Open MPI ranks yield the CPU while they
 #                       wait (mpi_yield_when_idle), 0: they busy-poll
@@ -79,6 +84,7 @@ SHARED_STEPS=${BENCH_SHARED_STEPS:-14}
 RESTORES=${BENCH_RESTORES:-1}
 OVERHEAD_SAVES=${BENCH_OVERHEAD_SAVES:-4}
 IDLE_MS=${BENCH_IDLE_MS:-800}
+SINGLE_COPY=${BENCH_SINGLE_COPY:-none}
 PYTHON_BIN=${PYTHON:-/usr/bin/python3}
 FTRAIN=$BUILD/ftrain
 P2P_BW=$BUILD/bench/p2p_bw
@@ -90,7 +96,7 @@ RUN_LOG=""
 status=0
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism="$SINGLE_COPY"
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
 export OMPI_MCA_mpi_yield_when_idle="${BENCH_MPI_YIELD:-1}"
 
@@ -238,6 +244,10 @@ check_settings() {
             '' | *[!0-9]*) echo "bench: BENCH_OVERHEAD_SAVES and BENCH_IDLE_MS must be whole numbers" >&2; exit 2 ;;
         esac
     done
+    case $SINGLE_COPY in
+        none | cma) ;;
+        *) echo "bench: BENCH_SINGLE_COPY must be none or cma, got '$SINGLE_COPY'" >&2; exit 2 ;;
+    esac
     case $EVERY_S in
         '' | *[!0-9]* | 0) echo "bench: BENCH_LOCAL_EVERY_S must be a whole number of seconds, got '$EVERY_S'" >&2; exit 2 ;;
     esac
@@ -296,8 +306,8 @@ print_header() {
         "$(df -PT "$LOCAL" | awk 'NR == 2 { print $2 }')"
     echo "load: $(uptime | sed 's/.*load average: /load average /') (other processes share this machine)"
     echo "ftrain: $("$FTRAIN" --version 2>&1 | head -1)"
-    printf 'mpi: %s; btl self,vader, single_copy_mechanism=none, mpi_yield_when_idle=%s\n' \
-        "$(mpirun --version 2>&1 | head -1)" "$OMPI_MCA_mpi_yield_when_idle"
+    printf 'mpi: %s; btl self,vader, single_copy_mechanism=%s, mpi_yield_when_idle=%s\n' \
+        "$(mpirun --version 2>&1 | head -1)" "$SINGLE_COPY" "$OMPI_MCA_mpi_yield_when_idle"
     if have_torch; then
         echo "torch: $("$PYTHON_BIN" -c 'import torch; print(torch.__version__, "threads", torch.get_num_threads())' 2>&1)"
     else
