@@ -643,7 +643,7 @@ overhead_pair() {
     PAIR=""
     for _op_kind in base tier; do
         _op_dir="$SCRATCH/$_op_name-$_op_kind"
-        rm -rf "$_op_dir" "$LOCAL/$_op_name"
+        rm -rf "${_op_dir:?}" "${LOCAL:?}/${_op_name:?}"
         if [ "$_op_kind" = tier ]; then
             # shellcheck disable=SC2086 # RUN_ARGS is a list of options
             launch "$_op_dir.out" ab $RUN_ARGS "$@" --log-every 1 --run-dir "$_op_dir" \
@@ -668,7 +668,7 @@ overhead_pair() {
     echo "    round $_op_round: median step without the tier $(field base_step "$PAIR") s;" \
         "lost per steady save $(field steady "$PAIR") s, by the first three saves $(field warm "$PAIR") s" \
         "($_op_tier_saves local saves sealed)"
-    rm -rf "$LOCAL/$_op_name"
+    rm -rf "${LOCAL:?}/${_op_name:?}"
 }
 
 # overhead_rows NAME LABEL ARGS...: REPEAT rounds of overhead_pair, then
