@@ -116,26 +116,26 @@ int tier_files_init(tier_files_t *f, const char *root, int rank, int nfiles, cha
     return 0;
 }
 
+/* Unmap and close one mapping (a spare's or a kept one), and mark it so. */
+static void release(int *fd, unsigned char **map, uint64_t *len)
+{
+    if (*map)
+        util_unmap(*map, (size_t)*len);
+    if (*fd >= 0)
+        close(*fd);
+    *map = NULL;
+    *fd = -1;
+    *len = 0;
+}
+
 static void unmap_one(tier_file_t *x)
 {
-    if (x->map)
-        util_unmap(x->map, (size_t)x->len);
-    if (x->fd >= 0)
-        close(x->fd);
-    x->map = NULL;
-    x->fd = -1;
-    x->len = 0;
+    release(&x->fd, &x->map, &x->len);
 }
 
 static void drop_kept(tier_kept_t *e)
 {
-    if (e->map)
-        util_unmap(e->map, (size_t)e->len);
-    if (e->fd >= 0)
-        close(e->fd);
-    e->map = NULL;
-    e->fd = -1;
-    e->len = 0;
+    release(&e->fd, &e->map, &e->len);
 }
 
 int tier_files_ready(const tier_files_t *f, int k, uint64_t len)

@@ -316,19 +316,24 @@ ok "$([ "$rc" = 0 ] && [ -z "$differ" ]; echo $?)" \
     why "differ:$differ" "$(grep -E 'checkpoint' "$T/same.out")"
 
 # ---- 13. in place: the files are reused ---------------------------------------------------------
+# poll_inodes JOB OUT: while JOB runs, append to OUT the "inode path" of
+# node a's own shard (shard-0) and partner copy (shard-2) in each step
+# directory seen; then wait for JOB and set rc to its exit status.
+poll_inodes() {
+    while kill -0 "$1" 2>/dev/null; do
+        ls -i "$L"/a/step-*/shard-0.ftsh "$L"/a/step-*/shard-2.ftsh 2>/dev/null >>"$2"
+        sleep 0.05
+    done
+    wait "$1"
+    rc=$?
+}
 # reuse KEEP: a run keeping KEEP local checkpoints, node a's step
 # directories polled for the inodes of its own shard (shard-0) and of a
 # partner copy (shard-2): each lives in at most KEEP + 1 files.
 reuse() {
     rm -rf "$T/run" "$L" "$T/reuse.ls"
     nodes 2:a 2:b -- $RUN $LOCAL $SLOW --ckpt-local-keep "$1" >"$T/reuse.out" 2>&1 &
-    job=$!
-    while kill -0 "$job" 2>/dev/null; do
-        ls -i "$L"/a/step-*/shard-0.ftsh "$L"/a/step-*/shard-2.ftsh 2>/dev/null >>"$T/reuse.ls"
-        sleep 0.05
-    done
-    wait "$job"
-    rc=$?
+    poll_inodes $! "$T/reuse.ls"
     steps=$(sed -n 's|.*/step-0*\([0-9][0-9]*\)/shard-0.ftsh$|\1|p' "$T/reuse.ls" | sort -u | wc -l)
     own=$(grep '/shard-0.ftsh$' "$T/reuse.ls" | awk '{print $1}' | sort -u | wc -l)
     copy=$(grep '/shard-2.ftsh$' "$T/reuse.ls" | awk '{print $1}' | sort -u | wc -l)
@@ -350,13 +355,7 @@ reuse_relaunch() {
     ls -i "$L"/a/step-*/shard-0.ftsh "$L"/a/step-*/shard-2.ftsh 2>/dev/null | awk '{print $1}' |
         sort -u >"$T/killed.inodes"
     nodes 2:a 2:b -- $RUN $LOCAL $SLOW >"$T/relaunch.out" 2>&1 &
-    job=$!
-    while kill -0 "$job" 2>/dev/null; do
-        ls -i "$L"/a/step-*/shard-0.ftsh "$L"/a/step-*/shard-2.ftsh 2>/dev/null >>"$T/relaunch.ls"
-        sleep 0.05
-    done
-    wait "$job"
-    rc=$?
+    poll_inodes $! "$T/relaunch.ls"
     own=$(grep '/shard-0.ftsh$' "$T/relaunch.ls" | awk '{print $1}' | sort -u | comm -23 - "$T/killed.inodes" | wc -l)
     copy=$(grep '/shard-2.ftsh$' "$T/relaunch.ls" | awk '{print $1}' | sort -u | comm -23 - "$T/killed.inodes" | wc -l)
     saves=$(grep -c '^local checkpoint: step [0-9]* in ' "$T/relaunch.out")
