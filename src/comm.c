@@ -510,6 +510,13 @@ int comm_threads_allowed(void)
     return level >= MPI_THREAD_FUNNELED;
 }
 
+int comm_threads_multiple(void)
+{
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    return level >= MPI_THREAD_MULTIPLE;
+}
+
 int comm_is_main_thread(void)
 {
     int main_thread = 0;

@@ -47,6 +47,21 @@ static const util_name_t device_names[] = {
     {.name = "cuda", .value = 2},
 };
 
+static const util_name_t exchange_names[] = {
+    {.name = "thread", .value = CONFIG_EXCHANGE_THREAD},
+    {.name = "steps", .value = CONFIG_EXCHANGE_STEPS},
+};
+
+static int exchange_parse(const char *name)
+{
+    return util_name_parse(exchange_names, UTIL_COUNT(exchange_names), name);
+}
+
+static const char *exchange_names_join(char *buf, size_t cap)
+{
+    return util_names_join(exchange_names, UTIL_COUNT(exchange_names), buf, cap);
+}
+
 static int stop_signal_parse(const char *name)
 {
     return util_name_parse(signal_names, STOP_SIGNAL_CHOICES, name);
@@ -72,6 +87,7 @@ static const config_enum_t inits = {model_init_parse, model_init_names, NULL, NU
 static const config_enum_t optimizers = {optim_kind_parse, optim_kind_names, NULL, NULL};
 static const config_enum_t schedules = {optim_sched_parse, optim_sched_names, NULL, NULL};
 static const config_enum_t stop_signals = {stop_signal_parse, stop_signal_names, "SIG", NULL};
+static const config_enum_t exchanges = {exchange_parse, exchange_names_join, NULL, NULL};
 static const config_enum_t devices = {device_parse, device_names_join, NULL, NULL};
 static const config_enum_t data_sets = {data_set_parse, data_set_names, NULL, "data set"};
 
@@ -199,6 +215,11 @@ static const config_option_t config_opts[] = {
     {"ckpt-local-level", .kind = CONFIG_ARG_INT, FIELD(ckpt_local_level), .ints = {0, 19},
      .unit = "a zstd level", .metavar = "N", .default_text = "0",
      .help = "zstd level of local shards (default 0: stored)"},
+    {"ckpt-local-exchange", .kind = CONFIG_ARG_ENUM, FIELD(ckpt_local_exchange),
+     .names = &exchanges, .metavar = "WHO", .default_text = "thread",
+     .help = "who moves the partner copies: thread (default: the\n"
+             "tier's helper thread, MPI_THREAD_MULTIPLE) or steps\n"
+             "(the training thread at step boundaries)"},
     {"ckpt-flush-every", .kind = CONFIG_ARG_INT, FIELD(ckpt_flush_every), .ints = {1, STEPS_CAP},
      .max_is_cap = 1, .unit = "a whole number of local checkpoints", .metavar = "K",
      .help = "every K-th local checkpoint also goes to the shared\n"
@@ -723,10 +744,12 @@ int config_check(const config_t *cfg, const config_given_t *given, char *err, si
                          "--ckpt-local needs --ckpt-local-every or --ckpt-local-interval");
     if (!cfg->ckpt_local[0] && (local_freq || cfg->ckpt_flush_every ||
                                 config_given_has(given, "ckpt-local-keep") ||
-                                config_given_has(given, "ckpt-local-level")))
+                                config_given_has(given, "ckpt-local-level") ||
+                                config_given_has(given, "ckpt-local-exchange")))
         return util_fail(err, cap, CONFIG_EUSAGE,
                          "--ckpt-local-every, --ckpt-local-interval, --ckpt-local-keep, "
-                         "--ckpt-local-level and --ckpt-flush-every need --ckpt-local");
+                         "--ckpt-local-level, --ckpt-local-exchange and --ckpt-flush-every "
+                         "need --ckpt-local");
     if (cfg->ckpt_async && !cfg->ckpt_every && !cfg->ckpt_interval && !cfg->ckpt_flush_every)
         return util_fail(err, cap, CONFIG_EUSAGE,
                          "--ckpt-async needs --ckpt-every, --ckpt-interval or "

@@ -98,6 +98,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -125,11 +126,13 @@ typedef struct {
 } tier_msg_t;
 
 typedef enum { PH_IDLE, PH_WRITING, PH_EXCHANGING, PH_PUTTING } phase_t;
-typedef enum { JOB_PREPARE, JOB_WRITE, JOB_PUT, JOB_PRUNE } job_t;
+typedef enum { JOB_PREPARE, JOB_WRITE, JOB_EXCHANGE_PUT, JOB_PUT, JOB_PRUNE } job_t;
 
 struct tier_async {
     comm_xfer_t *xfer;          /* the tier's own channel (communicator) */
     int threads_ok;             /* MPI's thread level allows a helper thread */
+    int xfer_thread;            /* the helper moves the exchange (MULTIPLE) */
+    atomic_int cancel;          /* the training thread ends the helper's exchange */
     /* The helper thread: one job at a time. */
     pthread_t thread;
     int running;                /* a job thread started and not yet joined */
@@ -383,6 +386,35 @@ static void job_put(tier_t *t)
     a->put_end = mono_s();
 }
 
+static void post_exchange(tier_t *t);
+
+/* JOB_EXCHANGE_PUT (under MPI_THREAD_MULTIPLE): post the exchange on the
+ * tier's own communicator, which no other thread uses while this job runs,
+ * and move it to its end here, giving the core away between tests; then
+ * JOB_PUT.  The training thread ends a wait on a peer that never comes by
+ * setting `cancel` (fail_save, tier_async_close): the pieces still in
+ * flight are then its to abandon.  A failure is job_err. */
+static void job_exchange_put(tier_t *t)
+{
+    struct tier_async *a = t->async;
+    post_exchange(t);
+    int done = 0;
+    while (!a->mpi_failed && !done && !atomic_load(&a->cancel)) {
+        if (comm_xfer_test(a->xfer, 0, &done) != COMM_OK) {
+            snprintf(a->mpi_err, sizeof a->mpi_err, "partner exchange: %s", comm_last_error());
+            a->mpi_failed = 1;
+        } else if (!done) {
+            sched_yield();
+        }
+    }
+    if (a->mpi_failed)
+        job_fail(a, "%s", a->mpi_err);
+    else if (!done)
+        job_fail(a, "partner exchange: abandoned");
+    else
+        job_put(t);
+}
+
 /* JOB_PRUNE (a node's first rank, after its seal): the newest `keep` steps
  * stay, never the one just sealed. */
 static void job_prune(tier_t *t)
@@ -402,6 +434,7 @@ static void *job_main(void *arg)
     switch (a->job) {
     case JOB_PREPARE: job_prepare(t); break;
     case JOB_WRITE: job_write(t); break;
+    case JOB_EXCHANGE_PUT: job_exchange_put(t); break;
     case JOB_PUT: job_put(t); break;
     case JOB_PRUNE: job_prune(t); break;
     }
@@ -419,6 +452,7 @@ static void run_job(tier_t *t, job_t job)
     a->job_rc = 0;
     a->job_err[0] = '\0';
     atomic_store(&a->done, 0);
+    atomic_store(&a->cancel, 0);
     /* Under MPI_THREAD_SINGLE the process may have no second thread. */
     if (a->threads_ok &&
         pthread_create(&a->thread, NULL, job_main, t) == 0) {
@@ -433,9 +467,10 @@ static int job_finished(const struct tier_async *a)
     return !a->running || atomic_load(&a->done);
 }
 
-/* Wait for the job (local work only: bounded by this node's I/O); a failed
- * prune is only a warning, said here (its step is sealed).  @return the
- * seconds waited. */
+/* Wait for the job (local work, bounded by this node's I/O; an exchange,
+ * bounded by the peers: a dead or stopped one is the watchdog's, as in any
+ * collective); a failed prune is only a warning, said here (its step is
+ * sealed).  @return the seconds waited. */
 static double job_join(tier_t *t)
 {
     struct tier_async *a = t->async;
@@ -494,7 +529,18 @@ int tier_async_open(tier_t *t, comm_t *comm, char *err, size_t cap)
         tier_async_close(t);
         return TIER_EFAIL;
     }
+    /* Every rank the same way, or their votes would not match. */
+    int can = t->exchange_thread && a->threads_ok && comm_threads_multiple();
+    a->xfer_thread = !comm_any_failed(comm, !can);
     return TIER_OK;
+}
+
+/* End the helper's job; an exchange it is waiting on is given up (the
+ * caller abandons what is left of it).  @return the seconds waited. */
+static double job_cancel(tier_t *t)
+{
+    atomic_store(&t->async->cancel, 1);
+    return job_join(t);
 }
 
 void tier_async_close(tier_t *t)
@@ -502,8 +548,9 @@ void tier_async_close(tier_t *t)
     struct tier_async *a = t->async;
     if (!a)
         return;
-    job_join(t);
-    if (a->phase == PH_EXCHANGING && comm_xfer_abandon(a->xfer))
+    job_cancel(t);
+    if ((a->phase == PH_EXCHANGING || (a->phase == PH_PUTTING && a->xfer_thread)) &&
+        comm_xfer_abandon(a->xfer))
         a->leaked = 1;
     state_snapshot_free(a->snap);
     if (a->leaked) {
@@ -534,6 +581,11 @@ void tier_async_close(tier_t *t)
 int tier_in_place(const tier_t *t)
 {
     return t->async && t->async->inplace;
+}
+
+int tier_exchange_on_thread(const tier_t *t)
+{
+    return t->async && t->async->xfer_thread;
 }
 
 int tier_save_in_flight(const tier_t *t)
@@ -787,7 +839,7 @@ static int vote(tier_t *t, comm_t *comm, int not_done, int failed, int64_t out[2
 static int fail_save(tier_t *t)
 {
     struct tier_async *a = t->async;
-    a->rep.waited_s += job_join(t);
+    a->rep.waited_s += job_cancel(t);
     if (comm_xfer_abandon(a->xfer))
         a->leaked = 1;
     if (!a->leaked) {
@@ -888,6 +940,13 @@ static int after_write(tier_t *t, comm_t *comm, int wait, char *err, size_t cap)
         return fail_save(t);
     }
     a->copy_began = mono_s();
+    if (a->xfer_thread) {
+        /* The helper moves the bytes, then checks and writes the copies;
+         * the next vote is after_put's. */
+        a->phase = PH_PUTTING;
+        run_job(t, JOB_EXCHANGE_PUT);
+        return TIER_BUSY;
+    }
     post_exchange(t);
     a->phase = PH_EXCHANGING;
     return TIER_BUSY;
@@ -982,8 +1041,9 @@ static int after_put(tier_t *t, comm_t *comm, int wait, char *err, size_t cap)
     if (vote(t, comm, !finished, finished && a->job_rc, v, err, cap) != 0)
         return fail_save(t);
     if (v[1])
-        return fail_with(t, v[1], "could not keep a partner copy", a->job_rc ? a->job_err : "",
-                         err, cap);
+        return fail_with(t, v[1], a->xfer_thread ? "failed in the partner exchange or could "
+                         "not keep a partner copy" : "could not keep a partner copy",
+                         a->job_rc ? a->job_err : "", err, cap);
     if (v[0])
         return TIER_BUSY;
     a->rep.waited_s += job_join(t);

@@ -103,6 +103,7 @@ int tier_open(tier_t *t, const config_t *cfg, comm_t *comm, const char *host, ch
     t->size = comm_size(comm);
     t->keep = cfg->ckpt_local_keep;
     t->level = cfg->ckpt_local_level;
+    t->exchange_thread = cfg->ckpt_local_exchange == CONFIG_EXCHANGE_THREAD;
     char mine[TIER_HOST_MAX] = "";
     snprintf(mine, sizeof mine, "%s", host);
     char (*all)[TIER_HOST_MAX] = calloc((size_t)t->size, sizeof *all);

@@ -276,8 +276,11 @@ static void announce_tier(const trainer_t *t)
                tr->hosts[0], tr->keep, how);
     else
         printf("local tier: %s on %d nodes, each rank's shard copied to a rank of the next "
-               "node (%s -> %s -> ...); keeps %d per node%s\n", t->cfg->ckpt_local,
-               tr->nnodes, tr->hosts[0], tr->hosts[1], tr->keep, how);
+               "node (%s -> %s -> ...) %s; keeps %d per node%s\n", t->cfg->ckpt_local,
+               tr->nnodes, tr->hosts[0], tr->hosts[1],
+               tier_exchange_on_thread(tr) ? "by the helper thread"
+               : tr->exchange_thread ? "at step boundaries (MPI gave no MPI_THREAD_MULTIPLE)"
+                                     : "at step boundaries", tr->keep, how);
     fflush(stdout);
 }
 

@@ -79,11 +79,19 @@ static void host_name(char *host, size_t cap)
 
 int world_init(world_t *world, int *argc, char ***argv, char *err, size_t cap)
 {
+    return world_init_threads(world, argc, argv, WORLD_THREADS_FUNNELED, err, cap);
+}
+
+int world_init_threads(world_t *world, int *argc, char ***argv, world_threads_t threads,
+                       char *err, size_t cap)
+{
     memset(world, 0, sizeof *world);
     int provided = 0;
-    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+    int want = threads == WORLD_THREADS_MULTIPLE ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED;
+    if (MPI_Init_thread(argc, argv, want, &provided) != MPI_SUCCESS)
         return util_fail(err, cap, WORLD_EMPI,
                          "MPI start failed (launch with mpirun or srun --mpi=pmix)");
+    world->threads_multiple = provided >= MPI_THREAD_MULTIPLE;
     /* Errors come back as codes, so the callers can report them. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &world->rank);

@@ -298,6 +298,14 @@ static void test_valid_values(void)
        "--ckpt-local-level 3");
     ok(parse_one(&cfg, "ckpt-flush-every", "5") == CONFIG_RUN && cfg.ckpt_flush_every == 5,
        "--ckpt-flush-every 5");
+    ok(parse_one(&cfg, "ckpt-local-exchange", "steps") == CONFIG_RUN &&
+           cfg.ckpt_local_exchange == CONFIG_EXCHANGE_STEPS,
+       "--ckpt-local-exchange steps");
+    ok(parse_one(&cfg, "ckpt-local-exchange", "thread") == CONFIG_RUN &&
+           cfg.ckpt_local_exchange == CONFIG_EXCHANGE_THREAD,
+       "--ckpt-local-exchange thread");
+    ok(parse_one(&cfg, "ckpt-local-exchange", "helper") == CONFIG_EUSAGE,
+       "--ckpt-local-exchange helper is refused");
     ok(parse_one(&cfg, "fault", "kill@12") == CONFIG_RUN && strcmp(cfg.fault, "kill@12") == 0,
        "--fault kill@12");
 
@@ -666,6 +674,9 @@ static void test_help(void)
 /* Messages more than one case expects. */
 #define MOMENTUM_SGD "--momentum applies to --optimizer sgd only"
 #define NEED_COSINE "--warmup and --min-lr need --schedule cosine"
+#define NEED_LOCAL                                                                         \
+    "--ckpt-local-every, --ckpt-local-interval, --ckpt-local-keep, --ckpt-local-level, "  \
+    "--ckpt-local-exchange and --ckpt-flush-every need --ckpt-local"
 #define NEED_RUN_DIR "--ckpt-every, --ckpt-interval and --ckpt-async need --run-dir"
 
 static void test_conflicts(void)
@@ -714,14 +725,18 @@ static void test_conflicts(void)
         {"--ckpt-local without a frequency", {"--run-dir", "r", "--ckpt-local", "/l"},
          "--ckpt-local needs --ckpt-local-every or --ckpt-local-interval"},
         {"--ckpt-local-every without --ckpt-local", {"--run-dir", "r", "--ckpt-local-every", "2"},
-         "--ckpt-local-every, --ckpt-local-interval, --ckpt-local-keep, --ckpt-local-level and "
-         "--ckpt-flush-every need --ckpt-local"},
+         NEED_LOCAL},
         {"--ckpt-flush-every without --ckpt-local", {"--run-dir", "r", "--ckpt-flush-every", "2"},
-         "--ckpt-local-every, --ckpt-local-interval, --ckpt-local-keep, --ckpt-local-level and "
-         "--ckpt-flush-every need --ckpt-local"},
+         NEED_LOCAL},
+        {"--ckpt-local-exchange without --ckpt-local",
+         {"--run-dir", "r", "--ckpt-local-exchange", "steps"}, NEED_LOCAL},
         {"the local tier with its options",
          {"--run-dir", "r", "--ckpt-local", "/l/%n", "--ckpt-local-every", "2",
           "--ckpt-flush-every", "3", "--ckpt-async"},
+         NULL},
+        {"--ckpt-local-exchange with --ckpt-local",
+         {"--run-dir", "r", "--ckpt-local", "/l/%n", "--ckpt-local-every", "2",
+          "--ckpt-local-exchange", "steps"},
          NULL},
     };
     config_t cfg;

@@ -65,9 +65,14 @@
 #    mounted (not root, or not permitted).
 #
 # FTRAIN_TEST_LOCAL_BASE: where the fake nodes' directories are made
-# (local_tier_shm.sh sets /dev/shm, so that the whole file runs in place);
-# default: the test's temporary directory.  Test 1 checks that the run
-# says "saved in place" exactly when that is a memory file system.
+# (local_tier_shm.sh and local_tier_steps.sh set /dev/shm, so that the
+# whole file runs in place); default: the test's temporary directory.
+# Test 1 checks that the run says "saved in place" exactly when that is a
+# memory file system.  FTRAIN_TEST_LOCAL_EXCHANGE: thread (the default) or
+# steps (local_tier_steps.sh), given to every run with a local tier as
+# --ckpt-local-exchange; test 1 checks that the run says who moves the
+# partner copies, and, on the helper thread, that the training thread's
+# share of the exchange is 0.
 . "$(dirname "$0")/lib.sh"
 : "${FTRAIN_TIMEOUT:=90}"
 need_mpi
@@ -81,14 +86,23 @@ else
     L="$T/local"
 fi
 mkdir -p "$L"
+EXCHANGE=${FTRAIN_TEST_LOCAL_EXCHANGE:-thread}
+case "$EXCHANGE" in
+thread | steps) ;;
+*) echo "Bail out! FTRAIN_TEST_LOCAL_EXCHANGE must be thread or steps, not '$EXCHANGE'"; exit 1 ;;
+esac
 case "$(stat -f -c %T "$L")" in
 tmpfs | ramfs) INPLACE=1 ;;
 *) INPLACE=0 ;;
 esac
 
 # nodes CONTEXT... -- OPTIONS: run ftrain on fake nodes; each CONTEXT is
-# "N:NODE" (N ranks on NODE); OPTIONS go to every rank.
+# "N:NODE" (N ranks on NODE); OPTIONS go to every rank, and with a local
+# tier --ckpt-local-exchange $EXCHANGE.
 nodes() {
+    case " $* " in
+    *" --ckpt-local "*) set -- "$@" --ckpt-local-exchange "$EXCHANGE" ;;
+    esac
     _cmd="timeout -k 5 $FTRAIN_TIMEOUT mpirun --oversubscribe"
     _sep=""
     while [ "$1" != -- ]; do
@@ -118,6 +132,18 @@ ok "$([ "$rc" -ne 0 ] && grep -q '^local tier: .* on 2 nodes' "$T/one.out" &&
     why "$(grep -E '^local|error' "$T/one.out" | tail -n 5)"
 said=$(grep -c '^local tier: .*; saved in place (memory file system)$' "$T/one.out")
 is "$said" "$INPLACE" "  the run says it saves in place exactly when the directory is a memory file system ($(stat -f -c %T "$L"))"
+if [ "$EXCHANGE" = thread ]; then
+    who='by the helper thread'
+    # The training thread's share of the exchange: none.
+    busy=$(grep '^local checkpoint: step' "$T/one.out" | grep -vc 'exchange 0\.0,')
+else
+    who='at step boundaries'
+    busy=0
+fi
+ok "$(grep -q "^local tier: .* (a -> b -> \.\.\.) $who; keeps" "$T/one.out"; echo $?)" \
+    "  the run says the partner copies are moved $who (--ckpt-local-exchange $EXCHANGE)" ||
+    why "$(grep '^local tier' "$T/one.out")"
+is "$busy" 0 "  local checkpoints whose training thread spent time in the exchange ($EXCHANGE)"
 last_local=$(sed -n 's/^local checkpoint: step \([0-9]*\) in .*/\1/p' "$T/one.out" | tail -n 1)
 ls "$L/a" "$L/b" >"$T/one.ls" 2>&1
 ok "$([ -d "$L/a/step-$(printf %08d "$last_local")" ] && [ -d "$L/b/step-$(printf %08d "$last_local")" ] &&

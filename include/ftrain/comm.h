@@ -131,6 +131,9 @@ void comm_xfer_close(comm_xfer_t *x);
  *  own (MPI_THREAD_FUNNELED or more; under FUNNELED they make no MPI call,
  *  nor any call of this interface), 0 under MPI_THREAD_SINGLE. */
 int comm_threads_allowed(void);
+/** @return 1 when MPI runs at MPI_THREAD_MULTIPLE: any thread may call this
+ *  interface, on a communicator no other thread uses at the same time. */
+int comm_threads_multiple(void);
 /** @return 1 when the calling thread is the one that started MPI (under
  *  MPI_THREAD_FUNNELED the only one that may call this interface), else 0. */
 int comm_is_main_thread(void);

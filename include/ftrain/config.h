@@ -35,6 +35,12 @@ typedef enum {
     CONFIG_ENOSPACE = -2 /* config_to_json: buffer too small, or no memory */
 } config_rc_t;
 
+/* --ckpt-local-exchange: which thread moves the partner copies' bytes. */
+enum {
+    CONFIG_EXCHANGE_THREAD = 0, /* the tier's helper thread (MPI_THREAD_MULTIPLE) */
+    CONFIG_EXCHANGE_STEPS = 1   /* the training thread, at step boundaries */
+};
+
 typedef struct {
     /* data and model */
     char data[32];
@@ -69,6 +75,7 @@ typedef struct {
     double ckpt_local_interval;/* ...or when SEC passed since the last, 0 off */
     int ckpt_local_keep;   /* local checkpoints a node keeps (1 or 2) */
     int ckpt_local_level;  /* zstd level of local shards (0: stored) */
+    int ckpt_local_exchange; /* CONFIG_EXCHANGE_*: who moves the partner copies */
     int64_t ckpt_flush_every; /* every K-th local checkpoint also to the shared tier */
     /* signals and logging */
     int stop_signal;       /* SIGUSR1 by default */

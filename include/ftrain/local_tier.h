@@ -59,6 +59,8 @@ typedef struct {
     int leader;                 /* this rank seals its node's directory */
     int keep;                   /* local checkpoints a node keeps */
     int level;                  /* zstd level of local shards (0 stored) */
+    int exchange_thread;        /* asked: the helper thread moves the copies
+                                   (--ckpt-local-exchange thread) */
     struct tier_async *async;   /* the save in the background and its buffers
                                    (local_async.c); NULL before tier_open */
 } tier_t;
@@ -120,7 +122,8 @@ int tier_save_start(tier_t *t, comm_t *comm, const state_t *st, double started, 
                     size_t cap);
 
 /** Collective, at a step boundary: move the save in flight on (votes, the
- *  partner exchange for at most TIER_EXCHANGE_BUDGET_S, the next job of the
+ *  partner exchange for at most TIER_EXCHANGE_BUDGET_S unless the helper
+ *  thread moves it (tier_exchange_on_thread), the next job of the
  *  helper thread; the seal once every rank's shard and copies are durable).
  *  @return TIER_NONE (no save in flight), TIER_BUSY (still in flight),
  *  TIER_OK (sealed on every node now: rep filled) or TIER_EFAIL (failed
@@ -140,6 +143,11 @@ int tier_save_finish(tier_t *t, comm_t *comm, tier_report_t *rep, char *err, siz
  *  received straight into mapped files, kept from save to save
  *  (local_inplace.c); 0 when it writes them with write(). */
 int tier_in_place(const tier_t *t);
+
+/** @return 1 when the partner exchange runs on the helper thread (asked
+ *  for, and MPI gave MPI_THREAD_MULTIPLE on every rank), 0 when it moves at
+ *  step boundaries on the training thread; the same on every rank. */
+int tier_exchange_on_thread(const tier_t *t);
 
 /** @return 1 while a local save is in flight (the same on every rank). */
 int tier_save_in_flight(const tier_t *t);
