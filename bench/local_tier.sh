@@ -56,6 +56,11 @@
 #                       it: every byte through a shared segment) or cma
 #                       (Linux cross-memory attach: one copy, where the
 #                       kernel allows it)
+#   BENCH_EXCHANGES     the partner exchanges section 5 runs with, each
+#                       beside the same run without the tier
+#                       (--ckpt-local-exchange: "thread steps", the
+#                       default, or one of them); sections 1-3 use the
+#                       default, thread
 #   BENCH_RESTORES      0: skip section 4 (the restores); 1 (default): run it
 #   BENCH_MPI_YIELD     1 (default): Open MPI ranks yield the CPU while they
 #                       wait (mpi_yield_when_idle), 0: they busy-poll
@@ -85,6 +90,7 @@ RESTORES=${BENCH_RESTORES:-1}
 OVERHEAD_SAVES=${BENCH_OVERHEAD_SAVES:-4}
 IDLE_MS=${BENCH_IDLE_MS:-800}
 SINGLE_COPY=${BENCH_SINGLE_COPY:-none}
+EXCHANGES=${BENCH_EXCHANGES:-thread steps}
 PYTHON_BIN=${PYTHON:-/usr/bin/python3}
 FTRAIN=$BUILD/ftrain
 P2P_BW=$BUILD/bench/p2p_bw
@@ -114,7 +120,7 @@ ratio() {
 minimum() { printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g | head -n 1; }
 # median V...: the median of the numbers ("" when none).
 median() {
-    printf '%s\n' "$@" | grep -E '^[0-9.]+$' | sort -g |
+    printf '%s\n' "$@" | grep -E '^-?[0-9.]+$' | sort -g |
         awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 # mbps BYTES SECONDS: 10^6 bytes a second, or "n/a".
@@ -248,6 +254,14 @@ check_settings() {
         none | cma) ;;
         *) echo "bench: BENCH_SINGLE_COPY must be none or cma, got '$SINGLE_COPY'" >&2; exit 2 ;;
     esac
+    _set=$(printf '%s' "$EXCHANGES" | tr -d ' \t')
+    [ -n "$_set" ] || { echo "bench: BENCH_EXCHANGES is empty (thread, steps or both)" >&2; exit 2; }
+    for _set in $EXCHANGES; do
+        case $_set in
+            thread | steps) ;;
+            *) echo "bench: BENCH_EXCHANGES holds thread and/or steps, not '$_set'" >&2; exit 2 ;;
+        esac
+    done
     case $EVERY_S in
         '' | *[!0-9]* | 0) echo "bench: BENCH_LOCAL_EVERY_S must be a whole number of seconds, got '$EVERY_S'" >&2; exit 2 ;;
     esac
@@ -631,23 +645,27 @@ print("warm %.3f steady %.3f base_step %.3f" % (warm, steady, step))
 EOF2
 }
 
-# overhead_pair NAME ROUND ARGS...: one round, two runs on the fake nodes
-# a and b (no shared-tier save in either): ARGS alone, then ARGS with a
-# local checkpoint every LOCAL_STEPS steps; each is stopped once it has
-# the row of step (3 + OVERHEAD_SAVES) x LOCAL_STEPS.  Prints the round's
-# line and sets PAIR (overhead_compare's words), empty when a run failed.
+# overhead_pair NAME ROUND ARGS...: one round of runs on the fake nodes a
+# and b (no shared-tier save in any): ARGS alone, then ARGS with a local
+# checkpoint every LOCAL_STEPS steps, once for each partner exchange of
+# EXCHANGES (--ckpt-local-exchange); each run is stopped once it has the
+# row of step (3 + OVERHEAD_SAVES) x LOCAL_STEPS.  Prints the round's line
+# and sets PAIR_<exchange> (overhead_compare's words against the run
+# without the tier), empty when a run failed.
 overhead_pair() {
     _op_name=$1 _op_round=$2
     shift 2
     _op_last=$(((3 + OVERHEAD_SAVES) * LOCAL_STEPS))
-    PAIR=""
-    for _op_kind in base tier; do
+    _op_lost="" _op_warm="" _op_sealed=""
+    for _op_kind in base $EXCHANGES; do
+        eval "PAIR_$_op_kind=''"
         _op_dir="$SCRATCH/$_op_name-$_op_kind"
         rm -rf "${_op_dir:?}" "${LOCAL:?}/${_op_name:?}"
-        if [ "$_op_kind" = tier ]; then
+        if [ "$_op_kind" != base ]; then
             # shellcheck disable=SC2086 # RUN_ARGS is a list of options
             launch "$_op_dir.out" ab $RUN_ARGS "$@" --log-every 1 --run-dir "$_op_dir" \
-                --ckpt-every 1000000 --ckpt-local "$LOCAL/$_op_name/%n" --ckpt-local-every "$LOCAL_STEPS"
+                --ckpt-every 1000000 --ckpt-local "$LOCAL/$_op_name/%n" --ckpt-local-every "$LOCAL_STEPS" \
+                --ckpt-local-exchange "$_op_kind"
         else
             # shellcheck disable=SC2086
             launch "$_op_dir.out" ab $RUN_ARGS "$@" --log-every 1 --run-dir "$_op_dir" \
@@ -656,45 +674,62 @@ overhead_pair() {
         wait_until 850 rows_done "$_op_dir/metrics.jsonl" "$_op_last"
         _op_rc=$?
         stop_run
+        rm -rf "${LOCAL:?}/${_op_name:?}"
         if [ "$_op_rc" != 0 ]; then
             fail "the $_op_kind run of $_op_name (round $_op_round) did not reach step $_op_last"
             show_tail 6 "$(cat "$_op_dir.out")"
-            return 1
+            [ "$_op_kind" = base ] && return 1
+            continue
         fi
+        [ "$_op_kind" = base ] && continue
+        _op_pair=$(overhead_compare "$SCRATCH/$_op_name-base/metrics.jsonl" \
+            "$_op_dir/metrics.jsonl" "$LOCAL_STEPS" "$OVERHEAD_SAVES")
+        eval "PAIR_$_op_kind=\$_op_pair"
+        _op_base_step=$(field base_step "$_op_pair")
+        _op_lost="$_op_lost, $_op_kind $(field steady "$_op_pair") s"
+        _op_warm="$_op_warm, $_op_kind $(field warm "$_op_pair") s"
+        _op_sealed="$_op_sealed, $_op_kind $(grep -c '^local checkpoint: step [0-9]* in' "$_op_dir.out")"
     done
-    PAIR=$(overhead_compare "$SCRATCH/$_op_name-base/metrics.jsonl" \
-        "$SCRATCH/$_op_name-tier/metrics.jsonl" "$LOCAL_STEPS" "$OVERHEAD_SAVES")
-    _op_tier_saves=$(grep -c '^local checkpoint: step [0-9]* in' "$SCRATCH/$_op_name-tier.out")
-    echo "    round $_op_round: median step without the tier $(field base_step "$PAIR") s;" \
-        "lost per steady save $(field steady "$PAIR") s, by the first three saves $(field warm "$PAIR") s" \
-        "($_op_tier_saves local saves sealed)"
-    rm -rf "${LOCAL:?}/${_op_name:?}"
+    echo "    round $_op_round: median step without the tier ${_op_base_step:-n/a} s;" \
+        "lost per steady save by exchange${_op_lost#,}; by the first three saves${_op_warm#,}" \
+        "(local saves sealed${_op_sealed#,})"
 }
 
 # overhead_rows NAME LABEL ARGS...: REPEAT rounds of overhead_pair, then
-# the table's rows (medians of the rounds).
+# the table's rows (medians of the rounds), one pair per exchange.
 overhead_rows() {
     _or_name=$1 _or_label=$2
     shift 2
     echo "  $_or_label:"
-    _or_steady="" _or_warm="" _or_step=""
+    _or_step=""
+    for _or_x in $EXCHANGES; do eval "_or_steady_$_or_x='' _or_warm_$_or_x=''"; done
     for _or_round in $(seq 1 "$REPEAT"); do
         overhead_pair "$_or_name" "$_or_round" "$@" || continue
-        _or_steady="$_or_steady $(field steady "$PAIR")"
-        _or_warm="$_or_warm $(field warm "$PAIR")"
-        _or_step="$_or_step $(field base_step "$PAIR")"
+        for _or_x in $EXCHANGES; do
+            eval "_or_pair=\$PAIR_$_or_x"
+            [ -n "$_or_pair" ] || continue
+            eval "_or_steady_$_or_x=\"\$_or_steady_$_or_x $(field steady "$_or_pair")\""
+            eval "_or_warm_$_or_x=\"\$_or_warm_$_or_x $(field warm "$_or_pair")\""
+            _or_base=$(field base_step "$_or_pair")
+        done
+        _or_step="$_or_step ${_or_base:-}"
     done
-    # shellcheck disable=SC2086 # lists of numbers
-    _or_steady=$(median $_or_steady) _or_warm=$(median $_or_warm) _or_step=$(median $_or_step)
-    row "  steady: run time lost per local save (median)" "${_or_steady:-n/a}" \
-        "$(awk -v s="${_or_steady:-}" -v t="$EVERY_S" 'BEGIN { if (s == "") print "n/a"; else printf "%.2f%%\n", 100 * s / t }')" "" ""
-    row "  the first three saves (new memory), lost in all" "${_or_warm:-n/a}" "" "" ""
+    for _or_x in $EXCHANGES; do
+        # shellcheck disable=SC2086 # lists of numbers
+        eval "_or_s=\$(median \$_or_steady_$_or_x) _or_w=\$(median \$_or_warm_$_or_x)"
+        row "  exchange $_or_x: steady, lost per save (median)" "${_or_s:-n/a}" \
+            "$(awk -v s="${_or_s:-}" -v t="$EVERY_S" 'BEGIN { if (s == "") print "n/a"; else printf "%.2f%%\n", 100 * s / t }')" "" ""
+        row "  exchange $_or_x: first three saves, in all" "${_or_w:-n/a}" "" "" ""
+    done
+    # shellcheck disable=SC2086
+    _or_step=$(median $_or_step)
     row "  a step without the tier (median)" "${_or_step:-n/a}" "" "" ""
 }
 
 section_overhead() {
     heading "5. overhead by run time: the same training without and with a local checkpoint every $LOCAL_STEPS steps"
-    echo "  2 ranks on fake nodes a, b; no shared-tier saves; runs alternate, $REPEAT rounds; each run is"
+    echo "  2 ranks on fake nodes a, b; no shared-tier saves; runs alternate (without the tier, then with"
+    echo "  each partner exchange of: $EXCHANGES), $REPEAT rounds; each run is"
     echo "  stopped at step $(((3 + OVERHEAD_SAVES) * LOCAL_STEPS)): the first three saves make the node's files (new memory),"
     echo "  the $OVERHEAD_SAVES after them reuse the files of the steps that fall out of --ckpt-local-keep 2"
     row "per local save" "seconds" "at ${EVERY_S} s" "" ""

@@ -1,26 +1,20 @@
 /*
  * local_async.c - the node-local tier's save in the background (local_tier.h,
  * "tier_save_*"): the snapshot on the training thread; this rank's shard
- * written, partner copies checked and written and old steps pruned on a
- * helper thread; the votes, the partner exchange and the seal on the
- * training thread at step boundaries.
+ * written, the partner exchange moved (by default), partner copies checked
+ * and written and old steps pruned on a helper thread; the votes and the
+ * seal on the training thread at step boundaries.
  *
- * THREADS AND MPI: why the exchange runs where it does
+ * THREADS AND MPI: who moves the partner exchange
  *
- *   world.c starts MPI with MPI_Init_thread(MPI_THREAD_FUNNELED): only the
- *   thread that started it (the training thread) may call MPI at all.
  *   comm.c's functions are plain MPI calls on comm->mpi, with no lock, and
  *   the training thread uses that communicator at every step (the control
  *   reduction, the gradient allreduce, the shared tier's commit).  So a
- *   helper thread may not call them: under FUNNELED any MPI call from it is
- *   erroneous, and even under MPI_THREAD_MULTIPLE two threads making
- *   collectives on one communicator cannot keep the same order on every
- *   rank, which MPI requires.  A second communicator would not lift the
- *   FUNNELED rule, and asking for MPI_THREAD_MULTIPLE would change the
- *   whole program's MPI (its cost, and which transports Open MPI offers)
- *   for one exchange.  Hence:
+ *   helper thread never calls them: even under MPI_THREAD_MULTIPLE two
+ *   threads making collectives on one communicator cannot keep the same
+ *   order on every rank, which MPI requires.  Hence:
  *
- *   - every MPI call of a local save is made on the training thread, at
+ *   - every collective of a local save is made on the training thread, at
  *     step boundaries, by tier_save_start/progress/finish, which every rank
  *     calls at the same boundaries (train.c's save_if_due, the stop, the
  *     end): the votes are small allreduces on the trainer's communicator,
@@ -29,29 +23,42 @@
  *     of the tier's own (comm_xfer_open: MPI_Comm_dup of comm's at
  *     tier_open, a collective on the training thread), so that no message
  *     of the exchange can match any other point-to-point traffic while it
- *     is in flight over several steps; it is moved on by MPI_Testall
- *     (comm_xfer_test) at each boundary for at most
- *     TIER_EXCHANGE_BUDGET_S, right after the step's reductions, when the
- *     ranks are together: with shared memory and no progress thread, bytes
- *     move only while both ends are inside MPI (any MPI call moves them,
- *     the next step's gradient allreduce included);
- *   - the helper thread makes no MPI call and no collective: it writes the
- *     shard (state_snapshot_write, thread-safe), maps it, hashes and writes
- *     partner copies (ckpt_shard_put), and prunes (ckpt_prune); ckpt and
- *     comm keep their error messages per thread, so its messages are its
- *     own, copied into job_err.  It runs one job at a time, and the
- *     training thread never touches what a running job uses.
+ *     is in flight over several steps.  Who moves it:
+ *       thread (--ckpt-local-exchange thread, the default; main.c then
+ *         asks MPI for MPI_THREAD_MULTIPLE): the helper thread posts it and
+ *         tests it to its end (JOB_EXCHANGE_PUT), then checks and writes
+ *         the copies.  Only the helper touches the tier's communicator
+ *         while that job runs, the training thread only the trainer's.
+ *         With shared memory Open MPI copies the bytes in whichever thread
+ *         is inside MPI: now the helper, which has a core to itself where
+ *         the node has one to spare (a GPU trainer's host thread mostly
+ *         waits), not the training thread.  A peer that never comes holds
+ *         the helper, and the training thread waits for it only in
+ *         tier_save_finish (the watchdog's allowance for a save bounds
+ *         that, as for every collective) or ends it (job_cancel) when the
+ *         save fails or the tier closes.
+ *       steps (--ckpt-local-exchange steps, or MPI gave less than
+ *         MULTIPLE on some rank: tier_async_open's agreement, so that all
+ *         ranks vote alike): MPI_THREAD_FUNNELED; the training thread moves
+ *         it by MPI_Testall (comm_xfer_test) at each boundary for at most
+ *         TIER_EXCHANGE_BUDGET_S, right after the step's reductions, when
+ *         the ranks are together, and its bytes also move inside the next
+ *         steps' MPI calls (the gradient allreduce);
+ *   - otherwise the helper thread makes no MPI call and no collective: it
+ *     writes the shard (state_snapshot_write, thread-safe), maps it,
+ *     hashes and writes partner copies (ckpt_shard_put), and prunes
+ *     (ckpt_prune); ckpt and comm keep their error messages per thread, so
+ *     its messages are its own, copied into job_err.  It runs one job at a
+ *     time, and the training thread never touches what a running job uses.
  *
- *   With MPI_THREAD_MULTIPLE the exchange could run on the helper thread
- *   over the tier's communicator; this file uses only what FUNNELED allows,
- *   and under MPI_THREAD_SINGLE (tier_async_open asks comm_threads_allowed,
- *   MPI_Query_thread) it starts no thread: the helper's jobs then run on
- *   the training thread.
+ *   Under MPI_THREAD_SINGLE (tier_async_open asks comm_threads_allowed,
+ *   MPI_Query_thread) no thread is started: the helper's jobs then run on
+ *   the training thread, and the exchange moves at step boundaries.
  *
  *   The MPI calls themselves are comm.c's (comm.h: comm_xfer_* for the
- *   exchange, comm_threads_allowed and comm_is_main_thread for the
- *   threads): this file makes none, and the rules above are about when and
- *   on which thread it calls those.
+ *   exchange, comm_threads_allowed, comm_threads_multiple and
+ *   comm_is_main_thread for the threads): this file makes none, and the
+ *   rules above are about when and on which thread it calls those.
  *
  * A SAVE, ON EVERY RANK (each move between phases is agreed by a vote)
  *
@@ -63,6 +70,9 @@
  *                       copies kept here into receive buffers kept from
  *                       save to save, MPI_Isend of the mapped file (no read
  *                       back, no new memory)                   [EXCHANGING]
+ *                       (thread: the helper posts them, tests them to
+ *                       their end, and goes on to PUTTING's work at once:
+ *                       no vote between)                         [PUTTING]
  *   vote: all moved     helper: hash each copy against its writer's xxh64,
  *                       write it (temp name, fsync, rename), unmap [PUTTING]
  *   vote: all durable   each node's first rank seals: manifest, rename of
@@ -98,7 +108,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -112,6 +121,17 @@
 #include "ftrain/ckpt_local.h"
 #include "ftrain/util.h"
 #include "local_inplace_internal.h"
+
+/* The helper's pause between two tests of the exchange it moves.  Open MPI
+ * moves shared-memory bytes only inside MPI calls, and a helper that tests
+ * without a pause (sched_yield between) competes for a core with training
+ * where the ranks fill the cores.  Measured with a small MPI program (2
+ * ranks on 2 cores, 512 MiB each way, 40 busy steps, 3 runs each): the
+ * steps lost 0.04-0.33 s with sched_yield, -0.05-0.21 s with a 50 us
+ * pause (the exchange then took 0.33-0.62 s), 0.22-0.53 s with 1 ms (the
+ * exchange about 1 s), and 0.12-0.47 s with the exchange on the training
+ * thread (--ckpt-local-exchange steps). */
+#define TIER_EXCHANGE_NAP_NS 50000L
 
 /* The own shard is read back in pieces of this many bytes (read() moves at
  * most about 2 GiB at once). */
@@ -390,7 +410,7 @@ static void post_exchange(tier_t *t);
 
 /* JOB_EXCHANGE_PUT (under MPI_THREAD_MULTIPLE): post the exchange on the
  * tier's own communicator, which no other thread uses while this job runs,
- * and move it to its end here, giving the core away between tests; then
+ * and move it to its end here, pausing TIER_EXCHANGE_NAP_NS between tests; then
  * JOB_PUT.  The training thread ends a wait on a peer that never comes by
  * setting `cancel` (fail_save, tier_async_close): the pieces still in
  * flight are then its to abandon.  A failure is job_err. */
@@ -404,7 +424,7 @@ static void job_exchange_put(tier_t *t)
             snprintf(a->mpi_err, sizeof a->mpi_err, "partner exchange: %s", comm_last_error());
             a->mpi_failed = 1;
         } else if (!done) {
-            sched_yield();
+            nanosleep(&(struct timespec){0, TIER_EXCHANGE_NAP_NS}, NULL);
         }
     }
     if (a->mpi_failed)
