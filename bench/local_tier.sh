@@ -59,8 +59,8 @@
 #   BENCH_EXCHANGES     the partner exchanges section 5 runs with, each
 #                       beside the same run without the tier
 #                       (--ckpt-local-exchange: "thread steps", the
-#                       default, or one of them); sections 1-3 use the
-#                       default, thread
+#                       default, or one of them); sections 1-3 use
+#                       ftrain's default, auto
 #   BENCH_RESTORES      0: skip section 4 (the restores); 1 (default): run it
 #   BENCH_MPI_YIELD     1 (default): Open MPI ranks yield the CPU while they
 #                       wait (mpi_yield_when_idle), 0: they busy-poll

@@ -48,6 +48,7 @@ static const util_name_t device_names[] = {
 };
 
 static const util_name_t exchange_names[] = {
+    {.name = "auto", .value = CONFIG_EXCHANGE_AUTO},
     {.name = "thread", .value = CONFIG_EXCHANGE_THREAD},
     {.name = "steps", .value = CONFIG_EXCHANGE_STEPS},
 };
@@ -216,10 +217,12 @@ static const config_option_t config_opts[] = {
      .unit = "a zstd level", .metavar = "N", .default_text = "0",
      .help = "zstd level of local shards (default 0: stored)"},
     {"ckpt-local-exchange", .kind = CONFIG_ARG_ENUM, FIELD(ckpt_local_exchange),
-     .names = &exchanges, .metavar = "WHO", .default_text = "thread",
-     .help = "who moves the partner copies: thread (default: the\n"
-             "tier's helper thread, MPI_THREAD_MULTIPLE) or steps\n"
-             "(the training thread at step boundaries)"},
+     .names = &exchanges, .metavar = "WHO", .default_text = "auto",
+     .help = "who moves the partner copies: thread (the tier's\n"
+             "helper thread, MPI_THREAD_MULTIPLE), steps (the\n"
+             "training thread at step boundaries) or auto (default:\n"
+             "thread where every rank has a core to spare: a GPU\n"
+             "run, or fewer BLAS threads than its cores)"},
     {"ckpt-flush-every", .kind = CONFIG_ARG_INT, FIELD(ckpt_flush_every), .ints = {1, STEPS_CAP},
      .max_is_cap = 1, .unit = "a whole number of local checkpoints", .metavar = "K",
      .help = "every K-th local checkpoint also goes to the shared\n"

@@ -24,8 +24,9 @@
  *     tier_open, a collective on the training thread), so that no message
  *     of the exchange can match any other point-to-point traffic while it
  *     is in flight over several steps.  Who moves it:
- *       thread (--ckpt-local-exchange thread, the default; main.c then
- *         asks MPI for MPI_THREAD_MULTIPLE): the helper thread posts it and
+ *       thread (--ckpt-local-exchange thread, or auto where every rank has
+ *         a core to spare: tier_open; main.c then asks MPI for
+ *         MPI_THREAD_MULTIPLE): the helper thread posts it and
  *         tests it to its end (JOB_EXCHANGE_PUT), then checks and writes
  *         the copies.  Only the helper touches the tier's communicator
  *         while that job runs, the training thread only the trainer's.
@@ -37,13 +38,18 @@
  *         tier_save_finish (the watchdog's allowance for a save bounds
  *         that, as for every collective) or ends it (job_cancel) when the
  *         save fails or the tier closes.
- *       steps (--ckpt-local-exchange steps, or MPI gave less than
- *         MULTIPLE on some rank: tier_async_open's agreement, so that all
- *         ranks vote alike): MPI_THREAD_FUNNELED; the training thread moves
- *         it by MPI_Testall (comm_xfer_test) at each boundary for at most
- *         TIER_EXCHANGE_BUDGET_S, right after the step's reductions, when
- *         the ranks are together, and its bytes also move inside the next
- *         steps' MPI calls (the gradient allreduce);
+ *       steps (--ckpt-local-exchange steps, auto where some rank has no
+ *         core to spare, or MPI gave less than MULTIPLE on some rank:
+ *         tier_async_open's agreement, so that all ranks vote alike): the
+ *         training thread moves it by MPI_Testall (comm_xfer_test) at each
+ *         boundary for at most TIER_EXCHANGE_BUDGET_S, right after the
+ *         step's reductions, when the ranks are together, and its bytes
+ *         also move inside the next steps' MPI calls (the gradient
+ *         allreduce), where they fill the time a rank waits for the slower
+ *         one.  Where the ranks fill the cores that costs the training
+ *         less than a helper competing with them for a core; where a core
+ *         is spare, more (docs/benchmarks.md, "Who moves the partner
+ *         exchange");
  *   - otherwise the helper thread makes no MPI call and no collective: it
  *     writes the shard (state_snapshot_write, thread-safe), maps it,
  *     hashes and writes partner copies (ckpt_shard_put), and prunes

@@ -95,15 +95,17 @@ static int number_nodes(tier_t *t, const char (*all)[TIER_HOST_MAX])
     return t->nnodes;
 }
 
-int tier_open(tier_t *t, const config_t *cfg, comm_t *comm, const char *host, char *err,
-              size_t cap)
+int tier_open(tier_t *t, const config_t *cfg, comm_t *comm, const char *host, int spare_core,
+              char *err, size_t cap)
 {
     memset(t, 0, sizeof *t);
     t->rank = comm_rank(comm);
     t->size = comm_size(comm);
     t->keep = cfg->ckpt_local_keep;
     t->level = cfg->ckpt_local_level;
-    t->exchange_thread = cfg->ckpt_local_exchange == CONFIG_EXCHANGE_THREAD;
+    t->exchange = cfg->ckpt_local_exchange;
+    t->exchange_thread = cfg->ckpt_local_exchange == CONFIG_EXCHANGE_THREAD ||
+                         (cfg->ckpt_local_exchange == CONFIG_EXCHANGE_AUTO && spare_core);
     char mine[TIER_HOST_MAX] = "";
     snprintf(mine, sizeof mine, "%s", host);
     char (*all)[TIER_HOST_MAX] = calloc((size_t)t->size, sizeof *all);

@@ -351,10 +351,11 @@ int main(int argc, char **argv)
     if (!parse_options(&cfg, argc, argv, &code))
         return code;
     world_t world;
-    /* MPI_THREAD_MULTIPLE only where a helper thread will call MPI. */
-    world_threads_t threads = cfg.ckpt_local[0] && cfg.ckpt_local_exchange ==
-                              CONFIG_EXCHANGE_THREAD ? WORLD_THREADS_MULTIPLE
-                                                     : WORLD_THREADS_FUNNELED;
+    /* MPI_THREAD_MULTIPLE only where a helper thread may call MPI (auto
+     * decides once the device and the BLAS threads are known). */
+    world_threads_t threads = cfg.ckpt_local[0] && cfg.ckpt_local_exchange !=
+                              CONFIG_EXCHANGE_STEPS ? WORLD_THREADS_MULTIPLE
+                                                    : WORLD_THREADS_FUNNELED;
     if (world_init_threads(&world, &argc, &argv, threads, err, sizeof err) != WORLD_OK) {
         fprintf(stderr, "ftrain: %s\n", err);
         return EXIT_FAILURE;

@@ -262,6 +262,20 @@ static void describe_state(trainer_t *t)
     st->init = t->cfg->init; /* a resume replaces it with the checkpoint's */
 }
 
+/* Who moves the partner copies, and why not the helper thread where it
+ * does not. */
+static const char *exchange_by(const tier_t *tr)
+{
+    if (tier_exchange_on_thread(tr))
+        return "by the helper thread";
+    if (tr->exchange == CONFIG_EXCHANGE_STEPS)
+        return "at step boundaries";
+    if (!comm_threads_multiple())
+        return "at step boundaries (MPI gave no MPI_THREAD_MULTIPLE)";
+    return "at step boundaries (a rank has no core to spare for the helper thread: "
+           "--ckpt-local-exchange thread moves them there anyway)";
+}
+
 /* Rank 0: where the node-local tier keeps what, or that it cannot survive
  * the loss of the only node. */
 static void announce_tier(const trainer_t *t)
@@ -277,10 +291,7 @@ static void announce_tier(const trainer_t *t)
     else
         printf("local tier: %s on %d nodes, each rank's shard copied to a rank of the next "
                "node (%s -> %s -> ...) %s; keeps %d per node%s\n", t->cfg->ckpt_local,
-               tr->nnodes, tr->hosts[0], tr->hosts[1],
-               tier_exchange_on_thread(tr) ? "by the helper thread"
-               : tr->exchange_thread ? "at step boundaries (MPI gave no MPI_THREAD_MULTIPLE)"
-                                     : "at step boundaries", tr->keep, how);
+               tr->nnodes, tr->hosts[0], tr->hosts[1], exchange_by(tr), tr->keep, how);
     fflush(stdout);
 }
 
@@ -306,7 +317,9 @@ int trainer_open(trainer_t *t, const config_t *cfg, const world_t *world, comm_t
     }
     describe_state(t);
     if (cfg->ckpt_local[0]) {
-        if (tier_open(&t->tier, cfg, t->comm, t->world->host, err, cap) != TIER_OK)
+        /* A core the training does not fill, for the tier's helper. */
+        int spare_core = t->gpu != NULL || t->blas_threads < t->world->rank_cores;
+        if (tier_open(&t->tier, cfg, t->comm, t->world->host, spare_core, err, cap) != TIER_OK)
             return TRAIN_EFAIL;
         t->tier_on = 1;
         announce_tier(t);

@@ -91,7 +91,6 @@ int world_init_threads(world_t *world, int *argc, char ***argv, world_threads_t 
     if (MPI_Init_thread(argc, argv, want, &provided) != MPI_SUCCESS)
         return util_fail(err, cap, WORLD_EMPI,
                          "MPI start failed (launch with mpirun or srun --mpi=pmix)");
-    world->threads_multiple = provided >= MPI_THREAD_MULTIPLE;
     /* Errors come back as codes, so the callers can report them. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &world->rank);

@@ -304,6 +304,11 @@ static void test_valid_values(void)
     ok(parse_one(&cfg, "ckpt-local-exchange", "thread") == CONFIG_RUN &&
            cfg.ckpt_local_exchange == CONFIG_EXCHANGE_THREAD,
        "--ckpt-local-exchange thread");
+    ok(parse_one(&cfg, "ckpt-local-exchange", "auto") == CONFIG_RUN &&
+           cfg.ckpt_local_exchange == CONFIG_EXCHANGE_AUTO,
+       "--ckpt-local-exchange auto");
+    config_defaults(&cfg);
+    is_int(cfg.ckpt_local_exchange, CONFIG_EXCHANGE_AUTO, "--ckpt-local-exchange is auto by default");
     ok(parse_one(&cfg, "ckpt-local-exchange", "helper") == CONFIG_EUSAGE,
        "--ckpt-local-exchange helper is refused");
     ok(parse_one(&cfg, "fault", "kill@12") == CONFIG_RUN && strcmp(cfg.fault, "kill@12") == 0,

@@ -1,12 +1,15 @@
 #!/bin/sh
 # local_tier_shm.sh - tests/local_tier.sh again with the fake nodes'
 # directories on /dev/shm, a memory file system, where the node-local tier
-# saves in place (src/local_inplace.c): each scenario of local_tier.sh
-# (a lost node, a kill or a stop with a save in flight, a failing save, the
-# shard bytes equal to the shared tier's) then runs on that path, and its
-# section 13 checks that the files are reused.  local_tier.sh itself runs
-# on the test's temporary directory (a disk here), where the tier writes
-# shards with write().
+# saves in place (src/local_inplace.c), with the partner exchange moved by
+# the tier's helper thread (--ckpt-local-exchange thread): each scenario of
+# local_tier.sh (a lost node, a kill or a stop with a save in flight, a
+# failing save, the shard bytes equal to the shared tier's) then runs on
+# that path, and its section 13 checks that the files are reused.
+# local_tier.sh itself runs on the test's temporary directory (a disk
+# here), where the tier writes shards with write(), with the default
+# exchange (auto); local_tier_steps.sh runs it in place with the exchange
+# on the training thread.
 . "$(dirname "$0")/lib.sh"
 [ -d /dev/shm ] && [ -w /dev/shm ] || skip_all "no writable /dev/shm"
 case "$(stat -f -c %T /dev/shm)" in
@@ -14,4 +17,4 @@ tmpfs | ramfs) ;;
 *) skip_all "/dev/shm is not a memory file system" ;;
 esac
 rm -rf "$T"
-FTRAIN_TEST_LOCAL_BASE=/dev/shm exec sh "$(dirname "$0")/local_tier.sh"
+FTRAIN_TEST_LOCAL_BASE=/dev/shm FTRAIN_TEST_LOCAL_EXCHANGE=thread exec sh "$(dirname "$0")/local_tier.sh"

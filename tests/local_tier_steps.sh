@@ -1,11 +1,11 @@
 #!/bin/sh
 # local_tier_steps.sh - tests/local_tier.sh again with the partner exchange
 # moved at step boundaries by the training thread (--ckpt-local-exchange
-# steps, MPI_THREAD_FUNNELED) instead of by the tier's helper thread (the
-# default, under MPI_THREAD_MULTIPLE), on /dev/shm where the tier saves in
-# place: every scenario of local_tier.sh (a lost node, a kill or a stop with
-# a save in flight, a failing save, the files reused) on that path.
-# local_tier.sh (a disk) and local_tier_shm.sh (/dev/shm) run the default.
+# steps, MPI_THREAD_FUNNELED) instead of by the tier's helper thread
+# (local_tier_shm.sh), on /dev/shm where the tier saves in place: every
+# scenario of local_tier.sh (a lost node, a kill or a stop with a save in
+# flight, a failing save, the files reused) on that path.  local_tier.sh
+# (a disk) runs the default, auto.
 . "$(dirname "$0")/lib.sh"
 [ -d /dev/shm ] && [ -w /dev/shm ] || skip_all "no writable /dev/shm"
 case "$(stat -f -c %T /dev/shm)" in

@@ -37,8 +37,10 @@ typedef enum {
 
 /* --ckpt-local-exchange: which thread moves the partner copies' bytes. */
 enum {
-    CONFIG_EXCHANGE_THREAD = 0, /* the tier's helper thread (MPI_THREAD_MULTIPLE) */
-    CONFIG_EXCHANGE_STEPS = 1   /* the training thread, at step boundaries */
+    CONFIG_EXCHANGE_AUTO = 0,   /* the helper where every rank has a core to
+                                   spare for it, else the training thread */
+    CONFIG_EXCHANGE_THREAD = 1, /* the tier's helper thread (MPI_THREAD_MULTIPLE) */
+    CONFIG_EXCHANGE_STEPS = 2   /* the training thread, at step boundaries */
 };
 
 typedef struct {

@@ -59,8 +59,10 @@ typedef struct {
     int leader;                 /* this rank seals its node's directory */
     int keep;                   /* local checkpoints a node keeps */
     int level;                  /* zstd level of local shards (0 stored) */
+    int exchange;               /* --ckpt-local-exchange (CONFIG_EXCHANGE_*) */
     int exchange_thread;        /* asked: the helper thread moves the copies
-                                   (--ckpt-local-exchange thread) */
+                                   (--ckpt-local-exchange thread, or auto
+                                   with a core to spare on this rank) */
     struct tier_async *async;   /* the save in the background and its buffers
                                    (local_async.c); NULL before tier_open */
 } tier_t;
@@ -78,9 +80,13 @@ int tier_expand(const char *pattern, const char *host, char *out, size_t cap);
 
 /** Collective: gather the ranks' node names, place the partners, create
  *  this node's root, and duplicate comm's MPI communicator for the partner
- *  exchange.  @return TIER_OK or TIER_EFAIL (the same everywhere). */
-int tier_open(tier_t *t, const config_t *cfg, comm_t *comm, const char *host, char *err,
-              size_t cap);
+ *  exchange.  spare_core: this rank has a core its training does not fill
+ *  (a GPU run's host thread mostly waits; a CPU run with fewer BLAS threads
+ *  than its cores), where --ckpt-local-exchange auto lets the helper
+ *  thread move the exchange.  @return TIER_OK or TIER_EFAIL (the same
+ *  everywhere). */
+int tier_open(tier_t *t, const config_t *cfg, comm_t *comm, const char *host, int spare_core,
+              char *err, size_t cap);
 /** Release.  A save still in flight is abandoned, never sealed (its temp
  *  directory stays invisible): the helper thread is joined; buffers an
  *  unfinished exchange may still write into are left allocated. */

@@ -33,7 +33,6 @@ typedef struct {
     char host[WORLD_HOST_MAX];  /* SLURMD_NODENAME when set, else hostname */
     void *mpi_world;            /* MPI_Comm of the world (opaque here) */
     void *mpi_local;            /* MPI_Comm of the node */
-    int threads_multiple;       /* MPI gave MPI_THREAD_MULTIPLE */
 } world_t;
 
 /* The MPI thread level a program asks for. */
@@ -49,9 +48,8 @@ int world_init(world_t *world, int *argc, char ***argv, char *err, size_t cap);
 /** world_init, asking MPI for the thread level `threads`.  MULTIPLE is for
  *  a program whose helper threads call MPI (the local tier's partner
  *  exchange: --ckpt-local-exchange thread); it costs every MPI call a
- *  little (locks), so it is asked for only then.  MPI may give less:
- *  world->threads_multiple says what it gave, and a lower level is no
- *  error. */
+ *  little (locks), so it is asked for only then.  MPI may give less
+ *  (comm_threads_multiple says what it gave), and that is no error. */
 int world_init_threads(world_t *world, int *argc, char ***argv, world_threads_t threads,
                        char *err, size_t cap);
 
