@@ -270,7 +270,7 @@ static const char *exchange_by(const tier_t *tr)
         return "by the helper thread";
     if (tr->exchange == CONFIG_EXCHANGE_STEPS)
         return "at step boundaries";
-    if (!comm_threads_multiple())
+    if (tr->exchange == CONFIG_EXCHANGE_THREAD || !comm_threads_multiple())
         return "at step boundaries (MPI gave no MPI_THREAD_MULTIPLE)";
     return "at step boundaries (a rank has no core to spare for the helper thread: "
            "--ckpt-local-exchange thread moves them there anyway)";

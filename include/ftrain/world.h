@@ -47,7 +47,7 @@ int world_init(world_t *world, int *argc, char ***argv, char *err, size_t cap);
 
 /** world_init, asking MPI for the thread level `threads`.  MULTIPLE is for
  *  a program whose helper threads call MPI (the local tier's partner
- *  exchange: --ckpt-local-exchange thread); it costs every MPI call a
+ *  exchange: --ckpt-local-exchange thread or auto); it costs every MPI call a
  *  little (locks), so it is asked for only then.  MPI may give less
  *  (comm_threads_multiple says what it gave), and that is no error. */
 int world_init_threads(world_t *world, int *argc, char ***argv, world_threads_t threads,
