@@ -63,6 +63,12 @@
 #    save fails with a message that names the full file system, training
 #    goes on, and the run ends bit-exactly.  Skipped where no tmpfs can be
 #    mounted (not root, or not permitted).
+# 16. A rank stopped (SIGSTOP) while local saves are in flight all the time
+#    (--ckpt-local-every 1, a state of 12 MiB): whichever phase the save
+#    was in (its partner exchange may be waiting on the stopped rank, on
+#    the helper thread with --ckpt-local-exchange thread), the watchdog
+#    ends the job with exit 76 within --hang-timeout and a few seconds, and
+#    names the stopped rank.
 #
 # FTRAIN_TEST_LOCAL_BASE: where the fake nodes' directories are made
 # (local_tier_shm.sh and local_tier_steps.sh set /dev/shm, so that the
@@ -446,5 +452,34 @@ else
     skip "a full tmpfs: local saves fail, and training goes on" "cannot mount a tmpfs here (not root, or not permitted)"
     skip "  and the run ends with the uninterrupted 12-step run's param_hash" "cannot mount a tmpfs here"
 fi
+
+# ---- 16. a rank stopped while local saves are in flight ------------------------------------
+# _epochs_ge FILE N: FILE holds at least N progress lines.
+_epochs_ge() { [ "$(grep -c '^epoch ' "$1")" -ge "$2" ]; }
+d="$T/hang"
+nodes 2:a 2:b -- $RUN --layers 1024,1024 --steps 2000 --step-delay-ms 40 --log-every 1 \
+    --run-dir "$d" --ckpt-every 1000 --ckpt-local "$L/hang/%n" --ckpt-local-every 1 \
+    --hang-timeout 3 >"$d.out" 2>"$d.err" &
+hang_pid=$!
+if wait_for 60 _epochs_ge "$d.out" 12 && victim=$(rank_pid "$d.out" 3) && [ -n "$victim" ]; then
+    t0=$(date +%s.%N)
+    kill -STOP "$victim"
+    wait "$hang_pid"
+    rc=$?
+    took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+    kill -CONT "$victim" 2>/dev/null
+    saves=$(grep -c '^local checkpoint: step [0-9]* in ' "$d.out")
+    ok "$([ "$rc" = 76 ] && [ "$saves" -ge 2 ] && awk -v t="$took" 'BEGIN { exit !(t < 20) }'; echo $?)" \
+        "SIGSTOP to rank 3 with local saves always in flight ($EXCHANGE, $saves sealed before): the watchdog ended the job in $took s (< 20 s), exit $rc (76)" ||
+        why "$(tail -n 6 "$d.err")" "$(grep '^local' "$d.out" | tail -n 3)"
+    like "$(cat "$d.err")" "hang: rank 3 \(host [^,]+, pid $victim\) stopped making progress" \
+        "  and names the stopped rank"
+else
+    kill "$hang_pid" 2>/dev/null
+    wait "$hang_pid"
+    ok 1 "SIGSTOP to rank 3 with local saves in flight: the run did not get going" || why "$(tail -n 5 "$d.err")"
+    skip "  and names the stopped rank" "the run did not get going"
+fi
+rm -rf "${L:?}/hang"
 
 done_testing
