@@ -8,8 +8,8 @@
 # that path, and its section 13 checks that the files are reused.
 # local_tier.sh itself runs on the test's temporary directory (a disk
 # here), where the tier writes shards with write(), with the default
-# exchange (auto); local_tier_steps.sh runs it in place with the exchange
-# on the training thread.
+# exchange (auto); local_tier_steps.sh runs this file with the exchange on
+# the training thread (FTRAIN_TEST_LOCAL_EXCHANGE=steps).
 . "$(dirname "$0")/lib.sh"
 [ -d /dev/shm ] && [ -w /dev/shm ] || skip_all "no writable /dev/shm"
 case "$(stat -f -c %T /dev/shm)" in
@@ -17,4 +17,4 @@ tmpfs | ramfs) ;;
 *) skip_all "/dev/shm is not a memory file system" ;;
 esac
 rm -rf "$T"
-FTRAIN_TEST_LOCAL_BASE=/dev/shm FTRAIN_TEST_LOCAL_EXCHANGE=thread exec sh "$(dirname "$0")/local_tier.sh"
+FTRAIN_TEST_LOCAL_BASE=/dev/shm FTRAIN_TEST_LOCAL_EXCHANGE=${FTRAIN_TEST_LOCAL_EXCHANGE:-thread} exec sh "$(dirname "$0")/local_tier.sh"

@@ -5,12 +5,6 @@
 # (local_tier_shm.sh), on /dev/shm where the tier saves in place: every
 # scenario of local_tier.sh (a lost node, a kill or a stop with a save in
 # flight, a failing save, the files reused) on that path.  local_tier.sh
-# (a disk) runs the default, auto.
-. "$(dirname "$0")/lib.sh"
-[ -d /dev/shm ] && [ -w /dev/shm ] || skip_all "no writable /dev/shm"
-case "$(stat -f -c %T /dev/shm)" in
-tmpfs | ramfs) ;;
-*) skip_all "/dev/shm is not a memory file system" ;;
-esac
-rm -rf "$T"
-FTRAIN_TEST_LOCAL_BASE=/dev/shm FTRAIN_TEST_LOCAL_EXCHANGE=steps exec sh "$(dirname "$0")/local_tier.sh"
+# (a disk) runs the default, auto.  local_tier_shm.sh checks that /dev/shm
+# is a memory file system (or skips, saying why).
+FTRAIN_TEST_LOCAL_EXCHANGE=steps exec sh "$(dirname "$0")/local_tier_shm.sh"
