@@ -75,10 +75,11 @@ void gpuk_mse(cudaStream_t s, float *z, const float *y, int n, int k,
 /* dst[i][0..w) = src[idx[i]][0..w) for i < n (rows of w 4-byte words). */
 void gpuk_gather_rows(cudaStream_t s, void *dst, const void *src,
                       const int64_t *idx, int n, int w);
-/* gb[j] += sum_i delta[i][j], in a fixed order that depends on n only (16
- * row lanes, then the lanes in order): not the CPU's order. */
+/* gb[j] += sum_i delta[i][j] (add) or gb[j] = that sum, in a fixed order
+ * that depends on n only (16 row lanes, then the lanes in order): not the
+ * CPU's order. */
 void gpuk_colsum_acc(cudaStream_t s, float *gb, const float *delta, int n,
-                     int dout);
+                     int dout, int add);
 /* da *= act'(a) for cnt elements given the post-activation a. */
 void gpuk_act_back(cudaStream_t s, float *da, const float *a, size_t cnt,
                    int mode);

@@ -47,25 +47,44 @@ static unsigned int gpuk_blocks(size_t n)
 
 /* ---- forward ------------------------------------------------------------- */
 
+/* One thread per column (its bias in a register), the rows strided over
+ * gridDim.y: no division per element, and a warp's loads and stores are
+ * consecutive floats of one row. */
 __global__ static void k_bias_act(float *z, const float *b, int n, int dout,
                                   int mode)
 {
-    const size_t cnt = (size_t)n * (size_t)dout;
-    GRID_STRIDE(i, cnt) {
-        float v = __fadd_rn(z[i], b[i % (size_t)dout]);
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= dout)
+        return;
+    const float bj = b[j];
+    for (int i = blockIdx.y * blockDim.y + threadIdx.y; i < n;
+         i += gridDim.y * blockDim.y) {
+        float *zi = z + (size_t)i * (size_t)dout + j;
+        float v = __fadd_rn(*zi, bj);
         if (mode == GPUK_RELU)
             v = v > 0.0f ? v : 0.0f;
         else if (mode == GPUK_TANH)
             v = tanhf(v);
-        z[i] = v;
+        *zi = v;
     }
 }
 
+/* Blocks of 256 threads: up to 256 columns wide (a multiple of 32), the
+ * rest rows; enough row blocks to fill the GPU, each looping over a few. */
 void gpuk_bias_act(cudaStream_t s, float *z, const float *b, int n, int dout,
                    int mode)
 {
-    size_t cnt = (size_t)n * (size_t)dout;
-    k_bias_act<<<gpuk_blocks(cnt), GPUK_THREADS, 0, s>>>(z, b, n, dout, mode);
+    if (n <= 0 || dout <= 0)
+        return;
+    const int tx = dout >= GPUK_THREADS ? GPUK_THREADS : (dout + 31) / 32 * 32;
+    const int ty = GPUK_THREADS / tx;
+    const unsigned int gx = (unsigned int)((dout + tx - 1) / tx);
+    int gy = (n + ty - 1) / ty;
+    const int max_gy = (int)(8192u / gx) > 1 ? (int)(8192u / gx) : 1;
+    if (gy > max_gy)
+        gy = max_gy;
+    k_bias_act<<<dim3(gx, (unsigned int)gy), dim3((unsigned int)tx, (unsigned int)ty), 0, s>>>(
+        z, b, n, dout, mode);
 }
 
 /* ---- losses: one thread per sample, the CPU's loop order ----------------- */
@@ -171,7 +190,7 @@ void gpuk_gather_rows(cudaStream_t s, void *dst, const void *src,
 
 /* ---- bias gradient --------------------------------------------------------- */
 
-/* gb[j] += sum over rows i of delta[i][j].  A block takes 32 columns and
+/* gb[j] += (add) or = sum over rows i of delta[i][j].  A block takes 32 columns and
  * COLSUM_LANES row lanes: lane r adds rows r, r + LANES, ... in order from
  * 0, then lane 0 adds the lanes' sums in lane order and adds that to gb[j].
  * The order depends only on n (no atomics), so the bits are the same in
@@ -180,47 +199,88 @@ void gpuk_gather_rows(cudaStream_t s, void *dst, const void *src,
  * wide layers). */
 #define COLSUM_LANES 16
 __global__ static void k_colsum_acc(float *gb, const float *delta, int n,
-                                    int dout)
+                                    int dout, int add)
 {
     __shared__ float part[COLSUM_LANES][33];
     int tx = threadIdx.x, ty = threadIdx.y;
     int j = blockIdx.x * 32 + tx;
     float acc = 0.0f;
-    if (j < dout)
-        for (int i = ty; i < n; i += COLSUM_LANES)
-            acc = __fadd_rn(acc, delta[(size_t)i * (size_t)dout + (size_t)j]);
+    if (j < dout) {
+        /* Eight loads in flight before their adds (in the same order as
+         * one at a time): one block per 32 columns leaves few threads per
+         * SM on a wide layer, so each must keep several loads going. */
+        const size_t step = (size_t)COLSUM_LANES * (size_t)dout;
+        const float *p = delta + (size_t)ty * (size_t)dout + (size_t)j;
+        int i = ty;
+        for (; i + 7 * COLSUM_LANES < n; i += 8 * COLSUM_LANES, p += 8 * step) {
+            float v[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                v[u] = p[(size_t)u * step];
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                acc = __fadd_rn(acc, v[u]);
+        }
+        for (; i < n; i += COLSUM_LANES, p += step)
+            acc = __fadd_rn(acc, *p);
+    }
     part[ty][tx] = acc;
     __syncthreads();
     if (ty == 0 && j < dout) {
         float sum = part[0][tx];
         for (int r = 1; r < COLSUM_LANES; r++)
             sum = __fadd_rn(sum, part[r][tx]);
-        gb[j] = __fadd_rn(gb[j], sum);
+        gb[j] = add ? __fadd_rn(gb[j], sum) : sum;
     }
 }
 
 void gpuk_colsum_acc(cudaStream_t s, float *gb, const float *delta, int n,
-                     int dout)
+                     int dout, int add)
 {
     unsigned int blocks = (unsigned int)((dout + 31) / 32);
-    k_colsum_acc<<<blocks ? blocks : 1, dim3(32, COLSUM_LANES), 0, s>>>(gb, delta, n, dout);
+    k_colsum_acc<<<blocks ? blocks : 1, dim3(32, COLSUM_LANES), 0, s>>>(gb, delta, n, dout,
+                                                                         add);
+}
+
+__device__ static float act_back1(float d, float a, int mode)
+{
+    if (mode == GPUK_RELU)
+        return a > 0.0f ? d : 0.0f;
+    return __fmul_rn(d, __fsub_rn(1.0f, __fmul_rn(a, a)));
+}
+
+/* Four elements a thread (16-byte loads and stores) when cnt is a multiple
+ * of 4 and both arrays start on 16 bytes; one otherwise.  The same
+ * operation on every element either way. */
+__global__ static void k_act_back4(float4 *da, const float4 *a, size_t cnt4, int mode)
+{
+    GRID_STRIDE(i, cnt4) {
+        float4 d = da[i];
+        const float4 x = a[i];
+        d.x = act_back1(d.x, x.x, mode);
+        d.y = act_back1(d.y, x.y, mode);
+        d.z = act_back1(d.z, x.z, mode);
+        d.w = act_back1(d.w, x.w, mode);
+        da[i] = d;
+    }
 }
 
 __global__ static void k_act_back(float *da, const float *a, size_t cnt,
                                   int mode)
 {
     GRID_STRIDE(i, cnt) {
-        if (mode == GPUK_RELU)
-            da[i] = a[i] > 0.0f ? da[i] : 0.0f;
-        else
-            da[i] = __fmul_rn(da[i], __fsub_rn(1.0f, __fmul_rn(a[i], a[i])));
+        da[i] = act_back1(da[i], a[i], mode);
     }
 }
 
 void gpuk_act_back(cudaStream_t s, float *da, const float *a, size_t cnt,
                    int mode)
 {
-    k_act_back<<<gpuk_blocks(cnt), GPUK_THREADS, 0, s>>>(da, a, cnt, mode);
+    if (cnt % 4 == 0 && ((uintptr_t)da | (uintptr_t)a) % 16 == 0)
+        k_act_back4<<<gpuk_blocks(cnt / 4), GPUK_THREADS, 0, s>>>(
+            (float4 *)da, (const float4 *)a, cnt / 4, mode);
+    else
+        k_act_back<<<gpuk_blocks(cnt), GPUK_THREADS, 0, s>>>(da, a, cnt, mode);
 }
 
 /* ---- max |g| ------------------------------------------------------------- */
@@ -444,23 +504,53 @@ __global__ static void k_sgd(float *p, const float *grad, float gs, float *zero,
 }
 
 /* Adam / AdamW with the constants optim.c computes once per step. */
-__global__ static void k_adam(float *p, const float *grad, float gs, float *zero, float *m,
-                              float *v, size_t n, float shrink, float l2, float b1,
-                              float c1, float b2, float c2, float eps, float ss,
-                              float rs)
+struct adam_k {
+    float gs, shrink, l2, b1, c1, b2, c2, eps, ss, rs;
+};
+
+/* One element: p, m, v updated in place from gradient element gi. */
+__device__ static void adam1(float &p, float &m, float &v, float gi, const adam_k &k)
+{
+    float w = __fmul_rn(p, k.shrink);
+    float g = __fadd_rn(__fmul_rn(gi, k.gs), __fmul_rn(k.l2, w));
+    float mi = __fadd_rn(__fmul_rn(k.b1, m), __fmul_rn(k.c1, g));
+    float vi = __fadd_rn(__fmul_rn(k.b2, v), __fmul_rn(k.c2, __fmul_rn(g, g)));
+    float den = __fadd_rn(__fmul_rn(__fsqrt_rn(vi), k.rs), k.eps);
+    m = mi;
+    v = vi;
+    p = __fsub_rn(w, __fmul_rn(k.ss, __fdiv_rn(mi, den)));
+}
+
+__global__ static void k_adam(float *p, const float *grad, float *zero, float *m,
+                              float *v, size_t n, adam_k k)
 {
     GRID_STRIDE(i, n) {
-        const float pi = p[i], gi = grad[i], m0 = m[i], v0 = v[i];
-        float w = __fmul_rn(pi, shrink);
-        float g = __fadd_rn(__fmul_rn(gi, gs), __fmul_rn(l2, w));
-        float mi = __fadd_rn(__fmul_rn(b1, m0), __fmul_rn(c1, g));
-        float vi = __fadd_rn(__fmul_rn(b2, v0), __fmul_rn(c2, __fmul_rn(g, g)));
-        float den = __fadd_rn(__fmul_rn(__fsqrt_rn(vi), rs), eps);
+        float pi = p[i], mi = m[i], vi = v[i];
+        const float gi = grad[i];
+        adam1(pi, mi, vi, gi, k);
         m[i] = mi;
         v[i] = vi;
-        p[i] = __fsub_rn(w, __fmul_rn(ss, __fdiv_rn(mi, den)));
+        p[i] = pi;
         if (zero)
             zero[i] = 0.0f;
+    }
+}
+
+/* Four elements a thread, 16-byte loads and stores (every array on 16
+ * bytes), no clearing: the same arithmetic per element as k_adam. */
+__global__ static void k_adam4(float4 *p, const float4 *grad, float4 *m, float4 *v,
+                               size_t n4, adam_k k)
+{
+    GRID_STRIDE(i, n4) {
+        float4 pi = p[i], mi = m[i], vi = v[i];
+        const float4 gi = grad[i];
+        adam1(pi.x, mi.x, vi.x, gi.x, k);
+        adam1(pi.y, mi.y, vi.y, gi.y, k);
+        adam1(pi.z, mi.z, vi.z, gi.z, k);
+        adam1(pi.w, mi.w, vi.w, gi.w, k);
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = pi;
     }
 }
 
@@ -547,15 +637,30 @@ extern "C" int gpu_optim_step_consume(gpu_optim_t *go, float *dparams, float *dg
         const double bc2 = 1.0 - pow(c->beta2, t);
         const float b1 = (float)c->beta1, c1 = (float)(1.0 - c->beta1);
         const float b2 = (float)c->beta2, c2 = (float)(1.0 - c->beta2);
-        const float eps = (float)c->eps;
-        const float ss = (float)(lr / bc1);
-        const float rs = (float)(1.0 / sqrt(bc2));
+        adam_k k;
+        k.gs = gs;
+        k.b1 = b1;
+        k.c1 = c1;
+        k.b2 = b2;
+        k.c2 = c2;
+        k.eps = (float)c->eps;
+        k.ss = (float)(lr / bc1);
+        k.rs = (float)(1.0 / sqrt(bc2));
         const int adamw = c->kind == OPT_ADAMW;
-        const float shrink = adamw ? (float)(1.0 - lr * c->weight_decay) : 1.0f;
-        const float l2 = adamw ? 0.0f : (float)c->weight_decay;
-        k_adam<<<blocks, GPUK_THREADS, 0, s>>>(dparams, dgrad, gs, zero, go->m,
-                                               go->v, go->n, shrink, l2, b1, c1, b2, c2,
-                                               eps, ss, rs);
+        k.shrink = adamw ? (float)(1.0 - lr * c->weight_decay) : 1.0f;
+        k.l2 = adamw ? 0.0f : (float)c->weight_decay;
+        const uintptr_t addr = (uintptr_t)dparams | (uintptr_t)dgrad | (uintptr_t)go->m |
+                               (uintptr_t)go->v;
+        /* Whole groups of four by the vector kernel, the tail by the other. */
+        const size_t n4 = !zero && addr % 16 == 0 ? go->n / 4 : 0, done = 4 * n4;
+        if (n4 > 0)
+            k_adam4<<<gpuk_blocks(n4), GPUK_THREADS, 0, s>>>(
+                (float4 *)dparams, (const float4 *)dgrad, (float4 *)go->m, (float4 *)go->v,
+                n4, k);
+        if (done < go->n)
+            k_adam<<<gpuk_blocks(go->n - done), GPUK_THREADS, 0, s>>>(
+                dparams + done, dgrad + done, zero ? zero + done : NULL, go->m + done,
+                go->v + done, go->n - done, k);
     }
     GPU_CUDA(cudaGetLastError());
     go->updates++;

@@ -323,6 +323,8 @@ struct gpu_model {
     float *dset_x, *dset_y;
     int32_t *dset_lab;
     int64_t *didx, *hidx;                /* max_batch indices, pinned */
+    /* gpu_model_store_gradient: calls store their gradient (no adding) */
+    int grad_store;
 };
 
 /* Return 1 when a is an architecture model.c accepts (model_init is the
@@ -448,6 +450,15 @@ extern "C" float *gpu_model_params(gpu_model_t *gm)
 {
     return gm ? gm->dparams : NULL;
 }
+
+extern "C" int gpu_model_store_gradient(gpu_model_t *gm, int store)
+{
+    if (!gm)
+        return GPU_EINVAL;
+    gm->grad_store = store != 0;
+    return GPU_OK;
+}
+
 
 extern "C" int gpu_model_batch_buffers(gpu_model_t *gm, float **x,
                                        int32_t **labels, float **y)
@@ -576,13 +587,17 @@ fail:
     return rc;
 }
 
-/* Backward from the deltas left over the last layer's outputs. */
+/* Backward from the deltas left over the last layer's outputs, into dgrad:
+ * added, or stored (gpu_model_store_gradient: the weight products run with
+ * beta 0 and the bias sums overwrite, so dgrad is neither cleared first
+ * nor read). */
 static int backward(gpu_model_t *gm, int n, float *dgrad)
 {
     int rc = GPU_OK;
     const model_arch_t *a = &gm->arch;
     const int L = a->nlayers;
     const float one = 1.0f, zero = 0.0f;
+    const float beta = gm->grad_store ? 0.0f : 1.0f;
     const float *delta = gm->dact[L];
     int pp = 0;
     for (int l = L - 1; l >= 0; l--) {
@@ -592,8 +607,8 @@ static int backward(gpu_model_t *gm, int n, float *dgrad)
         float *gw = dgrad + gm->w_off[l];
         float *gb = dgrad + gm->b_off[l];
         GPU_BLAS(cublasSgemm(gm->ctx->blas, CUBLAS_OP_N, CUBLAS_OP_T, din, dout,
-                             n, &one, in, din, delta, dout, &one, gw, din));
-        gpuk_colsum_acc(gm->ctx->stream, gb, delta, n, dout);
+                             n, &one, in, din, delta, dout, &beta, gw, din));
+        gpuk_colsum_acc(gm->ctx->stream, gb, delta, n, dout, !gm->grad_store);
         GPU_CUDA(cudaGetLastError());
         if (l == 0)
             break;
@@ -607,6 +622,17 @@ static int backward(gpu_model_t *gm, int n, float *dgrad)
         GPU_CUDA(cudaGetLastError());
         delta = da;
     }
+    return GPU_OK;
+fail:
+    return rc;
+}
+
+/* A stored gradient of no samples is zero. */
+static int store_empty(gpu_model_t *gm, float *dgrad)
+{
+    int rc = GPU_OK;
+    if (gm->grad_store)
+        GPU_CUDA(cudaMemsetAsync(dgrad, 0, gm->nparams * sizeof(float), gm->ctx->stream));
     return GPU_OK;
 fail:
     return rc;
@@ -632,6 +658,8 @@ extern "C" int gpu_model_forward_backward(gpu_model_t *gm, const float *x,
             (rc = backward(gm, n, dgrad)) != GPU_OK ||
             (rc = collect(gm, n, &loss, &hits)) != GPU_OK)
             goto fail;
+    } else if ((rc = store_empty(gm, dgrad)) != GPU_OK) {
+        goto fail;
     }
     if (loss_sum)
         *loss_sum = loss;
@@ -749,6 +777,8 @@ extern "C" int gpu_model_forward_backward_idx(gpu_model_t *gm, const int64_t *id
             (rc = backward(gm, n, dgrad)) != GPU_OK ||
             (rc = collect(gm, n, &loss, &hits)) != GPU_OK)
             goto fail;
+    } else if ((rc = store_empty(gm, dgrad)) != GPU_OK) {
+        goto fail;
     }
     if (loss_sum)
         *loss_sum = loss;

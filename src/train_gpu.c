@@ -38,12 +38,10 @@ struct gpu_mirror {
     float *snapshot;            /* page-locked buffer of --ckpt-async, or NULL */
     int data_on_device;
     double copy_seconds;        /* of the last download */
-    /* The next update reads grad * grad_scale; with consume it also clears
-     * grad (fast mode, whose next step adds into it), and grad_zeroed says
-     * the last update did, so the next step needs no clearing pass. */
+    /* The next update reads grad * grad_scale (fast mode: 1/n, the mean).
+     * The model stores each gradient (gpu_model_store_gradient), so no
+     * buffer is ever cleared before a step or by the update. */
     float grad_scale;
-    int consume;
-    int grad_zeroed;
 };
 
 /* The host parameters and moments receive the device state at every save
@@ -88,6 +86,8 @@ static int create_device_buffers(gpu_mirror_t *mirror, const gpu_mirror_spec_t *
 {
     int rc = gpu_model_create(&mirror->model, mirror->ctx, model_arch(mirror->host_model),
                               spec->max_batch, model_params(mirror->host_model));
+    if (rc == GPU_OK)
+        rc = gpu_model_store_gradient(mirror->model, 1);
     if (rc == GPU_OK)
         rc = gpu_optim_create(&mirror->opt, mirror->ctx, spec->opt_cfg, mirror->n_params);
     if (rc == GPU_OK)
@@ -220,7 +220,7 @@ int gpu_mirror_upload(gpu_mirror_t *mirror, char *err, size_t cap)
     return TRAIN_OK;
 }
 
-/* Forward/backward of n samples, adding their gradient to grad. */
+/* Forward/backward of n samples, storing their gradient in grad. */
 static int forward_backward(gpu_mirror_t *mirror, const int64_t *idx, int n, float *grad,
                             double *loss, int64_t *hits)
 {
@@ -234,28 +234,16 @@ int gpu_mirror_micro_gradient(gpu_mirror_t *mirror, int64_t slot, const int64_t 
                               double *loss, int64_t *hits, float *max_abs)
 {
     float *grad = mirror->micro_grads + (size_t)slot * mirror->slot_floats;
-    int rc = gpu_memset0(mirror->ctx, grad, mirror->n_params * sizeof(float));
-    if (rc == GPU_OK)
-        rc = forward_backward(mirror, idx, n, grad, loss, hits);
+    int rc = forward_backward(mirror, idx, n, grad, loss, hits); /* stored */
     if (rc == GPU_OK)
         rc = gpu_maxabs(mirror->ctx, grad, mirror->n_params, max_abs);
-    return rc;
-}
-
-int gpu_mirror_zero_gradient(gpu_mirror_t *mirror)
-{
-    if (mirror->grad_zeroed)
-        return GPU_OK; /* the last update cleared it as it read it */
-    int rc = gpu_memset0(mirror->ctx, mirror->grad, mirror->n_params * sizeof(float));
-    mirror->grad_zeroed = rc == GPU_OK;
     return rc;
 }
 
 int gpu_mirror_batch_gradient(gpu_mirror_t *mirror, const int64_t *idx, int n, double *loss,
                               int64_t *hits)
 {
-    mirror->grad_zeroed = 0;
-    return forward_backward(mirror, idx, n, mirror->grad, loss, hits);
+    return forward_backward(mirror, idx, n, mirror->grad, loss, hits); /* stored */
 }
 
 /* This rank's micro-batch gradients in fixed point: a store of the first
@@ -293,8 +281,6 @@ int gpu_mirror_reduce_fixed(gpu_mirror_t *mirror, comm_t *comm, int64_t nmicro,
     for (int64_t i = 0; i < nmicro; i++)
         loss_hits[0] += llrint(ldexp(micro_loss[i], LOSS_FIXED_BITS));
     mirror->grad_scale = 1.0f; /* already the mean: times 1 is exact */
-    mirror->consume = 0;       /* the next step overwrites grad whole */
-    mirror->grad_zeroed = 0;
     /* A device failure here is this rank's alone: it still takes part in
      * both reductions (the others are in them), and the failure is voted
      * at the next control reduction, where every rank stops together. */
@@ -327,20 +313,17 @@ int gpu_mirror_reduce_float(gpu_mirror_t *mirror, comm_t *comm, int64_t step_sam
     *loss = loss_hits[0];
     *hits = (int64_t)llrint(loss_hits[1]);
     (void)device_failed; /* nothing on the device here: the mean is the update's */
-    /* The update turns the sum into the mean as it reads it, and clears it
-     * for the next step's sum: a pass of its own would cost as much as the
-     * update's reading (optim_step_consume on the CPU). */
+    /* The update turns the sum into the mean as it reads it: a pass of its
+     * own would cost as much as the update's reading (optim_step_consume on
+     * the CPU). */
     mirror->grad_scale = 1.0f / (float)step_samples;
-    mirror->consume = 1;
     return TRAIN_OK;
 }
 
 int gpu_mirror_update(gpu_mirror_t *mirror, int64_t step)
 {
-    int rc = gpu_optim_step_consume(mirror->opt, gpu_model_params(mirror->model), mirror->grad,
-                                    mirror->grad_scale, mirror->consume, step);
-    mirror->grad_zeroed = mirror->consume && rc == GPU_OK;
-    return rc;
+    return gpu_optim_step_consume(mirror->opt, gpu_model_params(mirror->model), mirror->grad,
+                                  mirror->grad_scale, 0, step);
 }
 
 int gpu_mirror_evaluate(gpu_mirror_t *mirror, const float *x, const int32_t *labels,

@@ -76,10 +76,8 @@ int gpu_mirror_upload(gpu_mirror_t *mirror, char *err, size_t cap);
  *  with its loss sum, hits and max |g| (NaN propagates).  @return a gpu_err_t. */
 int gpu_mirror_micro_gradient(gpu_mirror_t *mirror, int64_t slot, const int64_t *idx, int n,
                               double *loss, int64_t *hits, float *max_abs);
-/** Fast mode: clear the step's gradient.  @return a gpu_err_t. */
-int gpu_mirror_zero_gradient(gpu_mirror_t *mirror);
-/** Fast mode: add the gradient of this rank's n samples (as above) to the
- *  step's gradient.  @return a gpu_err_t. */
+/** Fast mode: the gradient of this rank's n >= 0 samples (as above) stored
+ *  as the step's gradient (zeros for none).  @return a gpu_err_t. */
 int gpu_mirror_batch_gradient(gpu_mirror_t *mirror, const int64_t *idx, int n, double *loss,
                               int64_t *hits);
 

@@ -128,18 +128,20 @@ static void compute_micro_gradients(trainer_t *t, const step_plan_t *plan, step_
 /* Fast mode: this rank's micro-batches as one batch. */
 static void compute_batch_gradient(trainer_t *t, const step_plan_t *plan, step_sums_t *sums)
 {
-    /* On the GPU the host gradient is never read, and clearing it would
-     * cost a pass over the whole model every step.  On the CPU the update
-     * that ended the last step cleared it as it read it (grad_zeroed);
-     * otherwise it is cleared here.  grad[n_params] and [n_params + 1] are
-     * set before they are read. */
+    /* On the GPU the host gradient is never read, and the device one is
+     * stored whole by the call below (zeros for no samples).  On the CPU
+     * the update that ended the last step cleared it as it read it
+     * (grad_zeroed); otherwise it is cleared here.  grad[n_params] and
+     * [n_params + 1] are set before they are read. */
     if (!t->gpu && !t->grad_zeroed)
         memset(t->grad, 0, (t->n_params + 2) * sizeof *t->grad);
-    else if (t->gpu && gpu_mirror_zero_gradient(t->gpu) != GPU_OK)
-        t->device_failed = 1; /* voted: CTL_BAD */
     t->grad_zeroed = 0;
-    if (plan->nmicro == 0)
+    if (plan->nmicro == 0) {
+        if (t->gpu && gpu_mirror_batch_gradient(t->gpu, NULL, 0, &sums->loss, &sums->hits) !=
+                          GPU_OK)
+            t->device_failed = 1; /* voted: CTL_BAD */
         return;
+    }
     int64_t len = 0;
     const int64_t *idx = rank_samples(t, plan->index, plan->first_micro, plan->nmicro, &len);
     if (!t->gpu || !gpu_mirror_has_data(t->gpu))

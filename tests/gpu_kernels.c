@@ -230,6 +230,108 @@ out:
     free(g2);
 }
 
+/* gpu_model_store_gradient: the gradient stored over whatever dgrad held
+ * (a full and a partial batch), each against model.c from zeros; twice,
+ * same bits; against adding into zeros; no samples store zeros.  6 tests. */
+static void check_store(const char *name, int nl, const int *dims, model_act_t act,
+                        uint64_t seed)
+{
+    model_arch_t a;
+    memset(&a, 0, sizeof a);
+    a.nlayers = nl;
+    for (int i = 0; i <= nl; i++)
+        a.dims[i] = dims[i];
+    a.act = act;
+    a.loss = LOSS_XENT;
+    const int B = 64, N = 37;
+    const int in = dims[0], k = dims[nl];
+    model_t *m = NULL;
+    gpu_model_t *gm = NULL;
+    float *dgrad = NULL;
+    if (model_init(&m, &a, seed, B, NULL, 0) != MODEL_OK) {
+        ok(0, "%s: model_init", name);
+        return;
+    }
+    size_t P = model_num_params(m);
+    float *x = malloc(sizeof(float) * (size_t)B * in);
+    int32_t *lab = malloc(sizeof(int32_t) * B);
+    float *gc = calloc(P, sizeof(float)), *gg = malloc(sizeof(float) * P);
+    float *g2 = malloc(sizeof(float) * P), *junk = malloc(sizeof(float) * P);
+    rng_t r = rng_make(seed, 7);
+    for (int i = 0; i < B * in; i++)
+        x[i] = urand(&r, -1, 1);
+    for (int i = 0; i < B; i++)
+        lab[i] = (int32_t)(rng_next(&r) % (uint64_t)k);
+    for (size_t i = 0; i < P; i++)
+        junk[i] = 1e30f; /* what a stored gradient must never see */
+    int rc = gpu_model_create(&gm, ctx, &a, B, model_params(m));
+    if (rc != GPU_OK || gpu_alloc(ctx, P * sizeof(float), (void **)&dgrad) != GPU_OK ||
+        gpu_model_store_gradient(gm, 1) != GPU_OK) {
+        ok(0, "%s: set-up: %s (%s)", name, gpu_strerror(rc), gpu_last_error());
+        goto out;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        const int n = pass == 0 ? B : N;
+        double lc = 0, lg = 0;
+        int64_t hc = 0, hg = 0;
+        memset(gc, 0, P * sizeof(float));
+        model_forward_backward(m, x, lab, NULL, n, gc, &lc, &hc);
+        rc = gpu_upload(ctx, dgrad, junk, P * sizeof(float));
+        if (rc == GPU_OK)
+            rc = gpu_model_forward_backward(gm, x, lab, NULL, n, dgrad, &lg, &hg);
+        if (rc == GPU_OK)
+            rc = gpu_download(ctx, gg, dgrad, P * sizeof(float), NULL);
+        double d = rc == GPU_OK ? rel_diff(gg, gc, P) : 1;
+        ok(rc == GPU_OK && d < 2e-5 && fabs(lg - lc) <= 1e-5 * (fabs(lc) + 1) && hg == hc,
+           "%s: %d samples stored over junk: rel diff %.2g, loss %.9g vs %.9g (%s)", name, n,
+           d, lg, lc, rc == GPU_OK ? "ok" : gpu_last_error());
+        if (pass == 0) {
+            rc = gpu_upload(ctx, dgrad, junk, P * sizeof(float));
+            if (rc == GPU_OK)
+                rc = gpu_model_forward_backward(gm, x, lab, NULL, n, dgrad, NULL, NULL);
+            if (rc == GPU_OK)
+                rc = gpu_download(ctx, g2, dgrad, P * sizeof(float), NULL);
+            ok(rc == GPU_OK && memcmp(gg, g2, P * sizeof(float)) == 0,
+               "%s: %d samples twice: identical bits", name, n);
+        }
+    }
+    /* Adding runs the weight products with beta 1 (cuBLAS may pick another
+     * kernel): equal to float tolerance. */
+    memset(gc, 0, P * sizeof(float));
+    rc = gpu_model_store_gradient(gm, 0);
+    if (rc == GPU_OK)
+        rc = gpu_upload(ctx, dgrad, gc, P * sizeof(float));
+    if (rc == GPU_OK)
+        rc = gpu_model_forward_backward(gm, x, lab, NULL, B, dgrad, NULL, NULL);
+    if (rc == GPU_OK)
+        rc = gpu_download(ctx, gg, dgrad, P * sizeof(float), NULL);
+    ok(rc == GPU_OK && rel_diff(gg, g2, P) < 2e-5,
+       "%s: %d samples added into zeros vs stored: rel diff %.2g", name, B,
+       rc == GPU_OK ? rel_diff(gg, g2, P) : 1.0);
+    rc = gpu_model_store_gradient(gm, 1);
+    if (rc == GPU_OK)
+        rc = gpu_upload(ctx, dgrad, junk, P * sizeof(float));
+    if (rc == GPU_OK)
+        rc = gpu_model_forward_backward(gm, x, lab, NULL, 0, dgrad, NULL, NULL);
+    if (rc == GPU_OK)
+        rc = gpu_download(ctx, gg, dgrad, P * sizeof(float), NULL);
+    int zeros = rc == GPU_OK;
+    for (size_t i = 0; i < P && zeros; i++)
+        zeros = gg[i] == 0.0f;
+    ok(zeros, "%s: no samples store a zero gradient", name);
+    is_int(gpu_model_store_gradient(NULL, 1), GPU_EINVAL, "%s: NULL model refused", name);
+out:
+    gpu_dfree(ctx, dgrad);
+    gpu_model_free(gm);
+    model_free(m);
+    free(x);
+    free(lab);
+    free(gc);
+    free(gg);
+    free(g2);
+    free(junk);
+}
+
 /* One optimizer config: 4 steps on CPU and GPU from the same start, and
  * the same with the gradient read as grad * gs and cleared by the update.
  * 5 tests. */
@@ -457,7 +559,8 @@ int main(void)
         snprintf(msg, sizeof msg, "no GPU visible (%s)", why);
         skip_all(msg);
     }
-    plan(4 + 1 + 3 * 14 + 13 + 3 * 5 + 12); /* 3 classification models, 1 regression */
+    /* 3 classification models, 1 regression, 3 stored */
+    plan(4 + 1 + 3 * 14 + 13 + 3 * 6 + 3 * 5 + 12);
 
     device_kind_t kind;
     int ord = -1;
@@ -496,6 +599,10 @@ int main(void)
     check_model("relu xent 20-70-40-10", 3, d4, ACT_RELU, LOSS_XENT, 4);
     check_model("tanh mse 7-10-3", 2, d2, ACT_TANH, LOSS_MSE, 2);
     check_model("linear xent 9-4", 1, d3, ACT_TANH, LOSS_XENT, 3);
+    static const int d5[] = {32, 64, 64, 16};
+    check_store("store relu 32-64-64-16", 3, d5, ACT_RELU, 5);
+    check_store("store relu 20-70-40-10", 3, d4, ACT_RELU, 6);
+    check_store("store tanh 12-16-8-5", 3, d1, ACT_TANH, 7);
 
     optim_cfg_t c;
     optim_cfg_default(&c);

@@ -156,6 +156,15 @@ size_t gpu_model_num_params(const gpu_model_t *gm);
 float *gpu_model_params(gpu_model_t *gm);
 
 /**
+ * store != 0: the forward/backward calls below STORE the gradient of their
+ * samples into dgrad (its earlier contents are never read, and a call of
+ * no samples stores zeros) instead of adding it, which saves clearing dgrad
+ * first and reading it in the matrix products.  store == 0 (the default)
+ * adds.  @return GPU_OK or GPU_EINVAL.
+ */
+int gpu_model_store_gradient(gpu_model_t *gm, int store);
+
+/**
  * Pinned host staging buffers of max_batch samples: x (max_batch x dims[0]),
  * labels (max_batch) and y (max_batch x outputs).  Gathering a batch straight
  * into them and passing these pointers to the calls below saves a host copy.
@@ -168,7 +177,8 @@ int gpu_model_batch_buffers(gpu_model_t *gm, float **x, int32_t **labels,
  * Forward and backward over n samples (0 <= n <= max_batch), exactly the
  * contract of model_forward_backward(): x, labels (classification) or y
  * (regression) are host arrays; the SUM over the samples of each sample's
- * gradient is ADDED into dgrad (device, gpu_model_num_params floats).
+ * gradient is ADDED into dgrad (device, gpu_model_num_params floats), or
+ * stored there after gpu_model_store_gradient(gm, 1).
  * *loss_sum (may be NULL) gets the sum of per-sample losses, summed on the
  * host in sample order in double; *correct (may be NULL) the argmax hits
  * (classification) or samples with every |err| < 0.05 (regression).
