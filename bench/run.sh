@@ -404,7 +404,8 @@ section_1_one_rank() {
 
 section_1_training() {
     heading "1. training throughput (trainer core): MLP 784-256-128-10 ReLU, Adam lr 1e-3, batch 128, Fashion-MNIST, $TRAIN_STEPS steps"
-    echo "  samples/s over the training loop only (no data loading, no final evaluation)"
+    echo "  samples/s over the training loop only (no data loading, no final evaluation; ftrain's first step"
+    echo "  and PyTorch's 3 warm-up steps untimed)"
     section_1_one_rank
     ftrain_1x2_sps=$best_ftrain_2
 
@@ -806,7 +807,7 @@ section_7_gpu() {
         echo "  peer unavailable: ${TORCH_WHY:-torch sees no GPU}"
     fi
     echo "  samples/s over the training loop (Fashion-MNIST, Adam); the best of $REPEAT runs each;"
-    echo "  PyTorch keeps data and model on the GPU and runs 3 untimed warm-up steps; its best of"
+    echo "  ftrain's first step and PyTorch's 3 warm-up steps untimed; PyTorch keeps data and model on the GPU; its best of"
     echo "  Adam's default and fused implementations; float32 matrix products on both sides (no TF32)"
     echo
     row "" "ftrain" "PyTorch" "ratio"

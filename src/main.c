@@ -265,9 +265,13 @@ static void print_result(const config_t *cfg, const train_result_t *res)
     if (cfg->quiet)
         return;
     printf("timing: %.0f samples/s, gradient reduction %.3f ms/step, stop/control "
-           "reduction %.3f ms/step, evaluation %.3f s (not in samples/s)\n",
+           "reduction %.3f ms/step, evaluation %.3f s",
            res->samples_per_s, res->reduce_ms_per_step, res->control_ms_per_step,
            res->eval_seconds);
+    if (res->first_step_seconds > 0)
+        printf(", first step %.3f s (neither in samples/s)\n", res->first_step_seconds);
+    else
+        printf(" (not in samples/s)\n");
     if (res->async_saves)
         printf("async checkpoints: %d, failed %d, skipped %d (one in flight), mean training "
                "stall %.1f ms per save\n", res->async_saves, res->async_failures,

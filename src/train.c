@@ -732,6 +732,15 @@ static void delay_step(const trainer_t *t)
     nanosleep(&d, NULL);
 }
 
+/* The first step of this process ended (a stop or failure in it as well):
+ * its time without evaluations, and its samples. */
+static void note_first_step(trainer_t *t)
+{
+    double s = now_s() - t->run_start - t->eval_seconds;
+    t->first_step_seconds = s > 0 ? s : 1e-9;
+    t->first_step_samples = t->run_samples;
+}
+
 /* Collective: one step and what follows it.  @return TRAIN_OK to go on,
  * TRAIN_STOPPED after an agreed stop, or a failure. */
 static int train_step(trainer_t *t, train_result_t *res, char *err, size_t cap)
@@ -837,8 +846,18 @@ static int fill_result(trainer_t *t, int outcome, train_result_t *res, char *err
      * (a peer that does not evaluate is compared with the same work). */
     double loop_end = t->loop_end > 0 ? t->loop_end : now_s();
     double loop_s = loop_end - t->run_start - t->eval_seconds;
+    double samples = (double)t->run_samples;
+    /* Nor its first step, when there were others (the peer times neither
+     * its warm-up steps). */
+    res->first_step_seconds = 0;
+    if (t->first_step_seconds > 0 && t->run_samples > t->first_step_samples &&
+        loop_s > t->first_step_seconds) {
+        loop_s -= t->first_step_seconds;
+        samples -= (double)t->first_step_samples;
+        res->first_step_seconds = t->first_step_seconds;
+    }
     res->eval_seconds = t->eval_seconds;
-    res->samples_per_s = loop_s > 0 ? (double)t->run_samples / loop_s : 0;
+    res->samples_per_s = loop_s > 0 ? samples / loop_s : 0;
     if (t->rank == 0) {
         char extra[REPORT_MAX];
         snprintf(extra, sizeof extra, "\"param_hash\":\"%016llx\",\"seconds\":%.3f",
@@ -865,8 +884,11 @@ int train_run(const config_t *cfg, const world_t *world, comm_t *comm, gpu_ctx_t
         start_clocks(t);
         rc = evaluate_pending_epoch(t, res, err, cap);
     }
-    while (rc == TRAIN_OK && t->step < t->total_steps)
+    while (rc == TRAIN_OK && t->step < t->total_steps) {
         rc = train_step(t, res, err, cap);
+        if (t->first_step_seconds == 0 && t->run_samples > 0)
+            note_first_step(t);
+    }
     if (rc == TRAIN_OK)
         rc = finish_training(t, res, err, cap);
     if (rc == TRAIN_DONE || rc == TRAIN_STOPPED)

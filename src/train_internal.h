@@ -83,6 +83,11 @@ typedef struct {
     double loop_end;           /* when it ended; 0 before */
     double eval_seconds;       /* spent in the loop's epoch evaluations */
     int64_t run_samples;       /* samples trained by this process */
+    /* This process's first step (its one-time start-up: the GPU libraries
+     * load their kernels on first use, memory is first touched), kept out
+     * of samples/s as the peer's warm-up steps are: 0 before it ended. */
+    double first_step_seconds;
+    int64_t first_step_samples;
     int64_t log_every;         /* steps between progress lines */
     log_window_t window;
     double control_last;       /* when the last control reduction (stop check) ended */

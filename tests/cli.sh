@@ -222,4 +222,22 @@ else
     done
 fi
 
+# The timing line: samples/s leaves out the evaluations and, when more than
+# one step ran, the first step (both printed beside it).  With every step
+# held 60 ms by --step-delay-ms, samples/s is the batch per 60 ms whether or
+# not the first step is counted, so the figure shows whether the steps and
+# the time left out are the same ones: counting the first step's time but
+# not its samples (or the other way round) is 1/5 off.
+"$FTRAIN" --data line --layers 4 --steps 1 >"$T/out" 2>"$T/err"
+t1=$(grep '^timing:' "$T/out")
+like "$t1" "evaluation [0-9.]+ s \(not in samples/s\)\$" "one step: it is in samples/s (the line says only the evaluation is not)"
+"$FTRAIN" --data line --layers 4 --global-batch 10 --micro-batch 10 --steps 6 \
+    --step-delay-ms 60 >"$T/out" 2>"$T/err"
+t6=$(grep '^timing:' "$T/out")
+like "$t6" "evaluation [0-9.]+ s, first step [0-9.]+ s \(neither in samples/s\)\$" \
+    "six steps: the line gives the first step's time and leaves it out"
+sps=$(printf '%s\n' "$t6" | sed -n 's/^timing: \([0-9.]*\) samples.*/\1/p')
+ok "$(awk -v s="${sps:-0}" 'BEGIN { exit !(s > 150 && s < 175) }'; echo $?)" \
+    "six steps of 10 samples held 60 ms each: ${sps:-?} samples/s, about 10 / 0.060 (150-175)"
+
 done_testing

@@ -52,8 +52,11 @@ typedef struct {
     char ckpt[TRAIN_CKPT_DIR_MAX]; /* its directory */
     double reduce_ms_per_step;/* gradient reduction time per step */
     double control_ms_per_step;/* stop/control reduction time per step */
-    double samples_per_s;     /* training steps only: evaluations excluded */
+    double samples_per_s;     /* training steps only: evaluations excluded, and
+                                 the first step when more than one ran */
     double eval_seconds;      /* the loop's epoch evaluations took this long */
+    double first_step_seconds;/* this process's first step, when it was kept
+                                 out of samples_per_s; else 0 */
     int async_saves;          /* --ckpt-async saves finished */
     int async_failures;       /* of which failed (exit code 1) */
     int async_skipped;        /* periodic saves skipped: one was in flight */
