@@ -286,6 +286,7 @@ static int stop_and_save(trainer_t *t, stop_info_t *stop, train_result_t *res, c
         stop->signalled = stop->agreed;
     res->stop_signal = stop->signo;
     res->stop_time = stop->signalled;
+    t->loop_end = now_s(); /* the stop's save is not training time */
     double save_began = wall_s();
     progress_local(t, "the stop"); /* a local save in flight is sealed first */
     commit_async_save(t, res); /* wait for an in-flight save, commit it */
