@@ -60,10 +60,8 @@ static double rel_diff(const float *a, const float *b, size_t n)
     return d / m;
 }
 
-/* One architecture: forward/backward, evaluation, accumulation and
- * determinism against model.c.  8 tests. */
-static void check_model(const char *name, int nl, const int *dims, model_act_t act,
-                        model_loss_t loss, uint64_t seed)
+/* The MLP of nl layers with widths dims[0..nl]. */
+static model_arch_t make_arch(int nl, const int *dims, model_act_t act, model_loss_t loss)
 {
     model_arch_t a;
     memset(&a, 0, sizeof a);
@@ -72,6 +70,15 @@ static void check_model(const char *name, int nl, const int *dims, model_act_t a
         a.dims[i] = dims[i];
     a.act = act;
     a.loss = loss;
+    return a;
+}
+
+/* One architecture: forward/backward, evaluation, accumulation and
+ * determinism against model.c.  8 tests. */
+static void check_model(const char *name, int nl, const int *dims, model_act_t act,
+                        model_loss_t loss, uint64_t seed)
+{
+    model_arch_t a = make_arch(nl, dims, act, loss);
     const int B = 32, N = 23, NE = 70;
     const int in = dims[0], k = dims[nl];
     model_t *m = NULL;
@@ -236,13 +243,7 @@ out:
 static void check_store(const char *name, int nl, const int *dims, model_act_t act, int B,
                         uint64_t seed)
 {
-    model_arch_t a;
-    memset(&a, 0, sizeof a);
-    a.nlayers = nl;
-    for (int i = 0; i <= nl; i++)
-        a.dims[i] = dims[i];
-    a.act = act;
-    a.loss = LOSS_XENT;
+    model_arch_t a = make_arch(nl, dims, act, LOSS_XENT);
     const int N = 37;
     const int in = dims[0], k = dims[nl];
     model_t *m = NULL;
