@@ -15,8 +15,8 @@
  * CPU to float tolerance only.
  *
  * Determinism: no float atomics anywhere.  Per-sample kernels run one thread
- * per sample looping over outputs in order; column sums run one thread per
- * column looping over rows in order; max |g| combines blocks with an integer
+ * per sample looping over outputs in order; column sums add 16 row lanes,
+ * each in row order, then the lanes in lane order; max |g| combines blocks with an integer
  * atomicMax on the float bit patterns, which is exact and order-free.
  */
 #include "gpu_internal.h"

@@ -5,9 +5,10 @@
  * The model mirrors model.c step for step (see its header comment for the
  * notation): forward Z = A W^T + b with cuBLAS and k_bias_act; the loss
  * kernel writes per-sample losses and hits and, for training, overwrites the
- * logits with dLoss/dlogits; backward accumulates dW += delta^T A (cuBLAS,
- * beta = 1) and db += column sums of delta straight into the caller's device
- * gradient, then delta = (delta W) * act'(A) in one of two ping-pong buffers.
+ * logits with dLoss/dlogits; backward puts dW = delta^T A (cuBLAS) and db =
+ * column sums of delta straight into the caller's device gradient, added to
+ * it (beta = 1) or stored (beta = 0, gpu_model_store_gradient), then delta =
+ * (delta W) * act'(A) in one of two ping-pong buffers.
  *
  * Row-major through column-major cuBLAS: a row-major r x c matrix with
  * leading dimension c is the column-major c x r matrix, its transpose.  So
