@@ -326,6 +326,10 @@ struct gpu_model {
     int64_t *didx, *hidx;                /* max_batch indices, pinned */
     /* gpu_model_store_gradient: calls store their gradient (no adding) */
     int grad_store;
+    /* gpu_model_early_return: forward/backward calls wait for loss_ready
+     * (recorded after the loss copies), not for the whole stream */
+    int early_return;
+    cudaEvent_t loss_ready;
 };
 
 /* Return 1 when a is an architecture model.c accepts (model_init is the
@@ -402,6 +406,7 @@ extern "C" int gpu_model_create(gpu_model_t **out, gpu_ctx_t *ctx,
                            cudaHostAllocDefault));
     GPU_CUDA(cudaHostAlloc((void **)&gm->hhit, nb * sizeof(int),
                            cudaHostAllocDefault));
+    GPU_CUDA(cudaEventCreateWithFlags(&gm->loss_ready, cudaEventDisableTiming));
     GPU_CUDA(cudaMemcpyAsync(gm->dparams, host_params,
                              gm->nparams * sizeof(float),
                              cudaMemcpyHostToDevice, ctx->stream));
@@ -439,6 +444,8 @@ extern "C" void gpu_model_free(gpu_model_t *gm)
     cudaFree(gm->dset_lab);
     cudaFree(gm->didx);
     cudaFreeHost(gm->hidx);
+    if (gm->loss_ready)
+        cudaEventDestroy(gm->loss_ready);
     free(gm);
 }
 
@@ -457,6 +464,14 @@ extern "C" int gpu_model_store_gradient(gpu_model_t *gm, int store)
     if (!gm)
         return GPU_EINVAL;
     gm->grad_store = store != 0;
+    return GPU_OK;
+}
+
+extern "C" int gpu_model_early_return(gpu_model_t *gm, int early)
+{
+    if (!gm)
+        return GPU_EINVAL;
+    gm->early_return = early != 0;
     return GPU_OK;
 }
 
@@ -565,18 +580,26 @@ static int loss_out(gpu_model_t *gm, int n, int want_grad)
                              cudaMemcpyDeviceToHost, s));
     GPU_CUDA(cudaMemcpyAsync(gm->hhit, gm->dhit, (size_t)n * sizeof(int),
                              cudaMemcpyDeviceToHost, s));
+    /* Every copy from a pinned host buffer of the call is queued before
+     * this point, so once it has passed they may all be refilled. */
+    GPU_CUDA(cudaEventRecord(gm->loss_ready, s));
     return GPU_OK;
 fail:
     return rc;
 }
 
-/* Wait for the stream and sum the copied per-sample results in order. */
-static int collect(gpu_model_t *gm, int n, double *loss_sum, int64_t *correct)
+/* Wait and sum the copied per-sample results in order.  early: wait only
+ * for the loss copies (loss_out's event), the work queued after them (the
+ * backward) still running; else for the whole stream. */
+static int collect(gpu_model_t *gm, int n, int early, double *loss_sum, int64_t *correct)
 {
     int rc = GPU_OK;
     double loss = 0.0;
     int64_t hits = 0;
-    GPU_CUDA(cudaStreamSynchronize(gm->ctx->stream));
+    if (early)
+        GPU_CUDA(cudaEventSynchronize(gm->loss_ready));
+    else
+        GPU_CUDA(cudaStreamSynchronize(gm->ctx->stream));
     for (int i = 0; i < n; i++) {
         loss += gm->hloss[i];
         hits += gm->hhit[i];
@@ -657,7 +680,7 @@ extern "C" int gpu_model_forward_backward(gpu_model_t *gm, const float *x,
             (rc = forward(gm, n)) != GPU_OK ||
             (rc = loss_out(gm, n, 1)) != GPU_OK ||
             (rc = backward(gm, n, dgrad)) != GPU_OK ||
-            (rc = collect(gm, n, &loss, &hits)) != GPU_OK)
+            (rc = collect(gm, n, gm->early_return, &loss, &hits)) != GPU_OK)
             goto fail;
     } else if ((rc = store_empty(gm, dgrad)) != GPU_OK) {
         goto fail;
@@ -762,8 +785,8 @@ extern "C" int gpu_model_forward_backward_idx(gpu_model_t *gm, const int64_t *id
         cudaStream_t s = gm->ctx->stream;
         const int in = gm->arch.dims[0];
         const int k = gm->arch.dims[gm->arch.nlayers];
-        /* The stream is idle here (the last call synchronized it), so the
-         * pinned index buffer is free to refill. */
+        /* The last call waited at least for its loss copies, which come
+         * after its index copy: the pinned index buffer is free to refill. */
         memcpy(gm->hidx, idx, (size_t)n * sizeof(int64_t));
         GPU_CUDA(cudaMemcpyAsync(gm->didx, gm->hidx, (size_t)n * sizeof(int64_t),
                                  cudaMemcpyHostToDevice, s));
@@ -776,7 +799,7 @@ extern "C" int gpu_model_forward_backward_idx(gpu_model_t *gm, const int64_t *id
         if ((rc = forward(gm, n)) != GPU_OK ||
             (rc = loss_out(gm, n, 1)) != GPU_OK ||
             (rc = backward(gm, n, dgrad)) != GPU_OK ||
-            (rc = collect(gm, n, &loss, &hits)) != GPU_OK)
+            (rc = collect(gm, n, gm->early_return, &loss, &hits)) != GPU_OK)
             goto fail;
     } else if ((rc = store_empty(gm, dgrad)) != GPU_OK) {
         goto fail;
@@ -812,7 +835,7 @@ extern "C" int gpu_model_evaluate(gpu_model_t *gm, const float *x,
                         y ? y + (size_t)start * k : NULL, c)) != GPU_OK ||
             (rc = forward(gm, c)) != GPU_OK ||
             (rc = loss_out(gm, c, 0)) != GPU_OK ||
-            (rc = collect(gm, c, &l, &h)) != GPU_OK)
+            (rc = collect(gm, c, 0, &l, &h)) != GPU_OK)
             goto fail;
         loss += l;
         hits += h;

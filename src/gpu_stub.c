@@ -91,6 +91,7 @@ size_t gpu_model_num_params(const gpu_model_t *gm) { return 0; }
 float *gpu_model_params(gpu_model_t *gm) { return NULL; }
 
 int gpu_model_store_gradient(gpu_model_t *gm, int store) { return GPU_ENOTBUILT; }
+int gpu_model_early_return(gpu_model_t *gm, int early) { return GPU_ENOTBUILT; }
 
 int gpu_model_batch_buffers(gpu_model_t *gm, float **x, int32_t **labels,
                             float **y)

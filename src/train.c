@@ -286,6 +286,7 @@ static int stop_and_save(trainer_t *t, stop_info_t *stop, train_result_t *res, c
         stop->signalled = stop->agreed;
     res->stop_signal = stop->signo;
     res->stop_time = stop->signalled;
+    step_settle(t);
     t->loop_end = now_s(); /* the stop's save is not training time */
     double save_began = wall_s();
     progress_local(t, "the stop"); /* a local save in flight is sealed first */
@@ -361,6 +362,7 @@ static int evaluate_epoch(trainer_t *t, train_result_t *res, int *cut_short, cha
 {
     eval_result_t ev;
     int64_t epoch = t->step / t->steps_per_epoch;
+    step_settle(t);
     double eval_start = now_s();
     int rc = evaluate_test_set(t, &ev, err, cap);
     t->eval_seconds += now_s() - eval_start; /* kept out of the training throughput */
@@ -737,6 +739,7 @@ static void delay_step(const trainer_t *t)
  * its time without evaluations, and its samples. */
 static void note_first_step(trainer_t *t)
 {
+    step_settle(t);
     double s = now_s() - t->run_start - t->eval_seconds;
     t->first_step_seconds = s > 0 ? s : 1e-9;
     t->first_step_samples = t->run_samples;
@@ -803,6 +806,7 @@ static int train_step(trainer_t *t, train_result_t *res, char *err, size_t cap)
  * TRAIN_STOPPED or a failure. */
 static int finish_training(trainer_t *t, train_result_t *res, char *err, size_t cap)
 {
+    step_settle(t);
     t->loop_end = now_s();
     progress_local(t, "the end");
     commit_async_save(t, res);

@@ -88,6 +88,14 @@ static int create_device_buffers(gpu_mirror_t *mirror, const gpu_mirror_spec_t *
                               spec->max_batch, model_params(mirror->host_model));
     if (rc == GPU_OK)
         rc = gpu_model_store_gradient(mirror->model, 1);
+    /* One rank votes on a step's losses while its backward runs, and queues
+     * the update behind it: the GPU does not idle while the host votes.
+     * With several ranks each call still returns after its backward: the
+     * gradient reduction that follows would otherwise already be queued
+     * when a rank's device failure is voted, and the others would wait for
+     * it in NCCL instead of stopping at the vote. */
+    if (rc == GPU_OK && spec->alone)
+        rc = gpu_model_early_return(mirror->model, 1);
     if (rc == GPU_OK)
         rc = gpu_optim_create(&mirror->opt, mirror->ctx, spec->opt_cfg, mirror->n_params);
     if (rc == GPU_OK)

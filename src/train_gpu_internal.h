@@ -40,6 +40,7 @@ typedef struct {
     int64_t micro_slots;         /* deterministic: gradient slots (micro-batches
                                     of one step on this rank), else 0 */
     int rank;
+    int alone;                   /* 1 when the world is this one rank */
     int report;                  /* print where the training set stays */
 } gpu_mirror_spec_t;
 

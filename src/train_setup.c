@@ -154,6 +154,7 @@ static int open_gpu_mirror(trainer_t *t, char *err, size_t cap)
         .max_batch = max_batch(t),
         .micro_slots = t->cfg->deterministic ? t->max_rank_micros : 0,
         .rank = t->rank,
+        .alone = t->size == 1,
         .report = t->rank == 0 && !t->cfg->quiet,
     };
     return gpu_mirror_open(&t->gpu, &spec, &t->batch_x, &t->batch_labels, &t->batch_y, err,

@@ -290,6 +290,12 @@ void step_update(trainer_t *t)
     t->grad_zeroed = 1;
 }
 
+void step_settle(trainer_t *t)
+{
+    if (t->gpu)
+        (void)gpu_sync(t->gpu_ctx); /* an error surfaces at the next call */
+}
+
 /* The members of the evaluation's one reduction, summed over the ranks:
  * the last three count ranks (two ranks stopping are 2 stops, never a
  * device failure). */

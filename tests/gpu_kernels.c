@@ -239,7 +239,8 @@ out:
 
 /* gpu_model_store_gradient: the gradient stored over whatever dgrad held
  * (a full and a partial batch), each against model.c from zeros; twice,
- * same bits; against adding into zeros; no samples store zeros.  6 tests. */
+ * same bits; returning early, same bits; against adding into zeros; no
+ * samples store zeros.  7 tests. */
 static void check_store(const char *name, int nl, const int *dims, model_act_t act, int B,
                         uint64_t seed)
 {
@@ -250,7 +251,7 @@ static void check_store(const char *name, int nl, const int *dims, model_act_t a
     gpu_model_t *gm = NULL;
     float *dgrad = NULL;
     if (model_init(&m, &a, seed, B, NULL, 0) != MODEL_OK) {
-        for (int i = 0; i < 6; i++)
+        for (int i = 0; i < 7; i++)
             ok(0, "%s: model_init", name);
         return;
     }
@@ -269,7 +270,7 @@ static void check_store(const char *name, int nl, const int *dims, model_act_t a
     int rc = gpu_model_create(&gm, ctx, &a, B, model_params(m));
     if (rc != GPU_OK || gpu_alloc(ctx, P * sizeof(float), (void **)&dgrad) != GPU_OK ||
         gpu_model_store_gradient(gm, 1) != GPU_OK) {
-        for (int i = 0; i < 6; i++) /* the plan counts this case's 6 */
+        for (int i = 0; i < 7; i++) /* the plan counts this case's 7 */
             ok(0, "%s: set-up: %s (%s)", name, gpu_strerror(rc), gpu_last_error());
         goto out;
     }
@@ -296,6 +297,22 @@ static void check_store(const char *name, int nl, const int *dims, model_act_t a
                 rc = gpu_download(ctx, g2, dgrad, P * sizeof(float), NULL);
             ok(rc == GPU_OK && memcmp(gg, g2, P * sizeof(float)) == 0,
                "%s: %d samples twice: identical bits", name, n);
+            /* Returning at the losses, the backward still running: the
+             * download queued after it sees the same gradient. */
+            double le = 0;
+            int64_t he = 0;
+            rc = gpu_upload(ctx, dgrad, junk, P * sizeof(float));
+            if (rc == GPU_OK)
+                rc = gpu_model_early_return(gm, 1);
+            if (rc == GPU_OK)
+                rc = gpu_model_forward_backward(gm, x, lab, NULL, n, dgrad, &le, &he);
+            if (rc == GPU_OK)
+                rc = gpu_download(ctx, g2, dgrad, P * sizeof(float), NULL);
+            int off = gpu_model_early_return(gm, 0);
+            ok(rc == GPU_OK && off == GPU_OK && memcmp(gg, g2, P * sizeof(float)) == 0 &&
+                   le == lg && he == hg,
+               "%s: %d samples, early return: identical bits and loss (%s)", name, n,
+               rc == GPU_OK ? "ok" : gpu_last_error());
         }
     }
     /* Adding runs the weight products with beta 1 (cuBLAS may pick another
@@ -322,7 +339,8 @@ static void check_store(const char *name, int nl, const int *dims, model_act_t a
     for (size_t i = 0; i < P && zeros; i++)
         zeros = gg[i] == 0.0f;
     ok(zeros, "%s: no samples store a zero gradient", name);
-    is_int(gpu_model_store_gradient(NULL, 1), GPU_EINVAL, "%s: NULL model refused", name);
+    is_int(gpu_model_store_gradient(NULL, 1) + gpu_model_early_return(NULL, 1), 2 * GPU_EINVAL,
+           "%s: NULL model refused", name);
 out:
     gpu_dfree(ctx, dgrad);
     gpu_model_free(gm);
@@ -563,7 +581,7 @@ int main(void)
         skip_all(msg);
     }
     /* 3 classification models, 1 regression, 4 stored */
-    plan(4 + 1 + 3 * 14 + 13 + 4 * 6 + 3 * 5 + 12);
+    plan(4 + 1 + 3 * 14 + 13 + 4 * 7 + 3 * 5 + 12);
 
     device_kind_t kind;
     int ord = -1;

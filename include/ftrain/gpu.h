@@ -165,6 +165,20 @@ float *gpu_model_params(gpu_model_t *gm);
 int gpu_model_store_gradient(gpu_model_t *gm, int store);
 
 /**
+ * early != 0: the forward/backward calls below return as soon as their
+ * losses and hits are on the host, with the backward still running on the
+ * context's stream (gpu_stream()), so the caller can prepare what follows
+ * while the GPU works.  Everything the caller queues on that stream later
+ * (an update, a gpu_download of dgrad, the next call) runs after the
+ * backward; dgrad must not be read any other way before a synchronizing
+ * call.  An error of the running backward is reported by the next call that
+ * synchronizes.  The pinned staging buffers may be refilled at once, as
+ * without it.  early == 0 (the default): the calls return when the whole
+ * backward is done.  Nothing computed changes.  @return GPU_OK or GPU_EINVAL.
+ */
+int gpu_model_early_return(gpu_model_t *gm, int early);
+
+/**
  * Pinned host staging buffers of max_batch samples: x (max_batch x dims[0]),
  * labels (max_batch) and y (max_batch x outputs).  Gathering a batch straight
  * into them and passing these pointers to the calls below saves a host copy.
@@ -182,7 +196,8 @@ int gpu_model_batch_buffers(gpu_model_t *gm, float **x, int32_t **labels,
  * *loss_sum (may be NULL) gets the sum of per-sample losses, summed on the
  * host in sample order in double; *correct (may be NULL) the argmax hits
  * (classification) or samples with every |err| < 0.05 (regression).
- * Synchronizes the stream.
+ * Synchronizes the stream (after gpu_model_early_return(gm, 1): waits only
+ * for the losses).
  * @return GPU_OK, GPU_EINVAL (bad sizes, NULL buffers, a label out of
  *         range), GPU_ECUDA or GPU_ECUBLAS.
  */
