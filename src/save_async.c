@@ -114,6 +114,7 @@ int async_save_commit(async_save_t *save, comm_t *comm, async_commit_t *done, ch
 {
     double t0 = now_s();
     pthread_join(save->writer, NULL);
+    double t1 = now_s();
     int rc = state_snapshot_commit(save->snapshot, comm, save->root, done->dir, sizeof done->dir,
                                    err, cap);
     double end = now_s();
@@ -122,7 +123,8 @@ int async_save_commit(async_save_t *save, comm_t *comm, async_commit_t *done, ch
     save->snapshot = NULL;
     done->step = save->step;
     done->background_seconds = end - save->started;
-    done->stall_seconds = save->snapshot_seconds + (end - t0);
+    done->stall_seconds = save->snapshot_seconds + (end - t1);
+    done->writer_wait_seconds = t1 - t0;
     done->snapshot_seconds = save->snapshot_seconds;
     done->gpu_copy_seconds = save->gpu_copy_seconds;
     return rc == STATE_OK ? TRAIN_OK : TRAIN_EFAIL;

@@ -51,6 +51,10 @@ typedef struct {
     double background_seconds;  /* from the start to the end of the commit */
     double stall_seconds;       /* training stall: snapshot and commit */
     double snapshot_seconds;
+    /* The commit's wait for this rank's writer first: 0 at a step boundary
+     * (the trainer commits there only once every writer is done); at a stop
+     * or the run's end, time after training, so not in stall_seconds. */
+    double writer_wait_seconds;
     double gpu_copy_seconds;    /* -1 on the CPU */
 } async_commit_t;
 

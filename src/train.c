@@ -208,16 +208,22 @@ static void commit_async_save(trainer_t *t, train_result_t *res)
         return;
     }
     char how[REPORT_MAX], copy[REPORT_MAX] = "", extra[REPORT_MAX], copy_json[REPORT_MAX] = "";
+    char wait[REPORT_MAX] = "";
     if (done.gpu_copy_seconds >= 0) {
         snprintf(copy, sizeof copy, " (GPU copy %.1f)", 1e3 * done.gpu_copy_seconds);
         snprintf(copy_json, sizeof copy_json, ",\"gpu_copy_ms\":%.3f", 1e3 * done.gpu_copy_seconds);
     }
+    if (done.writer_wait_seconds >= 0.0005) /* a stop or the end came first */
+        snprintf(wait, sizeof wait, "; after training, %.1f ms waiting for the writer",
+                 1e3 * done.writer_wait_seconds);
     snprintf(how, sizeof how, "(async: %.3f s in the background, training stall %.1f ms: "
-             "snapshot %.1f%s, commit %.1f)", done.background_seconds, 1e3 * done.stall_seconds,
-             1e3 * done.snapshot_seconds, copy,
-             1e3 * (done.stall_seconds - done.snapshot_seconds));
-    snprintf(extra, sizeof extra, "\"seconds\":%.4f,\"async\":true,\"stall_ms\":%.3f%s",
-             done.background_seconds, 1e3 * done.stall_seconds, copy_json);
+             "snapshot %.1f%s, commit %.1f%s)", done.background_seconds,
+             1e3 * done.stall_seconds, 1e3 * done.snapshot_seconds, copy,
+             1e3 * (done.stall_seconds - done.snapshot_seconds), wait);
+    snprintf(extra, sizeof extra,
+             "\"seconds\":%.4f,\"async\":true,\"stall_ms\":%.3f,\"writer_wait_ms\":%.3f%s",
+             done.background_seconds, 1e3 * done.stall_seconds,
+             1e3 * done.writer_wait_seconds, copy_json);
     remember_commit(t, done.step, done.dir, res);
     prune_and_report(t, done.step, done.dir, how, extra);
     train_tell_young_daly(t, done.step, done.stall_seconds);
