@@ -62,6 +62,9 @@
 #                       default, or one of them); sections 1-3 use
 #                       ftrain's default, auto
 #   BENCH_RESTORES      0: skip section 4 (the restores); 1 (default): run it
+#   BENCH_THREADS       BLAS threads per rank (--threads; default: ftrain's,
+#                       the rank's share of the cores): fewer leave cores
+#                       for the tier's helper threads, as on a GPU node
 #   BENCH_MPI_YIELD     1 (default): Open MPI ranks yield the CPU while they
 #                       wait (mpi_yield_when_idle), 0: they busy-poll
 #   BENCH_DIR           where the scratch directory for the shared tier and
@@ -89,6 +92,7 @@ SHARED_STEPS=${BENCH_SHARED_STEPS:-14}
 RESTORES=${BENCH_RESTORES:-1}
 OVERHEAD_SAVES=${BENCH_OVERHEAD_SAVES:-4}
 IDLE_MS=${BENCH_IDLE_MS:-800}
+THREADS=${BENCH_THREADS:-}
 SINGLE_COPY=${BENCH_SINGLE_COPY:-none}
 EXCHANGES=${BENCH_EXCHANGES:-thread steps}
 PYTHON_BIN=${PYTHON:-/usr/bin/python3}
@@ -237,6 +241,10 @@ check_settings() {
         '' | *[!0-9]*) echo "bench: BENCH_CKPT_MB must be a whole number of MiB, got '$CKPT_MB'" >&2; exit 2 ;;
     esac
     [ "$CKPT_MB" -ge 4 ] || { echo "bench: BENCH_CKPT_MB must be at least 4" >&2; exit 2; }
+    case $THREADS in
+        '') ;;
+        *[!0-9]* | 0) echo "bench: BENCH_THREADS must be a whole number of at least 1, got '$THREADS'" >&2; exit 2 ;;
+    esac
     case $REPEAT in
         '' | *[!0-9]* | 0) echo "bench: BENCH_REPEAT must be a whole number of at least 1, got '$REPEAT'" >&2; exit 2 ;;
     esac
@@ -320,6 +328,7 @@ print_header() {
         "$(df -PT "$LOCAL" | awk 'NR == 2 { print $2 }')"
     echo "load: $(uptime | sed 's/.*load average: /load average /') (other processes share this machine)"
     echo "ftrain: $("$FTRAIN" --version 2>&1 | head -1)"
+    echo "BLAS threads per rank: ${THREADS:-ftrain's default (the rank's share of the cores)}"
     printf 'mpi: %s; btl self,vader, single_copy_mechanism=%s, mpi_yield_when_idle=%s\n' \
         "$(mpirun --version 2>&1 | head -1)" "$SINGLE_COPY" "$OMPI_MCA_mpi_yield_when_idle"
     if have_torch; then
@@ -336,7 +345,7 @@ print_header() {
 # ends by itself (each is stopped once it printed its figures).
 RUN_ARGS=""
 set_run_args() {
-    RUN_ARGS="--device cpu --layers $LAYERS --global-batch 32 --steps 1000000 --log-every 1000000"
+    RUN_ARGS="--device cpu --layers $LAYERS --global-batch 32 --steps 1000000 --log-every 1000000${THREADS:+ --threads $THREADS}"
 }
 
 # save_run NAME PLACE WANT: a run that keeps local checkpoints every
@@ -733,7 +742,11 @@ section_overhead() {
     echo "  stopped at step $(((3 + OVERHEAD_SAVES) * LOCAL_STEPS)): the first three saves make the node's files (new memory),"
     echo "  the $OVERHEAD_SAVES after them reuse the files of the steps that fall out of --ckpt-local-keep 2"
     row "per local save" "seconds" "at ${EVERY_S} s" "" ""
-    overhead_rows busy "the ranks fill the cores (as in sections 1-3)"
+    if [ -n "$THREADS" ]; then
+        overhead_rows busy "$THREADS BLAS threads per rank on $(nproc) cores (BENCH_THREADS; as in sections 1-3)"
+    else
+        overhead_rows busy "the ranks fill the cores (as in sections 1-3)"
+    fi
     if [ "$IDLE_MS" -gt 0 ]; then
         overhead_rows idle "each step also sleeps $IDLE_MS ms (--step-delay-ms: the CPU idles, as a GPU trainer's host thread waits for its GPU)" \
             --step-delay-ms "$IDLE_MS"
