@@ -114,6 +114,10 @@ int async_save_commit(async_save_t *save, comm_t *comm, async_commit_t *done, ch
 {
     double t0 = now_s();
     pthread_join(save->writer, NULL);
+    /* Every rank's writer is done past this point, so a wait for a slower
+     * rank's falls in writer_wait_seconds too, not in the commit's
+     * allgather (a failure here fails that allgather next). */
+    (void)comm_any_failed(comm, 0);
     double t1 = now_s();
     int rc = state_snapshot_commit(save->snapshot, comm, save->root, done->dir, sizeof done->dir,
                                    err, cap);

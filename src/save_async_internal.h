@@ -51,9 +51,10 @@ typedef struct {
     double background_seconds;  /* from the start to the end of the commit */
     double stall_seconds;       /* training stall: snapshot and commit */
     double snapshot_seconds;
-    /* The commit's wait for this rank's writer first: 0 at a step boundary
-     * (the trainer commits there only once every writer is done); at a stop
-     * or the run's end, time after training, so not in stall_seconds. */
+    /* The commit's wait until every rank's writer is done, not in
+     * stall_seconds: about 0 at a step boundary (the trainer commits there
+     * only once every writer is done); at a stop or the run's end it is
+     * time after training (the trainer reports it apart). */
     double writer_wait_seconds;
     double gpu_copy_seconds;    /* -1 on the CPU */
 } async_commit_t;
@@ -85,7 +86,8 @@ int async_save_start(async_save_t *save, const state_t *st, comm_t *comm, const 
 /** @return 1 while a save is in flight and this rank's writer is not done. */
 int async_save_writing(const async_save_t *save);
 
-/** Collective, with a save in flight: wait for the writer and commit.
+/** Collective, with a save in flight: wait for every rank's writer, then
+ *  commit.
  *  done describes the save either way.  @return TRAIN_OK or TRAIN_EFAIL
  *  (nothing is in flight afterwards). */
 int async_save_commit(async_save_t *save, comm_t *comm, async_commit_t *done, char *err,

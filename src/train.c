@@ -144,6 +144,7 @@ static int save_checkpoint(trainer_t *t, int64_t step, train_result_t *res, char
                            size_t cap)
 {
     watchdog_phase(WATCHDOG_SAVE, step);
+    step_settle(t); /* the last step's GPU work is not the save's */
     double t0 = now_s();
     char dir[TRAIN_CKPT_DIR_MAX], how[REPORT_MAX], extra[REPORT_MAX];
     if (download_state(t, step, NULL, err, cap) != TRAIN_OK ||
@@ -172,6 +173,7 @@ static void start_async_save(trainer_t *t, int64_t step)
 {
     char err[TRAIN_ERR_MAX];
     watchdog_phase(WATCHDOG_SAVE, step);
+    step_settle(t);
     double t0 = now_s();
     int rc = download_state(t, step, &t->async, err, sizeof err);
     if (rc == TRAIN_OK)
@@ -189,8 +191,10 @@ static void start_async_save(trainer_t *t, int64_t step)
 
 /* Collective, when a save is in flight: wait for the writer and commit.  A
  * failed commit is reported and counted (it changes the exit code) but
- * training goes on: the previous checkpoint is still good. */
-static void commit_async_save(trainer_t *t, train_result_t *res)
+ * training goes on: the previous checkpoint is still good.  after_training:
+ * at a stop or the run's end, where the wait for the writers is reported
+ * apart from the training stall; at a step boundary it is stall. */
+static void commit_async_save(trainer_t *t, train_result_t *res, int after_training)
 {
     if (!t->async.in_flight)
         return;
@@ -198,6 +202,10 @@ static void commit_async_save(trainer_t *t, train_result_t *res)
     async_commit_t done;
     char err[TRAIN_ERR_MAX] = "";
     int rc = async_save_commit(&t->async, t->comm, &done, err, sizeof err);
+    if (!after_training) {
+        done.stall_seconds += done.writer_wait_seconds;
+        done.writer_wait_seconds = 0;
+    }
     t->async_saves++;
     t->async_stall_seconds += done.stall_seconds;
     if (rc != TRAIN_OK) {
@@ -213,7 +221,7 @@ static void commit_async_save(trainer_t *t, train_result_t *res)
         snprintf(copy, sizeof copy, " (GPU copy %.1f)", 1e3 * done.gpu_copy_seconds);
         snprintf(copy_json, sizeof copy_json, ",\"gpu_copy_ms\":%.3f", 1e3 * done.gpu_copy_seconds);
     }
-    if (done.writer_wait_seconds >= 0.0005) /* a stop or the end came first */
+    if (done.writer_wait_seconds >= 0.0005)
         snprintf(wait, sizeof wait, "; after training, %.1f ms waiting for the writer",
                  1e3 * done.writer_wait_seconds);
     snprintf(how, sizeof how, "(async: %.3f s in the background, training stall %.1f ms: "
@@ -293,10 +301,11 @@ static int stop_and_save(trainer_t *t, stop_info_t *stop, train_result_t *res, c
     res->stop_signal = stop->signo;
     res->stop_time = stop->signalled;
     step_settle(t);
-    t->loop_end = now_s(); /* the stop's save is not training time */
+    if (!(t->loop_end > 0)) /* set already when the final evaluation was cut short */
+        t->loop_end = now_s(); /* the stop's save is not training time */
     double save_began = wall_s();
     progress_local(t, "the stop"); /* a local save in flight is sealed first */
-    commit_async_save(t, res); /* wait for an in-flight save, commit it */
+    commit_async_save(t, res, 1); /* wait for an in-flight save, commit it */
     if (t->cfg->run_dir[0] && t->last_saved != t->step) {
         if (save_checkpoint(t, t->step, res, err, cap) != TRAIN_OK)
             return TRAIN_EFAIL;
@@ -671,6 +680,7 @@ static int save_local(trainer_t *t, train_result_t *res, char *err, size_t cap)
         return TRAIN_OK;
     }
     watchdog_phase(WATCHDOG_SAVE, t->step);
+    step_settle(t);
     double t0 = now_s();
     char why[TRAIN_ERR_MAX] = "";
     int rc = download_state(t, t->step, NULL, why, sizeof why);
@@ -778,7 +788,7 @@ static int train_step(trainer_t *t, train_result_t *res, char *err, size_t cap)
     step_update(t);
     t->step++;
     if (t->async.in_flight && control.ctl[CTL_ASYNC_BUSY] == 0)
-        commit_async_save(t, res); /* every rank's writer is done: commit */
+        commit_async_save(t, res, 0); /* every rank's writer is done: commit */
     log_progress(t, &plan, &sums);
     train_report_recovery(t);
     train_inject_fault(t);
@@ -815,7 +825,7 @@ static int finish_training(trainer_t *t, train_result_t *res, char *err, size_t 
     step_settle(t);
     t->loop_end = now_s();
     progress_local(t, "the end");
-    commit_async_save(t, res);
+    commit_async_save(t, res, 1);
     if (t->cfg->run_dir[0] && t->last_saved != t->step &&
         save_checkpoint(t, t->step, res, err, cap) != TRAIN_OK)
         return TRAIN_EFAIL;

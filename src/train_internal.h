@@ -181,7 +181,8 @@ int step_reduce(trainer_t *t, const step_plan_t *plan, double grad_max, step_sum
 void step_update(trainer_t *t);
 /** Wait until the device work of the steps so far is done (on one rank a
  * step's call returns with its backward and update still running on the
- * GPU): before the clock is read for a step's end or an evaluation's start. */
+ * GPU): before the clock is read for a step's end, or for the start of an
+ * evaluation or a save. */
 void step_settle(trainer_t *t);
 /** Collective: evaluate on the test set, chunks dealt to ranks; a stop
  *  signal cuts it short on every rank.  @return TRAIN_OK or TRAIN_EFAIL. */

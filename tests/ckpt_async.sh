@@ -8,8 +8,9 @@
 #    ends with the uninterrupted hash.
 # 3. A failing async save (its temp dir name is taken by a file) is
 #    reported, later saves still commit, and the exit code is 1.
-# 4. A save still being written when the run ends: the end waits for its
-#    writer, and that wait is reported apart, not as training stall.
+# 4. A save still being written when the run ends, on 1 and on 2 ranks:
+#    the end waits for the writers, and that wait is reported apart, not
+#    as training stall.
 . "$(dirname "$0")/lib.sh"
 need_mpi
 
@@ -85,26 +86,33 @@ is "$?" 0 "the committed checkpoints verify"
 
 # 4 -------------------------------------------------------------------------
 # The fsync of the async save's shard (step 3) is held 2 s (the stallio
-# shim): the run's last step comes first, and its end waits for the writer.
+# shim) on one rank: the run's last step comes first, and its end waits
+# for the writer.  On 1 rank that is its own writer; on 2 ranks rank 1's,
+# while rank 0, which reports, finished its own at once and waits for rank
+# 1 in the commit.
 STALLIO="$BUILD/tests/preload/stallio.so"
 if [ -f "$STALLIO" ] && ! ldd "$FTRAIN" 2>/dev/null | grep -q libasan; then
-    timeout -k 5 60 mpirun --oversubscribe -n 1 -x LD_PRELOAD="$STALLIO" -x STALLIO_RANK=0 \
-        -x STALLIO_OP=fsync -x STALLIO_SECONDS=2 -x STALLIO_MARK="$T/d.mark" \
-        "$FTRAIN" --data line --layers 64 --steps 5 --log-every 1000 --step-delay-ms 20 \
-        --run-dir "$T/d" --ckpt-every 3 --ckpt-async >"$T/d.out" 2>&1
-    is "$?" 0 "a save in flight at the run's end: exit 0"
-    line=$(grep 'step-00000003 committed (async' "$T/d.out")
-    wait_ms=$(printf '%s\n' "$line" | sed -n 's/.*after training, \([0-9.]*\) ms waiting for the writer.*/\1/p')
-    stall_ms=$(printf '%s\n' "$line" | sed -n 's/.*training stall \([0-9.]*\) ms.*/\1/p')
-    ok "$(awk -v w="${wait_ms:-0}" -v s="${stall_ms:-99999}" 'BEGIN { exit !(w >= 1000 && s < 500) }'; echo $?)" \
-        "the end's wait for the writer (${wait_ms:-?} ms, fsync held 2 s) is reported apart from the training stall (${stall_ms:-?} ms)" ||
-        why "$(cat "$T/d.out")"
-    like "$(grep '"async":true' "$T/d/metrics.jsonl")" '"writer_wait_ms":[1-9][0-9]{3}\.' \
-        "metrics.jsonl has writer_wait_ms"
-    "$BUILD/ckptctl" verify "$T/d/ckpt" >"$T/d.verify" 2>&1
-    is "$?" 0 "both checkpoints verify"
+    for held in "1 0" "2 1"; do
+        set -- $held
+        n=$1 r=$2
+        timeout -k 5 60 mpirun --oversubscribe -n "$n" -x LD_PRELOAD="$STALLIO" -x STALLIO_RANK="$r" \
+            -x STALLIO_OP=fsync -x STALLIO_SECONDS=2 -x STALLIO_MARK="$T/d$n.mark" \
+            "$FTRAIN" --data line --layers 64 --steps 5 --log-every 1000 --step-delay-ms 20 \
+            --run-dir "$T/d$n" --ckpt-every 3 --ckpt-async >"$T/d$n.out" 2>&1
+        is "$?" 0 "$n rank(s), rank $r's writer held at the run's end: exit 0"
+        line=$(grep 'step-00000003 committed (async' "$T/d$n.out")
+        wait_ms=$(printf '%s\n' "$line" | sed -n 's/.*after training, \([0-9.]*\) ms waiting for the writer.*/\1/p')
+        stall_ms=$(printf '%s\n' "$line" | sed -n 's/.*training stall \([0-9.]*\) ms.*/\1/p')
+        ok "$(awk -v w="${wait_ms:-0}" -v s="${stall_ms:-99999}" 'BEGIN { exit !(w >= 1000 && s < 500) }'; echo $?)" \
+            "$n rank(s): the end's wait for the writer (${wait_ms:-?} ms, fsync held 2 s) is reported apart from the training stall (${stall_ms:-?} ms)" ||
+            why "$(cat "$T/d$n.out")"
+        like "$(grep '"async":true' "$T/d$n/metrics.jsonl")" '"writer_wait_ms":[1-9][0-9]{3}\.' \
+            "$n rank(s): metrics.jsonl has writer_wait_ms"
+        "$BUILD/ckptctl" verify "$T/d$n/ckpt" >"$T/d$n.verify" 2>&1
+        is "$?" 0 "$n rank(s): both checkpoints verify"
+    done
 else
-    for n in 1 2 3 4; do
+    for n in 1 2 3 4 5 6 7 8; do
         skip "a save in flight at the run's end, case $n" "needs the stallio shim and a build without ASan"
     done
 fi
