@@ -71,7 +71,9 @@
 #                       the PyTorch files is made ($TMPDIR, else /tmp)
 #   BENCH_LOCAL_DIR     where the directory of the fake nodes' local
 #                       directories is made (/dev/shm)
-#   PYTHON              the interpreter with torch (/usr/bin/python3)
+#   PYTHON              the interpreter with torch (default: the first of
+#                       python3 on PATH and /usr/bin/python3 that imports
+#                       torch and numpy)
 # Both new directories are deleted at the end.  Needs about 6 x
 # BENCH_CKPT_MB free in each place (checked first: the run is skipped with a
 # message when there is less), and about 6 x BENCH_CKPT_MB of memory
@@ -95,7 +97,10 @@ IDLE_MS=${BENCH_IDLE_MS:-800}
 THREADS=${BENCH_THREADS:-}
 SINGLE_COPY=${BENCH_SINGLE_COPY:-none}
 EXCHANGES=${BENCH_EXCHANGES:-thread steps}
-PYTHON_BIN=${PYTHON:-/usr/bin/python3}
+PYTHON_BIN=${PYTHON:-$(for _py in "$(command -v python3 2>/dev/null)" /usr/bin/python3; do
+    [ -n "$_py" ] && "$_py" -c 'import torch, numpy' 2>/dev/null && { echo "$_py"; break; }
+done)}
+PYTHON_BIN=${PYTHON_BIN:-/usr/bin/python3}
 FTRAIN=$BUILD/ftrain
 P2P_BW=$BUILD/bench/p2p_bw
 SCRIPT_DIR=$(dirname "$0")
@@ -140,7 +145,7 @@ have_torch() {
     TORCH_WHY=""
     [ -x "$PYTHON_BIN" ] || { TORCH_WHY="$PYTHON_BIN not found (apt-get install python3-torch)"; return 1; }
     "$PYTHON_BIN" -c 'import torch, numpy' 2>/dev/null ||
-        { TORCH_WHY="$PYTHON_BIN cannot import torch and numpy (apt-get install python3-torch)"; return 1; }
+        { TORCH_WHY="$PYTHON_BIN cannot import torch and numpy (apt-get install python3-torch, or set PYTHON)"; return 1; }
 }
 
 # ---- runs of ftrain ----------------------------------------------------------------

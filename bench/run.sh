@@ -36,7 +36,9 @@
 #   BENCH_DIR           scratch directory (default: a new one under $TMPDIR or
 #                       /tmp, so that `make clean` cannot pull it away
 #                       mid-run); deleted at the end
-#   PYTHON              the interpreter with torch (/usr/bin/python3)
+#   PYTHON              the interpreter with torch (default: the first of
+#                       python3 on PATH and /usr/bin/python3 that imports
+#                       torch and numpy)
 #
 # A missing peer prints "peer unavailable: <why>" and the run goes on.  Exit
 # status: 0 when every ftrain figure was measured, 1 when one failed.
@@ -53,7 +55,10 @@ PAIR_ROUNDS=${BENCH_PAIRS:-8}
 HANG_ROUNDS=${BENCH_HANG_ROUNDS:-5}
 RELAUNCH_ROUNDS=${BENCH_RELAUNCH_ROUNDS:-3}
 CKPT_MB=${BENCH_CKPT_MB:-1024}
-PYTHON_BIN=${PYTHON:-/usr/bin/python3}
+PYTHON_BIN=${PYTHON:-$(for _py in "$(command -v python3 2>/dev/null)" /usr/bin/python3; do
+    [ -n "$_py" ] && "$_py" -c 'import torch, numpy' 2>/dev/null && { echo "$_py"; break; }
+done)}
+PYTHON_BIN=${PYTHON_BIN:-/usr/bin/python3}
 FTRAIN=$BUILD/ftrain
 CKPT_BENCH=$BUILD/bench/ckpt_bench
 GEMM_BOUND=$BUILD/bench/gemm_bound
@@ -176,7 +181,7 @@ have_torch() {
     TORCH_WHY=""
     [ -x "$PYTHON_BIN" ] || { TORCH_WHY="$PYTHON_BIN not found (apt-get install python3-torch)"; return 1; }
     "$PYTHON_BIN" -c 'import torch, numpy' 2>/dev/null ||
-        { TORCH_WHY="$PYTHON_BIN cannot import torch and numpy (apt-get install python3-torch)"; return 1; }
+        { TORCH_WHY="$PYTHON_BIN cannot import torch and numpy (apt-get install python3-torch, or set PYTHON)"; return 1; }
     return 0
 }
 
