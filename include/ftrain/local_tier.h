@@ -63,6 +63,8 @@ typedef struct {
     int exchange_thread;        /* asked: the helper thread moves the copies
                                    (--ckpt-local-exchange thread, or auto
                                    with a core to spare on this rank) */
+    int spare_core;             /* tier_open's: the helper's exchange may
+                                   poll MPI with short pauses */
     struct tier_async *async;   /* the save in the background and its buffers
                                    (local_async.c); NULL before tier_open */
 } tier_t;
