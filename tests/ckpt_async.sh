@@ -90,12 +90,11 @@ is "$?" 0 "the committed checkpoints verify"
 # for the writer.  On 1 rank that is its own writer; on 2 ranks rank 1's,
 # while rank 0, which reports, finished its own at once and waits for rank
 # 1 in the commit.
-STALLIO="$BUILD/tests/preload/stallio.so"
-if [ -f "$STALLIO" ] && ! ldd "$FTRAIN" 2>/dev/null | grep -q libasan; then
+if have_shim stallio; then
     for held in "1 0" "2 1"; do
         set -- $held
         n=$1 r=$2
-        timeout -k 5 60 mpirun --oversubscribe -n "$n" -x LD_PRELOAD="$STALLIO" -x STALLIO_RANK="$r" \
+        timeout -k 5 60 mpirun --oversubscribe -n "$n" -x LD_PRELOAD="$SHIM" -x STALLIO_RANK="$r" \
             -x STALLIO_OP=fsync -x STALLIO_SECONDS=2 -x STALLIO_MARK="$T/d$n.mark" \
             "$FTRAIN" --data line --layers 64 --steps 5 --log-every 1000 --step-delay-ms 20 \
             --run-dir "$T/d$n" --ckpt-every 3 --ckpt-async >"$T/d$n.out" 2>&1
@@ -113,7 +112,7 @@ if [ -f "$STALLIO" ] && ! ldd "$FTRAIN" 2>/dev/null | grep -q libasan; then
     done
 else
     for n in 1 2 3 4 5 6 7 8; do
-        skip "a save in flight at the run's end, case $n" "needs the stallio shim and a build without ASan"
+        skip "a save in flight at the run's end, case $n" "$SHIM_WHY"
     done
 fi
 done_testing

@@ -137,14 +137,11 @@ ok "$([ "$ra" = 0 ] && [ "$rs" = 0 ] && [ "$rd" = 0 ] && grep -q '^async checkpo
 # stallio shim); the watchdog ends the job with exit 76 within its bound,
 # aborting the NCCL communicator from its own thread on the way
 # (comm_abort: ncclCommAbort), which must not wait on the GPU.
-STALLIO="$BUILD/tests/preload/stallio.so"
-if [ ! -f "$STALLIO" ]; then
-    skip "GPU: a rank stalled in a save ends the job with exit 76 within seconds (watchdog, ncclCommAbort)" "$STALLIO not built"
-elif ldd "$FTRAIN" 2>/dev/null | grep -q libasan; then
-    skip "GPU: a rank stalled in a save ends the job with exit 76 within seconds (watchdog, ncclCommAbort)" "sanitized build: no LD_PRELOAD shim"
+if ! have_shim stallio; then
+    skip "GPU: a rank stalled in a save ends the job with exit 76 within seconds (watchdog, ncclCommAbort)" "$SHIM_WHY"
 else
     h0=$(date +%s.%N)
-    timeout -k 5 60 mpirun --oversubscribe -n 1 -x LD_PRELOAD="$STALLIO" -x STALLIO_RANK=0 \
+    timeout -k 5 60 mpirun --oversubscribe -n 1 -x LD_PRELOAD="$SHIM" -x STALLIO_RANK=0 \
         -x STALLIO_OP=fsync -x STALLIO_AFTER=1 -x STALLIO_SECONDS=120 \
         "$FTRAIN" --device cuda --data line --layers 16 --steps 60 --ckpt-every 5 \
         --hang-timeout 3 --run-dir "$T/hang" >"$T/hang.out" 2>"$T/hang.err"

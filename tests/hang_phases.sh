@@ -29,11 +29,8 @@
 : "${FTRAIN_TIMEOUT:=60}"
 need_mpi
 CKPTCTL="$BUILD/ckptctl"
-STALLIO="$BUILD/tests/preload/stallio.so"
-[ -f "$STALLIO" ] || skip_all "$STALLIO not built (make $STALLIO)"
-if ldd "$FTRAIN" 2>/dev/null | grep -q 'libasan'; then
-    skip_all "sanitized build: an LD_PRELOAD shim cannot come before the ASan runtime"
-fi
+have_shim stallio || skip_all "$SHIM_WHY"
+STALLIO=$SHIM
 
 RUN="--data line --layers 8 --global-batch 32 --micro-batch 8 --lr 0.01 --deterministic --steps 60"
 HT=3            # --hang-timeout

@@ -33,6 +33,10 @@
 #   rank_pid FILE R the pid of rank R from the "world: rank R ... pid P"
 #                   lines rank 0 prints at start.
 #   need_mpi        skip_all unless mpirun and $FTRAIN exist.
+#   have_shim NAME  sets SHIM to the LD_PRELOAD shim tests/preload/NAME.so
+#                   in $BUILD; returns 1, with SHIM_WHY saying why, when it
+#                   is not built or $FTRAIN is a sanitized build (no shim
+#                   can come before the ASan runtime).
 #
 # Exit status: non-zero when any test failed or the plan was not met.
 
@@ -146,6 +150,17 @@ done_testing() {
 need_mpi() {
     [ -x "$FTRAIN" ] || skip_all "$FTRAIN not built (make $FTRAIN)"
     command -v mpirun >/dev/null 2>&1 || skip_all "mpirun not installed"
+}
+
+have_shim() {
+    SHIM="$BUILD/tests/preload/$1.so"
+    SHIM_WHY=""
+    if [ ! -f "$SHIM" ]; then
+        SHIM_WHY="$SHIM not built (make $SHIM)"
+    elif ldd "$FTRAIN" 2>/dev/null | grep -q libasan; then
+        SHIM_WHY="sanitized build: an LD_PRELOAD shim cannot come before the ASan runtime"
+    fi
+    [ -z "$SHIM_WHY" ]
 }
 
 mpi() {

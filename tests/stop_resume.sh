@@ -205,13 +205,13 @@ fi
 # blocked the stop signals before any constructor ran, so it takes the
 # signal when its handlers are in place and stops after its first step.
 d="$T/loading"
-if ldd "$FTRAIN" 2>/dev/null | grep -q 'libasan'; then
-    skip "signal while loading libraries" "an LD_PRELOAD shim cannot come before the ASan runtime"
+if ! have_shim slowstart; then
+    skip "signal while loading libraries" "$SHIM_WHY"
 else
     rm -f "$d.mark"
     : >"$d.out"
     SLOWSTART_MARK=$d.mark timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n 2 \
-        -x LD_PRELOAD="$BUILD/tests/preload/slowstart.so" -x SLOWSTART_MARK \
+        -x LD_PRELOAD="$SHIM" -x SLOWSTART_MARK \
         "$FTRAIN" $RUN --run-dir "$d" >>"$d.out" 2>>"$d.err" &
     MPI_PID=$!
     if wait_for 20 test -s "$d.mark"; then
