@@ -475,7 +475,6 @@ extern "C" int gpu_model_early_return(gpu_model_t *gm, int early)
     return GPU_OK;
 }
 
-
 extern "C" int gpu_model_batch_buffers(gpu_model_t *gm, float **x,
                                        int32_t **labels, float **y)
 {
