@@ -474,12 +474,30 @@ struct gpu_optim {
  * (and the compiler must assume any store may alias a later load), so a
  * store between the loads would hold the later loads back. */
 
+/* FIXED kernels (gpu_optim_step_fixed) read the gradient element through
+ * k_fixed_round's operations, in registers: the same bits as that pass
+ * followed by the plain kernel with gs = 1, without the pass's write and
+ * read of the whole gradient. */
+struct fixed_k {
+    double scale, inv;
+};
+
+template <bool FIXED>
+__device__ static inline float grad_in(float g, const fixed_k &fx)
+{
+    if (!FIXED)
+        return g;
+    long long q = __double2ll_rn(__dmul_rn((double)g, fx.scale));
+    return __double2float_rn(__dmul_rn(__ll2double_rn(q), fx.inv));
+}
+
 /* First SGD update: buf = g, p -= lr * g with g = grad * gs + wd * p. */
+template <bool FIXED>
 __global__ static void k_sgd_first(float *p, const float *grad, float gs, float *zero,
-                                   float *buf, size_t n, float flr, float wd)
+                                   float *buf, size_t n, float flr, float wd, fixed_k fx)
 {
     GRID_STRIDE(i, n) {
-        const float pi = p[i], gi = grad[i];
+        const float pi = p[i], gi = grad_in<FIXED>(grad[i], fx);
         float g = __fadd_rn(__fmul_rn(gi, gs), __fmul_rn(wd, pi));
         buf[i] = g;
         p[i] = __fsub_rn(pi, __fmul_rn(flr, g));
@@ -489,11 +507,12 @@ __global__ static void k_sgd_first(float *p, const float *grad, float gs, float 
 }
 
 /* Later SGD updates: buf = mu * buf + (grad * gs + wd * p), p -= lr * buf. */
+template <bool FIXED>
 __global__ static void k_sgd(float *p, const float *grad, float gs, float *zero, float *buf,
-                             size_t n, float flr, float mu, float wd)
+                             size_t n, float flr, float mu, float wd, fixed_k fx)
 {
     GRID_STRIDE(i, n) {
-        const float pi = p[i], gi = grad[i], bi = buf[i];
+        const float pi = p[i], gi = grad_in<FIXED>(grad[i], fx), bi = buf[i];
         float b = __fadd_rn(__fmul_rn(mu, bi),
                             __fadd_rn(__fmul_rn(gi, gs), __fmul_rn(wd, pi)));
         buf[i] = b;
@@ -521,12 +540,13 @@ __device__ static void adam1(float &p, float &m, float &v, float gi, const adam_
     p = __fsub_rn(w, __fmul_rn(k.ss, __fdiv_rn(mi, den)));
 }
 
+template <bool FIXED>
 __global__ static void k_adam(float *p, const float *grad, float *zero, float *m,
-                              float *v, size_t n, adam_k k)
+                              float *v, size_t n, adam_k k, fixed_k fx)
 {
     GRID_STRIDE(i, n) {
         float pi = p[i], mi = m[i], vi = v[i];
-        const float gi = grad[i];
+        const float gi = grad_in<FIXED>(grad[i], fx);
         adam1(pi, mi, vi, gi, k);
         m[i] = mi;
         v[i] = vi;
@@ -538,16 +558,17 @@ __global__ static void k_adam(float *p, const float *grad, float *zero, float *m
 
 /* Four elements a thread, 16-byte loads and stores (every array on 16
  * bytes), no clearing: the same arithmetic per element as k_adam. */
+template <bool FIXED>
 __global__ static void k_adam4(float4 *p, const float4 *grad, float4 *m, float4 *v,
-                               size_t n4, adam_k k)
+                               size_t n4, adam_k k, fixed_k fx)
 {
     GRID_STRIDE(i, n4) {
         float4 pi = p[i], mi = m[i], vi = v[i];
         const float4 gi = grad[i];
-        adam1(pi.x, mi.x, vi.x, gi.x, k);
-        adam1(pi.y, mi.y, vi.y, gi.y, k);
-        adam1(pi.z, mi.z, vi.z, gi.z, k);
-        adam1(pi.w, mi.w, vi.w, gi.w, k);
+        adam1(pi.x, mi.x, vi.x, grad_in<FIXED>(gi.x, fx), k);
+        adam1(pi.y, mi.y, vi.y, grad_in<FIXED>(gi.y, fx), k);
+        adam1(pi.z, mi.z, vi.z, grad_in<FIXED>(gi.z, fx), k);
+        adam1(pi.w, mi.w, vi.w, grad_in<FIXED>(gi.w, fx), k);
         m[i] = mi;
         v[i] = vi;
         p[i] = pi;
@@ -609,13 +630,11 @@ extern "C" int gpu_optim_step(gpu_optim_t *go, float *dparams, const float *dgra
     return gpu_optim_step_consume(go, dparams, (float *)dgrad, 1.0f, 0, step);
 }
 
-extern "C" int gpu_optim_step_consume(gpu_optim_t *go, float *dparams, float *dgrad,
-                                      float gs, int clear, int64_t step)
+/* The kernels of one update, FIXED or not (fx then unused). */
+template <bool FIXED>
+static void launch_step(gpu_optim_t *go, float *dparams, const float *dgrad, float gs,
+                        float *zero, fixed_k fx, int64_t step)
 {
-    int rc = GPU_OK;
-    if (!go || !dparams || !dgrad || step < 0)
-        return GPU_EINVAL;
-    float *zero = clear ? dgrad : NULL;
     const optim_cfg_t *c = &go->cfg;
     const double lr = optim_lr(c, step);
     cudaStream_t s = go->ctx->stream;
@@ -625,43 +644,66 @@ extern "C" int gpu_optim_step_consume(gpu_optim_t *go, float *dparams, float *dg
         const float flr = (float)lr, mu = (float)c->momentum;
         const float wd = (float)c->weight_decay;
         if (go->updates == 0)
-            k_sgd_first<<<blocks, GPUK_THREADS, 0, s>>>(dparams, dgrad, gs, zero,
-                                                        go->m, go->n, flr, wd);
+            k_sgd_first<FIXED><<<blocks, GPUK_THREADS, 0, s>>>(dparams, dgrad, gs, zero,
+                                                               go->m, go->n, flr, wd, fx);
         else
-            k_sgd<<<blocks, GPUK_THREADS, 0, s>>>(dparams, dgrad, gs, zero, go->m,
-                                                  go->n, flr, mu, wd);
-    } else {
-        /* The scalars exactly as optim.c's step_adam computes them. */
-        const double t = (double)step + 1.0;
-        const double bc1 = 1.0 - pow(c->beta1, t);
-        const double bc2 = 1.0 - pow(c->beta2, t);
-        const float b1 = (float)c->beta1, c1 = (float)(1.0 - c->beta1);
-        const float b2 = (float)c->beta2, c2 = (float)(1.0 - c->beta2);
-        adam_k k;
-        k.gs = gs;
-        k.b1 = b1;
-        k.c1 = c1;
-        k.b2 = b2;
-        k.c2 = c2;
-        k.eps = (float)c->eps;
-        k.ss = (float)(lr / bc1);
-        k.rs = (float)(1.0 / sqrt(bc2));
-        const int adamw = c->kind == OPT_ADAMW;
-        k.shrink = adamw ? (float)(1.0 - lr * c->weight_decay) : 1.0f;
-        k.l2 = adamw ? 0.0f : (float)c->weight_decay;
-        const uintptr_t addr = (uintptr_t)dparams | (uintptr_t)dgrad | (uintptr_t)go->m |
-                               (uintptr_t)go->v;
-        /* Whole groups of four by the vector kernel, the tail by the other. */
-        const size_t n4 = !zero && addr % 16 == 0 ? go->n / 4 : 0, done = 4 * n4;
-        if (n4 > 0)
-            k_adam4<<<gpuk_blocks(n4), GPUK_THREADS, 0, s>>>(
-                (float4 *)dparams, (const float4 *)dgrad, (float4 *)go->m, (float4 *)go->v,
-                n4, k);
-        if (done < go->n)
-            k_adam<<<gpuk_blocks(go->n - done), GPUK_THREADS, 0, s>>>(
-                dparams + done, dgrad + done, zero ? zero + done : NULL, go->m + done,
-                go->v + done, go->n - done, k);
+            k_sgd<FIXED><<<blocks, GPUK_THREADS, 0, s>>>(dparams, dgrad, gs, zero, go->m,
+                                                         go->n, flr, mu, wd, fx);
+        return;
     }
+    /* The scalars exactly as optim.c's step_adam computes them. */
+    const double t = (double)step + 1.0;
+    const double bc1 = 1.0 - pow(c->beta1, t);
+    const double bc2 = 1.0 - pow(c->beta2, t);
+    adam_k k;
+    k.gs = gs;
+    k.b1 = (float)c->beta1;
+    k.c1 = (float)(1.0 - c->beta1);
+    k.b2 = (float)c->beta2;
+    k.c2 = (float)(1.0 - c->beta2);
+    k.eps = (float)c->eps;
+    k.ss = (float)(lr / bc1);
+    k.rs = (float)(1.0 / sqrt(bc2));
+    const int adamw = c->kind == OPT_ADAMW;
+    k.shrink = adamw ? (float)(1.0 - lr * c->weight_decay) : 1.0f;
+    k.l2 = adamw ? 0.0f : (float)c->weight_decay;
+    const uintptr_t addr = (uintptr_t)dparams | (uintptr_t)dgrad | (uintptr_t)go->m |
+                           (uintptr_t)go->v;
+    /* Whole groups of four by the vector kernel, the tail by the other. */
+    const size_t n4 = !zero && addr % 16 == 0 ? go->n / 4 : 0, done = 4 * n4;
+    if (n4 > 0)
+        k_adam4<FIXED><<<gpuk_blocks(n4), GPUK_THREADS, 0, s>>>(
+            (float4 *)dparams, (const float4 *)dgrad, (float4 *)go->m, (float4 *)go->v, n4,
+            k, fx);
+    if (done < go->n)
+        k_adam<FIXED><<<gpuk_blocks(go->n - done), GPUK_THREADS, 0, s>>>(
+            dparams + done, dgrad + done, zero ? zero + done : NULL, go->m + done,
+            go->v + done, go->n - done, k, fx);
+}
+
+extern "C" int gpu_optim_step_consume(gpu_optim_t *go, float *dparams, float *dgrad,
+                                      float gs, int clear, int64_t step)
+{
+    int rc = GPU_OK;
+    if (!go || !dparams || !dgrad || step < 0)
+        return GPU_EINVAL;
+    launch_step<false>(go, dparams, dgrad, gs, clear ? dgrad : NULL, fixed_k{0.0, 0.0}, step);
+    GPU_CUDA(cudaGetLastError());
+    go->updates++;
+    return GPU_OK;
+fail:
+    return rc;
+}
+
+extern "C" int gpu_optim_step_fixed(gpu_optim_t *go, float *dparams, const float *g, int e,
+                                    int64_t nstep, int64_t step)
+{
+    int rc = GPU_OK;
+    if (!go || !dparams || !g || step < 0 || nstep < 1)
+        return GPU_EINVAL;
+    /* gpu_fixed_round's two factors, then the update's gs = 1 (exact). */
+    const fixed_k fx = {ldexp(1.0, e), ldexp(1.0, -e) / (double)nstep};
+    launch_step<true>(go, dparams, g, 1.0f, NULL, fx, step);
     GPU_CUDA(cudaGetLastError());
     go->updates++;
     return GPU_OK;

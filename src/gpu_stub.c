@@ -146,6 +146,12 @@ int gpu_optim_step_consume(gpu_optim_t *go, float *dparams, float *dgrad, float 
     return GPU_ENOTBUILT;
 }
 
+int gpu_optim_step_fixed(gpu_optim_t *go, float *dparams, const float *g, int e, int64_t nstep,
+                         int64_t step)
+{
+    return GPU_ENOTBUILT;
+}
+
 float *gpu_optim_state_m(gpu_optim_t *go) { return NULL; }
 float *gpu_optim_state_v(gpu_optim_t *go) { return NULL; }
 int64_t gpu_optim_updates(const gpu_optim_t *go) { return 0; }

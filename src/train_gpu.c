@@ -42,6 +42,11 @@ struct gpu_mirror {
      * The model stores each gradient (gpu_model_store_gradient), so no
      * buffer is ever cleared before a step or by the update. */
     float grad_scale;
+    /* Deterministic mode, one rank, one micro-batch: the update rounds the
+     * stored gradient itself (gpu_optim_step_fixed) with this scale. */
+    int fused_pending;
+    int fused_exp;
+    int64_t fused_nstep;
 };
 
 /* The host parameters and moments receive the device state at every save
@@ -273,8 +278,9 @@ static int fixed_sum_local(gpu_mirror_t *mirror, int64_t nmicro, int scale_exp)
 
 /* Fixed point on the device, the int64 sum through the device communicator
  * (NCCL), loss and hits on the host (MPI).  One rank with one micro-batch
- * takes one fused pass (gpu_fixed_round): the same operations, so the same
- * bits as the store, the identity sum and the conversion. */
+ * has no sum to make: the update rounds the gradient as it reads it
+ * (gpu_optim_step_fixed), with the operations of the store, the identity
+ * sum and the conversion, so the same bits, and no pass of its own. */
 int gpu_mirror_reduce_fixed(gpu_mirror_t *mirror, comm_t *comm, int64_t nmicro,
                             const double *micro_loss, int scale_exp, int64_t step_samples,
                             double *loss, int64_t *hits, int *device_failed, char *err,
@@ -282,9 +288,10 @@ int gpu_mirror_reduce_fixed(gpu_mirror_t *mirror, comm_t *comm, int64_t nmicro,
 {
     const int alone = comm_size(comm) == 1;
     const int fused = alone && nmicro == 1;
-    int rc = fused ? gpu_fixed_round(mirror->ctx, mirror->grad, mirror->micro_grads,
-                                     mirror->n_params, scale_exp, step_samples)
-                   : fixed_sum_local(mirror, nmicro, scale_exp);
+    int rc = fused ? GPU_OK : fixed_sum_local(mirror, nmicro, scale_exp);
+    mirror->fused_pending = fused;
+    mirror->fused_exp = scale_exp;
+    mirror->fused_nstep = step_samples;
     int64_t loss_hits[2] = {0, *hits};
     for (int64_t i = 0; i < nmicro; i++)
         loss_hits[0] += llrint(ldexp(micro_loss[i], LOSS_FIXED_BITS));
@@ -330,6 +337,12 @@ int gpu_mirror_reduce_float(gpu_mirror_t *mirror, comm_t *comm, int64_t step_sam
 
 int gpu_mirror_update(gpu_mirror_t *mirror, int64_t step)
 {
+    if (mirror->fused_pending) {
+        mirror->fused_pending = 0;
+        return gpu_optim_step_fixed(mirror->opt, gpu_model_params(mirror->model),
+                                    mirror->micro_grads, mirror->fused_exp,
+                                    mirror->fused_nstep, step);
+    }
     return gpu_optim_step_consume(mirror->opt, gpu_model_params(mirror->model), mirror->grad,
                                   mirror->grad_scale, 0, step);
 }

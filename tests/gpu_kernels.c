@@ -353,9 +353,10 @@ out:
     free(junk);
 }
 
-/* One optimizer config: 4 steps on CPU and GPU from the same start, and
- * the same with the gradient read as grad * gs and cleared by the update.
- * 5 tests. */
+/* One optimizer config: 4 steps on CPU and GPU from the same start, the
+ * same with the gradient read as grad * gs and cleared by the update, and
+ * with it read through the fixed-point round trip (gpu_optim_step_fixed).
+ * 6 tests. */
 static void check_optim(const char *name, const optim_cfg_t *cfg)
 {
     const size_t P = 1003; /* not a multiple of 4: the CPU's SSE tail too */
@@ -367,11 +368,20 @@ static void check_optim(const char *name, const optim_cfg_t *cfg)
     optim_t *o2 = NULL;
     gpu_optim_t *go2 = NULL;
     float *p2 = malloc(P * sizeof(float)), *gs_g = malloc(P * sizeof(float));
+    optim_t *o3 = NULL;
+    gpu_optim_t *go3 = NULL;
+    float *dp3 = NULL, *p3 = malloc(P * sizeof(float)), *fx_g = malloc(P * sizeof(float));
     int cleared = 1;
     const float gs = 1.0f / 3.0f;
+    /* The fixed point of one rank's one micro-batch of nstep samples. */
+    const int fx_e = 40;
+    const int64_t fx_nstep = 3;
+    const double fx_scale = ldexp(1.0, fx_e), fx_inv = ldexp(1.0, -fx_e) / (double)fx_nstep;
     int rc = optim_init(&o, cfg, P, NULL, 0) == OPTIM_OK ? 0 : -1;
     if (rc == 0)
         rc = optim_init(&o2, cfg, P, NULL, 0) == OPTIM_OK ? 0 : -1;
+    if (rc == 0)
+        rc = optim_init(&o3, cfg, P, NULL, 0) == OPTIM_OK ? 0 : -1;
     rng_t r = rng_make(7, 3);
     for (size_t i = 0; i < P; i++)
         p[i] = urand(&r, -1, 1);
@@ -389,7 +399,14 @@ static void check_optim(const char *name, const optim_cfg_t *cfg)
         rc = gpu_upload(ctx, dp, p, P * sizeof(float));
     if (rc == 0)
         rc = gpu_upload(ctx, dp2, p, P * sizeof(float));
+    if (rc == 0)
+        rc = gpu_optim_create(&go3, ctx, cfg, P);
+    if (rc == 0)
+        rc = gpu_alloc(ctx, P * sizeof(float), (void **)&dp3);
+    if (rc == 0)
+        rc = gpu_upload(ctx, dp3, p, P * sizeof(float));
     memcpy(p2, p, P * sizeof(float));
+    memcpy(p3, p, P * sizeof(float));
     for (int64_t s = 0; rc == 0 && s < 4; s++) {
         for (size_t i = 0; i < P; i++)
             g[i] = urand(&r, -0.1, 0.1) * (i % 17 == 0 ? 1e-4f : 1.0f);
@@ -397,6 +414,12 @@ static void check_optim(const char *name, const optim_cfg_t *cfg)
         if (rc == 0)
             rc = gpu_optim_step(go, dp, dg, s);
         optim_step(o, p, g, s);
+        /* The fused fixed-point update reads dg and leaves it as it was. */
+        for (size_t i = 0; i < P; i++)
+            fx_g[i] = (float)((double)llrint((double)g[i] * fx_scale) * fx_inv);
+        optim_step(o3, p3, fx_g, s);
+        if (rc == 0)
+            rc = gpu_optim_step_fixed(go3, dp3, dg, fx_e, fx_nstep, s);
         /* The consuming update: grad * gs, then the gradient cleared. */
         for (size_t i = 0; i < P; i++)
             gs_g[i] = g[i] * gs;
@@ -418,6 +441,7 @@ static void check_optim(const char *name, const optim_cfg_t *cfg)
         ok(0, "%s: update counts", name);
         ok(0, "%s: the consuming update", name);
         ok(0, "%s: the cleared gradient", name);
+        ok(0, "%s: the fixed-point update", name);
         goto out;
     }
     double d = rel_diff(pg, p, P);
@@ -442,7 +466,24 @@ static void check_optim(const char *name, const optim_cfg_t *cfg)
     ok(rel_diff(pg, p2, P) < 1e-6, "%s: the consuming update matches", name);
 #endif
     ok(cleared, "%s: and it leaves the gradient all zeros", name);
+    if (gpu_download(ctx, pg, dp3, P * sizeof(float), NULL) != GPU_OK)
+        memset(pg, 0xff, P * sizeof(float));
+    int refused = gpu_optim_step_fixed(go3, dp3, dg, fx_e, 0, 4) == GPU_EINVAL &&
+                  gpu_optim_step_fixed(go3, dp3, NULL, fx_e, fx_nstep, 4) == GPU_EINVAL &&
+                  gpu_optim_updates(go3) == 4;
+#if defined(__x86_64__)
+    ok(memcmp(pg, p3, P * sizeof(float)) == 0 && refused, "%s: the fixed-point update (round "
+       "trip at 2^%d, / %lld, in registers) has the bits of optim_step on the rounded "
+       "gradient; nstep 0 and NULL refused", name, fx_e, (long long)fx_nstep);
+#else
+    ok(rel_diff(pg, p3, P) < 1e-6 && refused, "%s: the fixed-point update matches", name);
+#endif
 out:
+    gpu_dfree(ctx, dp3);
+    gpu_optim_free(go3);
+    optim_free(o3);
+    free(p3);
+    free(fx_g);
     gpu_dfree(ctx, dp);
     gpu_dfree(ctx, dp2);
     gpu_dfree(ctx, dg);
@@ -581,7 +622,7 @@ int main(void)
         skip_all(msg);
     }
     /* 3 classification models, 1 regression, 4 stored */
-    plan(4 + 1 + 3 * 14 + 13 + 4 * 7 + 3 * 5 + 12);
+    plan(4 + 1 + 3 * 14 + 13 + 4 * 7 + 3 * 6 + 12);
 
     device_kind_t kind;
     int ord = -1;

@@ -26,6 +26,8 @@
  *   gpu_fixed_accumulate(ctx, acc, g_i, P, e)   acc += llrint(g * 2^e)
  *   ... int64 allreduce of acc ...
  *   gpu_fixed_to_float(ctx, grad, acc, P, e, nstep)
+ * One rank with one micro-batch needs no sum: gpu_optim_step_fixed(go,
+ * params, g_0, e, nstep, step) rounds and updates in one pass.
  *
  * Same math as the CPU: parameter layout, initialisation (done on the host by
  * model_init), activations, losses and "gradient = SUM over the samples" are
@@ -267,6 +269,16 @@ int gpu_optim_step(gpu_optim_t *go, float *dparams, const float *dgrad,
  */
 int gpu_optim_step_consume(gpu_optim_t *go, float *dparams, float *dgrad, float gs,
                            int clear, int64_t step);
+/**
+ * The update of one rank's one micro-batch in deterministic mode, in one
+ * pass: gpu_fixed_round(ctx, tmp, g, nparams, e, nstep) then
+ * gpu_optim_step(go, dparams, tmp, step), bit for bit, without tmp (the
+ * rounded gradient is made in registers where the update reads it).  g is
+ * the device gradient sum (nparams floats) and is not changed.
+ * @return GPU_OK, GPU_EINVAL (nstep < 1, NULL) or GPU_ECUDA.
+ */
+int gpu_optim_step_fixed(gpu_optim_t *go, float *dparams, const float *g, int e,
+                         int64_t nstep, int64_t step);
 /** @return the device momentum / first-moment buffer (nparams floats). */
 float *gpu_optim_state_m(gpu_optim_t *go);
 /** @return the device second-moment buffer, NULL for SGD. */
