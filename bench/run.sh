@@ -62,6 +62,7 @@ PYTHON_BIN=${PYTHON_BIN:-/usr/bin/python3}
 FTRAIN=$BUILD/ftrain
 CKPT_BENCH=$BUILD/bench/ckpt_bench
 GEMM_BOUND=$BUILD/bench/gemm_bound
+GPU_PHASES=$BUILD/bench/gpu_phases
 SCRIPT_DIR=$(dirname "$0")
 # The scratch directory (set by make_scratch) and the background run that
 # the exit must stop (section 6).
@@ -856,6 +857,21 @@ section_7_gpu() {
     done
     ftrain_best 1 --device cuda --global-batch 128 --micro-batch 128 --steps 2000 --log-every 1000000 --deterministic
     row "batch 128, micro-batch 128, --deterministic" "${BEST_SAMPLES_PER_S:-failed}" "" ""
+
+    # Where the wide model's det-over-fast gap goes, phase by phase (the
+    # same dims and batch as the wide rows above).
+    echo
+    echo "  per-phase split of one step (bench/gpu_phases, one GPU, float32 both modes):"
+    if [ -x "$GPU_PHASES" ]; then
+        if phases_output=$(timeout 120 "$GPU_PHASES" --dims 784,4096,4096,10 --batch 4096 --steps 100 \
+            --repeat "$REPEAT" 2>&1); then
+            printf '%s\n' "$phases_output" | sed 's/^/    /'
+        else
+            echo "  not measured: $(printf '%s\n' "$phases_output" | grep -v '^$' | tail -1)"
+        fi
+    else
+        echo "  not measured: $GPU_PHASES not built (make $GPU_PHASES)"
+    fi
 
     echo
     if [ "${gpu_count:-0}" -ge 2 ]; then
