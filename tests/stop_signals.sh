@@ -10,6 +10,8 @@
 # 3. Two ranks signalled within one step: the first signal and rank are
 #    named, and the stop line gives the longest step.
 # 4. --stop-signal USR2: SIGUSR1 is not a stop signal.
+# 5. A stop during the run's final save: the final evaluation is cut short
+#    (exit 75), and samples/s counts the training loop only, not the save.
 . "$(dirname "$0")/lib.sh"
 : "${FTRAIN_TIMEOUT:=60}"
 need_mpi
@@ -143,5 +145,43 @@ MPI_PID=
 ok "$([ "$rc" -ne 75 ] && ! grep -q '^stop: signal USR1' "$d.out"; echo $?)" \
     "--stop-signal USR2: SIGUSR1 is not taken as a stop (exit $rc, no 'stop: signal USR1')" ||
     why "$(grep '^stop:' "$d.out")"
+
+# ---- 5. a stop during the final save: samples/s is the loop's -------------
+# 10 steps of 20 ms on 1 rank; the final save's shard fsync is held 3 s (the
+# stallio shim), and SIGUSR1 lands while it is held.  The save commits, the
+# final evaluation sees the stop at its first chunk and is cut short, and
+# the run stops (exit 75).  The loop ended before the save: the samples/s
+# of the timing line must not count the 3 s (before this was fixed, the
+# stop reset the loop's end after the save and the evaluation, and the
+# samples/s implied about 3 s of training for 9 steps).
+if have_shim stallio; then
+    d="$T/final"
+    : >"$d.out"
+    timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n 1 -x LD_PRELOAD="$SHIM" \
+        -x STALLIO_RANK=0 -x STALLIO_OP=fsync -x STALLIO_SECONDS=3 -x STALLIO_MARK="$d.mark" \
+        "$FTRAIN" --device cpu $LINE --steps 10 --log-every 1 --step-delay-ms 20 \
+        --run-dir "$d" >>"$d.out" 2>"$d.err" &
+    MPI_PID=$!
+    if wait_for 30 test -s "$d.mark"; then
+        kill -USR1 "$(awk 'NR == 1 { print $1 }' "$d.mark")"
+    fi
+    wait "$MPI_PID"
+    rc=$?
+    MPI_PID=
+    ok "$([ "$rc" -eq 75 ] && grep -q '^eval: final evaluation cut short by a stop signal' "$d.out"; echo $?)" \
+        "a stop during the final save: the final evaluation is cut short, exit 75 (got $rc)" ||
+        why "$(cat "$d.out" "$d.err")"
+    sps=$(sed -n 's/^timing: \([0-9.]*\) samples\/s.*/\1/p' "$d.out" | tail -n 1)
+    # 9 steps of 32 samples after the first step, which samples/s leaves out.
+    ok "$(awk -v s="${sps:-0}" 'BEGIN { exit !(s > 0 && 9 * 32 / s < 1.5) }'; echo $?)" \
+        "  samples/s (${sps:-none}) counts the 9 steps' time, not the 3 s save after them" ||
+        why "$(grep '^timing:' "$d.out")"
+    "$BUILD/ckptctl" verify "$d/ckpt" >"$d.verify" 2>&1
+    is "$?" 0 "  the final save of step 10 verifies"
+else
+    for n in 1 2 3; do
+        skip "a stop during the final save, case $n" "$SHIM_WHY"
+    done
+fi
 
 done_testing
