@@ -41,7 +41,10 @@
  *     2 passes C-F, fused D-F                                  (one line)
  *
  * where A, F, B, C, D are the best ms/step of fb, fast, fb+maxabs,
- * det-2pass and det-fused.
+ * det-2pass and det-fused.  fb waits on the host for each backward (the
+ * GPU idles for that round trip each step) and fast does not, so F-A is
+ * the update less that round trip; fb+maxabs and the det loops wait once
+ * a step too (in gpu_maxabs), so B-A and C-D compare like with like.
  *
  * Exit status: 0; 1 when a gpu_* or host call fails (the call and
  * gpu_last_error() on stderr); 2 on a bad argument; 3 when there is no GPU
@@ -113,12 +116,13 @@ static void usage(void)
     exit(2);
 }
 
-/* A whole number in [1, max] from text (up to a comma), or the usage message. */
-static int parse_int(const char *text, int max)
+/* A whole number in [1, max] from text (up to a comma where in_list), or
+ * the usage message. */
+static int parse_int(const char *text, int max, int in_list)
 {
     char *end = NULL;
     long v = strtol(text, &end, 10);
-    if (!text[0] || (*end && *end != ',') || v < 1 || v > max)
+    if (!text[0] || (*end && !(in_list && *end == ',')) || v < 1 || v > max)
         usage();
     return (int)v;
 }
@@ -129,7 +133,7 @@ static void parse_dims(const char *text, model_arch_t *arch)
     for (const char *p = text; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
         if (arch->nlayers >= MODEL_MAX_LAYERS)
             usage();
-        arch->dims[++arch->nlayers] = parse_int(p, 1 << 24);
+        arch->dims[++arch->nlayers] = parse_int(p, 1 << 24, 1);
     }
     if (arch->nlayers < 1)
         usage();
@@ -150,11 +154,11 @@ static void parse_args(int argc, char **argv, gp_args_t *a)
         if (!strcmp(argv[i], "--dims"))
             parse_dims(argv[i + 1], &a->arch);
         else if (!strcmp(argv[i], "--batch"))
-            a->batch = parse_int(argv[i + 1], 1 << 20);
+            a->batch = parse_int(argv[i + 1], 1 << 20, 0);
         else if (!strcmp(argv[i], "--steps"))
-            a->steps = parse_int(argv[i + 1], 1 << 30);
+            a->steps = parse_int(argv[i + 1], 1 << 30, 0);
         else if (!strcmp(argv[i], "--repeat"))
-            a->repeat = parse_int(argv[i + 1], GP_MAX_RUNS);
+            a->repeat = parse_int(argv[i + 1], GP_MAX_RUNS, 0);
         else
             usage();
     }

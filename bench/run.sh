@@ -863,14 +863,19 @@ section_7_gpu() {
     echo
     echo "  per-phase split of one step (bench/gpu_phases, one GPU, float32 both modes):"
     if [ -x "$GPU_PHASES" ]; then
-        if phases_output=$(timeout 120 "$GPU_PHASES" --dims 784,4096,4096,10 --batch 4096 --steps 100 \
-            --repeat "$REPEAT" 2>&1); then
-            printf '%s\n' "$phases_output" | sed 's/^/    /'
-        else
-            echo "  not measured: $(printf '%s\n' "$phases_output" | grep -v '^$' | tail -1)"
+        phases_output=$(timeout 120 "$GPU_PHASES" --dims 784,4096,4096,10 --batch 4096 --steps 100 \
+            --repeat "$REPEAT" 2>&1)
+        phases_rc=$?
+        # What it printed, measured lines included, then why it stopped.
+        [ -n "$phases_output" ] && printf '%s\n' "$phases_output" | sed 's/^/    /'
+        if [ "$phases_rc" -ne 0 ]; then
+            case $phases_rc in
+                124) echo "  not measured in full: gpu_phases ran past 120 s" ;;
+                *) echo "  not measured in full: gpu_phases exited $phases_rc" ;;
+            esac
         fi
     else
-        echo "  not measured: $GPU_PHASES not built (make $GPU_PHASES)"
+        echo "  not measured: $GPU_PHASES not built (make BUILD=$BUILD bench)"
     fi
 
     echo

@@ -477,16 +477,22 @@ static void plan_step(trainer_t *t, step_plan_t *plan)
     plan->samples = sampler_step_size(&t->sampler, plan->index);
 }
 
+/* The message of a device failure voted by some rank: this rank's own
+ * reason, or that it was another's.  @return TRAIN_EFAIL. */
+static int device_failure(const trainer_t *t, char *err, size_t cap)
+{
+    const char *why = t->device_failed ? gpu_last_error() : NULL;
+    snprintf(err, cap, "a device failed at step %lld%s%s", (long long)t->step,
+             why ? ": " : " (on another rank)", why ? why : "");
+    return TRAIN_EFAIL;
+}
+
 /* A diverged run or a failed device, voted by any rank, fails every rank. */
 static int check_control(const trainer_t *t, const double *ctl, char *err, size_t cap)
 {
     long long step = (long long)t->step;
-    if (ctl[CTL_BAD] >= BAD_DEVICE) {
-        const char *why = t->device_failed ? gpu_last_error() : NULL;
-        snprintf(err, cap, "a device failed at step %lld%s%s", step,
-                 why ? ": " : " (on another rank)", why ? why : "");
-        return TRAIN_EFAIL;
-    }
+    if (ctl[CTL_BAD] >= BAD_DEVICE)
+        return device_failure(t, err, cap);
     if (ctl[CTL_BAD] > 0) {
         snprintf(err, cap, "non-finite or runaway loss at step %lld: training diverged "
                  "(lower --lr?)", step);
@@ -824,6 +830,14 @@ static int finish_training(trainer_t *t, train_result_t *res, char *err, size_t 
 {
     step_settle(t);
     t->loop_end = now_s();
+    /* The last step's update had no control reduction after it. */
+    int bad = comm_any_failed(t->comm, t->device_failed);
+    if (bad < 0) {
+        snprintf(err, cap, "control reduction failed: %s", comm_last_error());
+        return TRAIN_EFAIL;
+    }
+    if (bad)
+        return device_failure(t, err, cap);
     progress_local(t, "the end");
     commit_async_save(t, res, 1);
     if (t->cfg->run_dir[0] && t->last_saved != t->step &&

@@ -320,6 +320,7 @@ int gpu_mirror_reduce_float(gpu_mirror_t *mirror, comm_t *comm, int64_t step_sam
                             int64_t *hits, int *device_failed, char *err, size_t cap)
 {
     double loss_hits[2] = {*loss, (double)*hits};
+    mirror->fused_pending = 0; /* the update reads grad */
     if (comm_allreduce(comm, mirror->grad, mirror->n_params, COMM_F32, COMM_SUM) != COMM_OK ||
         comm_allreduce(comm, loss_hits, 2, COMM_F64, COMM_SUM) != COMM_OK) {
         snprintf(err, cap, "gradient reduction failed: %s", comm_last_error());

@@ -283,7 +283,11 @@ int step_reduce(trainer_t *t, const step_plan_t *plan, double grad_max, step_sum
 void step_update(trainer_t *t)
 {
     if (t->gpu) {
-        gpu_mirror_update(t->gpu, t->step); /* errors surface at the next sync */
+        /* A failed launch is this rank's device failure, voted at the next
+         * control reduction or at the end (finish_training); a failure
+         * of the running kernels surfaces at the next sync. */
+        if (gpu_mirror_update(t->gpu, t->step) != GPU_OK)
+            t->device_failed = 1;
         return;
     }
     optim_step_consume(t->opt, model_params(t->model), t->grad, t->grad_scale, t->step);
