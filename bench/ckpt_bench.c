@@ -68,6 +68,8 @@
 #include "ftrain/state.h"
 #include "ftrain/world.h"
 
+#include "bench_clock.h"
+
 #define BENCH_COLS 4096
 #define BENCH_LAYERS 4
 #define BENCH_GROUPS 3
@@ -85,13 +87,6 @@
             exit(1);                                                        \
         }                                                                   \
     } while (0)
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static double tv_s(const struct timeval *tv)
 {

@@ -28,6 +28,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_clock.h"
+
 #define GB_MAX_LAYERS 16
 
 typedef struct {
@@ -44,13 +46,6 @@ typedef struct {
     float *act[GB_MAX_LAYERS + 1];
     float *work[2];
 } gb_bufs_t;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void usage(void)
 {

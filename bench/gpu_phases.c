@@ -61,6 +61,8 @@
 #include "ftrain/model.h"
 #include "ftrain/optim.h"
 
+#include "bench_clock.h"
+
 /* As src/train_step.c: the fixed-point sums stay below 2^FIXED_SUM_BITS,
  * and the scale exponent is at most MAX_SCALE_EXP. */
 #define FIXED_SUM_BITS 62
@@ -101,13 +103,6 @@ typedef struct {
             exit(1);                                                                     \
         }                                                                                \
     } while (0)
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void usage(void)
 {

@@ -39,6 +39,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_clock.h"
+
 /* The largest piece of one MPI call (MPI counts are int). */
 #define P2P_PIECE ((size_t)1 << 28)
 /* Pieces of one message at most (BYTES up to 64 GiB). */
@@ -69,13 +71,6 @@
                       mpi_msg_);                                            \
         }                                                                   \
     } while (0)
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* The pieces of a message of bytes, each its own tag. */
 static int pieces_of(size_t bytes)
