@@ -104,21 +104,26 @@ typedef struct {
         }                                                                                \
     } while (0)
 
-static void usage(void)
+/* What was wrong (why, about arg), then the usage line; exit 2. */
+static void usage(const char *why, const char *arg)
 {
+    fprintf(stderr, "gpu_phases: %s '%s'\n", why, arg);
     fprintf(stderr, "usage: gpu_phases [--dims 784,4096,4096,10] [--batch 4096] [--steps 100] "
                     "[--repeat 3]\n");
     exit(2);
 }
 
 /* A whole number in [1, max] from text (up to a comma where in_list), or
- * the usage message. */
-static int parse_int(const char *text, int max, int in_list)
+ * the usage message naming `what`. */
+static int parse_int(const char *what, const char *text, int max, int in_list)
 {
     char *end = NULL;
     long v = strtol(text, &end, 10);
-    if (!text[0] || (*end && !(in_list && *end == ',')) || v < 1 || v > max)
-        usage();
+    if (!text[0] || (*end && !(in_list && *end == ',')) || v < 1 || v > max) {
+        char why[96];
+        snprintf(why, sizeof why, "%s must be a whole number from 1 to %d, got", what, max);
+        usage(why, text);
+    }
     return (int)v;
 }
 
@@ -127,11 +132,11 @@ static void parse_dims(const char *text, model_arch_t *arch)
     arch->nlayers = -1;
     for (const char *p = text; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
         if (arch->nlayers >= MODEL_MAX_LAYERS)
-            usage();
-        arch->dims[++arch->nlayers] = parse_int(p, 1 << 24, 1);
+            usage("--dims has too many layers:", text);
+        arch->dims[++arch->nlayers] = parse_int("each of --dims", p, 1 << 24, 1);
     }
     if (arch->nlayers < 1)
-        usage();
+        usage("--dims needs an input and an output size at least:", text);
 }
 
 static void parse_args(int argc, char **argv, gp_args_t *a)
@@ -145,17 +150,17 @@ static void parse_args(int argc, char **argv, gp_args_t *a)
     a->repeat = 3;
     for (int i = 1; i < argc; i += 2) {
         if (i + 1 >= argc)
-            usage();
+            usage("no value after", argv[i]);
         if (!strcmp(argv[i], "--dims"))
             parse_dims(argv[i + 1], &a->arch);
         else if (!strcmp(argv[i], "--batch"))
-            a->batch = parse_int(argv[i + 1], 1 << 20, 0);
+            a->batch = parse_int("--batch", argv[i + 1], 1 << 20, 0);
         else if (!strcmp(argv[i], "--steps"))
-            a->steps = parse_int(argv[i + 1], 1 << 30, 0);
+            a->steps = parse_int("--steps", argv[i + 1], 1 << 30, 0);
         else if (!strcmp(argv[i], "--repeat"))
-            a->repeat = parse_int(argv[i + 1], GP_MAX_RUNS, 0);
+            a->repeat = parse_int("--repeat", argv[i + 1], GP_MAX_RUNS, 0);
         else
-            usage();
+            usage("unknown option", argv[i]);
     }
 }
 
