@@ -15,7 +15,12 @@
 #      since FTRAIN_MAX_RESTARTS=1 the job then ends without a requeue;
 #   4. resubmits by hand on -N 3 with the same RUN_DIR: it must resume with
 #      world 2 -> 3 and finish (exit 0), with the same parameter hash as an
-#      uninterrupted one-rank run (--deterministic).
+#      uninterrupted one-rank run (--deterministic).  Should a rank die at
+#      start-up there (the batch script then relaunches without its node),
+#      the crash and its stack are shown and job B is tried once more from
+#      job A's run directory.
+# The jobs run in the work directory with no core size limit: a rank that
+# crashes leaves a core there, and a failing test shows its stack (gdb).
 # The cluster is stopped at the end if this test started it.  Takes about
 # 1.5 to 2 minutes.
 #
@@ -82,6 +87,23 @@ show_logs() {
 	why "--- job A output (last 60 lines) ---" "$(tail -n 60 "${out_a:-/dev/null}" 2>/dev/null)"
 	[ -n "${out_b:-}" ] && why "--- job B output (last 60 lines) ---" "$(tail -n 60 "$out_b" 2>/dev/null)"
 	why "--- slurmctld.log (last 15 lines) ---" "$(tail -n 15 "$LAB/log/slurmctld.log" 2>/dev/null)"
+	show_cores
+}
+# show_cores: a stack trace from each core file the jobs left in $W (their
+# working directory; the test raises the core size limit, which sbatch and
+# srun pass on), when gdb is there.
+show_cores() {
+	local c
+	for c in "$W"/core*; do
+		[ -f "$c" ] || continue
+		if command -v gdb >/dev/null 2>&1; then
+			# shellcheck disable=SC2016 # $sp is gdb's
+			why "--- stack of $(basename "$c") ---" \
+				"$(gdb -batch -nx -ex 'bt 20' -ex 'x/4a $sp' "$prog" "$c" 2>&1 | grep -vE '^\[|^$|^warning' | tail -n 30)"
+		else
+			why "a core file $c was left (no gdb to show its stack)"
+		fi
+	done
 }
 # bail REASON: stop here (later steps depend on this one), showing the logs.
 bail() {
@@ -150,7 +172,9 @@ export FTRAIN_ARGS="--data sine --steps $STEPS --global-batch 48 --seed 7 --dete
 out_a=$W/job-a.out
 
 # --- 1. SLURM's own USR1 stops the run; the job requeues itself. ---
-job_a=$(sbatch --parsable -N 2 --time=3 --signal=B:USR1@120 -o "$out_a" -J e2e-a \
+# A rank that crashes leaves a core in $W (the jobs' working directory).
+ulimit -c unlimited 2>/dev/null || ulimit -c "$(ulimit -Hc)" 2>/dev/null
+job_a=$(sbatch --parsable --chdir="$W" -N 2 --time=3 --signal=B:USR1@120 -o "$out_a" -J e2e-a \
 	"$root/slurm/train.sbatch" --step-delay-ms 150 2>"$W/sbatch-a.err")
 ok $? "sbatch -N 2 --time=3 --signal=B:USR1@120 slurm/train.sbatch (job ${job_a:-none})"
 [ -n "$job_a" ] || bail "sbatch failed: $(cat "$W/sbatch-a.err")"
@@ -210,11 +234,33 @@ grep -Eq 'restart cap reached \(1 of FTRAIN_MAX_RESTARTS=1\)' "$out_a" && [ "$st
 ok $? "second stop: exit 75, restart cap reached, no requeue (JobState=$state ExitCode=$code)"
 
 # --- 3. A manual resubmission on 3 nodes resumes on the same run dir. ---
-out_b=$W/job-b.out
-job_b=$(sbatch --parsable -N 3 --time=5 -o "$out_b" -J e2e-b "$root/slurm/train.sbatch" 2>"$W/sbatch-b.err")
-[ -n "$job_b" ] || why "$(cat "$W/sbatch-b.err")"
-wait_state "$job_b" 'FAILED|COMPLETED|CANCELLED|TIMEOUT' 180
-state=$(job_field "$job_b" JobState) code=$(job_field "$job_b" ExitCode)
+# run_b NAME: submit the resumption on 3 nodes, wait for its end; sets
+# out_b, job_b, state and code.
+run_b() {
+	out_b=$W/$1.out
+	job_b=$(sbatch --parsable --chdir="$W" -N 3 --time=5 -o "$out_b" -J "e2e-$1" \
+		"$root/slurm/train.sbatch" 2>"$W/sbatch-$1.err")
+	[ -n "$job_b" ] || why "$(cat "$W/sbatch-$1.err")"
+	wait_state "$job_b" 'FAILED|COMPLETED|CANCELLED|TIMEOUT' 180
+	state=$(job_field "$job_b" JobState) code=$(job_field "$job_b" ExitCode)
+}
+# The run directory as job A left it, for a second try of job B.
+cp -a "$run" "$W/run.after-a"
+run_b job-b
+# A rank that dies before the first step makes the batch script leave its
+# node out and relaunch on the others (tests/slurm_relaunch.sh tests that):
+# then this job cannot show a resume on 3 nodes.  Such a crash is shown in
+# full (the ranks' messages, the stack from its core), and job B is tried
+# once more from job A's run directory; a second failure is a failure.
+if grep -Eq 'train\.sbatch.*failure at step start-up' "$out_b"; then
+	why "job $job_b: a rank died at start-up; its launch:" \
+		"$(sed -n '/launch: /,/failure at step start-up/{p;/failure at step start-up/q}' "$out_b" | head -n 30)"
+	show_cores
+	mkdir -p "$W/first-b" && mv "$W"/core* "$W/first-b/" 2>/dev/null
+	rm -rf "$run" && cp -a "$W/run.after-a" "$run"
+	run_b job-b2
+	diag "job B tried again as job $job_b"
+fi
 grep -Eq '^resume: .*world 2 -> 3' "$out_b"
 ok $? "sbatch -N 3 on the same RUN_DIR resumed with world 2 -> 3"
 [ "$state" = COMPLETED ] && [ "$code" = 0:0 ] && grep -q 'train\.sbatch.*done: training finished' "$out_b"
