@@ -21,13 +21,15 @@
 #      lost node's shards from their partner copies) -> finishes bit-exactly;
 #      the local tier is removed at the end of the job.  The tier is on
 #      /dev/shm where that is a memory file system (train.sbatch's default
-#      place), so it saves in place there, and the run must say so.
+#      place), so it saves in place there, and the run must say so; each
+#      fake node has a core to spare, so the helper thread moves the
+#      partner copies, and the run must say that too.
 #
 # Needs root and the SLURM packages (it skips without them), and takes the
 # same lock as the other SLURM tests: one test cluster per machine.
 . "$(dirname "$0")/slurm/common.sh" relaunch
 
-echo "1..21"
+echo "1..22"
 lab_up
 export FTRAIN=$bdir/ftrain FTRAIN_TASKS_PER_NODE=1
 RUN="--device cpu --data line --layers 8 --global-batch 32 --micro-batch 8 --deterministic --steps 48 --log-every 1"
@@ -177,7 +179,7 @@ if v=$(rank1 22) && [ -n "$v" ]; then
 	node=${v#* }
 	downed="$downed $node"
 	scontrol update nodename="$node" state=down reason=ftrain-test
-	rm -rf "$FTRAIN_LOCAL_ROOT/$node"
+	rm -rf "${FTRAIN_LOCAL_ROOT:?}/${node:?}"
 	finished_exactly "node $node DOWN, its local directory gone"
 	line=$(grep '^resume:' "$out" | head -n 1)
 	said=0
@@ -186,6 +188,17 @@ if v=$(rank1 22) && [ -n "$v" ]; then
 		[ "$said" = "$INPLACE" ]
 	ok $? "  restored from the local tier's newest step (20 or 24; the shared tier has none), 3 -> 2 ranks (saved in place: $said, as expected for $FTRAIN_LOCAL_ROOT)" ||
 		why "${line:-no resume line}" "$(grep -E 'local|train\.sbatch' "$out" | tail -n 8)"
+	# Each fake node has 2 CPUs and --deterministic trains on 1 BLAS thread:
+	# a core to spare, so the helper thread moves the partner copies (with
+	# its short pause, local_async.c).
+	cores=$(sed -n 's/^world: rank 0 .* cores \([0-9]*\).*/\1/p' "$out" | head -n 1)
+	if [ "${cores:-0}" -ge 2 ]; then
+		grep -q '^local tier: .* by the helper thread;' "$out"
+		ok $? "  a core to spare on each node ($cores a rank): the helper thread moved the partner copies" ||
+			why "$(grep -E '^(local tier|world):' "$out")"
+	else
+		ok 0 "# SKIP ${cores:-no} core(s) a rank: no core to spare for the helper thread"
+	fi
 	ok "$([ ! -e "$FTRAIN_LOCAL_ROOT" ]; echo $?)" "  the node-local tier is removed at the end of the job" ||
 		why "$(ls -R "$FTRAIN_LOCAL_ROOT" | head)"
 	scontrol update nodename="$node" state=resume 2>/dev/null
@@ -193,6 +206,7 @@ if v=$(rank1 22) && [ -n "$v" ]; then
 else
 	ok 1 "local tier: the job did not train: $(tail -n 5 "$out" 2>/dev/null)"
 	ok 1 "  restored from the local tier"
+	ok 1 "  the helper thread moved the partner copies"
 	ok 1 "  removed at the end"
 fi
 unset FTRAIN_LOCAL_ROOT
