@@ -24,12 +24,17 @@
 #      place), so it saves in place there, and the run must say so; each
 #      fake node has a core to spare, so the helper thread moves the
 #      partner copies, and the run must say that too.
+#   g. rank 1 dies (SIGSEGV) at start-up, before ftrain runs, once -> its
+#      node is kept for one more try -> relaunch on all 3 nodes -> finishes
+#      bit-exactly.
+#   h. the same twice on that node -> kept once, then left out -> relaunch
+#      on the other 2 -> finishes bit-exactly (no "deterministic fault").
 #
 # Needs root and the SLURM packages (it skips without them), and takes the
 # same lock as the other SLURM tests: one test cluster per machine.
 . "$(dirname "$0")/slurm/common.sh" relaunch
 
-echo "1..22"
+echo "1..28"
 lab_up
 export FTRAIN=$bdir/ftrain FTRAIN_TASKS_PER_NODE=1
 RUN="--device cpu --data line --layers 8 --global-batch 32 --micro-batch 8 --deterministic --steps 48 --log-every 1"
@@ -211,4 +216,42 @@ else
 fi
 unset FTRAIN_LOCAL_ROOT
 rm -rf "$SHM_ROOT"
+
+# ---- g, h. a rank that dies at start-up -------------------------------------------------------
+# crashy NAME N: a stand-in for ftrain whose rank 1 dies by SIGSEGV before
+# ftrain starts, in the first N launches of job NAME; it runs ftrain
+# otherwise.  Prints its path.
+crashy() {
+	local f=$W/crashy-$1
+	cat >"$f" <<-EOF
+	#!/bin/sh
+	n=\$(cat "$f.count" 2>/dev/null || echo 0)
+	if [ "\${SLURM_PROCID:-}" = 1 ] && [ "\$n" -lt $2 ]; then
+	    echo \$((n + 1)) >"$f.count"
+	    kill -SEGV \$\$
+	fi
+	exec "$bdir/ftrain" "\$@"
+	EOF
+	chmod +x "$f"
+	printf '%s\n' "$f"
+}
+# g. Once: its node is kept for one more try, and the job ends on all 3.
+FTRAIN=$(crashy once 1) submit startup-once 3
+finished_exactly "rank 1 died at start-up once"
+node=$(sed -n 's/.*failure at step start-up: a rank died: \([^:]*\): task 1: Segmentation fault.*/\1/p' "$out" | head -n 1)
+[ -n "$node" ] && grep -Eq "train\.sbatch.*node $node kept for one more try" "$out"
+ok $? "  the script names the node (${node:-none}) and keeps it for one more try" || why "$(grep 'train\.sbatch' "$out")"
+grep -Eq 'train\.sbatch.*relaunch 1 of at most 3 on 3 node' "$out" && ! grep -q 'left out: ' "$out" &&
+	grep -Eq '^world: 3 ranks' "$out"
+ok $? "  relaunched on all 3 nodes, 3 ranks" || why "$(grep -E 'train\.sbatch|^world: [0-9]' "$out")"
+# h. Twice on the same node: left out then, and the job ends on the other 2.
+FTRAIN=$(crashy twice 2) submit startup-twice 3
+finished_exactly "rank 1 died at start-up twice on its node"
+node=$(sed -n 's/.*failure at step start-up: a rank died: \([^:]*\): task 1: Segmentation fault.*/\1/p' "$out" | head -n 1)
+[ "$(grep -c 'train\.sbatch.*failure at step start-up: a rank died' "$out")" = 2 ] &&
+	[ "$(grep -c "train\.sbatch.*node $node kept for one more try" "$out")" = 1 ] &&
+	grep -Eq "train\.sbatch.*node $node left out: the failure points at it" "$out"
+ok $? "  kept once, then left out after the second death there (${node:-none})" || why "$(grep 'train\.sbatch' "$out")"
+grep -Eq 'train\.sbatch.*relaunch 2 of at most 3 on 2 node' "$out" && ! grep -q 'deterministic fault' "$out"
+ok $? "  relaunched on the 2 other nodes, not taken for a deterministic fault" || why "$(grep 'train\.sbatch' "$out")"
 [ "$failed" = 0 ]
