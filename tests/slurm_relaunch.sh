@@ -29,12 +29,14 @@
 #      bit-exactly.
 #   h. the same twice on that node -> kept once, then left out -> relaunch
 #      on the other 2 -> finishes bit-exactly (no "deterministic fault").
+#   i. as g with FTRAIN_MAX_RELAUNCHES=1 -> no spare try (a bad node must
+#      still get the relaunch without it): left out at once -> finishes.
 #
 # Needs root and the SLURM packages (it skips without them), and takes the
 # same lock as the other SLURM tests: one test cluster per machine.
 . "$(dirname "$0")/slurm/common.sh" relaunch
 
-echo "1..28"
+echo "1..30"
 lab_up
 export FTRAIN=$bdir/ftrain FTRAIN_TASKS_PER_NODE=1
 RUN="--device cpu --data line --layers 8 --global-batch 32 --micro-batch 8 --deterministic --steps 48 --log-every 1"
@@ -254,4 +256,11 @@ node=$(sed -n 's/.*failure at step start-up: a rank died: \([^:]*\): task 1: Seg
 ok $? "  kept once, then left out after the second death there (${node:-none})" || why "$(grep 'train\.sbatch' "$out")"
 grep -Eq 'train\.sbatch.*relaunch 2 of at most 3 on 2 node' "$out" && ! grep -q 'deterministic fault' "$out"
 ok $? "  relaunched on the 2 other nodes, not taken for a deterministic fault" || why "$(grep 'train\.sbatch' "$out")"
+# i. Once, with one relaunch allowed: no try to spare for it, so the node is
+# left out at once (a bad node must still get the relaunch without it).
+FTRAIN=$(crashy one-relaunch 1) FTRAIN_MAX_RELAUNCHES=1 submit startup-one-relaunch 3
+finished_exactly "rank 1 died at start-up, FTRAIN_MAX_RELAUNCHES=1"
+! grep -q 'kept for one more try' "$out" && grep -Eq 'train\.sbatch.*node n[0-9]+ left out: the failure points at it' "$out" &&
+	grep -Eq 'train\.sbatch.*relaunch 1 of at most 1 on 2 node' "$out"
+ok $? "  one relaunch allowed: the node is left out at once, relaunch on 2 nodes" || why "$(grep 'train\.sbatch' "$out")"
 [ "$failed" = 0 ]
