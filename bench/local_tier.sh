@@ -9,7 +9,8 @@
 #      beside a memory copy of the same bytes, dd into /dev/shm and the
 #      shared-tier save of the same state;
 #   2. the partner copy beside MPI point-to-point bandwidth between the same
-#      two ranks, measured in the same run (bench/p2p_bw.c);
+#      two ranks, measured in the same run (bench/p2p_bw.c: messages in
+#      pieces of 256 MiB and of 4 MiB, the faster counting);
 #   3. the overhead of a local checkpoint every 30 s by its stall: the
 #      stall / 30 s (section 5 measures it by run time);
 #   4. restores from the local and from the shared tier (the resume line's
@@ -432,8 +433,9 @@ section_saves() {
     row "partner copy beside MPI, one shard each way" "seconds" "MB/s" "" ""
     row "partner copy, wall (median of the saves)" "$_s_copy_median" "$(mbps "$SHARD_BYTES" "$_s_copy_median")" "" ""
     row "  of it on the training thread (best save)" "$_s_xchg" "" "" ""
-    row "MPI, both ranks send and receive at once" "$(field exchange_s "$P2P")" "$(field exchange_mb_per_s "$P2P")" "" ""
-    row "MPI, one way (MPI_Send / MPI_Recv)" "$(field send_s "$P2P")" "$(field send_mb_per_s "$P2P")" "" ""
+    row "MPI, both ranks send and receive at once (best)" "$(field exchange_s "$P2P")" "$(field exchange_mb_per_s "$P2P")" "" ""
+    row "  in pieces of 256 MiB / of 4 MiB (the tier's)" "$(field exchange_256m_s "$P2P") / $(field exchange_4m_s "$P2P")" "" "" ""
+    row "MPI, one way (MPI_Send / MPI_Recv, best)" "$(field send_s "$P2P")" "$(field send_mb_per_s "$P2P")" "" ""
     echo "  partner copy (wall) / MPI exchange of the same bytes: $(ratio "$_s_copy_median" "$(field exchange_s "$P2P")")" \
         "(the copy also checks and writes the partner's)"
     echo

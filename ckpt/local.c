@@ -190,14 +190,20 @@ static int check_shard(int dirfd, const char *dir, int index,
 int ckpt_shard_check(const void *data, uint64_t len, uint64_t xxh64, uint64_t step,
                      int index)
 {
-    char name[CKPT_FILE_NAME_MAX];
     if (!data || index < 0 || index >= CKPT_MAX_SHARDS)
         return ckpt_seterr(CKPT_EINVAL, "shard check: no data, or shard index %d", index);
     if ((uint64_t)(size_t)len != len)
         return ckpt_seterr(CKPT_EINVAL, "shard check: %llu bytes do not fit in memory",
                            (unsigned long long)len);
+    return ckpt_shard_check_sum(len, XXH64(data, (size_t)len, 0), xxh64, step, index);
+}
+
+int ckpt_shard_check_sum(uint64_t len, uint64_t sum, uint64_t xxh64, uint64_t step, int index)
+{
+    char name[CKPT_FILE_NAME_MAX];
+    if (index < 0 || index >= CKPT_MAX_SHARDS)
+        return ckpt_seterr(CKPT_EINVAL, "shard check: shard index %d", index);
     ckpt_shard_name(index, name, sizeof name);
-    uint64_t sum = XXH64(data, (size_t)len, 0);
     if (sum != xxh64)
         return ckpt_seterr(CKPT_ECORRUPT, "partner copy of %s for step %llu: "
                            "checksum %016llx, the writer's is %016llx (damaged "

@@ -343,13 +343,57 @@ int comm_exchange(comm_t *comm, const void *send, uint64_t sbytes, int dest, int
 
 /* ---- nonblocking exchanges ------------------------------------------------- */
 
+/* An exchange moves in pieces of XFER_PIECE bytes, far smaller than
+ * COMM_CHUNK, so that a receiver can use each part of a message soon after
+ * it lands, while it is still in the cache (comm_xfer_arrived: the tier
+ * hashes a partner copy as it arrives instead of reading it all again at
+ * the end).  Larger messages take larger pieces, so that a message never
+ * has more than XFER_MAX_PIECES (its tags stay within the MPI_TAG_UB that
+ * MPI guarantees, 32767).  Both ends compute the pieces from the message's
+ * length, which they agree on. */
+#define XFER_PIECE ((uint64_t)4 << 20)
+#define XFER_MAX_PIECES 32767
+
+/* One source of the exchange in flight: its pieces' requests are
+ * req[first, first + pieces), of `piece` bytes each (the last shorter). */
+typedef struct {
+    int first, pieces;
+    int landed;             /* its leading pieces known complete */
+    uint64_t len, piece;
+} xfer_src_t;
+
 struct comm_xfer {
     MPI_Comm mpi;           /* a duplicate of the comm's */
     int size;
     MPI_Request *req;       /* the pieces of the exchange posted */
     int cap, nreq;          /* room, and the pieces in flight (0: none) */
+    xfer_src_t *src;        /* the sources of the exchange posted last */
+    int src_cap, nsrc;
+    /* Its send: req[sfirst, sfirst + spieces) of spiece bytes each, posted
+     * up to `window` at a time (0: all at once), the next one whenever the
+     * oldest has completed (xfer_send_more); those not posted yet are
+     * MPI_REQUEST_NULL. */
+    const char *send;
+    uint64_t sbytes, spiece;
+    int dest, window, sfirst, spieces, sposted, sdone;
     int stuck;              /* abandoned with pieces unfinished: kept for good */
 };
+
+/* The piece size of a message of `bytes` (0 when it would need pieces of
+ * more than 1 GiB: a message beyond 32 TiB). */
+static uint64_t xfer_piece(uint64_t bytes)
+{
+    uint64_t p = XFER_PIECE;
+    while (bytes / p >= XFER_MAX_PIECES)
+        if ((p *= 2) > ((uint64_t)1 << 30))
+            return 0;
+    return p;
+}
+
+static int xfer_pieces(uint64_t bytes, uint64_t piece)
+{
+    return (int)((bytes + piece - 1) / piece);
+}
 
 static double xfer_now_s(void)
 {
@@ -396,10 +440,61 @@ static int xfer_room(comm_xfer_t *x, int n)
 int comm_xfer_reserve(comm_xfer_t *x, uint64_t sbytes, int dest, int nsrc,
                       const uint64_t *lens)
 {
-    int n = dest >= 0 ? chunks_of(sbytes) : 0;
-    for (int i = 0; i < nsrc; i++)
-        n += chunks_of(lens[i]);
+    uint64_t sp = xfer_piece(sbytes);
+    if (dest >= 0 && !sp)
+        return comm_fail(COMM_EINVAL, "xfer: %llu bytes to send are too many for one "
+                         "exchange", (unsigned long long)sbytes);
+    int n = dest >= 0 ? xfer_pieces(sbytes, sp) : 0;
+    for (int i = 0; i < nsrc; i++) {
+        uint64_t p = xfer_piece(lens[i]);
+        if (!p)
+            return comm_fail(COMM_EINVAL, "xfer: %llu bytes to receive are too many for "
+                             "one exchange", (unsigned long long)lens[i]);
+        if (n > INT_MAX - XFER_MAX_PIECES)
+            return comm_fail(COMM_EINVAL, "xfer: too many pieces in one exchange");
+        n += xfer_pieces(lens[i], p);
+    }
+    if (nsrc > x->src_cap) {
+        xfer_src_t *src = realloc(x->src, (size_t)nsrc * sizeof *src);
+        if (!src)
+            return comm_fail(COMM_EFAIL, "xfer: out of memory for %d sources", nsrc);
+        x->src = src;
+        x->src_cap = nsrc;
+    }
     return xfer_room(x, n);
+}
+
+/* Post the send's next pieces: as many as the window leaves room for once
+ * the oldest posted ones that have completed are counted (MPI_Test; a
+ * completed request is then MPI_REQUEST_NULL, which MPI_Testall takes as
+ * complete).  @return COMM_OK or COMM_EFAIL (MPI's reason). */
+static int xfer_send_more(comm_xfer_t *x)
+{
+    while (x->sdone < x->sposted) {
+        int flag = 0;
+        int rc = MPI_Test(&x->req[x->sfirst + x->sdone], &flag, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS)
+            return comm_mpi_fail("MPI_Test", rc);
+        if (!flag)
+            break;
+        x->sdone++;
+    }
+    while (x->sposted < x->spieces && (!x->window || x->sposted - x->sdone < x->window)) {
+        uint64_t off = (uint64_t)x->sposted * x->spiece;
+        uint64_t len = x->sbytes - off < x->spiece ? x->sbytes - off : x->spiece;
+        int rc = MPI_Isend(x->send + off, (int)len, MPI_BYTE, x->dest, x->sposted, x->mpi,
+                           &x->req[x->sfirst + x->sposted]);
+        if (rc != MPI_SUCCESS)
+            return comm_mpi_fail("MPI_Isend", rc);
+        x->sposted++;
+    }
+    return COMM_OK;
+}
+
+void comm_xfer_window(comm_xfer_t *x, int pieces)
+{
+    if (x)
+        x->window = pieces > 0 ? pieces : 0;
 }
 
 int comm_xfer_post(comm_xfer_t *x, const void *send, uint64_t sbytes, int dest, int nsrc,
@@ -433,22 +528,32 @@ int comm_xfer_post(comm_xfer_t *x, const void *send, uint64_t sbytes, int dest, 
         return rc;
     /* The receives first, then the send, each in pieces tagged by index. */
     rc = MPI_SUCCESS;
-    for (int i = 0; i < nsrc && rc == MPI_SUCCESS; i++)
-        for (uint64_t off = 0; off < lens[i] && rc == MPI_SUCCESS; off += COMM_CHUNK) {
-            uint64_t len = lens[i] - off < COMM_CHUNK ? lens[i] - off : COMM_CHUNK;
+    x->nsrc = 0;
+    for (int i = 0; i < nsrc && rc == MPI_SUCCESS; i++) {
+        uint64_t p = xfer_piece(lens[i]);
+        x->src[i] = (xfer_src_t){.first = x->nreq, .pieces = xfer_pieces(lens[i], p),
+                                 .len = lens[i], .piece = p};
+        x->nsrc = i + 1;
+        for (uint64_t off = 0; off < lens[i] && rc == MPI_SUCCESS; off += p) {
+            uint64_t len = lens[i] - off < p ? lens[i] - off : p;
             rc = MPI_Irecv((char *)bufs[i] + off, (int)len, MPI_BYTE, srcs[i],
-                           (int)(off / COMM_CHUNK), x->mpi, &x->req[x->nreq++]);
+                           (int)(off / p), x->mpi, &x->req[x->nreq++]);
         }
-    for (uint64_t off = 0; dest >= 0 && off < sbytes && rc == MPI_SUCCESS; off += COMM_CHUNK) {
-        uint64_t len = sbytes - off < COMM_CHUNK ? sbytes - off : COMM_CHUNK;
-        rc = MPI_Isend((const char *)send + off, (int)len, MPI_BYTE, dest,
-                       (int)(off / COMM_CHUNK), x->mpi, &x->req[x->nreq++]);
     }
     if (rc != MPI_SUCCESS) {
         x->nreq--; /* the request that failed holds nothing */
-        return comm_mpi_fail("MPI_Isend/MPI_Irecv", rc);
+        return comm_mpi_fail("MPI_Irecv", rc);
     }
-    return COMM_OK;
+    x->send = send;
+    x->sbytes = dest >= 0 ? sbytes : 0;
+    x->spiece = xfer_piece(sbytes);
+    x->dest = dest;
+    x->sfirst = x->nreq;
+    x->spieces = xfer_pieces(x->sbytes, x->spiece);
+    x->sposted = x->sdone = 0;
+    for (int k = 0; k < x->spieces; k++)
+        x->req[x->nreq++] = MPI_REQUEST_NULL;
+    return xfer_send_more(x);
 }
 
 int comm_xfer_test(comm_xfer_t *x, double budget_s, int *done)
@@ -462,18 +567,51 @@ int comm_xfer_test(comm_xfer_t *x, double budget_s, int *done)
     }
     double t0 = xfer_now_s();
     for (;;) {
+        if (xfer_send_more(x) != COMM_OK)
+            return COMM_EFAIL;
         int rc = MPI_Testall(x->nreq, x->req, done, MPI_STATUSES_IGNORE);
         if (rc != MPI_SUCCESS) {
             *done = 0;
             return comm_mpi_fail(NULL, rc);
         }
+        /* Pieces of the send not posted yet are MPI_REQUEST_NULL too. */
+        *done = *done && x->sposted == x->spieces;
         if (*done) {
             x->nreq = 0;
+            for (int i = 0; i < x->nsrc; i++)
+                x->src[i].landed = x->src[i].pieces;
             return COMM_OK;
         }
         if (xfer_now_s() - t0 >= budget_s)
             return COMM_OK;
     }
+}
+
+int comm_xfer_arrived(comm_xfer_t *x, int i, uint64_t *bytes)
+{
+    *bytes = 0;
+    if (x->stuck)
+        return comm_fail(COMM_EINVAL, "xfer: abandoned unfinished");
+    if (i < 0 || i >= x->nsrc)
+        return comm_fail(COMM_EINVAL, "xfer: no source %d in the exchange (%d)", i, x->nsrc);
+    if (x->nreq > 0 && xfer_send_more(x) != COMM_OK)
+        return COMM_EFAIL;
+    xfer_src_t *s = &x->src[i];
+    /* A completed request is freed and set to MPI_REQUEST_NULL, which a
+     * later MPI_Testall (comm_xfer_test, comm_xfer_abandon) takes as
+     * complete. */
+    while (x->nreq > 0 && s->landed < s->pieces) {
+        int flag = 0;
+        int rc = MPI_Test(&x->req[s->first + s->landed], &flag, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS)
+            return comm_mpi_fail(NULL, rc);
+        if (!flag)
+            break;
+        s->landed++;
+    }
+    uint64_t n = (uint64_t)s->landed * s->piece;
+    *bytes = n < s->len ? n : s->len;
+    return COMM_OK;
 }
 
 int comm_xfer_abandon(comm_xfer_t *x)
@@ -500,6 +638,7 @@ void comm_xfer_close(comm_xfer_t *x)
     if (x->mpi != MPI_COMM_NULL && !fin)
         MPI_Comm_free(&x->mpi);
     free(x->req);
+    free(x->src);
     free(x);
 }
 

@@ -12,7 +12,9 @@
  * while a peer has not posted yet, and done once it has; a zero-byte
  * exchange and an empty one are done at once; bad arguments are refused
  * with COMM_EINVAL and a message, nothing posted; an exchange abandoned
- * unfinished says so (its buffers must stay) and its channel posts no more.
+ * unfinished says so (its buffers must stay) and its channel posts no more;
+ * a message of several pieces lands from its start, as comm_xfer_arrived
+ * says, and nothing of it before its sender posted.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -149,6 +151,12 @@ int main(int argc, char **argv)
     for (int i = 0; i < nsrc && good; i++)
         good = intact(bufs[i], srcs[i], 2);
     ok(all_ok(c, good), "two sources into one rank, none into another: intact");
+    uint64_t got[2] = {0, 0};
+    for (int i = 0; i < nsrc && good; i++)
+        good = comm_xfer_arrived(x, i, &got[i]) == COMM_OK && got[i] == lens[i];
+    ok(all_ok(c, good), "  comm_xfer_arrived says each source's message landed whole "
+       "(rank 0: %llu and %llu bytes)", (unsigned long long)got[0],
+       (unsigned long long)got[1]);
     for (int i = 0; i < nsrc; i++)
         free(bufs[i]);
     free(send);
@@ -284,6 +292,50 @@ int main(int argc, char **argv)
     rc = comm_barrier(c) == COMM_OK && rc == COMM_OK;
     ok(all_ok(c, rc) && (rank != 0 || strcmp(stuck_buf, "late") == 0),
        "the late send still lands in the abandoned buffer, which was kept");
+
+    /* 8. A message of several pieces (18 MiB and odd: the pieces are 4
+     *    MiB) lands from its start: rank 2 posts LATE_S late, so rank 0,
+     *    which receives from it, has nothing of it at first; then every
+     *    rank's comm_xfer_arrived, asked between tests, only grows, every
+     *    byte it covers is final, and once done it is the whole message. */
+    {
+        const uint64_t msg = ((uint64_t)18 << 20) + 4321;
+        unsigned char *bs = malloc((size_t)msg), *br = calloc(1, (size_t)msg);
+        for (uint64_t i = 0; bs && i < msg; i++)
+            bs[i] = byte_at(rank, 8, i);
+        void *mp = br;
+        uint64_t blen = msg, seen = 0, n = 0;
+        int grows = 1, final = 1, between = 0, first_zero = 1;
+        if (rank == 2)
+            sleep_s(LATE_S);
+        rc = bs && br ? comm_xfer_post(x, bs, msg, next, 1, &prev, &mp, &blen) : COMM_EFAIL;
+        if (rc == COMM_OK && rank == 0)
+            first_zero = comm_xfer_arrived(x, 0, &n) == COMM_OK && n == 0;
+        done = 0;
+        double m0 = now_s();
+        while (rc == COMM_OK && !done && now_s() - m0 < 30) {
+            rc = comm_xfer_test(x, 0.001, &done);
+            if (rc == COMM_OK)
+                rc = comm_xfer_arrived(x, 0, &n);
+            if (rc != COMM_OK)
+                break;
+            grows &= n >= seen && n <= msg;
+            for (uint64_t i = seen; i < n && final; i++)
+                final = br[i] == byte_at(prev, 8, i);
+            between += n > seen && n < msg;
+            seen = n > seen ? n : seen;
+        }
+        ok(all_ok(c, rc == COMM_OK && done && seen == msg && grows && final),
+           "a message of 18 MiB in pieces: comm_xfer_arrived only grows, covers final bytes "
+           "only, and ends at the whole message (rank 0 saw %d sizes between)", between);
+        ok(all_ok(c, first_zero), "  nothing has landed before its sender posted");
+        uint64_t none = 7;
+        int bad1 = comm_xfer_arrived(x, 1, &none), bad2 = comm_xfer_arrived(x, -1, &n);
+        ok(bad1 == COMM_EINVAL && bad2 == COMM_EINVAL && none == 0,
+           "  a source the exchange does not have: COMM_EINVAL ('%s')", comm_last_error());
+        free(bs);
+        free(br);
+    }
 
     comm_xfer_close(x);
     comm_xfer_close(NULL);

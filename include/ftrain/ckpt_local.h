@@ -109,6 +109,14 @@ CKPT_API int ckpt_shard_check(const void *data, uint64_t len, uint64_t xxh64, ui
                               int index);
 
 /**
+ * ckpt_shard_check for bytes the caller hashed itself, as they arrived:
+ * sum is XXH64 (seed 0) of all len bytes.  The same checks and messages.
+ * @return CKPT_OK, CKPT_ECORRUPT or CKPT_EINVAL (index out of range).
+ */
+CKPT_API int ckpt_shard_check_sum(uint64_t len, uint64_t sum, uint64_t xxh64, uint64_t step,
+                                  int index);
+
+/**
  * Put a shard file that is complete and durable at path (on root's file
  * system; the caller fsync'd it) into the save of `step`: renamed to
  * <root>/.tmp-step-<step>/shard-<index>.ftsh, replacing a file of that

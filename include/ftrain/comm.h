@@ -89,14 +89,16 @@ typedef struct comm_xfer comm_xfer_t;
  *  COMM_EFAIL (comm_last_error() says why; *out NULL). */
 int comm_xfer_open(comm_t *comm, comm_xfer_t **out);
 /** Make room ahead for the requests of a comm_xfer_post of these sizes,
- *  so that the post allocates nothing.  @return COMM_OK, or COMM_EFAIL
- *  (out of memory; nothing posted, nothing lost). */
+ *  so that the post allocates nothing.  @return COMM_OK, COMM_EFAIL
+ *  (out of memory; nothing posted, nothing lost) or COMM_EINVAL (a
+ *  message beyond 32 TiB). */
 int comm_xfer_reserve(comm_xfer_t *x, uint64_t sbytes, int dest, int nsrc,
                       const uint64_t *lens);
 /** Post an exchange and return at once (nothing blocks): this rank
  *  receives lens[i] bytes from each of the nsrc ranks srcs[i] into bufs[i]
- *  and sends sbytes of send to rank dest (-1: sends nothing), any size, in
- *  pieces (MPI counts are int) tagged by their index.  A sender's sbytes
+ *  and sends sbytes of send to rank dest (-1: sends nothing), up to 32 TiB,
+ *  in pieces of a few MiB (more for messages beyond 128 GiB) tagged by their
+ *  index, so that each can be used as it lands (comm_xfer_arrived).  A sender's sbytes
  *  must equal what its receiver expects.  The buffers are the exchange's
  *  until comm_xfer_test says done or comm_xfer_abandon returns 0; one
  *  exchange at a time.  @return COMM_OK; COMM_EINVAL, nothing posted, for
@@ -114,6 +116,23 @@ int comm_xfer_post(comm_xfer_t *x, const void *send, uint64_t sbytes, int dest, 
  *  alone (the caller names the exchange): the pieces stay in flight, for
  *  comm_xfer_abandon.  COMM_EINVAL after an abandon that returned 1. */
 int comm_xfer_test(comm_xfer_t *x, double budget_s, int *done);
+/** Post the send of each later exchange on x at most `pieces` at a time
+ *  (0, the default: all at once), the next one whenever the oldest has
+ *  gone, so that its receiver's pieces land in order, each soon after the
+ *  one before (comm_xfer_arrived), where all at once they would land
+ *  together at the end.  Only tests move such a send on (comm_xfer_test,
+ *  comm_xfer_arrived): a caller that tests only now and then should keep
+ *  0.  Accepts NULL. */
+void comm_xfer_window(comm_xfer_t *x, int pieces);
+/** How much of source i's message (srcs[i] of the last comm_xfer_post)
+ *  has landed, from its start without a gap: *bytes of bufs[i] are final
+ *  and may be read while the rest is still in flight (the pieces are a few
+ *  MiB, so a caller that looks between tests finds them still in the
+ *  cache).  Moves the exchange on a little (MPI_Test of the next pieces).
+ *  After comm_xfer_test said done: lens[i].  @return COMM_OK; COMM_EINVAL
+ *  (*bytes 0) for an i out of range or after an abandon that returned 1;
+ *  COMM_EFAIL with MPI's reason, as comm_xfer_test. */
+int comm_xfer_arrived(comm_xfer_t *x, int i, uint64_t *bytes);
 /** Give up the exchange in flight, after one last test.  @return 0 when
  *  every piece has completed (or nothing was posted): the buffers are the
  *  caller's again and x may post again; 1 when some piece never did (or
