@@ -1012,7 +1012,7 @@ static int ensure_buffers(tier_t *t, char *why, size_t cap)
         }
     }
     if (comm_xfer_reserve(a->xfer, a->send_len, t->partner, t->nsrc, a->recv_len) != COMM_OK)
-        bad = util_fail(why, cap, 1, "no memory for the partner exchange's requests");
+        bad = util_fail(why, cap, 1, "partner exchange: %s", comm_last_error());
     return bad;
 }
 

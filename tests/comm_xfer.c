@@ -14,7 +14,8 @@
  * with COMM_EINVAL and a message, nothing posted; an exchange abandoned
  * unfinished says so (its buffers must stay) and its channel posts no more;
  * a message of several pieces lands from its start, as comm_xfer_arrived
- * says, and nothing of it before its sender posted.
+ * says, and nothing of it before its sender posted, whether the sender
+ * posts its pieces all at once or a window at a time.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -297,8 +298,12 @@ int main(int argc, char **argv)
      *    MiB) lands from its start: rank 2 posts LATE_S late, so rank 0,
      *    which receives from it, has nothing of it at first; then every
      *    rank's comm_xfer_arrived, asked between tests, only grows, every
-     *    byte it covers is final, and once done it is the whole message. */
-    {
+     *    byte it covers is final, and once done it is the whole message.
+     *    Twice: every piece posted at once, then 2 at a time
+     *    (comm_xfer_window: the senders post the next only as their tests
+     *    see the oldest gone). */
+    for (int win = 0; win <= 2; win += 2) {
+        comm_xfer_window(x, win);
         const uint64_t msg = ((uint64_t)18 << 20) + 4321;
         unsigned char *bs = malloc((size_t)msg), *br = calloc(1, (size_t)msg);
         for (uint64_t i = 0; bs && i < msg; i++)
@@ -326,8 +331,9 @@ int main(int argc, char **argv)
             seen = n > seen ? n : seen;
         }
         ok(all_ok(c, rc == COMM_OK && done && seen == msg && grows && final),
-           "a message of 18 MiB in pieces: comm_xfer_arrived only grows, covers final bytes "
-           "only, and ends at the whole message (rank 0 saw %d sizes between)", between);
+           "a message of 18 MiB in pieces, %s: comm_xfer_arrived only grows, covers final "
+           "bytes only, and ends at the whole message (rank 0 saw %d sizes between)",
+           win ? "2 in flight" : "all posted at once", between);
         ok(all_ok(c, first_zero), "  nothing has landed before its sender posted");
         uint64_t none = 7;
         int bad1 = comm_xfer_arrived(x, 1, &none), bad2 = comm_xfer_arrived(x, -1, &n);
@@ -336,6 +342,7 @@ int main(int argc, char **argv)
         free(bs);
         free(br);
     }
+    comm_xfer_window(x, 0);
 
     comm_xfer_close(x);
     comm_xfer_close(NULL);
