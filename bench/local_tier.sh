@@ -221,11 +221,16 @@ wait_until() {
 local_saves() {
     sed -n 's/^local checkpoint: step \([0-9]*\) in \([0-9.]*\) s (own shard .* written in \([0-9.]*\) s, partner copies .* in \([0-9.]*\) s, sealed in \([0-9.]*\) s)\(.*\)/\1 \2 \3 \4 \5 \6/p' "$1" |
         awk '{ tail = ""; for (i = 6; i <= NF; i++) tail = tail " " $i
+               cpu = "n/a"
+               if (match(tail, /helper CPU [0-9.]+ ms/)) {
+                   split(substr(tail, RSTART, RLENGTH), h, / /)
+                   cpu = sprintf("%.3f", h[3] / 1000)
+               }
                if (match(tail, /training stall [0-9.]+ ms \(snapshot [0-9.]+, exchange [0-9.]+, waits [0-9.]+\)/)) {
                    split(substr(tail, RSTART, RLENGTH), w, /[ (),]+/)
-                   printf "%s %.3f %s %s %s %s %.3f %.3f %.3f\n", $1, w[3] / 1000, $2, $3, $4, $5, w[6] / 1000, w[8] / 1000, w[10] / 1000
+                   printf "%s %.3f %s %s %s %s %.3f %.3f %.3f %s\n", $1, w[3] / 1000, $2, $3, $4, $5, w[6] / 1000, w[8] / 1000, w[10] / 1000, cpu
                } else
-                   printf "%s %s %s %.3f %s %s n/a n/a n/a\n", $1, $2, $2, $2 - $4 - $5, $4, $5 }'
+                   printf "%s %s %s %.3f %s %s n/a n/a n/a %s\n", $1, $2, $2, $2 - $4 - $5, $4, $5, cpu }'
 }
 shared_saves() { sed -n 's/^checkpoint: .*step-0*\([0-9]*\) committed in \([0-9.]*\) s.*/\1 \2/p' "$1"; }
 
@@ -386,7 +391,7 @@ section_saves() {
     _s_dir=$(ls -d "$LOCAL/two/a/step-"* | tail -n 1)
     SHARD_BYTES=$(wc -c <"$(ls "$_s_dir"/shard-* | head -n 1)")
     echo "  state $STATE_BYTES bytes; a rank's shard (file) $SHARD_BYTES bytes; every save of the run, seconds:"
-    local_saves "$SCRATCH/two.out" | awk '{ printf "    local step %-4s stall %s (snapshot %s, exchange %s, waits %s); start to seal %s: write %s, partner copy %s, seal %s\n", $1, $2, $7, $8, $9, $3, $4, $5, $6 }'
+    local_saves "$SCRATCH/two.out" | awk '{ printf "    local step %-4s stall %s (snapshot %s, exchange %s, waits %s); start to seal %s: write %s, partner copy %s, seal %s; helper CPU %s\n", $1, $2, $7, $8, $9, $3, $4, $5, $6, $10 }'
     grep '^local checkpoint: step [0-9]* skipped' "$SCRATCH/two.out" | sed 's/^/    /'
     shared_saves "$SCRATCH/two.out" | awk '{ printf "    shared step %-4s %s\n", $1, $2 }'
     # The best local save (by its stall), and its parts.
@@ -399,6 +404,10 @@ section_saves() {
     _s_stall_median=$(median $(local_saves "$SCRATCH/two.out" | cut -d ' ' -f 2))
     # shellcheck disable=SC2046
     _s_copy_median=$(median $(local_saves "$SCRATCH/two.out" | cut -d ' ' -f 5))
+    # The helper's CPU of the saves after the first three (whose files are
+    # new memory, zeroed by the kernel on the helper's first touch).
+    # shellcheck disable=SC2046
+    _s_cpu_median=$(median $(local_saves "$SCRATCH/two.out" | tail -n +4 | cut -d ' ' -f 10))
 
     # The peers, in the same run: dd into /dev/shm, a memory copy, MPI.
     _s_dd=$(LC_ALL=C dd if=/dev/zero of="$LOCAL/dd.bin" bs=1M count=$((SHARD_BYTES / 1048576)) 2>&1 |
@@ -443,8 +452,10 @@ section_saves() {
     row "local checkpoint: training stall (best)" "$_s_stall" "$(awk -v s="$_s_stall" -v t="$EVERY_S" 'BEGIN { printf "%.2f%%\n", 100 * s / t }')" "" ""
     row "local checkpoint: training stall (median)" "$_s_stall_median" "$(awk -v s="$_s_stall_median" -v t="$EVERY_S" 'BEGIN { printf "%.2f%%\n", 100 * s / t }')" "" ""
     row "shared-tier save instead (synchronous)" "${_s_shared:-n/a}" "$(awk -v s="${_s_shared:-}" -v t="$EVERY_S" 'BEGIN { if (s == "") print "n/a"; else printf "%.2f%%\n", 100 * s / t }')" "" ""
-    echo "  (the stall is the training thread's own time in the saves; what the background work costs"
-    echo "   the steps besides, where the ranks fill the cores, is section 5's run-time comparison)"
+    row "helper thread's CPU, saves after the third (median)" "${_s_cpu_median:-n/a}" "$(awk -v s="${_s_cpu_median:-}" -v t="$EVERY_S" 'BEGIN { if (s == "" || s == "n/a") print "n/a"; else printf "%.2f%%\n", 100 * s / t }')" "" ""
+    echo "  (the stall is the training thread's own time in the saves; the helper's CPU is what the"
+    echo "   background work takes from a core, of one core's time; what it costs the steps, where"
+    echo "   the ranks fill the cores, is section 5's run-time comparison)"
     [ "$RESTORES" = 0 ] && return
 
     # The 1-rank checkpoints for the restores (one node: no partner).
@@ -672,7 +683,7 @@ overhead_pair() {
     _op_name=$1 _op_round=$2
     shift 2
     _op_last=$(((3 + OVERHEAD_SAVES) * LOCAL_STEPS))
-    _op_lost="" _op_warm="" _op_sealed=""
+    _op_lost="" _op_warm="" _op_sealed="" _op_cpu=""
     for _op_kind in base $EXCHANGES; do
         eval "PAIR_$_op_kind=''"
         _op_dir="$SCRATCH/$_op_name-$_op_kind"
@@ -705,10 +716,13 @@ overhead_pair() {
         _op_lost="$_op_lost, $_op_kind $(field steady "$_op_pair") s"
         _op_warm="$_op_warm, $_op_kind $(field warm "$_op_pair") s"
         _op_sealed="$_op_sealed, $_op_kind $(grep -c '^local checkpoint: step [0-9]* in' "$_op_dir.out")"
+        # shellcheck disable=SC2046 # one number a line
+        _op_c=$(median $(local_saves "$_op_dir.out" | tail -n +4 | cut -d ' ' -f 10))
+        _op_cpu="$_op_cpu, $_op_kind ${_op_c:-n/a} s"
     done
     echo "    round $_op_round: median step without the tier ${_op_base_step:-n/a} s;" \
         "lost per steady save by exchange${_op_lost#,}; by the first three saves${_op_warm#,}" \
-        "(local saves sealed${_op_sealed#,})"
+        "(local saves sealed${_op_sealed#,}; helper CPU per steady save, median${_op_cpu#,})"
 }
 
 # overhead_rows NAME LABEL ARGS...: REPEAT rounds of overhead_pair, then

@@ -191,6 +191,9 @@ struct tier_async {
     job_t job;
     int job_rc;                 /* 0, or 1 with job_err */
     char job_err[JOB_ERR_MAX];
+    int on_helper;              /* that job runs on a thread of its own */
+    double job_cpu;             /* that job's CPU seconds (its thread's clock) */
+    double cpu;                 /* the jobs' CPU since the last report */
     /* Buffers kept from save to save (grown when too small). */
     int prepared;
     size_t want_floats;         /* what tier_save_prepare asked for */
@@ -236,6 +239,15 @@ static double mono_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The calling thread's CPU time (user and system), seconds. */
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -547,6 +559,11 @@ static void *job_main(void *arg)
 {
     tier_t *t = arg;
     struct tier_async *a = t->async;
+    double cpu0 = thread_cpu_s();
+    /* Named, so that top -H and perf tell it from the training thread (a
+     * job run on the training thread keeps that thread's name). */
+    if (a->on_helper)
+        pthread_setname_np(pthread_self(), "ftrain-tier");
     switch (a->job) {
     case JOB_PREPARE: job_prepare(t); break;
     case JOB_WRITE: job_write(t); break;
@@ -554,6 +571,7 @@ static void *job_main(void *arg)
     case JOB_PUT: job_put(t); break;
     case JOB_PRUNE: job_prune(t); break;
     }
+    a->job_cpu = thread_cpu_s() - cpu0;
     atomic_store(&a->done, 1);
     return NULL;
 }
@@ -570,12 +588,15 @@ static void run_job(tier_t *t, job_t job)
     atomic_store(&a->done, 0);
     atomic_store(&a->cancel, 0);
     /* Under MPI_THREAD_SINGLE the process may have no second thread. */
+    a->on_helper = 1;
     if (a->threads_ok &&
         pthread_create(&a->thread, NULL, job_main, t) == 0) {
         a->running = 1;
         return;
     }
+    a->on_helper = 0;
     job_main(t);
+    a->cpu += a->job_cpu;
 }
 
 static int job_finished(const struct tier_async *a)
@@ -595,6 +616,7 @@ static double job_join(tier_t *t)
     double t0 = mono_s();
     pthread_join(a->thread, NULL);
     a->running = 0;
+    a->cpu += a->job_cpu;
     if (a->job == JOB_PRUNE && a->job_rc) {
         fprintf(stderr, "ftrain: warning: local tier %s: %s\n", t->root, a->job_err);
         a->job_rc = 0;
@@ -1247,6 +1269,10 @@ static int advance(tier_t *t, comm_t *comm, int wait, tier_report_t *rep, char *
     if (rc != TIER_BUSY) {
         a->rep.total_s = mono_s() - a->started;
         a->rep.finished = wait;
+        /* The jobs joined since the last report: this save's, and the
+         * prune and files' preparation after the last seal. */
+        a->rep.helper_cpu_s = a->cpu;
+        a->cpu = 0;
         *rep = a->rep;
     }
     return rc;

@@ -276,6 +276,11 @@ static void print_result(const config_t *cfg, const train_result_t *res)
         printf("async checkpoints: %d, failed %d, skipped %d (one in flight), mean training "
                "stall %.1f ms per save\n", res->async_saves, res->async_failures,
                res->async_skipped, res->async_stall_ms);
+    if (res->local_sealed || res->local_failed || res->local_skipped)
+        printf("local checkpoints: %d sealed, failed %d, skipped %d (one in flight); per sealed "
+               "save, mean training stall %.1f ms, mean helper CPU %.1f ms\n",
+               res->local_sealed, res->local_failed, res->local_skipped, res->local_stall_ms,
+               res->local_cpu_ms);
 }
 
 /* Report the outcome of train_run (rc, res, err) and map it to the exit

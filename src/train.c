@@ -611,13 +611,21 @@ static const char *size_text(uint64_t bytes, char buf[16])
     return buf;
 }
 
-/* Rank 0: the line and event of a local save that was sealed on every
- * node, or the message of one that failed (training goes on either way:
- * the shared tier is the source of truth).  when: "" at a step boundary,
+/* Count a local save that was sealed on every node, or one that failed,
+ * for the summary line; on rank 0, its line and event, or the failure's
+ * message (training goes on either way: the shared tier is the source of
+ * truth).  when: "" at a step boundary,
  * else where it was waited for ("the stop", "the end"). */
 static void report_local(trainer_t *t, int rc, const tier_report_t *rep, const char *why,
                          const char *when)
 {
+    if (rc == TIER_OK) {
+        t->local_sealed++;
+        t->local_stall_seconds += rep->stall_s;
+        t->local_cpu_seconds += rep->helper_cpu_s;
+    } else {
+        t->local_failed++;
+    }
     if (t->rank != 0)
         return;
     if (rc != TIER_OK) {
@@ -632,19 +640,20 @@ static void report_local(trainer_t *t, int rc, const tier_report_t *rep, const c
         printf("local checkpoint: step %lld in %.3f s (own shard %s written in %.3f s, "
                "partner copies %s in %.3f s, sealed in %.3f s); this node's tier holds %s, "
                "the fullest %s; training stall %.1f ms (snapshot %.1f, exchange %.1f, "
-               "waits %.1f)%s\n", (long long)rep->step, rep->total_s,
+               "waits %.1f); helper CPU %.1f ms%s\n", (long long)rep->step, rep->total_s,
                size_text(rep->own_bytes, own), rep->write_s, size_text(rep->copy_bytes, copies),
                rep->copy_s, rep->seal_s, size_text(rep->node_bytes, node),
                size_text(rep->max_node_bytes, fullest), 1e3 * rep->stall_s,
-               1e3 * rep->snapshot_s, 1e3 * rep->exchange_s, 1e3 * rep->waited_s, at);
+               1e3 * rep->snapshot_s, 1e3 * rep->exchange_s, 1e3 * rep->waited_s,
+               1e3 * rep->helper_cpu_s, at);
     char extra[2 * REPORT_MAX];
     snprintf(extra, sizeof extra, "\"seconds\":%.4f,\"write_s\":%.4f,\"copy_s\":%.4f,"
              "\"seal_s\":%.4f,\"node_bytes\":%llu,\"max_node_bytes\":%llu,\"async\":true,"
              "\"stall_ms\":%.3f,\"snapshot_ms\":%.3f,\"exchange_ms\":%.3f,"
-             "\"waited_ms\":%.3f", rep->total_s, rep->write_s, rep->copy_s, rep->seal_s,
-             (unsigned long long)rep->node_bytes, (unsigned long long)rep->max_node_bytes,
-             1e3 * rep->stall_s, 1e3 * rep->snapshot_s, 1e3 * rep->exchange_s,
-             1e3 * rep->waited_s);
+             "\"waited_ms\":%.3f,\"helper_cpu_ms\":%.3f", rep->total_s, rep->write_s,
+             rep->copy_s, rep->seal_s, (unsigned long long)rep->node_bytes,
+             (unsigned long long)rep->max_node_bytes, 1e3 * rep->stall_s, 1e3 * rep->snapshot_s,
+             1e3 * rep->exchange_s, 1e3 * rep->waited_s, 1e3 * rep->helper_cpu_s);
     metrics_event(&t->metrics, "local_checkpoint", rep->step, t->size, extra);
     fflush(stdout);
 }
@@ -680,6 +689,7 @@ static int save_local(trainer_t *t, train_result_t *res, char *err, size_t cap)
 {
     const config_t *cfg = t->cfg;
     if (tier_save_in_flight(&t->tier)) {
+        t->local_skipped++;
         if (tier_save_skip(&t->tier) == 1 && t->rank == 0 && !cfg->quiet)
             printf("local checkpoint: step %lld skipped: the local save of step %lld is still "
                    "in flight\n", (long long)t->step, (long long)tier_save_step(&t->tier));
@@ -695,6 +705,7 @@ static int save_local(trainer_t *t, train_result_t *res, char *err, size_t cap)
         rc = TRAIN_EFAIL;
     t->last_local_time = now_s();
     if (rc != TRAIN_OK) {
+        t->local_failed++;
         if (t->rank == 0)
             fprintf(stderr, "ftrain: local checkpoint of step %lld not started: %s; training "
                     "goes on (the shared tier is untouched)\n", (long long)t->step, why);
@@ -877,6 +888,11 @@ static int fill_result(trainer_t *t, int outcome, train_result_t *res, char *err
     res->async_failures = t->async_failures;
     res->async_skipped = t->async_skipped;
     res->async_stall_ms = t->async_saves ? 1e3 * t->async_stall_seconds / t->async_saves : 0;
+    res->local_sealed = t->local_sealed;
+    res->local_failed = t->local_failed;
+    res->local_skipped = t->local_skipped;
+    res->local_stall_ms = t->local_sealed ? 1e3 * t->local_stall_seconds / t->local_sealed : 0;
+    res->local_cpu_ms = t->local_sealed ? 1e3 * t->local_cpu_seconds / t->local_sealed : 0;
     /* Training throughput: the loop's steps only, without the evaluations
      * (a peer that does not evaluate is compared with the same work). */
     double loop_end = t->loop_end > 0 ? t->loop_end : now_s();

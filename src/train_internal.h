@@ -105,6 +105,8 @@ typedef struct {
     int tier_on;
     tier_t tier;
     int64_t local_saves;       /* local checkpoints of this process */
+    int local_sealed, local_failed, local_skipped; /* for the summary line */
+    double local_stall_seconds, local_cpu_seconds; /* of the sealed ones */
     double last_local_time;    /* when the last one ended */
     /* Checkpoints. */
     int young_daly_told;       /* the interval line was printed */

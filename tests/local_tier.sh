@@ -163,6 +163,13 @@ if [ "$who" = 'by the helper thread' ]; then
     busy=$(grep '^local checkpoint: step' "$T/one.out" | grep -vc 'exchange 0\.0,')
 fi
 is "$busy" 0 "  local checkpoints whose training thread spent time in the exchange ($EXCHANGE)"
+# The helper's CPU: on every line, and in every local_checkpoint event
+# (microseconds there): never 0, as every save's jobs hash and rename.
+cpu_lines=$(grep -c '^local checkpoint: step [0-9]* in .*; helper CPU [0-9.]* ms$' "$T/one.out")
+cpu_events=$(grep '"event":"local_checkpoint"' "$T/run/metrics.jsonl" 2>/dev/null |
+    sed -n 's/.*"helper_cpu_ms":\([0-9.]*\).*/\1/p' | awk '$1 > 0' | wc -l)
+is "$cpu_lines $cpu_events" "7 7" "  each local checkpoint's line and event give the helper thread's CPU, above 0" ||
+    why "$(grep '^local checkpoint' "$T/one.out" | tail -n 2)"
 last_local=$(sed -n 's/^local checkpoint: step \([0-9]*\) in .*/\1/p' "$T/one.out" | tail -n 1)
 ls "$L/a" "$L/b" >"$T/one.ls" 2>&1
 ok "$([ -d "$L/a/step-$(printf %08d "$last_local")" ] && [ -d "$L/b/step-$(printf %08d "$last_local")" ] &&
@@ -302,6 +309,8 @@ ok "$([ "$rc" = 0 ] && grep -Eq '^local checkpoint: step 11 in .*, finished at t
     "the end with the local save of step 11 in flight: sealed whole on both nodes before the run ends (exit $rc)" ||
     why "$(grep -E 'checkpoint' "$T/end.out")" "a: $(sealed a)" "b: $(sealed b)"
 is "$(hash_of "$T/end.out")" "$(hash_of "$T/ref12.out")" "  and the result is the uninterrupted 12-step run's"
+like "$(grep '^local checkpoints:' "$T/end.out")" "^local checkpoints: 1 sealed, failed 0, skipped 0 " \
+    "  the run's summary line counts the one local save, sealed"
 
 # ---- 10. a kill while a local save is in flight ----------------------------------------------
 rm -rf "$T/run" "$L"
@@ -345,6 +354,11 @@ ok "$([ "$rc" = 0 ] && [ -n "$bad" ] && [ -n "$later" ] && [ "$later" -gt "$bad"
 ok "$(whole a "$later" && whole b "$later"; echo $?)" "  the later saves are sealed whole on both nodes" ||
     why "a: $(sealed a)" "b: $(sealed b)"
 is "$(hash_of "$T/fail.out")" "$REF" "  and the run ends with the uninterrupted param_hash"
+sealed_n=$(grep -c '^local checkpoint: step [0-9]* in ' "$T/fail.out")
+failed_n=$(grep -Ec '^ftrain: local checkpoint of step [0-9]+ (failed|not started): ' "$T/fail.err")
+like "$(grep '^local checkpoints:' "$T/fail.out")" \
+    "^local checkpoints: $sealed_n sealed, failed $failed_n, skipped [0-9]+ \\(one in flight\\); per sealed save, mean training stall [0-9.]+ ms, mean helper CPU [0-9.]+ ms\$" \
+    "  the run's summary line counts the $sealed_n sealed and the $failed_n failed local saves"
 
 # ---- 12. a local shard holds the state's bytes ----------------------------------------------
 # The background save copies only the rank's slice of the state; with

@@ -106,6 +106,9 @@ typedef struct {
     double snapshot_s;               /*   the slice's copy (and the caller's download), */
     double exchange_s;               /*   the partner exchange's progress, */
     double waited_s;                 /*   waits for the helper thread (a stop, the end) */
+    double helper_cpu_s;             /* the helper thread's CPU (user and system) for its
+                                        jobs joined since the last report: this save's,
+                                        and the prune and preparation after the last seal */
     int finished;                    /* completed by tier_save_finish */
     uint64_t own_bytes;              /* this rank's shard file */
     uint64_t copy_bytes;             /* partner copies this rank keeps */

@@ -61,6 +61,11 @@ typedef struct {
     int async_failures;       /* of which failed (exit code 1) */
     int async_skipped;        /* periodic saves skipped: one was in flight */
     double async_stall_ms;    /* mean training stall per async save */
+    int local_sealed;         /* --ckpt-local saves sealed on every node */
+    int local_failed;         /* local saves that failed or did not start */
+    int local_skipped;        /* local saves skipped: one was in flight */
+    double local_stall_ms;    /* mean training stall per sealed local save */
+    double local_cpu_ms;      /* mean helper CPU per sealed local save (rank 0's) */
 } train_result_t;
 
 /** Run training on the CPU (gpu NULL) or on the GPU of gpu (then comm must
