@@ -68,8 +68,13 @@
  *
  * A SAVE, ON EVERY RANK (each move between phases is agreed by a vote)
  *
- *   start (boundary k)  copy the state into the snapshot buffer (kept from
- *                       save to save, touched once); helper: write this
+ *   start (boundary k)  copy this rank's slice of the state into the
+ *                       snapshot buffer (kept from save to save, touched
+ *                       once); where the helper moves the exchange, the
+ *                       helper makes that copy instead, while the training
+ *                       thread computes step k+1, which reads the state
+ *                       but writes it only in its update, which waits for
+ *                       the copy (tier_save_settle); helper: write this
  *                       rank's shard into .tmp-step-k (fsync'd), map the
  *                       file, populated (util_map_file)           [WRITING]
  *   vote: all written   allgather the shard infos; post MPI_Irecv of the
@@ -89,8 +94,8 @@
  *                       vote; report; helper: prune old steps        [IDLE]
  *
  * IN PLACE (local_inplace.c), where the node's root is a memory file system
- * and shards are stored: the start copies the slice straight into this
- * rank's own mapped file (no snapshot buffer), the helper finishes the
+ * and shards are stored: the slice is copied straight into this rank's own
+ * mapped file (no snapshot buffer), as above, the helper finishes the
  * shard around it and renames it into .tmp-step-k [WRITING]; the copies
  * are received straight into mapped files (no receive buffers) that the
  * helper checks and renames [PUTTING]; after the seal each rank takes its
@@ -201,6 +206,14 @@ struct tier_async {
     float *copy;                /* the snapshot copy */
     size_t copy_floats;
     uint64_t touch_lo, touch_hi; /* its bytes this rank's slice uses (hi 0: all) */
+    /* The copy of this rank's slice, planned by the start and made there
+     * or by the helper first thing in JOB_WRITE (copy_slice); `copying` is
+     * 1 from the start until the helper has made it (tier_save_settle
+     * waits for that). */
+    util_copy_range_t *ranges;
+    size_t ranges_cap, nranges, range_bytes;
+    int copy_threads;
+    atomic_int copying;
     void **recv;                /* nsrc receive buffers for the copies kept here */
     uint64_t *recv_cap;
     uint64_t *recv_len;         /* the bytes of each copy of the save in flight */
@@ -381,11 +394,30 @@ static int map_own(tier_t *t, const state_local_view_t *view)
     return a->job_rc;
 }
 
-/* JOB_WRITE: this rank's shard into the node's root, then mapped. */
+/* The copy of this rank's slice that the start planned (take_slice,
+ * take_inplace) and left to the helper (where the helper moves the
+ * exchange), made while the training thread computes the next step,
+ * which only reads the state; tier_save_settle holds its next write until
+ * `copying` is 0. */
+static void copy_slice(tier_t *t)
+{
+    struct tier_async *a = t->async;
+    if (!atomic_load(&a->copying))
+        return;
+    if (t->copy_delay_ms > 0) /* a test aid */
+        nanosleep(&(struct timespec){t->copy_delay_ms / 1000,
+                                     (long)(t->copy_delay_ms % 1000) * 1000000L}, NULL);
+    util_copy_ranges(a->ranges, a->nranges, a->range_bytes, a->copy_threads);
+    atomic_store(&a->copying, 0);
+}
+
+/* JOB_WRITE: this rank's slice copied (copy_slice), its shard into the
+ * node's root, then mapped. */
 static void job_write(tier_t *t)
 {
     struct tier_async *a = t->async;
     double t0 = mono_s();
+    copy_slice(t);
     state_local_view_t view;
     if (a->inplace) {
         /* The slice is in the file already (take_inplace). */
@@ -713,6 +745,7 @@ void tier_async_close(tier_t *t)
     free(a->recv_len);
     free(a->own);
     free(a->copy);
+    free(a->ranges);
     free(a->all);
     comm_xfer_close(a->xfer); /* its communicator too, unless MPI has ended */
     free(a);
@@ -744,6 +777,22 @@ int64_t tier_save_step(const tier_t *t)
 int tier_save_skip(tier_t *t)
 {
     return tier_save_in_flight(t) ? ++t->async->skipped : 0;
+}
+
+double tier_save_settle(tier_t *t)
+{
+    struct tier_async *a = t ? t->async : NULL;
+    if (!a || !atomic_load(&a->copying))
+        return 0;
+    /* `copying` is set only as JOB_WRITE starts, on a thread of its own
+     * (running) or on this one, which makes the copy before it returns. */
+    double t0 = mono_s();
+    while (a->running && atomic_load(&a->copying))
+        nanosleep(&(struct timespec){0, 20000}, NULL);
+    double waited = mono_s() - t0;
+    a->rep.stall_s += waited;
+    a->rep.waited_s += waited;
+    return waited;
 }
 
 void tier_save_prepare(tier_t *t, const state_t *st)
@@ -800,14 +849,28 @@ void tier_save_prepare(tier_t *t, const state_t *st)
     run_job(t, JOB_PREPARE);
 }
 
+/* Room for n copy ranges (kept from save to save).  @return 0 or 1. */
+static int ranges_room(struct tier_async *a, size_t n)
+{
+    if (n <= a->ranges_cap)
+        return 0;
+    util_copy_range_t *r = realloc(a->ranges, n * sizeof *r);
+    if (!r)
+        return 1;
+    a->ranges = r;
+    a->ranges_cap = n;
+    return 0;
+}
+
 /* Snapshot st into the copy buffer, but copy only this rank's slice of the
- * flat space (slice_of), the only bytes its shard holds, so the stall is
- * 1/W of a whole copy.  The state's three host arrays are declared placed
+ * flat space (slice_of), the only bytes its shard holds: 1/W of a whole
+ * copy.  The state's three host arrays are declared placed
  * (state_snapshot_take copies none of their tensors), and the slice's bytes
- * of each tensor are copied from a second snapshot that points at the live
- * state; the rest of the buffer is never written nor read (nor faulted in:
- * grow_copy).  Where the arrays cannot be placed, the whole state is
- * copied.  @return STATE_OK or
+ * of each tensor are to be copied from a second snapshot that points at the
+ * live state: the ranges are planned here and copied by tier_save_start or
+ * the helper (copy_slice); the rest of the buffer is never written nor read (nor
+ * faulted in: grow_copy).  Where the arrays cannot be placed, the whole
+ * state is copied here, on the training thread.  @return STATE_OK or
  * STATE_EFAIL (err set). */
 static int take_slice(tier_t *t, const state_t *st, char *err, size_t cap)
 {
@@ -821,7 +884,6 @@ static int take_slice(tier_t *t, const state_t *st, char *err, size_t cap)
             placed[nplaced++] = (state_placed_t){host[i], model_num_params(st->model)};
     state_snapshot_t *live = NULL;
     state_local_view_t from, to;
-    util_copy_range_t *ranges = NULL;
     uint64_t lo, hi;
     if (state_snapshot_take(st, t->size, NULL, 0, NULL, 0, t->level, &live, err, cap) !=
             STATE_OK ||
@@ -829,7 +891,7 @@ static int take_slice(tier_t *t, const state_t *st, char *err, size_t cap)
                             &a->snap, err, cap) != STATE_OK ||
         (state_snapshot_local(live, &from), state_snapshot_local(a->snap, &to),
          from.ntensors != to.ntensors) ||
-        !(ranges = malloc((to.ntensors + 1) * sizeof *ranges))) {
+        ranges_room(a, to.ntensors + 1) != 0) {
         state_snapshot_free(live);
         state_snapshot_free(a->snap);
         a->snap = NULL;
@@ -844,22 +906,27 @@ static int take_slice(tier_t *t, const state_t *st, char *err, size_t cap)
         uint64_t end = dst->offset + dst->nbytes < hi ? dst->offset + dst->nbytes : hi;
         if (begin >= end)
             continue;
-        ranges[count++] = (util_copy_range_t){(unsigned char *)dst->data + (begin - dst->offset),
-                                         (const unsigned char *)from.tensors[i].data +
-                                             (begin - dst->offset),
-                                         (size_t)(end - begin)};
+        a->ranges[count++] = (util_copy_range_t){
+            (unsigned char *)dst->data + (begin - dst->offset),
+            (const unsigned char *)from.tensors[i].data + (begin - dst->offset),
+            (size_t)(end - begin)};
         bytes += (size_t)(end - begin);
     }
-    util_copy_ranges(ranges, count, bytes, to.opts->threads);
-    free(ranges);
+    /* Copied by tier_save_start or the helper (copy_slice): the pointers
+     * are the live state's arrays and the copy buffer, which outlive
+     * `live`. */
+    a->nranges = count;
+    a->range_bytes = bytes;
+    a->copy_threads = to.opts->threads;
     state_snapshot_free(live);
     return STATE_OK;
 }
 
 /* The save in place: snapshot st's description (its tensors point at the
  * live state, and nothing reads them but the seal, for their shapes), and
- * copy this rank's slice of the flat space straight into its own file, at
- * the place a stored shard holds it; alignment gaps get zeros.  The file
+ * plan the copy of this rank's slice of the flat space straight into its
+ * own file, at the place a stored shard holds it, which tier_save_start or
+ * the helper makes (copy_slice); alignment gaps get zeros here.  The file
  * is mapped here on the training thread when the helper could not do it.
  * @return STATE_OK or STATE_EFAIL (err set). */
 static int take_inplace(tier_t *t, const state_t *st, char *err, size_t cap)
@@ -873,13 +940,10 @@ static int take_inplace(tier_t *t, const state_t *st, char *err, size_t cap)
     slice_of(t, t->rank, &view, &a->lo, &a->hi);
     a->frame_bytes = view.opts->frame_bytes;
     uint64_t len = ckpt_stored_shard_bytes(a->hi - a->lo, a->frame_bytes);
-    util_copy_range_t *ranges = malloc((view.ntensors + 1) * sizeof *ranges);
-    if (!ranges || tier_files_map(&a->files, 0, len, err, cap) != 0) {
-        if (!ranges)
-            snprintf(err, cap, "out of memory");
-        free(ranges);
+    if (ranges_room(a, view.ntensors + 1) != 0)
+        return util_fail(err, cap, STATE_EFAIL, "out of memory");
+    if (tier_files_map(&a->files, 0, len, err, cap) != 0)
         return STATE_EFAIL;
-    }
     unsigned char *raw = a->files.files[0].map + CKPT_STORED_DATA_OFFSET;
     uint64_t filled = a->lo;
     size_t count = 0, bytes = 0;
@@ -891,17 +955,18 @@ static int take_inplace(tier_t *t, const state_t *st, char *err, size_t cap)
             continue;
         if (begin > filled)
             memset(raw + (filled - a->lo), 0, (size_t)(begin - filled));
-        ranges[count++] = (util_copy_range_t){raw + (begin - a->lo),
-                                              (const unsigned char *)x->data +
-                                                  (begin - x->offset),
-                                              (size_t)(end - begin)};
+        a->ranges[count++] = (util_copy_range_t){raw + (begin - a->lo),
+                                                 (const unsigned char *)x->data +
+                                                     (begin - x->offset),
+                                                 (size_t)(end - begin)};
         bytes += (size_t)(end - begin);
         filled = end;
     }
     if (a->hi > filled)
         memset(raw + (filled - a->lo), 0, (size_t)(a->hi - filled));
-    util_copy_ranges(ranges, count, bytes, view.opts->threads);
-    free(ranges);
+    a->nranges = count; /* copied by tier_save_start or the helper */
+    a->range_bytes = bytes;
+    a->copy_threads = view.opts->threads;
     return STATE_OK;
 }
 
@@ -919,6 +984,7 @@ int tier_save_start(tier_t *t, comm_t *comm, const state_t *st, double started, 
     double waited = job_join(t); /* the buffers' preparation, or the last prune */
     int rc = 0;
     err[0] = '\0';
+    a->nranges = 0;
     if (a->leaked)
         rc = util_fail(err, cap, 1, "the partner exchange of an earlier local checkpoint "
                        "never completed: local checkpoints are off");
@@ -930,6 +996,16 @@ int tier_save_start(tier_t *t, comm_t *comm, const state_t *st, double started, 
                        state_floats(st) * sizeof(float));
     else if (take_slice(t, st, err, cap) != STATE_OK)
         rc = 1;
+    /* Where the training thread moves the exchange (the ranks fill the
+     * cores), it copies its slice now too: a helper copying beside the
+     * training's threads cost more run time than this stall (2 ranks on 2
+     * cores, 1 GiB state: 0.12-0.23 s more a save in each of 3 rounds,
+     * docs/benchmarks.md, "The snapshot copied while the next step
+     * computes").  Else the helper copies it (copy_slice). */
+    if (!rc && a->nranges && !a->xfer_thread) {
+        util_copy_ranges(a->ranges, a->nranges, a->range_bytes, a->copy_threads);
+        a->nranges = 0;
+    }
     int64_t v[2];
     char vote_err[JOB_ERR_MAX];
     if (vote(t, comm, 0, rc, v, vote_err, sizeof vote_err) != 0 || v[1]) {
@@ -956,6 +1032,7 @@ int tier_save_start(tier_t *t, comm_t *comm, const state_t *st, double started, 
     a->rep.waited_s = waited;
     a->rep.snapshot_s = mono_s() - started;
     a->phase = PH_WRITING;
+    atomic_store(&a->copying, a->nranges > 0);
     run_job(t, JOB_WRITE);
     a->rep.stall_s = mono_s() - started;
     return TIER_OK;

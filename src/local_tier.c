@@ -103,6 +103,7 @@ int tier_open(tier_t *t, const config_t *cfg, comm_t *comm, const char *host, in
     t->size = comm_size(comm);
     t->keep = cfg->ckpt_local_keep;
     t->level = cfg->ckpt_local_level;
+    t->copy_delay_ms = cfg->ckpt_local_copy_delay_ms;
     t->exchange = cfg->ckpt_local_exchange;
     t->spare_core = spare_core != 0;
     t->exchange_thread = cfg->ckpt_local_exchange == CONFIG_EXCHANGE_THREAD ||

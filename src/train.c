@@ -95,6 +95,11 @@ static int download_state(trainer_t *t, int64_t step, async_save_t *into, char *
         snprintf(err, cap, "gpu: a device call failed: %s", gpu_last_error());
         rc = TRAIN_EFAIL;
     } else if (t->gpu) {
+        /* The download writes the host state, which a local save's helper
+         * may still be copying (a CPU run's host state is written only by
+         * the update: step_update waits there). */
+        if (t->tier_on)
+            tier_save_settle(&t->tier);
         rc = into ? download_into_snapshot(t, into, err, cap) : gpu_mirror_download(t->gpu, err, cap);
     }
     if (comm_any_failed(t->comm, rc)) {
@@ -878,6 +883,8 @@ static int fill_result(trainer_t *t, int outcome, train_result_t *res, char *err
     res->epoch = t->step / t->steps_per_epoch;
     res->loss = t->last_loss;
     res->regression = !t->test.classification;
+    if (t->gpu && t->tier_on)
+        tier_save_settle(&t->tier); /* as in download_state */
     if (t->gpu && gpu_mirror_download(t->gpu, err, cap) != TRAIN_OK)
         outcome = TRAIN_EFAIL;
     res->param_hash = train_param_hash(model_params(t->model), t->n_params);

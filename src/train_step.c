@@ -290,6 +290,11 @@ void step_update(trainer_t *t)
             t->device_failed = 1;
         return;
     }
+    /* A local save started at the last boundary copies the host state on
+     * its helper thread while this step computed (the device's update
+     * above leaves the host state alone). */
+    if (t->tier_on)
+        tier_save_settle(&t->tier);
     optim_step_consume(t->opt, model_params(t->model), t->grad, t->grad_scale, t->step);
     t->grad_zeroed = 1;
 }

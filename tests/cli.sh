@@ -69,6 +69,7 @@ bad "--ckpt-interval 0" --ckpt-interval --run-dir "$T/r" --ckpt-interval 0
 bad "--grace -1" --grace --grace -1
 bad "--log-every 0" --log-every --log-every 0
 bad "--step-delay-ms -5" --step-delay-ms --step-delay-ms -5
+bad "--ckpt-local-copy-delay-ms -5" --ckpt-local-copy-delay-ms --ckpt-local-copy-delay-ms -5
 bad "unknown --data" --data --data cifar
 bad "unknown --optimizer" --optimizer --optimizer lion
 bad "unknown --activation" --activation --activation gelu

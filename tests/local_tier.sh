@@ -74,6 +74,15 @@
 #    the receiver's checksum refuses it, that save is sealed on no node,
 #    training goes on, later saves are sealed whole, and the run ends
 #    bit-exactly.
+# 18. The update waits for the local save's copy of the state: where the
+#    helper thread moves the exchange, it also copies each rank's slice
+#    while the next step computes, and --ckpt-local-copy-delay-ms 300
+#    holds that copy back for several steps' time.  Each save's stall then
+#    counts a wait of about 300 ms (the next update waited for the copy),
+#    and a resume on node a from the local tier ends bit-exactly, which it
+#    would not if a snapshot held a later step's parameters under its
+#    step's record.  Where the training thread moves the exchange, it
+#    copies its slice at the save's step itself: no wait for the helper.
 #
 # FTRAIN_TEST_LOCAL_BASE: where the fake nodes' directories are made
 # (local_tier_shm.sh and local_tier_steps.sh set /dev/shm, so that the
@@ -539,5 +548,28 @@ else
         why "a: $(sealed a)" "b: $(sealed b)"
     is "$(hash_of "$T/dmg.out")" "$(hash_of "$T/ref_wide.out")" "  and the run ends with the uninterrupted run's param_hash"
 fi
+
+# ---- 18. the update waits for the local save's copy of the state -----------------------------
+rm -rf "$T/run" "$L"
+nodes 2:a 2:b -- $RUN $LOCAL $SLOW --ckpt-local-copy-delay-ms 300 --fault kill@32:3 >"$T/late.out" 2>&1
+rc=$?
+waits=$(sed -n 's/^local checkpoint: step [0-9]* in .*, waits \([0-9.]*\)); helper CPU .*/\1/p' "$T/late.out")
+saves=$(printf '%s\n' "$waits" | grep -c .)
+long=$(printf '%s\n' "$waits" | awk '$1 >= 200' | wc -l)
+if [ "$who" = 'by the helper thread' ]; then
+    ok "$([ "$rc" -ne 0 ] && [ "$saves" -ge 6 ] && [ "$long" = "$saves" ]; echo $?)" \
+        "the helper's copy held back 300 ms: each save's next update waited for it ($long of $saves saves with waits of 200 ms or more; exit $rc)" ||
+        why "$(grep -E '^local|error' "$T/late.out" | tail -n 4)"
+else
+    ok "$([ "$rc" -ne 0 ] && [ "$saves" -ge 6 ] && [ "$long" = 0 ]; echo $?)" \
+        "the training thread copies its slice itself (the exchange moves $who): no update waited for the helper ($long of $saves saves with waits of 200 ms or more; exit $rc)" ||
+        why "$(grep -E '^local|error' "$T/late.out" | tail -n 4)"
+fi
+rm -rf "$L/b"
+nodes 2:a -- $RUN $LOCAL >"$T/late2.out" 2>&1
+rc=$?
+ok "$([ "$rc" = 0 ] && grep -Eq '^resume: from the node-local tier \(shards 0-3 read on a\) step-0*(24|28) ' "$T/late2.out"; echo $?)" \
+    "  resumed on node a from the local tier (exit $rc)" || why "$(grep -E '^resume|error' "$T/late2.out")"
+is "$(hash_of "$T/late2.out")" "$REF" "  and ends with the uninterrupted run's param_hash"
 
 done_testing

@@ -86,6 +86,8 @@ typedef struct {
                               CONFIG_HANG_AUTO derived from the run */
     int64_t log_every;     /* steps between progress lines, 0 auto */
     int step_delay_ms;     /* test aid: sleep per step */
+    int ckpt_local_copy_delay_ms; /* test aid: the local save's helper waits this
+                                     long before it copies the snapshot */
     double mtbf_hours;     /* the job's mean time between failures, for the
                               Young/Daly checkpoint interval it prints */
     char fault[64];        /* test aid: --fault KIND@STEP[:RANK], "" none */

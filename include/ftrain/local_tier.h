@@ -65,6 +65,7 @@ typedef struct {
                                    with a core to spare on this rank) */
     int spare_core;             /* tier_open's: the helper's exchange may
                                    poll MPI with short pauses */
+    int copy_delay_ms;          /* --ckpt-local-copy-delay-ms (tests) */
     struct tier_async *async;   /* the save in the background and its buffers
                                    (local_async.c); NULL before tier_open */
 } tier_t;
@@ -125,12 +126,24 @@ void tier_save_prepare(tier_t *t, const state_t *st);
 
 /** Collective: start a local save of st, on the host at its step: copy
  *  this rank's slice of it (what its shard holds) into the snapshot buffer
- *  (the training stall) and have the helper thread write the shard into
- *  t->root.  started: when the caller began (a download from a device
+ *  or, in place, its shard file, or where the helper thread moves the
+ *  exchange have the helper copy it (the caller calls tier_save_settle
+ *  before it next writes the state), and have the helper write the shard
+ *  into t->root.  started: when the caller began (a download from a device
  *  counts in the stall).  Only with no save in flight.  @return TIER_OK (in flight) or TIER_EFAIL (err set, the same
  *  everywhere; nothing in flight). */
 int tier_save_start(tier_t *t, comm_t *comm, const state_t *st, double started, char *err,
                     size_t cap);
+
+/** Before anything writes the state a save just started from (the
+ *  optimizer's update, a download from the device): wait until the helper
+ *  thread has copied this rank's slice of it.  Where the helper moves the
+ *  partner exchange (tier_exchange_on_thread), tier_save_start only plans
+ *  that copy and the helper makes it while the next step computes, which
+ *  reads the state but does not write it.  Bounded by the local copy.
+ *  @return the seconds waited, also counted in the save's stall (0 at
+ *  once when nothing is being copied). */
+double tier_save_settle(tier_t *t);
 
 /** Collective, at a step boundary: move the save in flight on (votes, the
  *  partner exchange for at most TIER_EXCHANGE_BUDGET_S unless the helper
