@@ -245,8 +245,8 @@ static const config_option_t config_opts[] = {
      .unit = "milliseconds", .metavar = "MS", .help = "sleep per step (for tests and demos)"},
     {"ckpt-local-copy-delay-ms", .kind = CONFIG_ARG_INT, FIELD(ckpt_local_copy_delay_ms),
      .ints = {0, 600000}, .unit = "milliseconds", .metavar = "MS",
-     .help = "the local save's helper thread waits MS before it\n"
-             "copies the snapshot (tests)"},
+     .help = "a local save's helper waits MS, then copies\n"
+             "the state (tests)"},
     {"mtbf", .kind = CONFIG_ARG_REAL, FIELD(mtbf_hours), .reals = {0, 1e6, CONFIG_OPEN_MIN},
      .max_is_cap = 1, .unit = "hours", .metavar = "H", .default_text = "24",
      .help = "the job's mean time between failures, for the\n"

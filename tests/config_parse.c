@@ -279,6 +279,9 @@ static void test_valid_values(void)
     ok(parse_one(&cfg, "log-every", "5") == CONFIG_RUN && cfg.log_every == 5, "--log-every 5");
     ok(parse_one(&cfg, "step-delay-ms", "20") == CONFIG_RUN && cfg.step_delay_ms == 20,
        "--step-delay-ms 20");
+    ok(parse_one(&cfg, "ckpt-local-copy-delay-ms", "300") == CONFIG_RUN &&
+           cfg.ckpt_local_copy_delay_ms == 300,
+       "--ckpt-local-copy-delay-ms 300");
     ok(parse_one(&cfg, "trace-samples", "runs/x/trace") == CONFIG_RUN &&
            strcmp(cfg.trace_samples, "runs/x/trace") == 0,
        "--trace-samples runs/x/trace");
