@@ -69,11 +69,15 @@
 
 #include "commit.h"
 #include "layout.h"
+#include "lock.h"
 #include "manifest.h"
 #include "shard.h"
 #include "util.h"
 
 /* ---- save, phase one -------------------------------------------------- */
+
+/* The longest a save waits for a prune of its own step (lock_step). */
+#define SAVE_LOCK_WAIT_S 60
 
 /* Is there a step-<N> entry (committed, or anything by that name)? */
 int ckpt_step_exists(const char *root, uint64_t step)
@@ -146,6 +150,26 @@ static int check_shard_write(const char *root, uint64_t step, int rank, int worl
     return CKPT_OK;
 }
 
+/* Tell a prune that this rank is saving step under root (lock.h): the lock
+ * is kept until ckpt_commit of the same step and rank has its outcome.
+ * Where a prune of the step holds it for longer than SAVE_LOCK_WAIT_S, the
+ * save fails rather than write into a directory being removed. */
+static int lock_step(const char *root, uint64_t step, int rank)
+{
+    int fd;
+    switch (ckpt_lock_save(root, step, SAVE_LOCK_WAIT_S, &fd)) {
+    case CKPT_LOCK_HELD:
+        ckpt_lock_keep(root, step, rank, fd);
+        return CKPT_OK;
+    case CKPT_LOCK_BUSY:
+        return ckpt_seterr(CKPT_EIO, "%s: step %llu is being pruned by another process "
+                           "(its lock in %s was held for %d s)", root,
+                           (unsigned long long)step, CKPT_LOCK_NAME, SAVE_LOCK_WAIT_S);
+    default:
+        return CKPT_OK; /* no locks here: a prune goes by the steps alone */
+    }
+}
+
 int ckpt_shard_write(const char *root, uint64_t step, int rank, int world,
                      const ckpt_tensor_t *tensors, size_t ntensors,
                      const ckpt_opts_t *opts, ckpt_shard_info_t *info)
@@ -166,7 +190,8 @@ int ckpt_shard_write(const char *root, uint64_t step, int rank, int world,
         ckpt_step_dirname(step, name, sizeof name);
         return ckpt_seterr(CKPT_EEXIST, "%s/%s already exists", root, name);
     }
-    if ((rc = ckpt_make_root(root, opts->fsync)) != CKPT_OK)
+    if ((rc = ckpt_make_root(root, opts->fsync)) != CKPT_OK ||
+        (rc = lock_step(root, step, rank)) != CKPT_OK)
         return rc;
     ckpt_tmp_dirname(step, name, sizeof name);
     if ((rc = ckpt_path_join(tmpdir, sizeof tmpdir, root, name)) != CKPT_OK ||
@@ -482,9 +507,11 @@ int ckpt_commit(const char *root, uint64_t step, const ckpt_tensor_t *tensors,
     uint64_t total = 0;
 
     if (world < 1 || world > CKPT_MAX_SHARDS || rank < 0 || rank >= world ||
-        (coll && (!coll->allgather || !coll->bcast)))
+        (coll && (!coll->allgather || !coll->bcast))) {
+        ckpt_lock_drop(root, step, rank);
         return ckpt_seterr(CKPT_EINVAL, "commit: bad collective (rank %d of "
                            "%d)", rank, world);
+    }
     if (!opts) {
         ckpt_opts_default(&defaults);
         opts = &defaults;
@@ -527,6 +554,7 @@ out:
         pthread_mutex_unlock(&gather_spare_lock[spare]);
     else
         free(all);
+    ckpt_lock_drop(root, step, rank); /* the outcome is known: a prune may look */
     return rc;
 }
 

@@ -9,6 +9,9 @@
  *   I9. A checkpoint that fails to verify is never deleted by the library:
  *       ckpt_set_aside_after renames newer bad ones to step-<N>.corrupt so
  *       that a run resumed from an older step can save step N again.
+ *   I10. Prune never removes .tmp-step-<N> or step-<N> while another open
+ *       file holds byte N of <root>/.locks (lock.h): a live save of step N,
+ *       or another prune of it.
  */
 #include "ftrain/ckpt.h"
 
@@ -21,6 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "lock.h"
 #include "util.h"
 
 /* The part of a library message that an entry's reason quotes, after the
@@ -292,7 +296,9 @@ int ckpt_set_aside_after(const char *root, uint64_t step,
 /* ---- pruning ---------------------------------------------------------- */
 
 /* Delete the committed checkpoint root/entry->name: renamed to
- * .tmp-step-<N> first (I7), the root fsync'd, then removed.
+ * .tmp-step-<N> first (I7), the root fsync'd, then removed.  The caller
+ * holds the step's prune lock (lock.h): a save of the same step in flight
+ * would be writing the .tmp-step-<N> this removes first.
  * @return CKPT_OK, CKPT_ENOTFOUND (gone: another prune, the trainer's or
  * ckptctl's, took it), CKPT_EINVAL or CKPT_EIO. */
 static int delete_step(const char *root, const ckpt_entry_t *entry)
@@ -362,19 +368,27 @@ static int prune(const char *root, int keep, const char *in_use,
     for (size_t i = nentries; rc == CKPT_OK && i-- > 0;) { /* newest first */
         const ckpt_entry_t *entry = &entries[i];
         char path[CKPT_PATH_MAX];
+        int lock = -1;
         if (entry->name[0] == '.') {
-            /* A crashed save's temp dir, once a newer step is committed. */
+            /* A crashed save's temp dir, once a newer step is committed;
+             * not one a live save holds (lock.h): after an import or a
+             * flush of a newer step, a running trainer's saves are older
+             * than the newest committed step too. */
             if (!have_newest || entry->step >= newest ||
-                ckpt_path_join(path, sizeof path, root, entry->name) != CKPT_OK)
+                ckpt_path_join(path, sizeof path, root, entry->name) != CKPT_OK ||
+                ckpt_lock_prune(root, entry->step, &lock) == CKPT_LOCK_BUSY)
                 continue;
             if ((rc = ckpt_remove_tree(AT_FDCWD, path, path)) == CKPT_OK)
                 nremoved++;
+            ckpt_lock_release(lock);
             continue;
         }
         if (entry->status != CKPT_ST_COMMITTED || /* left for inspection (I9) */
-            keeps(entry, keep, &kept, use, use2))
+            keeps(entry, keep, &kept, use, use2) ||
+            ckpt_lock_prune(root, entry->step, &lock) == CKPT_LOCK_BUSY)
             continue;
         rc = delete_step(root, entry);
+        ckpt_lock_release(lock);
         if (rc == CKPT_OK)
             nremoved++;
         else if (rc == CKPT_ENOTFOUND)
