@@ -47,6 +47,41 @@ int ckpt_dtype_from_name(const char *name, ckpt_dtype_t *dtype)
     return 0;
 }
 
+/* 1 when text is valid UTF-8 (no overlong form, surrogate or code point
+ * past U+10FFFF).  The manifest is JSON, which holds only UTF-8: a name
+ * that is not must be refused here, before any rank writes its shard, not
+ * when rank 0 builds the manifest at the commit. */
+static int valid_utf8(const char *text)
+{
+    const unsigned char *p = (const unsigned char *)text;
+    while (*p) {
+        size_t len;
+        uint32_t code;
+        if (p[0] < 0x80) {
+            p++;
+            continue;
+        }
+        if (p[0] >= 0xc2 && p[0] <= 0xdf)
+            len = 2, code = p[0] & 0x1fu;
+        else if (p[0] >= 0xe0 && p[0] <= 0xef)
+            len = 3, code = p[0] & 0x0fu;
+        else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+            len = 4, code = p[0] & 0x07u;
+        else
+            return 0;
+        for (size_t i = 1; i < len; i++) {
+            if ((p[i] & 0xc0) != 0x80) /* also stops at the NUL */
+                return 0;
+            code = code << 6 | (p[i] & 0x3fu);
+        }
+        if ((len == 3 && (code < 0x800 || (code >= 0xd800 && code <= 0xdfff))) ||
+            (len == 4 && (code < 0x10000 || code > 0x10ffff)))
+            return 0;
+        p += len;
+    }
+    return 1;
+}
+
 /* Check tensor `index`'s name, dtype and shape; *nbytes gets its size. */
 static int check_tensor(const ckpt_tensor_t *tensor, size_t index,
                         uint64_t *nbytes)
@@ -59,6 +94,9 @@ static int check_tensor(const ckpt_tensor_t *tensor, size_t index,
     if (!ckpt_name_printable(tensor->name))
         return ckpt_seterr(CKPT_EINVAL, "tensor %zu: name holds a control "
                            "character", index);
+    if (!valid_utf8(tensor->name))
+        return ckpt_seterr(CKPT_EINVAL, "tensor %zu: name is not valid UTF-8",
+                           index);
     if (elem_size == 0)
         return ckpt_seterr(CKPT_EINVAL, "tensor \"%s\": unknown dtype %d",
                            tensor->name, (int)tensor->dtype);

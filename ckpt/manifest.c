@@ -76,14 +76,34 @@ static json_t *hex64_json(uint64_t value)
     return json_string(hex);
 }
 
-static json_t *tensor_json(const ckpt_tensor_t *tensor)
+/* json_string of a tensor's name or dtype, or NULL with *rc set when the
+ * cause is not memory: json_string refuses text that is not UTF-8 (JSON
+ * holds nothing else; ckpt_layout refuses such a name first) and a NULL
+ * (an unknown dtype has no name).  Only a NULL from the _nocheck form,
+ * which skips the UTF-8 check, means out of memory. */
+static json_t *text_json(const char *text, const char *field, size_t index, int *rc)
+{
+    json_t *value, *unchecked;
+    if (text && (value = json_string(text)) != NULL)
+        return value;
+    unchecked = text ? json_string_nocheck(text) : NULL;
+    if (*rc == CKPT_OK && (!text || unchecked)) /* the first cause is the one told */
+        *rc = ckpt_seterr(CKPT_EINVAL, "manifest: tensor %zu: %s %s", index, field,
+                          text ? "is not valid UTF-8" : "is unknown");
+    json_decref(unchecked);
+    return NULL;
+}
+
+/* Tensor index as JSON; NULL on failure, with *rc set unless memory ran
+ * out. */
+static json_t *tensor_json(const ckpt_tensor_t *tensor, size_t index, int *rc)
 {
     json_t *obj = json_object(), *shape = json_array();
     int ok = 1;
     for (int d = 0; shape && d < tensor->ndim; d++)
         ok &= json_array_append_new(shape, json_integer(tensor->shape[d])) == 0;
-    put(obj, "name", json_string(tensor->name), &ok);
-    put(obj, "dtype", json_string(ckpt_dtype_name(tensor->dtype)), &ok);
+    put(obj, "name", text_json(tensor->name, "name", index, rc), &ok);
+    put(obj, "dtype", text_json(ckpt_dtype_name(tensor->dtype), "dtype", index, rc), &ok);
     put(obj, "shape", shape, &ok);
     put(obj, "offset", json_integer((json_int_t)tensor->offset), &ok);
     put(obj, "nbytes", json_integer((json_int_t)tensor->nbytes), &ok);
@@ -116,8 +136,10 @@ static json_t *shard_json(const ckpt_shard_info_t *shard, int index)
 }
 
 /* The manifest without its checksum, in the order the format lists the
- * fields; record is the parsed record object (a reference is taken). */
-static json_t *manifest_json(const ckpt_manifest_t *manifest, json_t *record)
+ * fields; record is the parsed record object (a reference is taken).  NULL
+ * on failure, with *rc and the message set (CKPT_EINVAL for a field that
+ * JSON cannot hold, else CKPT_ENOMEM). */
+static json_t *manifest_json(const ckpt_manifest_t *manifest, json_t *record, int *rc)
 {
     json_t *root = json_object(), *tensors = json_array(), *shards = json_array(),
            *opts = json_object();
@@ -128,7 +150,7 @@ static json_t *manifest_json(const ckpt_manifest_t *manifest, json_t *record)
     put(root, "created", json_integer(manifest->created), &ok);
     put(root, "total_bytes", json_integer((json_int_t)manifest->total_bytes), &ok);
     for (size_t i = 0; ok && i < manifest->ntensors; i++) {
-        json_t *tensor = tensor_json(&manifest->tensors[i]);
+        json_t *tensor = tensor_json(&manifest->tensors[i], i, rc);
         ok = tensor && json_array_append_new(tensors, tensor) == 0;
     }
     for (int i = 0; ok && i < manifest->nshards; i++) {
@@ -145,30 +167,55 @@ static json_t *manifest_json(const ckpt_manifest_t *manifest, json_t *record)
     put(root, "record", json_incref(record), &ok);
     if (!ok) {
         json_decref(root);
+        if (*rc == CKPT_OK)
+            *rc = ckpt_seterr(CKPT_ENOMEM, "out of memory building the manifest");
         return NULL;
     }
     return root;
 }
 
+/* 1 when json_loads failed on a number that JSON here cannot hold: an
+ * integer outside json_int_t (int64_t), or a real that overflows. */
+static int number_overflow(const json_error_t *jerr)
+{
+#if JANSSON_VERSION_HEX >= 0x020b00
+    return json_error_code(jerr) == json_error_numeric_overflow;
+#else
+    return strstr(jerr->text, "too big") != NULL || strstr(jerr->text, "overflow") != NULL;
+#endif
+}
+
+/* Load the record to write, which must be a JSON object's text. */
+static int load_record(const char *text, json_t **record)
+{
+    json_error_t jerr;
+    *record = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+    if (*record && json_is_object(*record))
+        return CKPT_OK;
+    if (*record) {
+        json_decref(*record);
+        *record = NULL;
+        return ckpt_seterr(CKPT_EINVAL, "record is not a JSON object");
+    }
+    if (number_overflow(&jerr))
+        return ckpt_seterr(CKPT_EINVAL, "record: a number is out of range (integers "
+                           "must lie in -2^63..2^63-1): %s", jerr.text);
+    return ckpt_seterr(CKPT_EINVAL, "record is not a JSON object: %s", jerr.text);
+}
+
 int ckpt_manifest_dump(const ckpt_manifest_t *manifest, char **text)
 {
-    int rc;
+    int rc = CKPT_OK;
     uint64_t sum;
     json_t *root = NULL, *record;
-    json_error_t jerr;
 
     *text = NULL;
-    record = json_loads(manifest->record ? manifest->record : "{}",
-                        JSON_REJECT_DUPLICATES, &jerr);
-    if (!record || !json_is_object(record)) {
-        json_decref(record);
-        return ckpt_seterr(CKPT_EINVAL, "record is not a JSON object%s%s",
-                           record ? "" : ": ", record ? "" : jerr.text);
-    }
-    root = manifest_json(manifest, record);
+    if ((rc = load_record(manifest->record ? manifest->record : "{}", &record)))
+        return rc;
+    root = manifest_json(manifest, record, &rc);
     json_decref(record);
     if (!root)
-        return ckpt_seterr(CKPT_ENOMEM, "out of memory building the manifest");
+        return rc;
     rc = canonical_xxh64(root, CKPT_MANIFEST_NAME, &sum);
     if (rc == CKPT_OK) {
         int ok = 1;

@@ -32,7 +32,9 @@ typedef struct {
 
 /* Serialise manifest to JSON text (malloc'd, NUL-terminated).  Its record
  * must be a JSON object's text (NULL: an empty one).  @return CKPT_OK,
- * CKPT_EINVAL (record not an object) or CKPT_ENOMEM. */
+ * CKPT_EINVAL (record not an object, or a number in it out of range; a
+ * tensor name that is not UTF-8, an unknown dtype: each named) or
+ * CKPT_ENOMEM (only when memory ran out). */
 int ckpt_manifest_dump(const ckpt_manifest_t *manifest, char **text);
 
 /* Parse and validate manifest text as untrusted input; `what` names the file

@@ -16,6 +16,7 @@
 
 #include "ftrain/ckpt.h"
 #include "tap.h"
+#include "../ckpt/manifest.h"
 
 /* ---- an in-process collective over threads ---------------------------- */
 
@@ -242,6 +243,80 @@ static void on_skip(void *ctx, const char *name, const char *why)
     diag("skipped %s: %s", name, why);
 }
 
+/* One f32 tensor of 4 elements named name, laid out; rc of ckpt_layout. */
+static int one_tensor(ckpt_tensor_t *t, const char *name, float *data)
+{
+    uint64_t total;
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, CKPT_NAME_MAX, "%s", name);
+    t->dtype = CKPT_F32, t->ndim = 1, t->shape[0] = 4, t->data = data;
+    return ckpt_layout(t, 1, &total);
+}
+
+/* Tensor names must be UTF-8, as the manifest is JSON: refused by
+ * ckpt_layout, naming the tensor, before any rank writes anything.  A
+ * record number JSON cannot hold is said to be out of range. */
+static void names_and_records(void)
+{
+    static const char *const bad[] = {
+        "a\xff", "\xc0\xaf", "w\xed\xa0\x80", "w\xe2\x82", "w\xf4\x90\x80\x80", "\x80w",
+    };
+    static const char *const good[] = {"w\xc3\xa9", "\xe2\x82\xac", "p\xf0\x9f\x98\x80"};
+    float data[4] = {1, 2, 3, 4};
+    char names[600], *text = NULL;
+    ckpt_tensor_t t;
+    ckpt_manifest_t m;
+    int rc;
+
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        rc = one_tensor(&t, bad[i], data);
+        ok(rc == CKPT_EINVAL && strstr(ckpt_last_error(), "tensor 0: name is not valid UTF-8"),
+           "layout refuses a name that is not UTF-8 (#%zu): %d %s", i, rc, ckpt_last_error());
+    }
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        is_int(one_tensor(&t, good[i], data), CKPT_OK, "layout takes a UTF-8 name (#%zu)", i);
+
+    snprintf(names, sizeof names, "%s/names", root);
+    mkdir(names, 0755);
+    memset(&t, 0, sizeof t);
+    snprintf(t.name, CKPT_NAME_MAX, "a\xff");
+    t.dtype = CKPT_F32, t.ndim = 1, t.shape[0] = 4, t.data = data;
+    rc = ckpt_save(names, 1, &t, 1, "{}", NULL, NULL);
+    ok(rc == CKPT_EINVAL && strstr(ckpt_last_error(), "not valid UTF-8"),
+       "ckpt_save of that name: EINVAL, not out of memory (%d %s)", rc, ckpt_last_error());
+    ok(!exists(names, "step-00000001") && !exists(names, ".tmp-step-00000001"),
+       "  and nothing was written");
+
+    /* The manifest's own check, for a table that did not pass ckpt_layout. */
+    memset(&m, 0, sizeof m);
+    m.ntensors = 1, m.tensors = &t;
+    rc = ckpt_manifest_dump(&m, &text);
+    ok(rc == CKPT_EINVAL && text == NULL && strstr(ckpt_last_error(), "not valid UTF-8"),
+       "the manifest says a name is not UTF-8, not out of memory: %d %s", rc,
+       ckpt_last_error());
+    free(text);
+    text = NULL;
+    t.dtype = (ckpt_dtype_t)42;
+    snprintf(t.name, CKPT_NAME_MAX, "w");
+    rc = ckpt_manifest_dump(&m, &text);
+    ok(rc == CKPT_EINVAL && strstr(ckpt_last_error(), "dtype is unknown"),
+       "  and that a dtype is unknown: %d %s", rc, ckpt_last_error());
+    free(text);
+
+    is_int(one_tensor(&t, "w", data), CKPT_OK, "a good tensor");
+    rc = ckpt_save(names, 2, &t, 1, "{\"seed\":9223372036854775808}", NULL, NULL);
+    ok(rc == CKPT_EINVAL && strstr(ckpt_last_error(), "out of range") &&
+           strstr(ckpt_last_error(), "9223372036854775808") &&
+           !strstr(ckpt_last_error(), "not a JSON object"),
+       "a record integer of 2^63: EINVAL saying it is out of range: %s", ckpt_last_error());
+    rc = ckpt_save(names, 2, &t, 1, "{\"s\":-9223372036854775809}", NULL, NULL);
+    ok(rc == CKPT_EINVAL && strstr(ckpt_last_error(), "out of range"),
+       "  and one of -2^63-1: %s", ckpt_last_error());
+    ok(!exists(names, "step-00000002"), "  nothing committed");
+    is_int(ckpt_save(names, 2, &t, 1, "{\"seed\":9223372036854775807}", NULL, NULL), CKPT_OK,
+           "a record integer of 2^63-1 is kept");
+}
+
 int main(void)
 {
     ckpt_tensor_t t[NT], bad[2];
@@ -293,6 +368,7 @@ int main(void)
     bad[1].shape[0] = INT64_MAX / 2, bad[1].shape[1] = 1 << 20;
     is_int(ckpt_layout(bad, 2, &total), CKPT_EINVAL, "overflowing shape refused");
     ckpt_layout(t, NT, &total);
+    names_and_records();
 
     /* Saves by 1..5 ranks with every frame size, shuffle on and off. */
     ckpt_opts_default(&o);
@@ -511,6 +587,15 @@ int main(void)
                "root");
         is_int(ckpt_open(empty, (ckpt_t **)&v), CKPT_ENOTFOUND,
                "open a missing directory");
+        /* A file is no checkpoint: not found, never "corrupt". */
+        snprintf(empty, sizeof empty, "%s/a-file", root);
+        FILE *f = fopen(empty, "w");
+        if (f)
+            fclose(f);
+        ok(ckpt_open(empty, (ckpt_t **)&v) == CKPT_ENOTFOUND &&
+               strstr(ckpt_last_error(), "not a directory, so not a checkpoint"),
+           "open a regular file: ENOTFOUND, not a checkpoint directory: %s",
+           ckpt_last_error());
     }
 
     tap_rmtree(root);
