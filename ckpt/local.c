@@ -835,7 +835,7 @@ static int verify_and_commit(flush_t *fl, char *out, size_t cap)
     if ((rc = ckpt_rename_noreplace_at(AT_FDCWD, fl->tmp, AT_FDCWD, final)) != CKPT_OK)
         return rc;
     fl->have_tmp = 0;
-    if (out)
+    if (out) /* fits: ckpt_local_flush checked cap */
         snprintf(out, cap, "%s", final);
     rc = ckpt_fsync_dir(fl->root);
     if (rc != CKPT_OK)
@@ -864,6 +864,11 @@ int ckpt_local_flush(const char *const *local_roots, size_t nroots, uint64_t ste
     ckpt_step_dirname(step, fl.name, sizeof fl.name);
     if ((rc = ckpt_path_join(final, sizeof final, root, fl.name)) != CKPT_OK)
         return rc;
+    /* A path cut to fit would name another directory: refused before
+     * anything is written, as ckpt_latest_good and ckpt_import do. */
+    if (out && strlen(final) >= cap)
+        return ckpt_seterr(CKPT_EINVAL, "local_flush: output buffer of %zu bytes too "
+                           "small for %s", cap, final);
     if (ckpt_step_exists(root, step)) /* I3, before anything is read */
         return ckpt_seterr(CKPT_EEXIST, "%s already exists", final);
     fl.dirs = calloc(nroots, sizeof *fl.dirs);
