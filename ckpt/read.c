@@ -70,10 +70,11 @@ static int open_dir(const char *dir, char *name_buf, size_t cap, int *dirfd,
         return ckpt_seterr(CKPT_ECORRUPT, "%s: a symbolic link, not a directory "
                            "(a step-<N> that is a link is not followed)", dir);
     /* A file where a directory was asked for is the caller's mistake, not
-     * a damaged checkpoint: nothing here is one to check.  (Under a root,
-     * ckpt_list still calls a step-<N> that is a file corrupt.) */
+     * a damaged checkpoint (ECORRUPT) nor a missing one (ENOTFOUND, which
+     * ckptctl verify reads as incomplete): a step-<N> that is a file under
+     * a root stays corrupt to ckpt_list and ckptctl. */
     if (err == ENOTDIR && lstat(name_buf, &st) == 0 && !S_ISDIR(st.st_mode))
-        return ckpt_seterr(CKPT_ENOTFOUND, "%s: not a directory, so not a checkpoint "
+        return ckpt_seterr(CKPT_EINVAL, "%s: not a directory, so not a checkpoint "
                            "(a checkpoint is a step-<N> directory)", dir);
     if (err == ENOENT || err == ENOTDIR)
         return ckpt_seterr(CKPT_ENOTFOUND, "%s: no such checkpoint directory", dir);

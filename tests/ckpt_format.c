@@ -587,14 +587,14 @@ int main(void)
                "root");
         is_int(ckpt_open(empty, (ckpt_t **)&v), CKPT_ENOTFOUND,
                "open a missing directory");
-        /* A file is no checkpoint: not found, never "corrupt". */
+        /* A file is no checkpoint: the caller's mistake, not "corrupt". */
         snprintf(empty, sizeof empty, "%s/a-file", root);
         FILE *f = fopen(empty, "w");
         if (f)
             fclose(f);
-        ok(ckpt_open(empty, (ckpt_t **)&v) == CKPT_ENOTFOUND &&
+        ok(ckpt_open(empty, (ckpt_t **)&v) == CKPT_EINVAL &&
                strstr(ckpt_last_error(), "not a directory, so not a checkpoint"),
-           "open a regular file: ENOTFOUND, not a checkpoint directory: %s",
+           "open a regular file: EINVAL, not a checkpoint directory: %s",
            ckpt_last_error());
     }
 
