@@ -20,6 +20,7 @@ SONAME's major version (.1) is the promise that they keep this layout.
 """
 import ctypes
 import ctypes.util
+import operator
 import os
 import threading
 
@@ -31,6 +32,30 @@ NAME_MAX = 128
 PATH_MAX = 4096
 FILE_NAME_MAX = 64
 ENTRY_WHY_MAX = 256
+
+
+# Integer ranges of the C types.  ctypes keeps only the low bits of a
+# Python int that does not fit its C type (2**32 passed as an int is 0, -1
+# as a uint64_t is 2**64-1), so every integer is checked with integer()
+# before it is passed.
+INT_MIN, INT_MAX = -2**31, 2**31 - 1
+INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
+UINT64_MAX = 2**64 - 1
+SIZE_MAX = 2**(8 * ctypes.sizeof(ctypes.c_size_t)) - 1
+
+
+def integer(what, value, lo=None, hi=None):
+    """value as an int in lo..hi (None: no bound), else TypeError (not an
+    integer: a float is not truncated) or ValueError naming ``what``."""
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, got {type(value).__name__}") from None
+    if (lo is not None and n < lo) or (hi is not None and n > hi):
+        how = "negative" if lo is not None and n < 0 <= lo else "out of range"
+        bounds = f"{lo} or more" if hi is None else f"{lo}..{hi}"
+        raise ValueError(f"{what} {n} is {how}: it must be {bounds}")
+    return n
 
 
 class LibraryNotFoundError(ImportError):

@@ -34,6 +34,8 @@ import numpy as np
 
 from . import _lib
 from . import comm as _comm
+# Every integer passed to the library is range-checked first.
+from ._lib import integer, INT_MIN, INT_MAX, INT64_MIN, INT64_MAX, UINT64_MAX, SIZE_MAX
 from .errors import (OK, EINVAL, ENOTFOUND, CkptError, error, check, strerror)
 
 # The format's dtypes: code (ckpt_dtype_t), manifest name, numpy dtype.
@@ -56,6 +58,42 @@ Entry.__doc__ = """One entry of list_checkpoints(): status is "committed",
 _STATUS = ("committed", "incomplete", "corrupt")
 
 _OPTION_FIELDS = ("level", "threads", "shuffle", "frame_bytes", "fsync", "direct", "adapt")
+
+STEP_MAX = INT64_MAX  # a manifest's step is a JSON integer (int64)
+
+
+def _step(step):
+    return integer("step", step, 0, STEP_MAX)
+
+
+def _check_record_ints(value, where):
+    """Refuse an integer of the record that the library's JSON cannot hold
+    (int64), naming where it is: json.dumps writes any int, and the library
+    would refuse it only at the commit, after every shard was written."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise ValueError(f"{where} = {value} is out of range: a record's integers must "
+                             f"lie in -2**63..2**63-1 (store a larger one as a string)")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_record_ints(v, f"{where}[{k!r}]")
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_record_ints(v, f"{where}[{i}]")
+
+
+def _record_json(record):
+    """The record (a dict; None is {}) as the compact JSON text the library
+    stores, or TypeError/ValueError for what the format cannot hold."""
+    if record is None:
+        record = {}
+    if not isinstance(record, dict):
+        raise TypeError(f"record must be a dict (a JSON object), got {type(record).__name__}")
+    text = json.dumps(record, allow_nan=False, separators=(",", ":")).encode()
+    _check_record_ints(record, "record")  # after dumps: it refuses cycles
+    return text
 
 
 def _fs(path):
@@ -103,7 +141,9 @@ def _options(options):
             raise TypeError(f"unknown checkpoint option '{key}' (known: "
                             f"{', '.join(_OPTION_FIELDS)})")
         if value is not None:
-            setattr(opts, key, int(value))
+            hi = SIZE_MAX if key == "frame_bytes" else INT_MAX
+            lo = 0 if key == "frame_bytes" else INT_MIN
+            setattr(opts, key, integer(f"option {key}", value, lo, hi))
     return opts
 
 
@@ -117,7 +157,10 @@ def _table(tensors):
     for i, (name, value) in enumerate(items):
         if not isinstance(name, str):
             raise TypeError(f"tensor names must be str, got {name!r}")
-        raw = name.encode("utf-8")
+        try:
+            raw = name.encode("utf-8")
+        except UnicodeEncodeError as e:  # a lone surrogate
+            raise ValueError(f"tensor name {name!r} is not valid UTF-8: {e.reason}") from None
         if not raw or len(raw) >= _lib.NAME_MAX or b"\0" in raw:
             raise ValueError(f"tensor name {name!r}: must be 1 to {_lib.NAME_MAX - 1} "
                              f"bytes of UTF-8 without NUL")
@@ -139,9 +182,9 @@ def _table(tensors):
 
 
 def step_dirname(step):
-    """The step directory's name: "step-%08d"."""
+    """The step directory's name: "step-%08d" (step in 0..2**63-1)."""
     buf = ctypes.create_string_buffer(_lib.FILE_NAME_MAX)
-    _lib.load().ckpt_step_dirname(int(step), buf, len(buf))
+    _lib.load().ckpt_step_dirname(_step(step), buf, len(buf))
     return buf.value.decode()
 
 
@@ -155,7 +198,7 @@ class PendingSave:
 
     def __init__(self, root, step, comm, table, ntensors, arrays, total, opts,
                  rc, detail, exc):
-        self.root, self.step, self.comm = os.fspath(root), int(step), comm
+        self.root, self.step, self.comm = os.fspath(root), step, comm
         self._table, self._n, self._arrays = table, ntensors, arrays
         self.total_bytes = total
         self._opts, self._rc, self._detail, self._exc = opts, rc, detail, exc
@@ -175,21 +218,25 @@ class PendingSave:
         if self.committed:
             raise RuntimeError(f"step {self.step} was already committed")
         exc = self._exc
-        rec = b"{}"
         if exc is None:
             try:
-                if record is None:
-                    record = {}
-                if not isinstance(record, dict):
-                    raise TypeError(f"record must be a dict (a JSON object), got "
-                                    f"{type(record).__name__}")
-                rec = json.dumps(record, allow_nan=False, separators=(",", ":")).encode()
+                rec = _record_json(record)
+                step = _step(self.step)
             except (TypeError, ValueError) as e:
                 exc = e
+        if exc is not None:
+            # Still take part, voting failure: the other ranks are in the
+            # collective.  A step no directory can have (one past the
+            # largest) is what the library gets for a step that is refused.
+            rec = b"{}"
+            try:
+                step = _step(self.step)
+            except (TypeError, ValueError):
+                step = STEP_MAX + 1
         local = self._rc if self._rc != OK else (EINVAL if exc is not None else OK)
         lib = _lib.load()
         info = self.info if self.info is not None else _lib.ShardInfo()
-        rc = lib.ckpt_commit(_fs(self.root), self.step, self._table, self._n, rec,
+        rc = lib.ckpt_commit(_fs(self.root), step, self._table, self._n, rec,
                              ctypes.byref(self._opts), local, ctypes.byref(info),
                              self.comm.coll())
         cause = self.comm.take_error()
@@ -203,7 +250,7 @@ class PendingSave:
             raise err from cause
         self.committed = True
         self._arrays = None
-        return step_path(self.root, self.step)
+        return step_path(self.root, step)
 
 
 def write_shard(root, step, tensors, *, comm=None, **options):
@@ -214,12 +261,13 @@ def write_shard(root, step, tensors, *, comm=None, **options):
     Options: level (zstd 1..19, 0 stored), threads, shuffle, frame_bytes,
     fsync, direct, adapt (ckpt_opts_t)."""
     c = _comm.resolve(comm)
+    step = _step(step)
     opts = _options(options)
     table, n, arrays, total = _table(tensors)
     os.makedirs(os.fspath(root), exist_ok=True)
     info = _lib.ShardInfo()
     lib = _lib.load()
-    rc = lib.ckpt_shard_write(_fs(root), int(step), c.rank, c.size, table, n,
+    rc = lib.ckpt_shard_write(_fs(root), step, c.rank, c.size, table, n,
                               ctypes.byref(opts), ctypes.byref(info))
     detail = lib.ckpt_last_error().decode("utf-8", "replace") if rc != OK else None
     p = PendingSave(root, step, c, table, n, arrays, total, opts, rc, detail, None)
@@ -238,6 +286,7 @@ def save(root, step, tensors, record=None, *, comm=None, **options):
     format cannot hold."""
     c = _comm.resolve(comm)
     try:
+        _record_json(record)  # a record the format cannot hold: nothing is written
         pending = write_shard(root, step, tensors, comm=c, **options)
     except (TypeError, ValueError, OSError, CkptError) as e:
         # Take part in the commit all the same: the other ranks are in it.
@@ -324,11 +373,31 @@ class Checkpoint:
 
     @staticmethod
     def _dest(out, dtype, count, what):
-        """A writable numpy view of ``out`` of dtype and count elements."""
-        a = as_array(what, out)
-        if a.dtype != dtype or a.size != count:
-            raise ValueError(f"{what}: out holds {a.size} x {a.dtype}, the checkpoint "
-                             f"has {count} x {dtype}")
+        """A writable numpy view of ``out``'s own memory, of dtype and count
+        elements: the library writes there, so ``out`` must be that memory
+        (a contiguous copy of it would be written instead, and ``out`` left
+        unchanged)."""
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(out, torch.Tensor):
+            if out.device.type != "cpu" or out.layout != torch.strided:
+                raise ValueError(f"{what}: out is a {out.layout} tensor on {out.device}: "
+                                 f"read into a dense CPU tensor (then .copy_() it there)")
+            have, n = str(out.dtype).replace("torch.", ""), out.numel()
+            contiguous = out.is_contiguous()
+        elif isinstance(out, np.ndarray):
+            have, n = out.dtype.name if out.dtype.isnative else out.dtype.str, out.size
+            contiguous = out.flags.c_contiguous
+        else:
+            raise TypeError(f"{what}: out must be a numpy array or a torch tensor, got "
+                            f"{type(out).__name__}")
+        if have != dtype.name or n != count:
+            raise ValueError(f"{what}: out holds {n} x {have}, the checkpoint has "
+                             f"{count} x {dtype.name}")
+        if not contiguous:
+            raise ValueError(f"{what}: out is not contiguous, so the data cannot be read "
+                             f"into its memory: read into a contiguous one (or none), "
+                             f"then copy it over")
+        a = out.detach().numpy() if not isinstance(out, np.ndarray) else out
         if not a.flags.writeable:
             raise ValueError(f"{what}: out is read-only")
         return a
@@ -358,7 +427,8 @@ class Checkpoint:
         read_slice(name, r*n//M, (r+1)*n//M)."""
         t = self.info(name)
         count = int(np.prod(t.shape, dtype=np.int64))
-        stop = count if stop is None else stop
+        start = integer("start", start)
+        stop = count if stop is None else integer("stop", stop)
         if not 0 <= start <= stop <= count:
             raise IndexError(f"tensor '{name}': slice [{start}, {stop}) outside "
                              f"[0, {count})")
@@ -377,12 +447,14 @@ class Checkpoint:
     def read_range(self, offset, length, out=None):
         """Bytes [offset, offset+length) of the flat space, as a uint8 array
         (or into ``out``, a uint8 array or tensor of that length)."""
+        offset = integer("offset", offset, 0, UINT64_MAX)
+        length = integer("length", length, 0, UINT64_MAX)
         if out is None:
             dst = result = np.empty(length, np.uint8)
         else:
             dst = self._dest(out, np.dtype(np.uint8), length, "read_range")
             result = out
-        check(_lib.load().ckpt_read_range(self._handle(), int(offset), int(length),
+        check(_lib.load().ckpt_read_range(self._handle(), offset, length,
                                            dst.ctypes.data),
               "ckpt_read_range")
         return result
@@ -399,7 +471,8 @@ class Checkpoint:
     def set_read_threads(self, threads):
         """Threads that decode frames (default: the process's CPUs, at most
         8; processes sharing CPUs should pass their share)."""
-        _lib.load().ckpt_set_read_threads(self._handle(), int(threads))
+        threads = integer("threads", threads, INT_MIN, INT_MAX)
+        _lib.load().ckpt_set_read_threads(self._handle(), threads)
 
 
 def open_checkpoint(path):
@@ -494,17 +567,21 @@ def list_checkpoints(root, verify=False):
 def prune(root, keep, in_use=None, keep_good=False):
     """Remove all but the newest ``keep`` committed checkpoints (never
     ``in_use``; with keep_good=True never the newest that verifies either).
-    Run it on one rank.  Returns how many were removed."""
+    Run it on one rank.  Returns how many were removed.  ``keep`` must not
+    be negative (ValueError); one above 2**31-1 keeps every checkpoint."""
     lib = _lib.load()
+    # A C int holds keep; more than it can hold keeps everything anyway,
+    # and must never wrap around to a small number (2**32 would be 0).
+    keep = min(integer("keep", keep, 0), INT_MAX)
     removed = ctypes.c_int(0)
     use = _fs(in_use) if in_use is not None else None
     if keep_good:
         good = ctypes.create_string_buffer(_lib.PATH_MAX)
-        rc = lib.ckpt_prune_keep_good(_fs(root), int(keep), use, ctypes.byref(removed),
+        rc = lib.ckpt_prune_keep_good(_fs(root), keep, use, ctypes.byref(removed),
                                       good, len(good))
         check(rc, "ckpt_prune_keep_good")
     else:
-        check(lib.ckpt_prune(_fs(root), int(keep), use, ctypes.byref(removed)), "ckpt_prune")
+        check(lib.ckpt_prune(_fs(root), keep, use, ctypes.byref(removed)), "ckpt_prune")
     return removed.value
 
 

@@ -112,9 +112,18 @@ class StopGuard:
         c = self.comm
         stop = ctypes.c_int64(-1)
         signo = ctypes.c_int(0)
-        rc = _lib.load().ckpt_stop_agree(c.coll(), int(step), ctypes.byref(stop),
+        try:
+            # ctypes would keep only the low 64 bits of a larger step.
+            step, refused = _lib.integer("step", step, 0, _lib.INT64_MAX), None
+        except (TypeError, ValueError) as e:
+            # Still take part, as a rank with a bad step does in C (-1 is
+            # refused there): the other ranks are in the collective.
+            step, refused = -1, e
+        rc = _lib.load().ckpt_stop_agree(c.coll(), step, ctypes.byref(stop),
                                          ctypes.byref(signo))
         cause = c.take_error()
+        if refused is not None:
+            raise refused
         if rc != OK:
             raise error(rc, "ckpt_stop_agree") from cause
         if stop.value < 0:

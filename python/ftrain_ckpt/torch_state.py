@@ -118,10 +118,14 @@ def load_state(source, model=None, optimizer=None, *, extra=None, strict=True):
     """Restore what save_state() saved, on any world size.  ``source``: a
     step directory or an open Checkpoint.  The model's parameters and
     buffers are overwritten in place; the optimizer gets load_state_dict();
-    ``extra`` (name -> tensor) is read into in place.  With strict, a
-    tensor the model has and the checkpoint lacks (or the reverse), or one
-    of another shape or dtype, raises ValueError naming it.  Returns the
-    caller's record (without "torch_state")."""
+    ``extra`` (name -> tensor) is read into in place.  Everything is checked
+    before anything is read: with strict, a tensor the model has and the
+    checkpoint lacks (or the reverse); always, a shape or dtype that
+    differs, an optimizer of another class or other parameter groups, or
+    none saved, an ``extra`` name the checkpoint lacks or a tensor it cannot
+    be read into.  Each raises one ValueError naming every difference, and
+    a refused load leaves the model, the optimizer and ``extra`` untouched.
+    Returns the caller's record (without "torch_state")."""
     own = not isinstance(source, _ck.Checkpoint)
     ck = _ck.Checkpoint(source) if own else source
     try:
@@ -132,10 +136,21 @@ def load_state(source, model=None, optimizer=None, *, extra=None, strict=True):
         if meta.get("version") != VERSION:
             raise ValueError(f"{ck.path}: {FORMAT} version {meta.get('version')}, this "
                              f"reader knows {VERSION}")
+        model = _unwrap(model) if model is not None else None
+        problems = []
         if model is not None:
-            _load_model(ck, _unwrap(model), strict)
+            problems += _check_model(ck, model, strict)
+        if optimizer is not None:
+            problems += _check_optimizer(ck, optimizer, meta)
+        problems += _check_extra(ck, extra or {})
+        if problems:
+            raise ValueError(f"{ck.path}: the checkpoint does not match: " + "; ".join(problems))
+        # The reads.  The optimizer's state goes into new tensors and
+        # load_state_dict() first: if torch refuses it, nothing else changed.
         if optimizer is not None:
             _load_optimizer(ck, optimizer, meta)
+        if model is not None:
+            _load_model(ck, model)
         for k, t in (extra or {}).items():
             ck.read(f"extra/{k}", out=t)
         record = dict(ck.record)
@@ -146,10 +161,12 @@ def load_state(source, model=None, optimizer=None, *, extra=None, strict=True):
             ck.close()
 
 
-def _load_model(ck, model, strict):
-    """Check everything first, then read: a refused load leaves the model
-    untouched."""
-    torch = _torch()
+def _dtype_name(t):
+    return str(t.dtype).replace("torch.", "")
+
+
+def _check_model(ck, model, strict):
+    """What differs between the model and the checkpoint (a list of texts)."""
     sd = model.state_dict()
     problems = []
     if strict:
@@ -163,14 +180,17 @@ def _load_model(ck, model, strict):
     for k, t in sd.items():
         info = ck.tensors.get(f"model/{k}")
         if info is not None and (tuple(t.shape) != info.shape or
-                                 str(t.dtype).replace("torch.", "") != info.dtype.name):
-            problems.append(f"'{k}' is {list(t.shape)} {str(t.dtype).replace('torch.', '')} in "
-                            f"the model, {list(info.shape)} {info.dtype} in the checkpoint")
-    if problems:
-        raise ValueError(f"{ck.path}: the model does not match the checkpoint: "
-                         + "; ".join(problems))
+                                 _dtype_name(t) != info.dtype.name):
+            problems.append(f"'{k}' is {list(t.shape)} {_dtype_name(t)} in the model, "
+                            f"{list(info.shape)} {info.dtype} in the checkpoint")
+    return problems
+
+
+def _load_model(ck, model):
+    """Read every tensor the checkpoint has into the model (checked)."""
+    torch = _torch()
     with torch.no_grad():
-        for k, t in sd.items():
+        for k, t in model.state_dict().items():
             name = f"model/{k}"
             if name not in ck.tensors:
                 continue
@@ -180,14 +200,55 @@ def _load_model(ck, model, strict):
                 t.copy_(torch.from_numpy(ck.read(name)))
 
 
-def _load_optimizer(ck, optimizer, meta):
-    torch = _torch()
+def _check_optimizer(ck, optimizer, meta):
+    """What keeps the saved optimizer state from loading into ``optimizer``:
+    what torch's load_state_dict() checks (the groups), and that every
+    per-parameter value is in the checkpoint."""
     om = meta.get("optimizer")
     if om is None:
-        raise ValueError(f"{ck.path}: no optimizer state was saved")
-    if om["class"] != type(optimizer).__name__:
-        raise ValueError(f"{ck.path}: the optimizer state is {om['class']}'s, not "
-                         f"{type(optimizer).__name__}'s")
+        return ["no optimizer state was saved"]
+    if om.get("class") != type(optimizer).__name__:
+        return [f"the optimizer state is {om.get('class')}'s, not "
+                f"{type(optimizer).__name__}'s"]
+    saved, groups = om.get("param_groups") or [], optimizer.param_groups
+    if len(saved) != len(groups):
+        return [f"the optimizer has {len(groups)} parameter groups, the checkpoint "
+                f"{len(saved)}"]
+    problems = []
+    for i, (g, sg) in enumerate(zip(groups, saved)):
+        if len(g["params"]) != len(sg.get("params", ())):
+            problems.append(f"optimizer parameter group {i} has {len(g['params'])} "
+                            f"parameters, the checkpoint's {len(sg.get('params', ()))}")
+    scalars = om.get("scalars", {})
+    for pid, keys in om.get("state_keys", {}).items():
+        for k in keys:
+            if f"optim/{pid}/{k}" not in ck.tensors and k not in scalars.get(pid, {}):
+                problems.append(f"optimizer state {pid}.{k} is not in the checkpoint")
+    return problems
+
+
+def _check_extra(ck, extra):
+    """Whether each ``extra`` tensor is in the checkpoint and can be read into."""
+    problems = []
+    for k, t in extra.items():
+        info = ck.tensors.get(f"extra/{k}")
+        if info is None:
+            problems.append(f"extra '{k}' is not in the checkpoint")
+            continue
+        count = 1
+        for n in info.shape:
+            count *= n
+        try:
+            ck._dest(t, info.dtype, count, f"extra '{k}'")
+        except (TypeError, ValueError) as e:
+            problems.append(str(e))
+    return problems
+
+
+def _load_optimizer(ck, optimizer, meta):
+    """Read the optimizer's state into new tensors, then load_state_dict()."""
+    torch = _torch()
+    om = meta["optimizer"]
     state = {}
     for pid, keys in om["state_keys"].items():
         st = {}

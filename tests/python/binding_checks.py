@@ -12,7 +12,10 @@ byte ranges; zero-copy (the arrays handed to the library are the tensors'
 memory); refusals of what the format cannot hold; errors that carry the
 library's code, name and message; a flipped byte in a shard raising
 CorruptError on read and verify, and latest_good() falling back past it;
-list/prune; save_state/load_state of a model and Adam; rng_state.
+list/prune; save_state/load_state of a model and Adam; rng_state; integers
+that do not fit their C type refused (never wrapped around), records the
+format cannot hold refused before anything is written, a refused load_state
+leaving the model untouched, out= refused with a clear message.
 """
 import os
 import sys
@@ -75,6 +78,163 @@ def every_dtype(rng):
 
 def as_np(v):
     return v.numpy() if isinstance(v, torch.Tensor) else v
+
+
+def steps_in(root):
+    return sorted(e.name for e in fc.list_checkpoints(root)) if os.path.isdir(root) else []
+
+
+def wrap_checks(work):
+    """Integers are range-checked before ctypes sees them: ctypes keeps only
+    their low bits (2**32 as a C int is 0)."""
+    root = os.path.join(work, "wrap")
+    x = {"x": np.zeros(3, np.float32)}
+    raises("save(step=2**64+5) is refused, not saved as step 5",
+           lambda: fc.save(root, 2**64 + 5, x, comm=fc.SINGLE), ValueError,
+           "step 18446744073709551621", "out of range")
+    raises("save(step=2**63) is refused (a manifest's step is an int64)",
+           lambda: fc.save(root, 2**63, x, comm=fc.SINGLE), ValueError, "step")
+    raises("save(step=-1) is refused as negative, not as 2**64-1",
+           lambda: fc.save(root, -1, x, comm=fc.SINGLE), ValueError, "step -1 is negative")
+    raises("save(step=5.5) is refused, not truncated",
+           lambda: fc.save(root, 5.5, x, comm=fc.SINGLE), TypeError, "step", "float")
+    raises("level=2**32+3 is refused, not taken as level 3",
+           lambda: fc.save(root, 6, x, comm=fc.SINGLE, level=2**32 + 3), ValueError,
+           "option level 4294967299", "out of range")
+    raises("level=2**40 is refused, not taken as 0 (stored)",
+           lambda: fc.save(root, 6, x, comm=fc.SINGLE, level=2**40), ValueError, "option level")
+    raises("threads=2**31 is refused naming it, not reported as -2147483648",
+           lambda: fc.save(root, 6, x, comm=fc.SINGLE, threads=2**31), ValueError,
+           "option threads 2147483648")
+    raises("frame_bytes=-1 is refused, not taken as 2**64-1",
+           lambda: fc.save(root, 6, x, comm=fc.SINGLE, frame_bytes=-1), ValueError,
+           "option frame_bytes -1 is negative")
+    check("the refused saves wrote nothing", steps_in(root) == [], steps_in(root))
+    raises("step_dirname(2**64+7) is refused, not step-00000007",
+           lambda: fc.step_dirname(2**64 + 7), ValueError, "step")
+    raises("write_shard(step=2**64+9) is refused", lambda: fc.write_shard(root, 2**64 + 9, x),
+           ValueError, "step")
+    root = os.path.join(work, "wrap-prune")
+    for step in (5, 6, 7):
+        fc.save(root, step, x, comm=fc.SINGLE)
+    before = steps_in(root)
+    removed = None
+    try:
+        removed = fc.prune(root, 2**32)
+    except Exception as e:
+        removed = e
+    check("prune(keep=2**32) keeps every checkpoint (it is not keep=0)",
+          removed == 0 and steps_in(root) == before, f"{removed!r} {steps_in(root)}")
+    raises("prune(keep=-2**32) is refused as negative, not taken as keep=0",
+           lambda: fc.prune(root, -2**32), ValueError, "keep -4294967296 is negative")
+    raises("prune(keep_good=True, keep=-1) is refused",
+           lambda: fc.prune(root, -1, keep_good=True), ValueError, "keep -1 is negative")
+    check("  and nothing was removed", steps_in(root) == before, steps_in(root))
+    with fc.Checkpoint(os.path.join(root, "step-00000005")) as ck:
+        raises("read_range(offset=-1) is refused, not read at 2**64-1",
+               lambda: ck.read_range(-1, 4), ValueError, "offset -1 is negative")
+        raises("set_read_threads(2**32+1) is refused, not taken as 1",
+               lambda: ck.set_read_threads(2**32 + 1), ValueError, "threads")
+        raises("read_slice(start=0.5) is refused", lambda: ck.read_slice("x", 0.5), TypeError,
+               "start")
+    guard = fc.StopGuard()
+    raises("StopGuard.check(2**64+3) is refused, not agreed as step 3",
+           lambda: guard.check(2**64 + 3), ValueError, "step 18446744073709551619")
+    raises("StopGuard.check(-1) is refused as negative",
+           lambda: guard.check(-1), ValueError, "step -1 is negative")
+    check("StopGuard.check(5) still works after them", guard.check(5) is None)
+
+
+def record_checks(work):
+    """A record integer outside int64 is refused in Python, naming it, before
+    anything is written."""
+    root = os.path.join(work, "rec")
+    x = {"x": np.zeros(3, np.float32)}
+    for value in (2**63, -2**63 - 1, 2**64 - 1):
+        raises(f"a record integer {value} is refused naming its key",
+               lambda: fc.save(root, 1, x, record={"seed": value}, comm=fc.SINGLE), ValueError,
+               "record['seed']", str(value), "out of range")
+    raises("  and one deep inside names its path",
+           lambda: fc.save(root, 1, x, record={"rng": {"s": [1, 2**70]}}, comm=fc.SINGLE),
+           ValueError, "record['rng']['s'][1]")
+    check("  nothing was written (not even a temp dir)",
+          not os.path.exists(root) or os.listdir(root) == [],
+          os.listdir(root) if os.path.exists(root) else "")
+    p = fc.write_shard(root, 2, x)
+    raises("PendingSave.commit refuses it too", lambda: p.commit({"seed": 2**63}), ValueError,
+           "record['seed']")
+    check("  and removes the shard it had written", steps_in(root) == [], steps_in(root))
+    p = fc.save(root, 3, x, record={"big": 2**63 - 1, "small": -2**63}, comm=fc.SINGLE)
+    with fc.Checkpoint(p) as ck:
+        check("the int64 limits themselves are kept",
+              ck.record == {"big": 2**63 - 1, "small": -2**63}, ck.record)
+
+
+def refused_load_checks(work):
+    """load_state checks everything (optimizer, extra) before it reads any
+    tensor into the model: a refused load leaves the model untouched."""
+    torch.manual_seed(3)
+    m = torch.nn.Linear(4, 3)
+    opt = torch.optim.Adam(m.parameters())
+    m(torch.randn(2, 4)).sum().backward()
+    opt.step()
+    root = os.path.join(work, "refused")
+    p = fc.save_state(root, 1, m, opt, extra={"e": torch.zeros(2)}, comm=fc.SINGLE)
+    p_no_opt = fc.save_state(root, 2, m, comm=fc.SINGLE)
+
+    def attempt(name, make_opt, extra=None, source=p, *needles):
+        torch.manual_seed(4)
+        m2 = torch.nn.Linear(4, 3)
+        before = [t.detach().clone() for t in m2.state_dict().values()]
+        o2 = make_opt(m2) if make_opt else None
+        o_before = o2.state_dict() if o2 else None
+        raises(f"load_state with {name} is refused", lambda: fc.load_state(source, m2, o2,
+                                                                            extra=extra),
+               ValueError, *needles)
+        check(f"  and leaves the model untouched ({name})",
+              all(torch.equal(a, b) for a, b in zip(before, m2.state_dict().values())))
+        if o2 is not None:
+            check(f"  and the optimizer ({name})", o2.state_dict()["state"] == o_before["state"])
+
+    attempt("SGD for Adam", lambda mm: torch.optim.SGD(mm.parameters(), lr=0.1), None, p,
+            "Adam's, not SGD's")
+    attempt("an optimizer that was not saved", lambda mm: torch.optim.Adam(mm.parameters()),
+            None, p_no_opt, "no optimizer state was saved")
+    attempt("an optimizer of other parameters", lambda mm: torch.optim.Adam([mm.weight]), None,
+            p, "parameter group 0 has 1 parameters")
+    attempt("an extra name the checkpoint lacks", lambda mm: torch.optim.Adam(mm.parameters()),
+            {"nope": torch.zeros(2)}, p, "extra 'nope' is not in the checkpoint")
+    attempt("an extra of another size", None, {"e": torch.zeros(3)}, p, "extra 'e'",
+            "2 x float32")
+    e = torch.ones(2)
+    fc.load_state(p, torch.nn.Linear(4, 3), extra={"e": e})
+    check("an accepted load still reads extra in place", torch.equal(e, torch.zeros(2)), e)
+
+
+def out_checks(work):
+    """out= must be the memory read into: a clear message, once quoted."""
+    root = os.path.join(work, "out")
+    p = fc.save(root, 1, {"x": np.arange(16, dtype=np.float32).reshape(4, 4),
+                          "w": np.zeros(3, np.float32)}, comm=fc.SINGLE)
+    with fc.Checkpoint(p) as ck:
+        try:
+            ck.read("x", out=torch.empty(4, 4).t())
+            msg = "no exception"
+        except ValueError as ex:
+            msg = str(ex)
+        check("a non-contiguous out= is refused, naming the tensor once, not about saving",
+              msg.startswith("tensor 'x': out is not contiguous") and "tensor 'tensor" not in msg
+              and "saving" not in msg and ".contiguous()" not in msg, msg)
+        try:
+            ck.read("w", out=torch.empty(3, dtype=torch.float16))
+            msg = "no exception"
+        except ValueError as ex:
+            msg = str(ex)
+        check("a float16 out= says what it holds and what the checkpoint has",
+              msg == "tensor 'w': out holds 3 x float16, the checkpoint has 3 x float32", msg)
+        raises("a non-contiguous numpy out= is refused",
+               lambda: ck.read("x", out=np.empty((4, 4), np.float32).T), ValueError,
+               "tensor 'x': out is not contiguous")
 
 
 def main():
@@ -234,6 +394,11 @@ def main():
     raises("load_state into another architecture names the tensor",
            lambda: fc.load_state(fc.latest_good(sroot, comm=fc.SINGLE), torch.nn.Sequential(small)),
            ValueError, "0.weight")
+
+    wrap_checks(work)
+    record_checks(work)
+    refused_load_checks(work)
+    out_checks(work)
 
     # --- the library's location -----------------------------------------
     check("library_path() says where the library came from", os.path.exists(fc.library_path())
