@@ -207,18 +207,30 @@ int ckpt_latest_good(const char *root, char *path, size_t cap,
             continue;
         nsteps++;
         latest_seen |= entry->is_latest;
-        if (entry->status == CKPT_ST_COMMITTED) {
-            rc = verify_step(root, entry->name, dir, sizeof dir);
-            if (rc == CKPT_OK) {
-                if (strlen(dir) >= cap)
-                    rc = ckpt_seterr(CKPT_EINVAL, "latest_good: path buffer "
-                                     "too small for %s", dir);
-                else
-                    strcpy(path, dir);
-                goto out;
-            }
-            set_why(entry, rc);
+        /* Every step directory, whatever the listing made of it: the
+         * listing keeps no error code, and only the code tells a damaged
+         * checkpoint from one that could not be read. */
+        rc = verify_step(root, entry->name, dir, sizeof dir);
+        if (rc == CKPT_OK) {
+            if (strlen(dir) >= cap)
+                rc = ckpt_seterr(CKPT_EINVAL, "latest_good: path buffer "
+                                 "too small for %s", dir);
+            else
+                strcpy(path, dir);
+            goto out;
         }
+        if (rc == CKPT_EIO || rc == CKPT_ENOMEM) {
+            /* Not a verdict on the checkpoint (a file system that failed
+             * for a moment, no descriptors or memory): an older one would
+             * silently redo work, and the caller would set this one aside
+             * as bad.  Stop here and say why. */
+            char cause[CKPT_ERRMSG_MAX];
+            snprintf(cause, sizeof cause, "%s", ckpt_last_error());
+            rc = ckpt_seterr(rc, "%s/%s could not be read, so whether it is good is not "
+                             "known: %s", root, entry->name, cause);
+            goto out;
+        }
+        set_why(entry, rc);
         if (skipped)
             skipped(ctx, entry->name, entry->why);
     }

@@ -83,6 +83,12 @@ static int decide_auto(const char *root, char *found, size_t cap)
     }
     if (rc == CKPT_ENOTFOUND)
         return STATE_FRESH;
+    if (rc == CKPT_EIO || rc == CKPT_ENOMEM) {
+        snprintf(found, cap, "%.700s; not resuming from an older checkpoint, which would "
+                 "redo the work since and set this one aside: run again once it can be "
+                 "read", ckpt_last_error());
+        return STATE_EFAIL;
+    }
     snprintf(found, cap,
              "checkpoints exist under '%s' but none is good (%s); refusing to start over: "
              "move them away, or use a new --run-dir, to start fresh", root,

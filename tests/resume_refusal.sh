@@ -12,6 +12,12 @@
 #    directory that holds (newer) checkpoints: refused before any training,
 #    the checkpoints untouched; the same --resume into a new run directory
 #    runs.
+# 5. The newest checkpoint cannot be read for a moment (rank 0's first open
+#    of a shard-1.ftsh, the newest's verification, fails with EIO, as on a
+#    network file system that lost its server): the
+#    run stops with exit 1 naming the I/O error, and neither resumes from
+#    an older checkpoint nor sets the newest aside as bad; once it can be
+#    read, the run resumes from it.
 . "$(dirname "$0")/lib.sh"
 : "${FTRAIN_TIMEOUT:=60}"
 need_mpi
@@ -91,5 +97,25 @@ ok "$([ "$rc" -ne 0 ] && grep -q "is step 4, but .* already holds newer checkpoi
 is "$(ls "$d/ckpt" | tr '\n' ' ')" "$before" "  the checkpoints are untouched"
 mpi 2 $LINE --steps 8 --ckpt-every 2 --run-dir "$T/branch" --resume "$d/ckpt/step-00000004" >"$T/br.out" 2>"$T/br.err"
 is "$?" 0 "  the same --resume into a new --run-dir runs"
+
+# ---- 5. the newest checkpoint cannot be read: an error, not a verdict --------
+if have_shim stallio; then
+    d="$T/eio"
+    mpi 2 $LINE --steps 8 --ckpt-every 4 --run-dir "$d" >"$d.out" 2>&1
+    timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n 2 -x LD_PRELOAD="$SHIM" \
+        -x STALLIO_RANK=0 -x STALLIO_OP=open -x STALLIO_SECONDS=0 -x STALLIO_FAIL=5 \
+        -x STALLIO_MATCH=shard-1.ftsh \
+        "$FTRAIN" --device cpu $LINE --steps 12 --ckpt-every 4 --run-dir "$d" >"$T/eio.out" 2>"$T/eio.err"
+    rc=$?
+    ok "$([ "$rc" -eq 1 ] && grep -q "step-00000008 could not be read, so whether it is good is not known: .*Input/output error; not resuming from an older checkpoint" "$T/eio.err"; echo $?)" \
+        "an I/O error opening the newest checkpoint: exit 1 (exit $rc), naming it" || why "$(cat "$T/eio.err")"
+    ok "$([ -d "$d/ckpt/step-00000008" ] && ! ls "$d/ckpt" | grep -q corrupt && ! grep -q '^resume:' "$T/eio.out"; echo $?)" \
+        "  not resumed from step 4, and step 8 not set aside" || why "$(ls "$d/ckpt"; cat "$T/eio.out")"
+    mpi 2 $LINE --steps 12 --ckpt-every 4 --run-dir "$d" >"$T/eio2.out" 2>&1
+    ok "$([ "$?" -eq 0 ] && grep -q '^resume: from .*step-00000008 step 8' "$T/eio2.out"; echo $?)" \
+        "  once it can be read, the run resumes from it" || why "$(cat "$T/eio2.out")"
+else
+    for i in 1 2 3; do skip "case 5" "$SHIM_WHY"; done
+fi
 
 done_testing

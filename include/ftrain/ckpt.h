@@ -338,9 +338,12 @@ CKPT_API int ckpt_list(const char *root, int verify, ckpt_entry_t **out,
 /**
  * Find the newest checkpoint that fully verifies, writing its directory to
  * path.  Each skipped one is reported through skipped(ctx, name, why) when
- * skipped is not NULL.
- * @return CKPT_OK, CKPT_ENOTFOUND (no checkpoint at all), or
- *         CKPT_ECORRUPT (checkpoints exist but none is good).
+ * skipped is not NULL.  A checkpoint that cannot be read at all (an I/O
+ * error opening a file, no memory or descriptors) is not skipped: whether
+ * it is good is not known, so the walk stops there with that error.
+ * @return CKPT_OK, CKPT_ENOTFOUND (no checkpoint at all), CKPT_ECORRUPT
+ *         (checkpoints exist but none is good), or CKPT_EIO / CKPT_ENOMEM
+ *         (a newer one could not be read; path empty).
  */
 CKPT_API int ckpt_latest_good(const char *root, char *path, size_t cap,
                               void (*skipped)(void *ctx, const char *name,

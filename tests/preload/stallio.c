@@ -20,6 +20,10 @@
  *   STALLIO_AFTER=N    let the first N matching calls through (default 0)
  *   STALLIO_SECONDS=S  how long the call sleeps before it goes on as usual
  *                      (default 3600)
+ *   STALLIO_FAIL=E     open only: after the sleep, the chosen call fails
+ *                      with errno E (a number: 5 is EIO) instead of going
+ *                      on, as an open on a network file system that lost
+ *                      its server for a moment does
  *   STALLIO_MARK=FILE  when the stall begins, append "PID TIME OP PATH" to
  *                      FILE (TIME in seconds since the epoch, as `date
  *                      +%s.%N` prints it), so that a test knows that the
@@ -53,6 +57,7 @@ enum { OP_NONE, OP_OPEN, OP_READ, OP_WRITE, OP_FSYNC, OP_RENAME };
 static int armed_op = OP_NONE; /* the operation that stalls in this process */
 static const char *match = "shard-";
 static long after, seconds = 3600;
+static int fail_errno; /* STALLIO_FAIL: 0, or the errno the chosen open gets */
 static const char *mark;
 static long seen; /* matching calls so far (under lock) */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -80,6 +85,9 @@ __attribute__((constructor)) static void stallio_init(void)
     if (s && *s)
         seconds = atol(s);
     mark = getenv("STALLIO_MARK");
+    const char *f = getenv("STALLIO_FAIL");
+    if (f && *f)
+        fail_errno = atoi(f);
 }
 
 /* The path descriptor fd refers to, into buf ("" when unknown). */
@@ -118,26 +126,34 @@ static void note(const char *what, const char *path)
 
 /* A call of the operation STALLIO_OP: stall when it is the chosen one,
  * that is when path (or path2) contains STALLIO_MATCH and STALLIO_AFTER
- * matching calls went before it.  Keeps errno. */
-static void stall_if_chosen(const char *what, const char *path, const char *path2)
+ * matching calls went before it.  Keeps errno.  @return 1 when it was. */
+static int stall_if_chosen(const char *what, const char *path, const char *path2)
 {
     int saved = errno;
     const char *hit = path && strstr(path, match)     ? path
                       : path2 && strstr(path2, match) ? path2
                                                       : NULL;
     if (!hit)
-        return;
+        return 0;
     pthread_mutex_lock(&lock);
     long n = seen++;
     pthread_mutex_unlock(&lock);
     if (n != after)
-        return;
+        return 0;
     note(what, hit);
     struct timespec left = {(time_t)seconds, 0};
     while (nanosleep(&left, &left) != 0 && errno == EINTR) {
         /* a signal: sleep the rest */
     }
     errno = saved;
+    return 1;
+}
+
+/* An open that STALLIO_FAIL makes fail: -1 with its errno. */
+static int failed_open(void)
+{
+    errno = fail_errno;
+    return -1;
 }
 
 /* The same for an operation on descriptor fd. */
@@ -178,8 +194,8 @@ int open(const char *path, int flags, ...)
     NEXT(fn_t, open);
     mode_t mode = 0;
     MODE_ARG(flags, flags, mode);
-    if (armed_op == OP_OPEN)
-        stall_if_chosen("open", path, NULL);
+    if (armed_op == OP_OPEN && stall_if_chosen("open", path, NULL) && fail_errno)
+        return failed_open();
     return next_open(path, flags, mode);
 }
 
@@ -189,8 +205,8 @@ int open64(const char *path, int flags, ...)
     NEXT(fn_t, open64);
     mode_t mode = 0;
     MODE_ARG(flags, flags, mode);
-    if (armed_op == OP_OPEN)
-        stall_if_chosen("open", path, NULL);
+    if (armed_op == OP_OPEN && stall_if_chosen("open", path, NULL) && fail_errno)
+        return failed_open();
     return next_open64(path, flags, mode);
 }
 
@@ -200,8 +216,8 @@ int openat(int dirfd, const char *path, int flags, ...)
     NEXT(fn_t, openat);
     mode_t mode = 0;
     MODE_ARG(flags, flags, mode);
-    if (armed_op == OP_OPEN)
-        stall_if_chosen("open", path, NULL);
+    if (armed_op == OP_OPEN && stall_if_chosen("open", path, NULL) && fail_errno)
+        return failed_open();
     return next_openat(dirfd, path, flags, mode);
 }
 
@@ -211,8 +227,8 @@ int openat64(int dirfd, const char *path, int flags, ...)
     NEXT(fn_t, openat64);
     mode_t mode = 0;
     MODE_ARG(flags, flags, mode);
-    if (armed_op == OP_OPEN)
-        stall_if_chosen("open", path, NULL);
+    if (armed_op == OP_OPEN && stall_if_chosen("open", path, NULL) && fail_errno)
+        return failed_open();
     return next_openat64(dirfd, path, flags, mode);
 }
 
