@@ -41,8 +41,9 @@
  *       -> renameat2(NOREPLACE) to <root>/step-<N>   COMMIT (EEXIST if taken)
  *       -> fsync(root), rmdir temp dir, fsync(root)
  *
- * Any failure before the commit removes the temp dir, leaving root as it was
- * (apart from creating root itself when it was missing).
+ * Any failure before the commit removes the temp dir, and the directories
+ * the import created for root when root was missing (those still empty),
+ * leaving everything as it was.
  */
 #include "ftrain/ckpt.h"
 
@@ -88,6 +89,9 @@ typedef struct {
     size_t nshards;
     size_t nentries;
     int committed;            /* renamed into root */
+    /* The outermost directory of root (root or a parent) that this import
+     * created, "" when root was there: removed again on failure. */
+    char made[CKPT_PATH_MAX];
 } import_t;
 
 /* ---- names ------------------------------------------------------------ */
@@ -568,10 +572,50 @@ static int open_archive(import_t *im)
                        im->archive, archive_error_string(im->arc));
 }
 
+/* Note in im->made the outermost directory of root (root itself or one of
+ * its parents) that does not exist, "" when root does.  The walk goes up
+ * with ckpt_parent_dir, as remove_made does, so the names compare. */
+static void find_missing(import_t *im)
+{
+    char path[CKPT_PATH_MAX], parent[CKPT_PATH_MAX];
+    struct stat st;
+    im->made[0] = '\0';
+    snprintf(path, sizeof path, "%s", im->root);
+    while (lstat(path, &st) != 0 && errno == ENOENT) {
+        snprintf(im->made, sizeof im->made, "%s", path);
+        ckpt_parent_dir(path, parent, sizeof parent);
+        if (strcmp(parent, path) == 0)
+            break;
+        snprintf(path, sizeof path, "%s", parent);
+    }
+}
+
+/* A refused import leaves nothing behind: remove the directories it made
+ * for root, innermost first, up to im->made.  rmdir removes only an empty
+ * directory, so one that someone else has put something in stays. */
+static void remove_made(const import_t *im)
+{
+    char path[CKPT_PATH_MAX], parent[CKPT_PATH_MAX];
+    if (!im->made[0])
+        return;
+    snprintf(path, sizeof path, "%s", im->root);
+    for (;;) {
+        if (rmdir(path) != 0 && errno != ENOENT) /* ENOENT: mkdir_p stopped short */
+            return;
+        if (strcmp(path, im->made) == 0)
+            return;
+        ckpt_parent_dir(path, parent, sizeof parent);
+        if (strcmp(parent, path) == 0)
+            return;
+        snprintf(path, sizeof path, "%s", parent);
+    }
+}
+
 /* Create root if missing and a fresh temp dir in it (path to tmp; its name
  * to *tmp_name, pointing into tmp). */
 static int make_tmp_dir(import_t *im, char *tmp, size_t cap, const char **tmp_name)
 {
+    find_missing(im);
     if (ckpt_mkdir_p(im->root) != CKPT_OK)
         return ckpt_seterr_errno(CKPT_EIO, "import: cannot create root", im->root);
     im->rootfd = open(im->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -647,6 +691,8 @@ int ckpt_import(const char *archive_path, const char *root, char *out, size_t ca
         (void)ckpt_remove_tree(im.rootfd, tmp_name, tmp);
     if (im.rootfd >= 0)
         close(im.rootfd);
+    if (!im.committed)
+        remove_made(&im);
     if (im.arc)
         archive_read_free(im.arc);
     free(im.buf);
