@@ -28,6 +28,7 @@
 #include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,12 +61,34 @@ static int is_plain_tar(const char *path)
     return len >= 4 && strcmp(path + len - 4, ".tar") == 0;
 }
 
-/* Copy the open file fd (path, size bytes) into the archive's current entry
- * ename through buf; *xxh64 gets the hash of what was copied. */
-static int copy_data(struct archive *arc, int fd, const char *path,
-                     const char *ename, uint64_t size, void *buf,
-                     uint64_t *xxh64)
+/* The archive being written. */
+typedef struct {
+    struct archive *arc;
+    const char *archive_path; /* FILE, for messages (it is written under a
+                                 temp name) */
+    void *buf;                /* CKPT_COPY_CHUNK bytes */
+} writer_t;
+
+/* Report that writing the archive failed at entry ename (doing what), with
+ * the system's reason when there is one: libarchive says only "Write
+ * error" of a full disk.  @return CKPT_EIO, or otherwise when libarchive
+ * gives no system error. */
+static int write_failed(const writer_t *w, int otherwise, const char *doing,
+                        const char *ename)
 {
+    int err = archive_errno(w->arc);
+    const char *msg = archive_error_string(w->arc);
+    return ckpt_seterr(err > 0 ? CKPT_EIO : otherwise,
+                       "export: cannot write '%s' (%s%s): %s", w->archive_path, doing,
+                       ename, err > 0 ? strerror(err) : msg ? msg : "unknown error");
+}
+
+/* Copy the open file fd (path, size bytes) into the archive's current entry
+ * ename; *xxh64 gets the hash of what was copied. */
+static int copy_data(const writer_t *w, int fd, const char *path, const char *ename,
+                     uint64_t size, uint64_t *xxh64)
+{
+    void *buf = w->buf;
     XXH64_state_t hash;
     XXH64_reset(&hash, 0);
     while (size > 0) {
@@ -79,9 +102,8 @@ static int copy_data(struct archive *arc, int fd, const char *path,
             return ckpt_seterr(CKPT_EIO, "export: '%s': file shrank while "
                                "exporting", path);
         XXH64_update(&hash, buf, (size_t)got);
-        if (archive_write_data(arc, buf, (size_t)got) != got)
-            return ckpt_seterr(CKPT_EIO, "export: '%s': cannot write data: %s",
-                               ename, archive_error_string(arc));
+        if (archive_write_data(w->arc, buf, (size_t)got) != got)
+            return write_failed(w, CKPT_EIO, "at ", ename);
         size -= (uint64_t)got;
     }
     *xxh64 = XXH64_digest(&hash);
@@ -92,8 +114,8 @@ static int copy_data(struct archive *arc, int fd, const char *path,
  * not NULL (a shard), the bytes copied must have the size and xxh64 the
  * manifest records, so the archive holds exactly what was verified even if
  * the file changed in between. */
-static int add_file(struct archive *arc, const char *dir, const char *top,
-                    const char *name, const ckpt_shard_info_t *expect, void *buf)
+static int add_file(const writer_t *w, const char *dir, const char *top,
+                    const char *name, const ckpt_shard_info_t *expect)
 {
     int rc = CKPT_OK, fd;
     struct archive_entry *entry = NULL;
@@ -123,12 +145,11 @@ static int add_file(struct archive *arc, const char *dir, const char *top,
         archive_entry_set_mtime(entry, st.st_mtime, 0);
         archive_entry_set_uid(entry, 0);
         archive_entry_set_gid(entry, 0);
-        if (archive_write_header(arc, entry) != ARCHIVE_OK)
-            rc = ckpt_seterr(CKPT_EARCHIVE, "export: '%s': cannot write header: %s",
-                             ename, archive_error_string(arc));
+        if (archive_write_header(w->arc, entry) != ARCHIVE_OK)
+            rc = write_failed(w, CKPT_EARCHIVE, "the header of ", ename);
     }
     if (rc == CKPT_OK)
-        rc = copy_data(arc, fd, path, ename, (uint64_t)st.st_size, buf, &xxh64);
+        rc = copy_data(w, fd, path, ename, (uint64_t)st.st_size, &xxh64);
     if (rc == CKPT_OK && expect && xxh64 != expect->xxh64)
         rc = ckpt_seterr(CKPT_ECORRUPT, "export: '%s': contents changed since it "
                          "was verified", path);
@@ -139,19 +160,27 @@ static int add_file(struct archive *arc, const char *dir, const char *top,
 
 /* Create a fresh temporary file beside path: "<path>.tmp.<pid>.<n>", made
  * with O_EXCL so that it is never a file, link or FIFO someone else has
- * (or another export's).  Its name goes to tmp. */
+ * (or another export's).  Its name goes to tmp.  A file name is at most
+ * NAME_MAX bytes, and the temp name must be one too: of a long name only
+ * the first bytes are used, so that any name FILE may have can be written. */
 static int create_tmp(const char *path, char *tmp, size_t cap, int *fd)
 {
     static unsigned counter;
+    const char *slash = strrchr(path, '/');
+    size_t dir_len = slash ? (size_t)(slash + 1 - path) : 0;
+    size_t base_len = strlen(path + dir_len);
+    if (base_len > NAME_MAX - TMP_SUFFIX_MAX)
+        base_len = NAME_MAX - TMP_SUFFIX_MAX;
     for (int tries = 0; tries < TMP_TRIES; tries++) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         unsigned salt = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED) ^
                         (unsigned)ts.tv_nsec;
-        if (snprintf(tmp, cap, "%s.tmp.%ld.%08x", path, (long)getpid(), salt) >=
-            (int)cap) {
+        if (snprintf(tmp, cap, "%.*s%.*s.tmp.%ld.%08x", (int)dir_len, path,
+                     (int)base_len, path + dir_len, (long)getpid(), salt) >= (int)cap) {
             errno = ENAMETOOLONG;
-            break;
+            return ckpt_seterr_errno(CKPT_EIO, "export: cannot create a temporary "
+                                     "file beside", path);
         }
         *fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (*fd >= 0)
@@ -159,20 +188,20 @@ static int create_tmp(const char *path, char *tmp, size_t cap, int *fd)
         if (errno != EEXIST)
             break;
     }
-    return ckpt_seterr_errno(CKPT_EIO, "export: cannot create a temporary file "
-                             "beside", path);
+    return ckpt_seterr_errno(CKPT_EIO, "export: cannot create the temporary file", tmp);
 }
 
 /* Write the archive of the verified checkpoint ckpt (at ckpt_dir) to fd:
  * the manifest first, then the shards in rank order, exactly the files the
  * manifest names and nothing else that may lie in the directory. */
 static int write_archive(ckpt_t *ckpt, const char *ckpt_dir, const char *archive_path,
-                         const char *tmp, int fd)
+                         int fd)
 {
     int rc = CKPT_OK;
     char top[CKPT_FILE_NAME_MAX], shard[CKPT_FILE_NAME_MAX];
     struct archive *arc = archive_write_new();
     void *buf = malloc(CKPT_COPY_CHUNK);
+    const writer_t w = {arc, archive_path, buf};
 
     if (!arc || !buf) {
         rc = ckpt_seterr(CKPT_ENOMEM, "export: out of memory");
@@ -187,14 +216,13 @@ static int write_archive(ckpt_t *ckpt, const char *ckpt_dir, const char *archive
         goto out;
     }
     ckpt_step_dirname(ckpt_step(ckpt), top, sizeof top);
-    rc = add_file(arc, ckpt_dir, top, CKPT_MANIFEST_NAME, NULL, buf);
+    rc = add_file(&w, ckpt_dir, top, CKPT_MANIFEST_NAME, NULL);
     for (int i = 0; rc == CKPT_OK && i < ckpt_world_size(ckpt); i++) {
         ckpt_shard_name(i, shard, sizeof shard);
-        rc = add_file(arc, ckpt_dir, top, shard, ckpt_shard_at(ckpt, i), buf);
+        rc = add_file(&w, ckpt_dir, top, shard, ckpt_shard_at(ckpt, i));
     }
     if (rc == CKPT_OK && archive_write_close(arc) != ARCHIVE_OK)
-        rc = ckpt_seterr(CKPT_EIO, "export: '%s': cannot finish archive: %s", tmp,
-                         archive_error_string(arc));
+        rc = write_failed(&w, CKPT_EIO, "at the end", "");
 out:
     if (arc)
         archive_write_free(arc); /* closes if still open; fd is the caller's */
@@ -260,7 +288,7 @@ int ckpt_export(const char *ckpt_dir, const char *archive_path, int replace)
     if (rc == CKPT_OK)
         rc = create_tmp(archive_path, tmp, sizeof tmp, &fd);
     if (rc == CKPT_OK) {
-        rc = write_archive(ckpt, ckpt_dir, archive_path, tmp, fd);
+        rc = write_archive(ckpt, ckpt_dir, archive_path, fd);
         if (rc == CKPT_OK && ckpt_fsync_fd(fd, tmp) != CKPT_OK)
             rc = ckpt_seterr_errno(CKPT_EIO, "export: cannot fsync", tmp);
         if (close(fd) != 0 && rc == CKPT_OK)
