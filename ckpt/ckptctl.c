@@ -72,6 +72,7 @@ typedef struct {
 } cmd_def_t;
 
 static int cmd_help(const args_t *args);
+static bool parse_digits(const char *text, uint64_t *value);
 static bool parse_step(const char *text, uint64_t *step);
 
 static const cmd_def_t commands[] = {
@@ -84,7 +85,7 @@ static const cmd_def_t commands[] = {
      "of its shards are present, and the bytes held; missing shards are not\n"
      "corruption (--verify checks the shards present).  A run directory\n"
      "(ftrain --run-dir) stands for its ckpt/, unless --local is given.\n"
-     "Exits 1 when a checkpoint is corrupt.",
+     "Exits 1 when a checkpoint is corrupt, or with --verify does not verify.",
      OPT_JSON | OPT_VERIFY | OPT_LOCAL, 0, 1, cmd_list},
     {"inspect", "[--json] CKPT", "show a checkpoint's tensors, shards and record",
      "Print the tensors (dtype, shape, offset, bytes), the shards (byte range\n"
@@ -95,10 +96,11 @@ static const cmd_def_t commands[] = {
      "re-read every checksum of a checkpoint, or of each under DIR",
      "Re-read every shard and check every frame checksum, every shard\n"
      "checksum and size against the manifest.  Given a root DIR, verify every\n"
-     "checkpoint in it (temp dirs of unfinished saves are reported, not\n"
-     "counted).  With --local, the checkpoints are a node-local root's: the\n"
-     "shards present are verified and the missing ones reported, which does\n"
-     "not make a step bad.  Exits 0 when all are good, 1 when one is bad.",
+     "checkpoint in it (temp dirs of unfinished saves, and checkpoints pruned\n"
+     "while verify runs, are reported, not counted).  With --local, the\n"
+     "checkpoints are a node-local root's: the shards present are verified\n"
+     "and the missing ones reported, which does not make a step bad.  Exits\n"
+     "0 when all are good, 1 when one is bad.",
      OPT_JSON | OPT_LOCAL, 1, 2, cmd_verify},
     {"diff", "[--json] A B", "compare two checkpoints tensor by tensor",
      "For each tensor: identical, or the largest absolute and relative\n"
@@ -118,15 +120,17 @@ static const cmd_def_t commands[] = {
      "anything outside one step-<N>/ directory), extract into a temp dir\n"
      "under DIR, verify, and rename into DIR/step-<N>.  An existing\n"
      "checkpoint of that step is never replaced.  LATEST is not changed.  A run\n"
-     "directory (ftrain --run-dir) stands for its ckpt/.",
+     "directory (ftrain --run-dir) stands for its ckpt/; a checkpoint is not a\n"
+     "root.  A refused import leaves nothing, not even the DIR it created.",
      0, 2, 2, cmd_import},
     {"prune", "[--keep K] DIR",
      "remove all but the newest K committed checkpoints (default 3)",
      "Remove all but the newest K committed checkpoints under DIR, and temp\n"
      "dirs of crashed saves older than the newest committed step.  The\n"
      "checkpoint LATEST names is never removed, nor the newest one that\n"
-     "verifies (checkpoints are read, newest first, until one does).  K must\n"
-     "be at least 1.  A run directory (ftrain --run-dir) stands for its ckpt/.",
+     "verifies (checkpoints are read, newest first, until one does).  K is\n"
+     "from 1 to 2147483647.  A run directory (ftrain --run-dir) stands for its\n"
+     "ckpt/; a checkpoint is not a root.",
      OPT_KEEP, 1, 1, cmd_prune},
     {"flush", "[--json] LOCAL_ROOT... --to DIR [--step N]",
      "copy a step from node-local roots into the root DIR, complete",
@@ -135,7 +139,8 @@ static const cmd_def_t commands[] = {
      "good), verify it and commit it as DIR/step-<N> (LATEST updated).  The\n"
      "step is N, or the newest step the roots hold completely between them.\n"
      "Nothing is written when a shard is held by none of them, or when DIR\n"
-     "already has the step.  A run directory DIR stands for its ckpt/.",
+     "already has the step, or is not a root (a file, a checkpoint).  A run\n"
+     "directory DIR stands for its ckpt/.",
      OPT_JSON | OPT_TO | OPT_STEP, 1, INT_MAX, cmd_flush},
     {"help", "[COMMAND]", "show help for ckptctl or a command",
      "Print the list of commands, or one command's usage and options.", 0, 0, 1,
@@ -234,17 +239,20 @@ static int set_option(const cmd_def_t *command, const opt_def_t *opt, const char
                       args_t *args)
 {
     if (opt->bit == OPT_KEEP) {
-        char *end = NULL;
-        errno = 0;
-        long keep = strtol(value, &end, 10);
-        if (!*value || *end || errno || keep < 1 || keep > INT_MAX)
+        uint64_t keep;
+        /* Digits only: strtol would take " 2" and "+2" too. */
+        if (!parse_digits(value, &keep) || keep < 1 || keep > INT_MAX)
             return ctl_usage_error(command->name,
-                                   "--keep needs a whole number >= 1, not '%s'", value);
+                                   "--keep needs a whole number from 1 to %d, not '%s'",
+                                   INT_MAX, value);
         args->keep = (int)keep;
     } else if (opt->bit == OPT_STEP) {
-        if (!parse_step(value, &args->step))
-            return ctl_usage_error(command->name, "--step needs a step number, not '%s'",
-                                   value);
+        /* The library takes steps up to INT64_MAX; a bigger one is a bad
+         * value, refused here like any other. */
+        if (!parse_step(value, &args->step) || args->step > INT64_MAX)
+            return ctl_usage_error(command->name,
+                                   "--step needs a step number from 0 to %" PRId64
+                                   ", not '%s'", INT64_MAX, value);
     } else if (opt->bit == OPT_TO) {
         if (!*value)
             return ctl_usage_error(command->name, "--to needs a directory");
@@ -339,11 +347,14 @@ const char *ctl_lib_why(int rc, const char *what, const char *path)
     if (msg[0] == '\'' && strncmp(msg + 1, path, path_len) == 0 &&
         strncmp(msg + 1 + path_len, "': ", 3) == 0)
         msg += path_len + 4;
+    /* Some library messages start with the path unquoted ("ckpts: cannot
+     * open: ..."). */
+    else if (strncmp(msg, path, path_len) == 0 && strncmp(msg + path_len, ": ", 2) == 0)
+        msg += path_len + 2;
     return msg;
 }
 
-/* The exit code for the library's error rc. */
-static int exit_for(int rc)
+int ctl_exit_for(int rc)
 {
     switch (rc) {
     case CKPT_OK:
@@ -362,7 +373,7 @@ static int exit_for(int rc)
 int ctl_lib_fail(const char *what, const char *path, int rc)
 {
     ctl_error(what, path, "%s", ctl_lib_why(rc, what, path));
-    return exit_for(rc);
+    return ctl_exit_for(rc);
 }
 
 /* ---- formatting ---------------------------------------------------------------- */
@@ -417,17 +428,60 @@ void ctl_shape_text(const ckpt_tensor_t *tensor, char *buf, size_t cap)
 
 /* ---- JSON output --------------------------------------------------------------- */
 
+/* Strings of the current output that ctl_json_str could not carry
+ * exactly (ctl_json_print says so in the document). */
+static size_t lossy_strings;
+
+/* The length of the valid UTF-8 sequence that starts at p, as RFC 3629
+ * defines it (no overlong forms, no surrogates, nothing past U+10FFFF);
+ * 0 when there is none. */
+static size_t utf8_sequence(const unsigned char *p)
+{
+    if (p[0] < 0x80)
+        return 1;
+    size_t len = p[0] >= 0xc2 && p[0] <= 0xdf   ? 2
+                 : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+                 : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
+                                                : 0;
+    for (size_t i = 1; i < len; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    /* The second byte's range rules out the overlong, surrogate and too
+     * large forms. */
+    if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
+        (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
+        return 0;
+    return len;
+}
+
 json_t *ctl_json_str(const char *text)
 {
-    /* json_string refuses invalid UTF-8, and the key would silently go
-     * missing: clean it first. */
-    size_t cap = strlen(text) * CTL_CLEAN_GROWTH + 1;
-    char *clean = malloc(cap);
-    if (!clean)
+    /* JSON carries any valid UTF-8 exactly (jansson escapes the controls),
+     * so a path comes back as the same bytes. */
+    json_t *str = json_string(text);
+    if (str)
+        return str;
+    /* Not UTF-8 (json_string refuses it, and the key would silently go
+     * missing): each byte that is not part of a valid sequence becomes the
+     * text \xNN, and the document says that it is not exact. */
+    size_t cap = strlen(text) * CTL_CLEAN_GROWTH + 1, len = 0;
+    char *shown = malloc(cap);
+    if (!shown)
         return NULL;
-    ckpt_text_clean(text, clean, cap);
-    json_t *str = json_string(clean);
-    free(clean);
+    for (const unsigned char *p = (const unsigned char *)text; *p;) {
+        size_t seq = utf8_sequence(p);
+        if (seq) {
+            memcpy(shown + len, p, seq);
+            len += seq;
+            p += seq;
+        } else {
+            len += (size_t)snprintf(shown + len, cap - len, "\\x%02x", *p++);
+        }
+    }
+    shown[len] = '\0';
+    str = json_string(shown);
+    free(shown);
+    lossy_strings++;
     return str;
 }
 
@@ -446,6 +500,10 @@ json_t *ctl_json_hex64(uint64_t value)
 int ctl_json_print(json_t *doc)
 {
     int rc = EXIT_GOOD;
+    /* Every document names paths, which are anyone's bytes: a script must
+     * be able to tell a path it can use from one shown with \xNN. */
+    if (doc)
+        json_object_set_new(doc, "paths_exact", json_boolean(lossy_strings == 0));
     if (!doc || json_dumpf(doc, stdout, JSON_INDENT(2)) != 0) {
         fprintf(stderr, "ckptctl: cannot write json output\n");
         rc = EXIT_ERROR;
@@ -464,23 +522,30 @@ int ctl_json_print(json_t *doc)
 /* Digits of the largest step, 2^64 - 1. */
 #define STEP_DIGITS_MAX 20
 
-/* Parse a step number: "42" or "step-42".  @return false when text is not
- * one. */
-static bool parse_step(const char *text, uint64_t *step)
+/* Parse a whole number of decimal digits only (no sign, no space) into
+ * *value.  @return false when text is not one or does not fit 64 bits. */
+static bool parse_digits(const char *text, uint64_t *value)
 {
-    if (strncmp(text, STEP_PREFIX, strlen(STEP_PREFIX)) == 0)
-        text += strlen(STEP_PREFIX);
     if (!*text || strlen(text) > STEP_DIGITS_MAX)
         return false;
     for (const char *p = text; *p; p++)
         if (*p < '0' || *p > '9')
             return false;
     errno = 0;
-    unsigned long long value = strtoull(text, NULL, 10);
+    unsigned long long parsed = strtoull(text, NULL, 10);
     if (errno == ERANGE)
         return false;
-    *step = (uint64_t)value;
+    *value = (uint64_t)parsed;
     return true;
+}
+
+/* Parse a step number: "42" or "step-42".  @return false when text is not
+ * one. */
+static bool parse_step(const char *text, uint64_t *step)
+{
+    if (strncmp(text, STEP_PREFIX, strlen(STEP_PREFIX)) == 0)
+        text += strlen(STEP_PREFIX);
+    return parse_digits(text, step);
 }
 
 bool ctl_is_dir(const char *path)
@@ -507,21 +572,72 @@ const char *ctl_base_name(const char *path, char *buf, size_t cap)
     return buf;
 }
 
+/* Is the last component of path a checkpoint's name: step-<N> (in any
+ * spelling of N) or .tmp-step-<N>? */
+static bool has_checkpoint_name(const char *path)
+{
+    char base[CTL_BASE_NAME_MAX];
+    uint64_t step;
+    ctl_base_name(path, base, sizeof base);
+    return ckpt_parse_dirname(base, 0, &step) || ckpt_parse_dirname(base, 1, &step) ||
+           (strncmp(base, STEP_PREFIX, strlen(STEP_PREFIX)) == 0 &&
+            parse_step(base, &step));
+}
+
 bool ctl_is_checkpoint_dir(const char *dir)
 {
     char manifest[CKPT_PATH_MAX];
-    uint64_t step;
     if (!ctl_is_dir(dir))
         return false;
     if (snprintf(manifest, sizeof manifest, "%s/%s", dir, CKPT_MANIFEST_NAME) <
             (int)sizeof manifest &&
         path_exists(manifest))
         return true;
-    char base[CTL_BASE_NAME_MAX];
-    ctl_base_name(dir, base, sizeof base);
-    return ckpt_parse_dirname(base, 0, &step) || ckpt_parse_dirname(base, 1, &step) ||
-           (strncmp(base, STEP_PREFIX, strlen(STEP_PREFIX)) == 0 &&
-            parse_step(base, &step));
+    return has_checkpoint_name(dir);
+}
+
+/* The directory that holds path (trailing slashes ignored), into buf: "."
+ * for a bare name. */
+static const char *parent_of(const char *path, char *buf, size_t cap)
+{
+    size_t end = strlen(path);
+    while (end > 1 && path[end - 1] == '/')
+        end--;
+    while (end > 0 && path[end - 1] != '/')
+        end--;
+    while (end > 1 && path[end - 1] == '/')
+        end--;
+    if (end == 0)
+        snprintf(buf, cap, ".");
+    else
+        snprintf(buf, cap, "%.*s", (int)end, path);
+    return buf;
+}
+
+int ctl_check_root(const char *what, const char *dir, bool writing)
+{
+    char parent[CKPT_PATH_MAX];
+    struct stat st;
+    parent_of(dir, parent, sizeof parent);
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        ctl_error(what, dir, "not a directory");
+        return EXIT_ERROR;
+    }
+    /* A checkpoint written into another one goes when that one is pruned;
+     * a root of a checkpoint's name would be listed as an unfinished step. */
+    if (ctl_is_checkpoint_dir(dir)) {
+        ctl_error(what, dir, "is a checkpoint, not a root (its root is '%s')", parent);
+        return EXIT_ERROR;
+    }
+    if (writing && has_checkpoint_name(dir)) {
+        ctl_error(what, dir, "is named like a checkpoint (step-<N>), not a root");
+        return EXIT_ERROR;
+    }
+    if (writing && ctl_is_checkpoint_dir(parent)) {
+        ctl_error(what, dir, "is inside the checkpoint '%s', not a root", parent);
+        return EXIT_ERROR;
+    }
+    return EXIT_GOOD;
 }
 
 bool ctl_is_run_dir(const char *dir)

@@ -98,6 +98,9 @@ void ctl_error(const char *what, const char *path, const char *fmt, ...)
  * "'<path>': " that would repeat what ctl_error already says. */
 const char *ctl_lib_why(int rc, const char *what, const char *path);
 
+/* The exit code for the library's error rc. */
+int ctl_exit_for(int rc);
+
 /* Report the library's error rc as ctl_error does.  @return its exit code. */
 int ctl_lib_fail(const char *what, const char *path, int rc);
 
@@ -116,14 +119,16 @@ void ctl_shape_text(const ckpt_tensor_t *tensor, char *buf, size_t cap);
 
 /* ---- JSON output ------------------------------------------------------------- */
 
-/* A JSON string of text made valid UTF-8 without control codes (paths and
- * names are anyone's bytes). */
+/* A JSON string of text: exact when text is valid UTF-8; otherwise each
+ * byte that is not becomes the text \xNN, and the document printed next
+ * says "paths_exact": false (paths are anyone's bytes). */
 json_t *ctl_json_str(const char *text);
 /* A JSON integer of an unsigned value (clamped to the largest JSON one). */
 json_t *ctl_json_uint(uint64_t value);
 /* A checksum as 16 lowercase hex digits. */
 json_t *ctl_json_hex64(uint64_t value);
-/* Print doc on stdout, indented, and release it (NULL: out of memory). */
+/* Print doc on stdout, indented, with "paths_exact" added last (false when
+ * a string was not UTF-8), and release it (NULL: out of memory). */
 int ctl_json_print(json_t *doc);
 
 /* ---- naming checkpoints ------------------------------------------------------ */
@@ -131,6 +136,10 @@ int ctl_json_print(json_t *doc);
 bool ctl_is_dir(const char *path);
 /* Does dir look like one checkpoint (a manifest, or a step-like name)? */
 bool ctl_is_checkpoint_dir(const char *dir);
+/* Check that dir can be a checkpoint root: not a file, not a checkpoint.
+ * When writing (import, flush; dir need not exist yet), not named like one
+ * (step-<N>, .tmp-step-<N>) either, nor directly inside one. */
+int ctl_check_root(const char *what, const char *dir, bool writing);
 /* The last component of path (trailing slashes ignored), copied into buf. */
 const char *ctl_base_name(const char *path, char *buf, size_t cap);
 

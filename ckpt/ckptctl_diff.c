@@ -116,11 +116,17 @@ static int diff_tensor(diff_side_t *left, diff_side_t *right,
     for (uint64_t off = 0; off < nbytes; off += piece) {
         uint64_t len = nbytes - off < piece ? nbytes - off : piece;
         int rc = ckpt_read_range(left->ckpt, left_tensor->offset + off, len, left->chunk);
-        if (rc != CKPT_OK)
-            return ctl_lib_fail("cannot read tensor", left->path, rc);
-        rc = ckpt_read_range(right->ckpt, right_tensor->offset + off, len, right->chunk);
-        if (rc != CKPT_OK)
-            return ctl_lib_fail("cannot read tensor", right->path, rc);
+        const char *path = left->path;
+        if (rc == CKPT_OK) {
+            rc = ckpt_read_range(right->ckpt, right_tensor->offset + off, len,
+                                 right->chunk);
+            path = right->path;
+        }
+        if (rc != CKPT_OK) {
+            ctl_error("diff", path, "cannot read tensor %s: %s", left_tensor->name,
+                      ctl_lib_why(rc, "diff", path));
+            return ctl_exit_for(rc);
+        }
         if (memcmp(left->chunk, right->chunk, (size_t)len) != 0)
             diff_chunk(left_tensor->dtype, left->chunk, right->chunk, len,
                        off / elem_size, stat);
@@ -272,7 +278,7 @@ static int diff_open(diff_side_t *side)
 {
     int rc = ckpt_open(side->path, &side->ckpt);
     if (rc != CKPT_OK)
-        return ctl_lib_fail("cannot open checkpoint", side->path, rc);
+        return ctl_lib_fail("diff", side->path, rc);
     return EXIT_GOOD;
 }
 

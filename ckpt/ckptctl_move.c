@@ -93,6 +93,9 @@ int cmd_import(const args_t *args)
     const char *file = args->operands[0], *root = args->operands[1];
     char imported[CKPT_PATH_MAX], run_root[CKPT_PATH_MAX];
     root = ctl_root_arg(root, run_root, sizeof run_root);
+    int result = ctl_check_root("import", root, true);
+    if (result != EXIT_GOOD)
+        return result;
     int rc = ckpt_import(file, root, imported, sizeof imported);
     if (rc != CKPT_OK)
         return ctl_lib_fail("import", file, rc);
@@ -106,15 +109,35 @@ int cmd_import(const args_t *args)
 /* Checkpoints prune keeps when --keep is not given. */
 #define PRUNE_KEEP_DEFAULT 3
 
-/* Print "removed NAME" for each entry of before that after lacks. */
+/* The entry of entries named name, or NULL. */
+static const ckpt_entry_t *find_entry(const ckpt_entry_t *entries, size_t count,
+                                      const char *name)
+{
+    for (size_t i = 0; i < count; i++)
+        if (strcmp(entries[i].name, name) == 0)
+            return &entries[i];
+    return NULL;
+}
+
+/* Print "removed NAME" for each entry of before that after lacks.  A
+ * checkpoint is renamed to .tmp-step-<N> before it is deleted: when that
+ * temp dir is new in after, the deletion stopped partway, and the line
+ * says where what is left lies. */
 static void print_removed(const ckpt_entry_t *before, size_t nbefore,
                           const ckpt_entry_t *after, size_t nafter)
 {
     for (size_t i = 0; i < nbefore; i++) {
-        bool still = false;
-        for (size_t j = 0; j < nafter && !still; j++)
-            still = strcmp(before[i].name, after[j].name) == 0;
-        if (!still)
+        if (find_entry(after, nafter, before[i].name))
+            continue;
+        const ckpt_entry_t *left = NULL;
+        for (size_t j = 0; j < nafter && !left && before[i].name[0] != '.'; j++)
+            if (after[j].name[0] == '.' && after[j].step == before[i].step &&
+                !find_entry(before, nbefore, after[j].name))
+                left = &after[j];
+        if (left)
+            printf("partly removed %s: what is left is in %s\n", before[i].name,
+                   left->name);
+        else
             printf("removed %s\n", before[i].name);
     }
 }
@@ -136,9 +159,10 @@ static void print_prune_summary(const char *root, int removed, const ckpt_entry_
             newest = before[i].name;
     const char *good_name = strrchr(good, '/');
     good_name = good_name ? good_name + 1 : good;
-    if (!good[0])
-        printf("note: no checkpoint in '%s' verifies\n", root);
-    else if (newest && strcmp(good_name, newest) != 0)
+    /* With no committed checkpoint there was nothing to verify. */
+    if (!good[0] && newest)
+        fprintf(stderr, "ckptctl: prune: note: no checkpoint in '%s' verifies\n", root);
+    else if (good[0] && newest && strcmp(good_name, newest) != 0)
         printf("kept %s: the newest checkpoint that verifies\n", good);
 }
 
@@ -150,9 +174,12 @@ int cmd_prune(const args_t *args)
     ckpt_entry_t *before = NULL, *after = NULL;
     size_t nbefore = 0, nafter = 0;
     int removed = 0;
+    int result = ctl_check_root("prune", root, false);
+    if (result != EXIT_GOOD)
+        return result;
     int rc = ckpt_list(root, 0, &before, &nbefore);
     if (rc != CKPT_OK)
-        return ctl_lib_fail("cannot list", root, rc);
+        return ctl_lib_fail("prune", root, rc);
     /* Never remove the checkpoint LATEST names, even when it is not among
      * the newest K (after a fallback, or an import of a newer step). */
     const char *in_use = NULL;
@@ -163,18 +190,18 @@ int cmd_prune(const args_t *args)
      * would otherwise count among the K and the only good one could go. */
     char good[CKPT_PATH_MAX];
     rc = ckpt_prune_keep_good(root, keep, in_use, &removed, good, sizeof good);
-    if (rc != CKPT_OK) {
-        free(before);
-        return ctl_lib_fail("cannot prune", root, rc);
-    }
-    /* What is gone is what a second listing lacks; if that listing fails,
-     * only the count is known. */
+    if (rc != CKPT_OK) /* now: the listing below replaces the library's message */
+        result = ctl_lib_fail("prune", root, rc);
+    /* What is gone is what a second listing lacks, said on failure too:
+     * what went before it stays gone.  If that listing fails, only the
+     * count is known. */
     if (ckpt_list(root, 0, &after, &nafter) == CKPT_OK)
         print_removed(before, nbefore, after, nafter);
-    print_prune_summary(root, removed, before, nbefore, after, nafter, good);
+    if (rc == CKPT_OK)
+        print_prune_summary(root, removed, before, nbefore, after, nafter, good);
     free(before);
     free(after);
-    return EXIT_GOOD;
+    return result;
 }
 
 /* ---- flush ------------------------------------------------------------------------- */
@@ -271,10 +298,15 @@ int cmd_flush(const args_t *args)
             ctl_error("flush", roots[r], "no such directory");
             return EXIT_ERROR;
         }
+    char run_root[CKPT_PATH_MAX];
+    const char *to = ctl_root_arg(args->to, run_root, sizeof run_root);
+    int result = ctl_check_root("flush", to, true);
+    if (result != EXIT_GOOD)
+        return result;
     if (!(args->set & OPT_STEP)) {
         holdings_t h = {calloc(nroots, sizeof *h.steps), calloc(nroots, sizeof *h.counts),
                         nroots};
-        int result = h.steps && h.counts ? EXIT_GOOD : EXIT_ERROR;
+        result = h.steps && h.counts ? EXIT_GOOD : EXIT_ERROR;
         if (result != EXIT_GOOD)
             fprintf(stderr, "ckptctl: out of memory\n");
         for (size_t r = 0; result == EXIT_GOOD && r < nroots; r++) {
@@ -288,8 +320,6 @@ int cmd_flush(const args_t *args)
         if (result != EXIT_GOOD)
             return result;
     }
-    char run_root[CKPT_PATH_MAX];
-    const char *to = ctl_root_arg(args->to, run_root, sizeof run_root);
     int rc = ckpt_local_flush(roots, nroots, step, to, path, sizeof path);
     if (rc == CKPT_EEXIST) {
         ctl_error("flush", to, "step %" PRIu64 " is already there (step-%08" PRIu64

@@ -433,9 +433,9 @@ ok "$([ "$rc" -eq 1 ] && ! grep -q "$(printf '\033')" "$T/out" "$T/err" &&
 BAD=$T/$(printf 'bad\377dir')
 mkdir -p "$BAD" && cp -r "$R/step-00000010" "$BAD/" && mkdir "$BAD/step-00000011"
 run "$C" list --json "$BAD"
-is "$(py '[sorted(d.keys()), [sorted(c.keys()) == sorted(d["checkpoints"][0].keys()) for c in d["checkpoints"]], "xff" in d["root"]]')" \
-    "[['checkpoints', 'root', 'verified'], [True, True], True]" \
-    "list --json: a root that is not UTF-8 keeps its key, escaped"
+is "$(py '[sorted(d.keys()), [sorted(c.keys()) == sorted(d["checkpoints"][0].keys()) for c in d["checkpoints"]], "xff" in d["root"], d["paths_exact"]]')" \
+    "[['checkpoints', 'paths_exact', 'root', 'verified'], [True, True], True, False]" \
+    "list --json: a root that is not UTF-8 keeps its key, escaped, and says the path is not exact"
 run "$C" verify --json "$BAD"
 is "$(py '[("path" in c and "why" in c) for c in d["checkpoints"]] + ["xff" in d["path"]]')" \
     "[True, True, True]" "verify --json: the same"

@@ -59,7 +59,7 @@ is "$(py '[c["status"] for c in d["checkpoints"]]')" "['committed', 'committed']
     "  statuses"
 run "$C" list --json "$N0"
 is "$(py 'sorted(d.keys()), "present" in d["checkpoints"][0]')" \
-    "(['checkpoints', 'root', 'verified'], False)" \
+    "(['checkpoints', 'paths_exact', 'root', 'verified'], False)" \
     "list --json without --local keeps its keys"
 mkdir -p "$T/torn/.tmp-step-00000030"
 run "$C" list --local --json "$T/torn"
