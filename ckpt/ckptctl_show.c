@@ -45,8 +45,10 @@ static bool record_int(json_t *obj, const char *key, long long *out)
     return false;
 }
 
-/* The epoch a committed checkpoint's record gives.  @return false when it
- * gives none or cannot be read (list shows "-"). */
+/* The epoch a committed checkpoint's record gives (read before --verify
+ * re-reads the shards, so that a checkpoint found corrupt then still shows
+ * it, as it shows its sizes).  @return false when it gives none or cannot
+ * be read (list shows "-"). */
 static bool entry_epoch(const char *root, const ckpt_entry_t *entry, long long *epoch)
 {
     char path[CKPT_PATH_MAX];
@@ -137,6 +139,9 @@ static void list_entry_print(const ckpt_entry_t *entry, bool have_epoch, long lo
     char raw[CTL_FIELD_MAX], stored[CTL_FIELD_MAX], when[CTL_FIELD_MAX];
     char epoch_text[CTL_FIELD_MAX], world[CTL_FIELD_MAX], shards[CTL_FIELD_MAX] = "";
     bool committed = entry->status == CKPT_ST_COMMITTED;
+    /* As list_entry_json: the sizes and time are shown whenever the
+     * manifest was read, also for a checkpoint --verify found bad. */
+    bool known = entry->world_size > 0;
     ctl_fmt_bytes(entry->raw_bytes, raw, sizeof raw);
     ctl_fmt_bytes(local && held ? held->present_bytes : entry->file_bytes, stored,
                   sizeof stored);
@@ -148,8 +153,8 @@ static void list_entry_print(const ckpt_entry_t *entry, bool have_epoch, long lo
     else if (local)
         snprintf(shards, sizeof shards, " %11s", "-");
     printf("%-20s %10" PRIu64 " %6s %5s%s %10s %10s  %-19s  %s%s%s%s\n", entry->name,
-           entry->step, epoch_text, world, shards, committed ? raw : "-",
-           committed && (!local || held) ? stored : "-", committed ? when : "-",
+           entry->step, epoch_text, world, shards, known ? raw : "-",
+           known && (!local || held) ? stored : "-", known ? when : "-",
            status_name(entry->status), entry->is_latest ? " LATEST" : "",
            committed || !entry->why[0] ? "" : ": ", committed ? "" : entry->why);
 }
@@ -166,20 +171,52 @@ static const ckpt_local_step_t *find_held(const ckpt_local_step_t *steps, size_t
     return NULL;
 }
 
-/* list --local --verify: verify the shards present of a committed step of
- * root; a failure makes the entry corrupt with the library's reason. */
-static void verify_local_entry(const char *root, ckpt_entry_t *entry)
+/* Is the directory dir of a listed step no longer there?  A step removed
+ * (by a prune, the trainer's or another ckptctl's) after the root was
+ * listed is gone, not damaged.  A prune renames a step before it deletes
+ * the files, so a step that failed because its files went is gone too. */
+static bool dir_gone(const char *dir)
+{
+    struct stat st;
+    return lstat(dir, &st) != 0 && errno == ENOENT;
+}
+
+/* dir_gone for the entry name of root. */
+static bool entry_gone(const char *root, const char *name)
 {
     char dir[CKPT_PATH_MAX];
+    return snprintf(dir, sizeof dir, "%s/%s", root, name) < (int)sizeof dir &&
+           dir_gone(dir);
+}
+
+/* The status verify gives a checkpoint that failed with rc: a shard file
+ * missing (or no manifest) is incomplete, anything else corrupt. */
+static ckpt_status_t failed_status(int rc)
+{
+    return rc == CKPT_EINCOMPLETE || rc == CKPT_ENOTFOUND ? CKPT_ST_INCOMPLETE
+                                                          : CKPT_ST_CORRUPT;
+}
+
+/* list --verify: re-read a committed step of root as verify does (with
+ * --local (local), the shards present); a failure gives the entry verify's
+ * status, with the library's reason.  @return false when it failed. */
+static bool verify_entry(const char *root, ckpt_entry_t *entry, bool local)
+{
+    char dir[CKPT_PATH_MAX];
+    ckpt_t *ckpt = NULL;
     if (entry->status != CKPT_ST_COMMITTED ||
         snprintf(dir, sizeof dir, "%s/%s", root, entry->name) >= (int)sizeof dir)
-        return;
-    int rc = ckpt_local_verify(dir, NULL);
+        return true;
+    int rc = local ? ckpt_local_verify(dir, NULL) : ckpt_open(dir, &ckpt);
+    if (rc == CKPT_OK && !local)
+        rc = ckpt_verify(ckpt);
+    ckpt_close(ckpt);
     if (rc == CKPT_OK)
-        return;
-    entry->status = CKPT_ST_CORRUPT;
+        return true;
+    entry->status = failed_status(rc);
     snprintf(entry->why, sizeof entry->why, "%s: %s", ckpt_strerror(rc),
              ctl_lib_why(rc, "verify", dir));
+    return false;
 }
 
 int cmd_list(const args_t *args)
@@ -193,14 +230,15 @@ int cmd_list(const args_t *args)
     ckpt_entry_t *entries = NULL;
     ckpt_local_step_t *steps = NULL;
     size_t count = 0, nsteps = 0;
-    /* A node-local step lacks shards: ckpt_verify would call it incomplete,
-     * so --local verifies the shards present itself. */
-    int rc = ckpt_list(root, verify && !local, &entries, &count);
+    /* --verify re-reads each committed step here, as verify does, so that
+     * both call a checkpoint the same (and with --local only the shards
+     * present are read). */
+    int rc = ckpt_list(root, 0, &entries, &count);
     if (rc != CKPT_OK)
-        return ctl_lib_fail("cannot list", root, rc);
+        return ctl_lib_fail("list", root, rc);
     if (local && (rc = ckpt_local_scan(root, &steps, &nsteps)) != CKPT_OK) {
         free(entries);
-        return ctl_lib_fail("cannot list", root, rc);
+        return ctl_lib_fail("list", root, rc);
     }
 
     json_t *list = json ? json_array() : NULL;
@@ -215,9 +253,12 @@ int cmd_list(const args_t *args)
         long long epoch = -1;
         bool have_epoch = entry_epoch(root, &entries[i], &epoch);
         const ckpt_local_step_t *held = local ? find_held(steps, nsteps, &entries[i]) : NULL;
-        if (local && verify)
-            verify_local_entry(root, &entries[i]);
-        if (entries[i].status == CKPT_ST_CORRUPT)
+        /* A committed checkpoint that does not verify is bad, incomplete
+         * or corrupt; an unfinished save is not. */
+        bool failed = verify && !verify_entry(root, &entries[i], local);
+        if (entries[i].status != CKPT_ST_COMMITTED && entry_gone(root, entries[i].name))
+            continue; /* removed since it was listed */
+        if (failed || entries[i].status == CKPT_ST_CORRUPT)
             bad = true;
         if (json)
             json_array_append_new(list, list_entry_json(&entries[i], have_epoch, epoch,
@@ -484,7 +525,7 @@ int cmd_inspect(const args_t *args)
     ckpt_t *ckpt = NULL;
     int rc = ckpt_open(dir, &ckpt);
     if (rc != CKPT_OK)
-        return ctl_lib_fail("cannot open checkpoint", dir, rc);
+        return ctl_lib_fail("inspect", dir, rc);
 
     /* The record is the writer's text; one that does not parse shows empty. */
     json_t *record = json_loads(ckpt_record_json(ckpt), 0, NULL);
@@ -512,6 +553,7 @@ typedef struct {
     size_t good;     /* checkpoints that verified */
     size_t total;    /* checkpoints verified, good or bad */
     size_t skipped;  /* temp dirs of unfinished saves */
+    size_t removed;  /* listed in the root, then removed before verified */
     bool local;      /* --local: node-local steps, shards may be missing */
 } verify_tally_t;
 
@@ -616,9 +658,40 @@ static void verify_report(const char *dir, const char *name, ckpt_t *ckpt, int r
     }
 }
 
+/* Report a checkpoint of a root that went between the listing and its
+ * verification (a prune ran meanwhile): it is not counted, good or bad. */
+static void verify_removed(const char *dir, const char *name, verify_tally_t *tally)
+{
+    static const char why[] = "gone since the root was listed (pruned meanwhile)";
+    uint64_t step;
+    bool named = ckpt_parse_dirname(name, 0, &step);
+    tally->removed++;
+    if (!tally->results) {
+        printf("%s: removed: %s\n", name, why);
+        return;
+    }
+    json_t *obj = json_object();
+    json_object_set_new(obj, "name", ctl_json_str(name));
+    json_object_set_new(obj, "path", ctl_json_str(dir));
+    json_object_set_new(obj, "step", named ? ctl_json_uint(step) : json_null());
+    json_object_set_new(obj, "status", ctl_json_str("removed"));
+    json_object_set_new(obj, "ok", json_null());
+    json_object_set_new(obj, "error", json_null());
+    json_object_set_new(obj, "why", ctl_json_str(why));
+    json_object_set_new(obj, "world_size", json_null());
+    json_object_set_new(obj, "total_bytes", json_null());
+    if (tally->local) {
+        json_object_set_new(obj, "shards_present", json_null());
+        json_object_set_new(obj, "missing", json_null());
+    }
+    json_array_append_new(tally->results, obj);
+}
+
 /* Verify the checkpoint at dir and count it: every shard, or with --local
- * the shards present (ckpt_local_verify), the missing ones reported. */
-static void verify_one(const char *dir, const char *name, verify_tally_t *tally)
+ * the shards present (ckpt_local_verify), the missing ones reported.  In a
+ * root (in_root), one whose directory went meanwhile is reported removed. */
+static void verify_one(const char *dir, const char *name, bool in_root,
+                       verify_tally_t *tally)
 {
     ckpt_t *ckpt = NULL;
     held_t held = {0, 0, NULL};
@@ -631,6 +704,12 @@ static void verify_one(const char *dir, const char *name, verify_tally_t *tally)
             rc = ckpt_local_verify(dir, NULL);
     } else if (rc == CKPT_OK) {
         rc = ckpt_verify(ckpt);
+    }
+    if (rc != CKPT_OK && in_root && dir_gone(dir)) {
+        verify_removed(dir, name, tally);
+        free(held.missing);
+        ckpt_close(ckpt);
+        return;
     }
     verify_report(dir, name, ckpt, rc,
                   rc == CKPT_OK ? "" : ctl_lib_why(rc, "verify", dir), tally->results,
@@ -678,7 +757,7 @@ static int verify_root(const char *root, verify_tally_t *tally)
     size_t count = 0;
     int rc = ckpt_list(root, 0, &entries, &count);
     if (rc != CKPT_OK)
-        return ctl_lib_fail("cannot list", root, rc);
+        return ctl_lib_fail("verify", root, rc);
     for (size_t i = 0; i < count; i++) {
         const ckpt_entry_t *entry = &entries[i];
         char dir[CKPT_PATH_MAX];
@@ -695,15 +774,15 @@ static int verify_root(const char *root, verify_tally_t *tally)
             tally->total++;
             continue;
         }
-        verify_one(dir, entry->name, tally);
+        verify_one(dir, entry->name, true, tally);
     }
     free(entries);
+    if (tally->total > 0)
+        return EXIT_GOOD;
+    ctl_error("verify", root, "no checkpoints in this directory%s",
+              tally->skipped ? " (only temp dirs of unfinished saves)" : "");
     /* --json still prints its (empty) document; verify_summary fails it. */
-    if (tally->total == 0 && !tally->results) {
-        ctl_error("verify", root, "no checkpoints in this directory");
-        return EXIT_ERROR;
-    }
-    return EXIT_GOOD;
+    return tally->results ? EXIT_GOOD : EXIT_ERROR;
 }
 
 /* The document of verify --json, or the line saying how many were bad. */
@@ -718,6 +797,7 @@ static int verify_summary(const char *arg, verify_tally_t *tally)
         json_object_set_new(doc, "bad",
                             json_integer((json_int_t)(tally->total - tally->good)));
         json_object_set_new(doc, "skipped", json_integer((json_int_t)tally->skipped));
+        json_object_set_new(doc, "removed", json_integer((json_int_t)tally->removed));
         if (tally->local)
             json_object_set_new(doc, "local", json_true());
         json_object_set_new(doc, "checkpoints", tally->results);
@@ -738,7 +818,7 @@ int cmd_verify(const args_t *args)
 {
     const char *arg = args->operands[0];
     const char *step_arg = args->noperands > 1 ? args->operands[1] : NULL;
-    verify_tally_t tally = {(args->set & OPT_JSON) ? json_array() : NULL, 0, 0, 0,
+    verify_tally_t tally = {(args->set & OPT_JSON) ? json_array() : NULL, 0, 0, 0, 0,
                             !!(args->set & OPT_LOCAL)};
     int result;
     char run_root[CKPT_PATH_MAX];
@@ -748,7 +828,7 @@ int cmd_verify(const args_t *args)
         char dir[CKPT_PATH_MAX], base[CTL_BASE_NAME_MAX];
         result = ctl_resolve_ckpt("verify", arg, step_arg, false, dir, sizeof dir);
         if (result == EXIT_GOOD)
-            verify_one(dir, ctl_base_name(dir, base, sizeof base), &tally);
+            verify_one(dir, ctl_base_name(dir, base, sizeof base), false, &tally);
     } else {
         result = verify_root(arg, &tally);
     }
