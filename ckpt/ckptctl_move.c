@@ -108,6 +108,8 @@ int cmd_import(const args_t *args)
 
 /* Checkpoints prune keeps when --keep is not given. */
 #define PRUNE_KEEP_DEFAULT 3
+/* Room for the library's message of a failed prune: a path and some words. */
+#define PRUNE_WHY_MAX (CKPT_PATH_MAX + 256)
 
 /* The entry of entries named name, or NULL. */
 static const ckpt_entry_t *find_entry(const ckpt_entry_t *entries, size_t count,
@@ -190,15 +192,23 @@ int cmd_prune(const args_t *args)
      * would otherwise count among the K and the only good one could go. */
     char good[CKPT_PATH_MAX];
     rc = ckpt_prune_keep_good(root, keep, in_use, &removed, good, sizeof good);
-    if (rc != CKPT_OK) /* now: the listing below replaces the library's message */
-        result = ctl_lib_fail("prune", root, rc);
+    /* The listing below replaces the library's message: keep it for the
+     * end (a message is at most a path and some words). */
+    char why[PRUNE_WHY_MAX] = "";
+    if (rc != CKPT_OK)
+        snprintf(why, sizeof why, "%s", ctl_lib_why(rc, "prune", root));
     /* What is gone is what a second listing lacks, said on failure too:
      * what went before it stays gone.  If that listing fails, only the
      * count is known. */
     if (ckpt_list(root, 0, &after, &nafter) == CKPT_OK)
         print_removed(before, nbefore, after, nafter);
-    if (rc == CKPT_OK)
+    if (rc == CKPT_OK) {
         print_prune_summary(root, removed, before, nbefore, after, nafter, good);
+    } else {
+        fflush(stdout); /* the lines first, then why it stopped */
+        ctl_error("prune", root, "%s", why);
+        result = ctl_exit_for(rc);
+    }
     free(before);
     free(after);
     return result;
