@@ -1,7 +1,7 @@
 # install.mk - make install / make uninstall: the programs, the checkpoint
 # library for other trainers (shared and static, headers, pkg-config file),
-# the manual pages and the batch script.  See README.md, "Using the library
-# from another trainer".
+# the manual pages, the batch script and the Python binding.  See README.md,
+# "Using the library from another trainer", and docs/python.md.
 #
 #   make install                       into PREFIX (default /usr/local)
 #   make install PREFIX=/opt/ftrain    elsewhere
@@ -21,6 +21,16 @@
 #   share/man/man3/libftrain-ckpt.3
 #   share/ftrain/train.sbatch, whose default ftrain becomes bin/ftrain of
 #   PREFIX when the submit directory has no build/ftrain (docs/slurm.md)
+#   the Python binding python/ftrain_ckpt/*.py into PYTHONDIR/ftrain_ckpt/:
+#   PYTHONDIR is the first directory on the sys.path of PYTHON_FOR_INSTALL
+#   (default /usr/bin/python3, else python3 on PATH), or among the site
+#   directories it adds there once they exist, that lies under PREFIX/lib/
+#   and holds packages (Debian's python3 with PREFIX=/usr/local:
+#   /usr/local/lib/python3.X/dist-packages; with PREFIX=/usr:
+#   /usr/lib/python3/dist-packages), whatever LIBDIR is.  When none does
+#   (PREFIX=/opt/ftrain), it is that python's own PREFIX/lib/python3.X/
+#   site-packages, which then has to go on PYTHONPATH (without a python:
+#   PREFIX/lib/python3/dist-packages).  PYTHONDIR=... sets it outright.
 #
 # install builds what is missing or out of date in BUILD, so on a built
 # tree (make all) it only copies.  Without DESTDIR, as root, it runs
@@ -40,9 +50,20 @@ PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 INSTALL      ?= install
 LDCONFIG     ?= ldconfig
 # The Python binding (python/ftrain_ckpt) goes where that interpreter looks
-# for a PREFIX's packages: LIBDIR/pythonX.Y/dist-packages on Debian.
+# for PREFIX's packages, asked of the interpreter itself: pure Python lives
+# under PREFIX/lib whatever LIBDIR is (a multiarch LIBDIR is on no
+# sys.path).  Computed once (:=), and only when PYTHONDIR is not given.
 PYTHON_FOR_INSTALL ?= $(firstword $(wildcard /usr/bin/python3) python3)
-PYTHONDIR    ?= $(LIBDIR)/$(shell $(PYTHON_FOR_INSTALL) -c 'import sys; print("python%d.%d" % sys.version_info[:2])' 2>/dev/null || echo python3)/dist-packages
+python_dir_py := import site, sys, sysconfig; p = sys.argv[1].rstrip("/"); \
+    on = [d for d in sys.path + site.getsitepackages() \
+          if d.startswith(p + "/lib/") and d.endswith("-packages")]; \
+    print(on[0] if on else sysconfig.get_path("purelib", "posix_prefix", {"base": p, "platbase": p}))
+ifeq ($(origin PYTHONDIR),undefined)
+PYTHONDIR := $(shell $(PYTHON_FOR_INSTALL) -c '$(python_dir_py)' '$(PREFIX)' 2>/dev/null)
+ifeq ($(PYTHONDIR),)
+PYTHONDIR := $(PREFIX)/lib/python3/dist-packages
+endif
+endif
 INSTALL_PY   := $(wildcard python/ftrain_ckpt/*.py)
 
 INSTALL_HEADERS := include/ftrain/ckpt.h include/ftrain/ckpt_local.h include/ftrain/ckpt_stop.h

@@ -9,7 +9,10 @@
 # the installed ckptctl verifies it; the installed ftrain trains from outside
 # the source tree; the installed train.sbatch finds the installed ftrain;
 # uninstall removes exactly what install wrote; bad PREFIX and DESTDIR are
-# refused.
+# refused.  The manual page's first example, compiled as it stands, runs in
+# an empty directory.  The Python package goes into a directory on
+# python3's sys.path, whatever LIBDIR is (a multiarch one too), or into
+# PYTHONDIR when that is given.
 . "$(dirname "$0")/lib.sh"
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 case $BUILD in /*) B=$BUILD ;; *) B=$SRC/$BUILD ;; esac
@@ -146,10 +149,18 @@ like "$(LD_LIBRARY_PATH="$DP/lib" ldd "$T/ext/roundtrip" 2>&1 | grep libftrain-c
 rc=$?
 ok "$([ "$rc" -eq 0 ] && grep -q '^step-00000007: ok (1 shards' "$T/out"; echo $?)" \
     "the installed ckptctl verifies it (exit $rc)" || why "$(cat "$T/out")"
+# Where python3 looks: its sys.path, and the site directories it adds there
+# once they exist.
+on_path() {
+    /usr/bin/python3 -c 'import site, sys; sys.exit(sys.argv[1] not in sys.path + site.getsitepackages())' "$1"
+}
 # The installed Python binding, with Debian's python3 (numpy only; no torch
 # needed to read), finds the installed library and reads the same checkpoint.
-PYDIR=$(find "$DP/lib" -path '*/dist-packages/ftrain_ckpt' -type d 2>/dev/null | head -n 1)
+PYDIR=$(find "$DP/lib" -path '*-packages/ftrain_ckpt' -type d 2>/dev/null | head -n 1)
 if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+    pyfinal=${PYDIR#$D}
+    on_path "${pyfinal%/ftrain_ckpt}"
+    ok $? "the Python package is installed in a directory on python3's sys.path ($pyfinal)"
     out=$(cd "$T" && PYTHONPATH="${PYDIR%/ftrain_ckpt}" FTRAIN_CKPT_LIB="$DP/lib/libftrain-ckpt.so.1" \
         PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c 'import sys, ftrain_ckpt as fc
 c = fc.Checkpoint(sys.argv[1]); c.verify(); print(c.step, len(c.tensors), fc.__file__.startswith(sys.argv[2]))' \
@@ -159,6 +170,41 @@ c = fc.Checkpoint(sys.argv[1]); c.verify(); print(c.step, len(c.tensors), fc.__f
 else
     skip "installed Python package" "/usr/bin/python3 with numpy is not installed"
 fi
+
+# What install would do with a multiarch LIBDIR, and with PYTHONDIR given.
+make_here -n install DESTDIR="$T/multi" PREFIX=/usr LIBDIR=/usr/lib/x86_64-linux-gnu
+pyline=$(grep "python/ftrain_ckpt/.*\.py" "$T/make.out")
+pyto=$(printf '%s\n' "$pyline" | sed -n "s|.* '$T/multi\(/.*\)/ftrain_ckpt/'\$|\1|p")
+like "$(grep 'libftrain-ckpt.so.1.0.0' "$T/make.out" | head -n 1)" "$T/multi/usr/lib/x86_64-linux-gnu/" \
+    "make install LIBDIR=<multiarch>: the library goes into LIBDIR"
+if [ -x /usr/bin/python3 ]; then
+    ok "$([ -n "$pyto" ] && on_path "$pyto"; echo $?)" \
+        "  the Python package into a directory on python3's sys.path (${pyto:-none}), not LIBDIR's" ||
+        why "$pyline"
+else
+    skip "the Python package on python3's sys.path with a multiarch LIBDIR" "/usr/bin/python3 is not installed"
+fi
+make_here -n install DESTDIR="$T/multi" PREFIX=/usr PYTHONDIR=/opt/py/site
+like "$(grep "python/ftrain_ckpt/.*\.py" "$T/make.out")" "'$T/multi/opt/py/site/ftrain_ckpt/'\$" \
+    "  PYTHONDIR=... puts it there"
+
+# ---- the manual page's example, as it stands ------------------------------------
+# The first EXAMPLE of libftrain-ckpt(3), unescaped from roff, compiled with
+# pkg-config's flags and run in an empty directory (twice: a committed step
+# is never overwritten).
+sed -n '/^\.SH EXAMPLES/,/^\.SH SEE ALSO/p' "$DP/share/man/man3/libftrain-ckpt.3" |
+    awk '/^\.EX/ { n++; next } /^\.EE/ { if (n == 1) exit } n == 1' |
+    sed -e 's/\\e/\\/g' -e 's/\\-/-/g' >"$T/ext/man_ex.c"
+mkdir -p "$T/man_run"
+(cd "$T/ext" && "$CC" -std=c11 -Wall -Wextra -pedantic -Werror man_ex.c -o man_ex $flags) >"$T/cc.out" 2>&1
+ok "$?" "the manual page's first example compiles as it stands (-std=c11 -pedantic -Werror)" ||
+    why "$(cat "$T/cc.out")" "$(cat "$T/ext/man_ex.c")"
+out=$(cd "$T/man_run" && LD_LIBRARY_PATH="$DP/lib" "$T/ext/man_ex" 2>&1)
+rc=$?
+is "$out (exit $rc)" "w[5] = 6 (exit 0)" "  and runs in an empty directory"
+out=$(cd "$T/man_run" && LD_LIBRARY_PATH="$DP/lib" "$T/ext/man_ex" 2>&1)
+rc=$?
+like "$out (exit $rc)" "already exists.*\(exit 1\)\$" "  run again, it says the step exists and fails"
 
 # ---- the installed ftrain and train.sbatch, outside the tree --------------------
 (cd "$T" && timeout -k 5 120 "$DP/bin/ftrain" --device cpu --data line --layers 8 --steps 6 \
