@@ -25,6 +25,13 @@ int sampler_init(sampler_t *smp, int64_t samples, int64_t global_batch,
         return util_fail(err, cap, SAMPLER_EINVAL,
                          "sampler: micro-batch %lld is larger than the global batch %lld",
                          (long long)micro_batch, (long long)global_batch);
+    /* Every step would take the whole set, not B samples: the run would
+     * say one batch and train another (its samples/s too). */
+    if (global_batch > samples)
+        return util_fail(err, cap, SAMPLER_EINVAL,
+                         "--global-batch %lld is larger than the training set, which has "
+                         "%lld samples: give --global-batch %lld or less",
+                         (long long)global_batch, (long long)samples, (long long)samples);
     if ((uint64_t)samples > SIZE_MAX / sizeof *smp->perm)
         return util_fail(err, cap, SAMPLER_ENOMEM,
                          "sampler: a permutation of %lld samples does not fit in memory",

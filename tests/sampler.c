@@ -31,7 +31,7 @@ static const shape_t shapes[] = {
     {100, 32, 8},   /* short last step of 4: one micro-batch only */
     {97, 10, 3},    /* micro does not divide B: micro-batches 3,3,3,1 */
     {50, 50, 7},    /* one step per epoch, last micro-batch of 1 */
-    {7, 16, 16},    /* n < B: a single short step */
+    {16, 16, 16},   /* n = B: a single step (a larger B is refused) */
     {1, 1, 1},      /* the smallest data set */
     {64, 8, 8},     /* one micro-batch a step: most ranks idle */
     {33, 32, 5},    /* a last step of one sample */
@@ -261,27 +261,34 @@ int main(void)
 
     /* Bad sizes. */
     {
+        static const char *const small = "must be at least 1";
         struct {
             int64_t n, b, m;
-            const char *what;
+            const char *what, *says;
         } bad[] = {
-            {0, 32, 8, "n = 0"},           {-5, 32, 8, "n < 0"},
-            {100, 0, 1, "B = 0"},          {100, -32, 8, "B < 0"},
-            {100, 32, 0, "micro = 0"},     {100, 32, -8, "micro < 0"},
-            {100, 32, 33, "micro > B"},
+            {0, 32, 8, "n = 0", small},           {-5, 32, 8, "n < 0", small},
+            {100, 0, 1, "B = 0", small},          {100, -32, 8, "B < 0", small},
+            {100, 32, 0, "micro = 0", small},     {100, 32, -8, "micro < 0", small},
+            {100, 32, 33, "micro > B", "larger than the global batch"},
+            /* Each step would train the n samples, not B, under B's name. */
+            {7, 16, 16, "B > n",
+             "--global-batch 16 is larger than the training set, which has 7 samples"},
+            {1000, 4096, 16, "B = 4096 > n = 1000",
+             "--global-batch 4096 is larger than the training set, which has 1000 samples"},
         };
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
             sampler_t s;
             char err[256] = "";
             is_int(sampler_init(&s, bad[i].n, bad[i].b, bad[i].m, 1, err, sizeof err),
                    SAMPLER_EINVAL, "refuses %s", bad[i].what);
-            int sizes_ok = bad[i].n >= 1 && bad[i].b >= 1 && bad[i].m >= 1;
-            ok(strstr(err, sizes_ok ? "larger than the global batch" : "must be at least 1"),
-               "%s: the message says why: %s", bad[i].what, err);
+            ok(strstr(err, bad[i].says) != NULL, "%s: the message says why: %s", bad[i].what,
+               err);
             sampler_free(&s); /* must be safe after a refusal */
         }
         sampler_t s;
         is_int(sampler_init(&s, 100, 32, 32, 1, NULL, 0), SAMPLER_OK, "accepts micro = B");
+        sampler_free(&s);
+        is_int(sampler_init(&s, 100, 100, 20, 1, NULL, 0), SAMPLER_OK, "accepts B = n");
         sampler_free(&s);
         sampler_free(NULL);
         ok(1, "sampler_free(NULL) is a no-op");

@@ -5,7 +5,8 @@
  * for each epoch sampler_set_epoch(&smp, e) builds that epoch's permutation,
  * derived only from (seed, epoch).  Step j of an epoch takes the samples at
  * permutation positions [j*B, min((j+1)*B, n)); the last step of an epoch
- * may be short, so every sample is used exactly once per epoch.  A step's samples are cut
+ * may be short, so every sample is used exactly once per epoch (B is at
+ * most n: a larger B is refused).  A step's samples are cut
  * into micro-batches of micro_batch samples (the last may be short) and the
  * micro-batches are dealt to ranks in contiguous blocks: rank r of W gets
  * micro-batches [floor(m*r/W), floor(m*(r+1)/W)).  Ranks beyond the number of
@@ -24,7 +25,8 @@
 
 typedef enum {
     SAMPLER_OK = 0,
-    SAMPLER_EINVAL = -1,  /* a size < 1, or a micro-batch larger than B */
+    SAMPLER_EINVAL = -1,  /* a size < 1, a micro-batch larger than B, or B
+                             larger than the data set */
     SAMPLER_ENOMEM = -2   /* no memory for the permutation */
 } sampler_err_t;
 
