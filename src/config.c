@@ -114,7 +114,8 @@ static const config_option_t config_opts[] = {
     {"data", .kind = CONFIG_ARG_CHOICE, FIELD(data), .names = &data_sets, .metavar = "NAME",
      .default_text = "fashion-mnist", .section = "data and model",
      .help = "fashion-mnist (default), line, sine"},
-    {"data-dir", .kind = CONFIG_ARG_TEXT, FIELD(data_dir), .text = {.refusal = "path too long"},
+    {"data-dir", .kind = CONFIG_ARG_TEXT, FIELD(data_dir),
+     .text = {0, 1, "empty (leave it out for the default) or too long"},
      .metavar = "DIR",
      .help = "where the fashion-mnist IDX .gz files are\n(default " DATA_FMNIST_DIR ")"},
     {"layers", .kind = CONFIG_ARG_LAYERS, FIELD(hidden), .metavar = "L1,L2,...",
@@ -281,8 +282,8 @@ static const char help_head[] =
 static const char help_tail[] =
     "\n"
     "exit codes: 0 finished, 75 stopped after a committed checkpoint (requeue\n"
-    "me), 2 bad options, 1 any other failure, 128+signal when stopped without a\n"
-    "run directory.\n";
+    "me), 76 a hang (the watchdog ended the job), 2 bad options, 1 any other\n"
+    "failure, 128+signal when stopped without a run directory.\n";
 
 /* ---- table lookups --------------------------------------------------------- */
 
@@ -710,6 +711,130 @@ int config_parse_options(config_t *cfg, config_given_t *given, int argc, char **
 
 /* ---- options against each other -------------------------------------------- */
 
+/* Without --run-dir nothing is saved: an option that only shapes the saves
+ * would be ignored in silence. */
+static int check_without_run_dir(const config_t *cfg, const config_given_t *given, char *err,
+                                 size_t cap)
+{
+    static const char *const save_only[] = {"ckpt-keep", "ckpt-level"};
+    if (cfg->ckpt_every || cfg->ckpt_interval || cfg->ckpt_async)
+        return util_fail(err, cap, CONFIG_EUSAGE,
+                         "--ckpt-every, --ckpt-interval and --ckpt-async need --run-dir");
+    if (cfg->ckpt_buffered)
+        return util_fail(err, cap, CONFIG_EUSAGE, "--ckpt-buffered needs --run-dir");
+    if (cfg->ckpt_no_adapt)
+        return util_fail(err, cap, CONFIG_EUSAGE, "--ckpt-no-adapt needs --run-dir");
+    for (size_t i = 0; i < UTIL_COUNT(save_only); i++)
+        if (config_given_has(given, save_only[i]))
+            return util_fail(err, cap, CONFIG_EUSAGE, "--%s needs --run-dir", save_only[i]);
+    /* The threads also read the checkpoint a --resume DIR names. */
+    int resume_dir = strcmp(cfg->resume, "auto") != 0 && strcmp(cfg->resume, "none") != 0;
+    if (config_given_has(given, "ckpt-threads") && !resume_dir)
+        return util_fail(err, cap, CONFIG_EUSAGE,
+                         "--ckpt-threads needs --run-dir (or --resume with a checkpoint "
+                         "directory, which it reads)");
+    /* Only the default "auto" is quietly turned into "none". */
+    if (config_given_has(given, "resume") && strcmp(cfg->resume, "auto") == 0)
+        return util_fail(err, cap, CONFIG_EUSAGE, "--resume auto needs --run-dir");
+    return CONFIG_RUN;
+}
+
+/* Path text with its "." components and repeated or trailing slashes
+ * dropped: "/" stays "/", "." and "./" become "" (the working directory).
+ * @return 0, or -1 when it has a ".." (only the real path tells where that
+ * leads: a link's parent is not the lexical one) or does not fit. */
+static int path_lexical(const char *path, char *out, size_t cap)
+{
+    size_t len = 0;
+    if (cap < 2)
+        return -1;
+    if (path[0] == '/')
+        out[len++] = '/';
+    for (const char *p = path; *p;) {
+        while (*p == '/')
+            p++;
+        size_t n = strcspn(p, "/");
+        if (n == 2 && p[0] == '.' && p[1] == '.')
+            return -1;
+        if (n && !(n == 1 && p[0] == '.')) {
+            int slash = len > 0 && out[len - 1] != '/';
+            if (len + slash + n >= cap)
+                return -1;
+            if (slash)
+                out[len++] = '/';
+            memcpy(out + len, p, n);
+            len += n;
+        }
+        p += n;
+    }
+    out[len] = '\0';
+    return 0;
+}
+
+int config_path_within(const char *inner, const char *outer)
+{
+    if ((inner[0] == '/') != (outer[0] == '/'))
+        return 0; /* one relative, one absolute: not decided by the text */
+    size_t n = strlen(outer);
+    if (n == 0 || strcmp(outer, "/") == 0)
+        return 1; /* the working directory, or the root, holds every path */
+    return strncmp(inner, outer, n) == 0 && (inner[n] == '\0' || inner[n] == '/');
+}
+
+/* The part of a --ckpt-local pattern that every node shares: the whole path
+ * ("%%" is a '%') when it has no %n, else the directories before the first
+ * %n (*per_node set).  @return 0, or -1 for another '%' or no room. */
+static int local_fixed_part(const char *pattern, char *out, size_t cap, int *per_node)
+{
+    size_t len = 0, dir_end = 0;
+    *per_node = 0;
+    for (const char *p = pattern; *p && !*per_node; p++) {
+        if (*p == '%' && p[1] == 'n') {
+            *per_node = 1;
+            break;
+        }
+        if (*p == '%' && p[1] != '%')
+            return -1;
+        p += *p == '%';
+        if (len + 1 >= cap)
+            return -1;
+        out[len++] = *p;
+        if (*p == '/')
+            dir_end = len;
+    }
+    out[*per_node ? dir_end : len] = '\0';
+    return 0;
+}
+
+/* --ckpt-local that is, contains or lies inside --run-dir's ckpt: each
+ * tier would prune the other's step-<N> directories, deleting committed
+ * shared checkpoints.  Decided here when the text tells (no "..", both
+ * relative or both absolute); tier_open() checks the real paths, links
+ * and %n resolved, on every node. */
+static int check_local_apart(const config_t *cfg, char *err, size_t cap)
+{
+    char shared[CONFIG_PATH_MAX + sizeof "/ckpt"], fixed[CONFIG_PATH_MAX];
+    char local_text[CONFIG_PATH_MAX], shared_text[sizeof shared];
+    int per_node = 0;
+    snprintf(shared, sizeof shared, "%s/ckpt", cfg->run_dir);
+    if (local_fixed_part(cfg->ckpt_local, fixed, sizeof fixed, &per_node) != 0 ||
+        path_lexical(fixed, local_text, sizeof local_text) != 0 ||
+        path_lexical(shared, shared_text, sizeof shared_text) != 0 ||
+        (local_text[0] == '/') != (shared_text[0] == '/'))
+        return CONFIG_RUN;
+    /* With %n the node's directory lies below `fixed`, never at it. */
+    int inside = config_path_within(local_text, shared_text);
+    int contains = !per_node && config_path_within(shared_text, local_text);
+    if (!inside && !contains)
+        return CONFIG_RUN;
+    const char *how = inside && contains ? "is" : inside ? "lies inside" : "contains";
+    return util_fail(err, cap, CONFIG_EUSAGE,
+                     "--ckpt-local '%s' %s the shared checkpoint root '%s' (--run-dir's ckpt): "
+                     "each tier would delete the other's checkpoints; give a node-local "
+                     "directory outside it",
+                     cfg->ckpt_local, how, shared);
+}
+
 int config_check(const config_t *cfg, const config_given_t *given, char *err, size_t cap)
 {
     long long micro = cfg->micro_batch, global = cfg->global_batch;
@@ -729,18 +854,8 @@ int config_check(const config_t *cfg, const config_given_t *given, char *err, si
                          "--warmup and --min-lr need --schedule cosine");
     if (cfg->opt.min_lr > cfg->opt.lr)
         return util_fail(err, cap, CONFIG_EUSAGE, "--min-lr is larger than --lr");
-    if (!cfg->run_dir[0]) {
-        if (cfg->ckpt_every || cfg->ckpt_interval || cfg->ckpt_async)
-            return util_fail(err, cap, CONFIG_EUSAGE,
-                             "--ckpt-every, --ckpt-interval and --ckpt-async need --run-dir");
-        if (cfg->ckpt_buffered)
-            return util_fail(err, cap, CONFIG_EUSAGE, "--ckpt-buffered needs --run-dir");
-        if (cfg->ckpt_no_adapt)
-            return util_fail(err, cap, CONFIG_EUSAGE, "--ckpt-no-adapt needs --run-dir");
-        /* Only the default "auto" is quietly turned into "none". */
-        if (config_given_has(given, "resume") && strcmp(cfg->resume, "auto") == 0)
-            return util_fail(err, cap, CONFIG_EUSAGE, "--resume auto needs --run-dir");
-    }
+    if (!cfg->run_dir[0] && check_without_run_dir(cfg, given, err, cap) != CONFIG_RUN)
+        return CONFIG_EUSAGE;
     int local_freq = cfg->ckpt_local_every || cfg->ckpt_local_interval;
     if (cfg->ckpt_local[0] && !cfg->run_dir[0])
         return util_fail(err, cap, CONFIG_EUSAGE,
@@ -749,6 +864,8 @@ int config_check(const config_t *cfg, const config_given_t *given, char *err, si
     if (cfg->ckpt_local[0] && !local_freq)
         return util_fail(err, cap, CONFIG_EUSAGE,
                          "--ckpt-local needs --ckpt-local-every or --ckpt-local-interval");
+    if (cfg->ckpt_local[0] && check_local_apart(cfg, err, cap) != CONFIG_RUN)
+        return CONFIG_EUSAGE;
     if (!cfg->ckpt_local[0] && (local_freq || cfg->ckpt_flush_every ||
                                 config_given_has(given, "ckpt-local-keep") ||
                                 config_given_has(given, "ckpt-local-level") ||
@@ -765,6 +882,17 @@ int config_check(const config_t *cfg, const config_given_t *given, char *err, si
         return util_fail(err, cap, CONFIG_EUSAGE,
                          "--data-dir applies to --data fashion-mnist only");
     return CONFIG_RUN;
+}
+
+int config_schedule_warning(const config_t *cfg, int64_t total_steps, char *msg, size_t cap)
+{
+    int64_t warmup = cfg->opt.warmup_steps;
+    if (cfg->opt.schedule != SCHED_COSINE || warmup == 0 || warmup < total_steps)
+        return 0;
+    snprintf(msg, cap, "--warmup %lld is not shorter than the run's %lld steps: the learning "
+             "rate only ramps up and the cosine decay never starts (give a shorter --warmup)",
+             (long long)warmup, (long long)total_steps);
+    return 1;
 }
 
 /* The values one option implies for another, once they agree. */

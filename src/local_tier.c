@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,88 @@ int tier_expand(const char *pattern, const char *host, char *out, size_t cap)
 }
 
 /* ---- opening ------------------------------------------------------------------- */
+
+/* Room for a real path and the names appended to it. */
+#define REAL_PATH_MAX (PATH_MAX + CONFIG_PATH_MAX)
+
+/* path as an absolute path with its links resolved, though its last
+ * components need not exist yet: realpath(3) of the longest part that
+ * exists, then the rest as written ("." dropped, ".." the parent: a name
+ * that does not exist is no link).  @return 0, or -1 with errno set. */
+static int real_path_of(const char *path, char *out, size_t cap)
+{
+    char head[REAL_PATH_MAX], real[PATH_MAX];
+    size_t end = strlen(path); /* path[0..end) is tried; path + end is missing */
+    if (end >= sizeof head) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (;;) {
+        memcpy(head, path, end);
+        head[end] = '\0';
+        if (realpath(end ? head : ".", real))
+            break;
+        if (errno != ENOENT || end == 0)
+            return -1;
+        while (end > 0 && path[end - 1] == '/')
+            end--;
+        while (end > 0 && path[end - 1] != '/')
+            end--;
+    }
+    if (snprintf(out, cap, "%s", real) >= (int)cap) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (const char *p = path + end; *p;) {
+        while (*p == '/')
+            p++;
+        size_t n = strcspn(p, "/"), len = strlen(out);
+        if (n == 2 && p[0] == '.' && p[1] == '.') {
+            char *up = strrchr(out, '/');
+            up[up == out] = '\0'; /* "/a/b" -> "/a", "/a" -> "/" */
+        } else if (n && !(n == 1 && p[0] == '.')) {
+            int slash = out[len - 1] != '/';
+            if (len + slash + n >= cap) {
+                errno = ENAMETOOLONG;
+                return -1;
+            }
+            snprintf(out + len, cap - len, "%s%.*s", slash ? "/" : "", (int)n, p);
+        }
+        p += n;
+    }
+    return 0;
+}
+
+/* The node's directory must be neither the shared checkpoint root, nor
+ * inside it, nor hold it: each tier prunes and drops step-<N> directories,
+ * and would delete the other's, committed shared checkpoints among them.
+ * config_check() refuses what the option text shows; only here are %n,
+ * links and ".." resolved.  Checked before the directory is made, so a
+ * refusal leaves nothing behind.  @return 0, or -1 with err set. */
+static int check_apart(const tier_t *t, const config_t *cfg, const char *host, char *err,
+                       size_t cap)
+{
+    char shared[CONFIG_PATH_MAX + sizeof "/ckpt"];
+    char real_local[REAL_PATH_MAX], real_shared[REAL_PATH_MAX];
+    snprintf(shared, sizeof shared, "%s/ckpt", cfg->run_dir);
+    if (real_path_of(t->root, real_local, sizeof real_local) != 0)
+        return util_fail(err, cap, -1, "--ckpt-local: cannot resolve '%s' on %s: %s", t->root,
+                         host, strerror(errno));
+    if (real_path_of(shared, real_shared, sizeof real_shared) != 0)
+        return util_fail(err, cap, -1, "--ckpt-local: cannot resolve the shared checkpoint "
+                         "root '%s' on %s: %s", shared, host, strerror(errno));
+    int inside = config_path_within(real_local, real_shared);
+    int contains = config_path_within(real_shared, real_local);
+    if (!inside && !contains)
+        return 0;
+    return util_fail(err, cap, -1,
+                     "--ckpt-local: the node-local directory '%s' (%s on %s) %s the shared "
+                     "checkpoint root '%s' (%s): each tier would delete the other's "
+                     "checkpoints; give a node-local directory outside it",
+                     t->root, real_local, host,
+                     inside && contains ? "is" : inside ? "lies inside" : "contains", shared,
+                     real_shared);
+}
 
 void tier_close(tier_t *t)
 {
@@ -139,6 +222,8 @@ int tier_open(tier_t *t, const config_t *cfg, comm_t *comm, const char *host, in
     if (tier_expand(cfg->ckpt_local, mine, t->root, sizeof t->root) != 0)
         rc = util_fail(err, cap, 1, "--ckpt-local '%s': too long, or a '%%' other than "
                        "%%n or %%%%", cfg->ckpt_local);
+    else if (check_apart(t, cfg, mine, err, cap) != 0)
+        rc = 1;
     else if (util_mkdir_p(t->root) != 0)
         rc = util_fail(err, cap, 1, "--ckpt-local: cannot create '%s' on %s: %s", t->root,
                        mine, strerror(errno));

@@ -82,6 +82,24 @@ bad "--ckpt-async without --run-dir" --ckpt-async --ckpt-async
 bad "--ckpt-buffered without --run-dir" --ckpt-buffered --ckpt-buffered
 bad "--ckpt-no-adapt without --run-dir" --ckpt-no-adapt --ckpt-no-adapt
 bad "--resume auto without --run-dir" --resume --resume auto
+# Checkpoint options nothing would use without --run-dir, and an empty
+# --data-dir: refused, not ignored.
+bad "--ckpt-keep without --run-dir" "--ckpt-keep needs --run-dir" $L --steps 3 --ckpt-keep 5
+bad "--ckpt-level without --run-dir" "--ckpt-level needs --run-dir" $L --steps 3 --ckpt-level 5
+bad "--ckpt-threads without --run-dir" "--ckpt-threads needs --run-dir" $L --steps 3 \
+    --ckpt-threads 2
+bad "an empty --data-dir" "--data-dir: empty" --steps 3 --data-dir ""
+# --ckpt-local at, inside or around the shared root RUN_DIR/ckpt: the two
+# tiers would prune each other's checkpoints.  Refused before anything is
+# made.
+LT="$L --steps 30 --ckpt-local-every 2 --ckpt-every 5"
+bad "--ckpt-local at the shared root" "is the shared checkpoint root '$T/lt/ckpt'" $LT \
+    --run-dir "$T/lt" --ckpt-local "$T/lt/ckpt"
+bad "--ckpt-local inside the shared root, per node" "lies inside the shared checkpoint root" \
+    $LT --run-dir "$T/lt" --ckpt-local "$T/lt/ckpt/%n"
+bad "--ckpt-local holding the shared root" "contains the shared checkpoint root" $LT \
+    --run-dir "$T/lt" --ckpt-local "$T/lt"
+ok "$([ ! -e "$T/lt" ]; echo $?)" "  those refusals made nothing"
 for v in "256,,128" "0" "abc" "" "256,-1" "128,x" ",128" "256,"; do
     bad "--layers '$v'" --layers $L --steps 1 --quiet --layers "$v"
 done
@@ -102,6 +120,13 @@ is "$?" 0 "--help exits 0"
 ok "$([ -s "$T/help" ] && [ ! -s "$T/err" ]; echo $?)" "--help writes to stdout, nothing to stderr"
 like "$(head -n 1 "$T/help")" "^usage: ftrain" "--help starts with a usage line"
 like "$(tr '\n' ' ' <"$T/help")" "exit codes:.*0.*75.*2.*1" "--help documents the exit codes"
+like "$(tr '\n' ' ' <"$T/help")" "exit codes:.* 76 a hang" "--help's exit codes include 76 (a hang)"
+# The man page and --help describe --quiet alike.
+quiet_help=$(sed -n '/--quiet/,/^  --/p' "$T/help" | tr -s ' \n' '  ')
+like "$quiet_help" "resume, recovery, stop and summary" "--help: --quiet keeps resume, recovery, stop, done"
+MAN="$(dirname "$0")/../man/ftrain.1"
+like "$(sed -n '/^\.B \\-\\-quiet/,/^\.TP/p' "$MAN")" "resume, recovery, stop and summary" \
+    "man/ftrain.1: --quiet says the same"
 
 # Golden consistency: the long options of the parser's table (src/config.c,
 # between 'config_opts[] = {' and '};') and the options --help names.

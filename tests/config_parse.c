@@ -571,6 +571,7 @@ static void test_messages(void)
         {"--device", "gpu", "--device: expected auto, cpu or cuda, got 'gpu'"},
         {"--data", "cifar", "--data: unknown data set 'cifar' (fashion-mnist, line or sine)"},
         {"--run-dir", "", "--run-dir: empty or too long"},
+        {"--data-dir", "", "--data-dir: empty (leave it out for the default) or too long"},
         {"--resume", "", "--resume: expected auto, none or a checkpoint directory"},
         {"--layers", "0",
          "--layers: expected widths like 256,128 (1..65536, at most 15 layers) or 'none', got '0'"},
@@ -648,6 +649,16 @@ static void test_help(void)
     fclose(out);
     ok(strncmp(help, "usage: ftrain", 13) == 0, "--help starts with the usage line");
     ok(strstr(help, "\nexit codes: 0 finished, 75") != NULL, "--help ends with the exit codes");
+    /* Every code README.md and the man page list, the watchdog's too. */
+    const char *codes = strstr(help, "\nexit codes:");
+    static const char *const code_words[] = {" 0 finished", " 75 stopped", " 76 a hang",
+                                             " 2 bad options", " 1 any other", "128+signal"};
+    for (size_t i = 0; i < sizeof code_words / sizeof code_words[0]; i++) {
+        char flat[ERR_MAX] = "";
+        for (size_t k = 0; codes && codes[k] && k + 1 < sizeof flat; k++)
+            flat[k] = codes[k] == '\n' ? ' ' : codes[k];
+        ok(strstr(flat, code_words[i]) != NULL, "--help's exit codes list '%s'", code_words[i]);
+    }
     for (size_t i = 0; i < table_rows; i++) {
         const config_option_t *row = &table[i];
         char option[VALUE_MAX];
@@ -685,6 +696,9 @@ static void test_help(void)
 #define NEED_LOCAL                                                                         \
     "--ckpt-local-every, --ckpt-local-interval, --ckpt-local-keep, --ckpt-local-level, "  \
     "--ckpt-local-exchange and --ckpt-flush-every need --ckpt-local"
+#define APART                                                                             \
+    " (--run-dir's ckpt): each tier would delete the other's checkpoints; give a node-local " \
+    "directory outside it"
 #define NEED_RUN_DIR "--ckpt-every, --ckpt-interval and --ckpt-async need --run-dir"
 
 static void test_conflicts(void)
@@ -719,6 +733,24 @@ static void test_conflicts(void)
          "--ckpt-no-adapt needs --run-dir"},
         {"--resume auto without --run-dir", {"--resume", "auto"}, "--resume auto needs --run-dir"},
         {"--resume STEPDIR without --run-dir", {"--resume", "/x/ckpt/step-00000001"}, NULL},
+        /* Checkpoint options that nothing would use without --run-dir. */
+        {"--ckpt-keep without --run-dir", {"--ckpt-keep", "5"}, "--ckpt-keep needs --run-dir"},
+        {"--ckpt-level without --run-dir", {"--ckpt-level", "5"},
+         "--ckpt-level needs --run-dir"},
+        {"--ckpt-level 1 (the default, given) without --run-dir", {"--ckpt-level", "1"},
+         "--ckpt-level needs --run-dir"},
+        {"--ckpt-threads without --run-dir", {"--ckpt-threads", "2"},
+         "--ckpt-threads needs --run-dir (or --resume with a checkpoint directory, which it "
+         "reads)"},
+        {"--ckpt-threads with --resume STEPDIR (it reads it)",
+         {"--ckpt-threads", "2", "--resume", "/x/ckpt/step-00000001"}, NULL},
+        {"--ckpt-threads with --resume none, no --run-dir",
+         {"--ckpt-threads", "2", "--resume", "none"},
+         "--ckpt-threads needs --run-dir (or --resume with a checkpoint directory, which it "
+         "reads)"},
+        {"--ckpt-keep, --ckpt-level, --ckpt-threads with --run-dir",
+         {"--run-dir", "r", "--ckpt-keep", "5", "--ckpt-level", "5", "--ckpt-threads", "2"},
+         NULL},
         {"--ckpt-async without a save trigger", {"--run-dir", "r", "--ckpt-async"},
          "--ckpt-async needs --ckpt-every, --ckpt-interval or --ckpt-flush-every"},
         {"checkpoint options with --run-dir",
@@ -738,6 +770,39 @@ static void test_conflicts(void)
          NEED_LOCAL},
         {"--ckpt-local-exchange without --ckpt-local",
          {"--run-dir", "r", "--ckpt-local-exchange", "steps"}, NEED_LOCAL},
+        /* The local tier at, inside or around the shared root: each tier
+         * would prune the other's step directories. */
+        {"--ckpt-local at the shared root",
+         {"--run-dir", "r", "--ckpt-local", "r/ckpt", "--ckpt-local-every", "2"},
+         "--ckpt-local 'r/ckpt' is the shared checkpoint root 'r/ckpt'" APART},
+        {"--ckpt-local at the shared root, spelled otherwise",
+         {"--run-dir", "/a//r/", "--ckpt-local", "/a/./r/ckpt/", "--ckpt-local-every", "2"},
+         "--ckpt-local '/a/./r/ckpt/' is the shared checkpoint root '/a//r//ckpt'" APART},
+        {"--ckpt-local inside the shared root",
+         {"--run-dir", "r", "--ckpt-local", "r/ckpt/local", "--ckpt-local-every", "2"},
+         "--ckpt-local 'r/ckpt/local' lies inside the shared checkpoint root 'r/ckpt'" APART},
+        {"--ckpt-local per node inside the shared root",
+         {"--run-dir", "r", "--ckpt-local", "./r/ckpt/%n", "--ckpt-local-every", "2"},
+         "--ckpt-local './r/ckpt/%n' lies inside the shared checkpoint root 'r/ckpt'" APART},
+        {"--ckpt-local holding the shared root",
+         {"--run-dir", "r", "--ckpt-local", "r", "--ckpt-local-every", "2"},
+         "--ckpt-local 'r' contains the shared checkpoint root 'r/ckpt'" APART},
+        {"--ckpt-local '.' holding a relative shared root",
+         {"--run-dir", "r", "--ckpt-local", ".", "--ckpt-local-every", "2"},
+         "--ckpt-local '.' contains the shared checkpoint root 'r/ckpt'" APART},
+        {"--ckpt-local '/' holding an absolute shared root",
+         {"--run-dir", "/a/r", "--ckpt-local", "/", "--ckpt-local-every", "2"},
+         "--ckpt-local '/' contains the shared checkpoint root '/a/r/ckpt'" APART},
+        {"--ckpt-local beside the shared root",
+         {"--run-dir", "r", "--ckpt-local", "r/ckpt2", "--ckpt-local-every", "2"}, NULL},
+        {"--ckpt-local in the run directory, beside its ckpt",
+         {"--run-dir", "r", "--ckpt-local", "r/local/%n", "--ckpt-local-every", "2"}, NULL},
+        {"--ckpt-local with %n glued to ckpt (only the node's name tells)",
+         {"--run-dir", "r", "--ckpt-local", "r/ckpt%n", "--ckpt-local-every", "2"}, NULL},
+        {"--ckpt-local with '..' (only the real path tells)",
+         {"--run-dir", "r", "--ckpt-local", "r/../r/ckpt", "--ckpt-local-every", "2"}, NULL},
+        {"--ckpt-local absolute, --run-dir relative (only the real paths tell)",
+         {"--run-dir", "r", "--ckpt-local", "/r/ckpt", "--ckpt-local-every", "2"}, NULL},
         {"the local tier with its options",
          {"--run-dir", "r", "--ckpt-local", "/l/%n", "--ckpt-local-every", "2",
           "--ckpt-flush-every", "3", "--ckpt-async"},
@@ -779,6 +844,42 @@ static void test_conflicts(void)
        "with --run-dir the resume is auto");
 }
 
+/* Path text compared component by component. */
+static void test_path_within(void)
+{
+    static const struct {
+        const char *inner, *outer;
+        int want;
+    } cases[] = {
+        {"r/ckpt", "r/ckpt", 1},   {"r/ckpt/a", "r/ckpt", 1}, {"r/ckpt2", "r/ckpt", 0},
+        {"r", "r/ckpt", 0},        {"r/ckpt", "", 1},         {"/a", "/", 1},
+        {"/r/ckpt", "r/ckpt", 0},  {"r/ckpt", "/r/ckpt", 0},  {"/a/b", "/a", 1},
+        {"/ab", "/a", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        is_int(config_path_within(cases[i].inner, cases[i].outer), cases[i].want,
+               "'%s' within '%s': %d", cases[i].inner, cases[i].outer, cases[i].want);
+}
+
+/* The warning a cosine warm-up as long as the run gets. */
+static void test_schedule_warning(void)
+{
+    config_t cfg;
+    char err[ERR_MAX], msg[ERR_MAX] = "";
+    PARSE_ALL(&cfg, err, "--schedule", "cosine", "--warmup", "100", "--steps", "3");
+    ok(config_schedule_warning(&cfg, 3, msg, sizeof msg) == 1 &&
+           strstr(msg, "--warmup 100 is not shorter than the run's 3 steps"),
+       "a warm-up of 100 steps in a run of 3 is warned about: %s", msg);
+    PARSE_ALL(&cfg, err, "--schedule", "cosine", "--warmup", "3", "--steps", "3");
+    ok(config_schedule_warning(&cfg, 3, msg, sizeof msg) == 1,
+       "a warm-up as long as the run is warned about");
+    PARSE_ALL(&cfg, err, "--schedule", "cosine", "--warmup", "2", "--steps", "3");
+    is_int(config_schedule_warning(&cfg, 3, msg, sizeof msg), 0,
+           "a warm-up shorter than the run is not");
+    PARSE_ALL(&cfg, err, "--schedule", "cosine", "--steps", "3");
+    is_int(config_schedule_warning(&cfg, 3, msg, sizeof msg), 0, "no warm-up is not");
+}
+
 /* ---- names printed back ------------------------------------------------------ */
 
 static void test_printing(void)
@@ -810,6 +911,8 @@ int main(void)
     test_messages();
     test_help();
     test_conflicts();
+    test_path_within();
+    test_schedule_warning();
     test_printing();
     return done_testing();
 }

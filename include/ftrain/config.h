@@ -199,6 +199,17 @@ int config_parse_options(config_t *cfg, config_given_t *given, int argc, char **
  *  @return CONFIG_RUN, or CONFIG_EUSAGE with a message in err. */
 int config_check(const config_t *cfg, const config_given_t *given, char *err, size_t cap);
 
+/** Where the options only show their trouble once the run's length in
+ *  steps is known: a cosine warm-up of total_steps or more (the rate never
+ *  decays).  @return 1 with a one-line warning in msg, else 0. */
+int config_schedule_warning(const config_t *cfg, int64_t total_steps, char *msg, size_t cap);
+
+/** @return 1 when path text `inner` is `outer` or lies inside it, both
+ *  without "." or ".." components, repeated or trailing slashes ("" is the
+ *  working directory); 0 otherwise, and always when one is absolute and
+ *  the other relative. */
+int config_path_within(const char *inner, const char *outer);
+
 /** Print the help text. */
 void config_usage(FILE *out);
 
