@@ -169,7 +169,7 @@ static char *state_record(const state_t *st, int world)
     json_t *rec = json_pack(
         "{s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:o, s:{s:s, s:I, s:I}, "
         "s:{s:I, s:f}, s:{s:s, s:I}, s:o, s:{s:s, s:I, s:s}, s:i, s:i, s:b, s:o, "
-        "s:{s:o}, s:f, s:I, s:s, s:b, s:s}",
+        "s:{s:o}, s:f, s:I, s:s, s:b, s:s, s:o}",
         "format", STATE_RECORD_FORMAT, "version", STATE_RECORD_VERSION,
         "step", (json_int_t)st->step,
         "epoch", (json_int_t)st->epoch,
@@ -196,7 +196,8 @@ static char *state_record(const state_t *st, int world)
         "saved_at", (json_int_t)time(NULL),
         "ftrain_version", FTRAIN_VERSION,
         "eval_pending", st->eval_pending,
-        "init", model_init_name(st->init));
+        "init", model_init_name(st->init),
+        "root_id", st->root_id[0] ? json_string(st->root_id) : json_null());
     if (!rec)
         return NULL;
     char *text = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
@@ -672,6 +673,23 @@ static int load_check(load_t *ld, const state_t *st, const char *dir, char *err,
     return STATE_OK;
 }
 
+/* A node-local checkpoint (a planned load) is this run's only when it was
+ * saved under this run's checkpoint root: a local directory can hold
+ * another run's, newer than anything of ours (a new --run-dir, or a root
+ * moved away to start afresh).  Records without root_id (older writers)
+ * are not taken either.  @return STATE_OK or STATE_EFAIL (err set). */
+static int load_check_root(const load_t *ld, const state_t *st, const char *dir, char *err,
+                           size_t cap)
+{
+    const char *theirs = json_string_value(json_object_get(ld->rec, "root_id"));
+    if (theirs && strcmp(theirs, st->root_id) == 0)
+        return STATE_OK;
+    return util_fail(err, cap, STATE_EFAIL,
+                     "checkpoint '%s' is another run's: it was saved under the checkpoint "
+                     "root %s, this run's is %s (.root-id)", dir, theirs ? theirs : "(unknown)",
+                     st->root_id[0] ? st->root_id : "(none)");
+}
+
 /* Collective, with a plan (holder[s]: the rank that reads saved shard s,
  * from its own copy of the step directory): each holder reads its shards'
  * byte ranges into the tensors they overlap, then each shard's pieces are
@@ -845,6 +863,8 @@ int state_load_planned(state_t *st, comm_t *comm, const char *dir, const int *ho
     /* Decode with this rank's share of the node's cores, as saves encode. */
     ckpt_set_read_threads(ld.ck, state_ckpt_threads(st));
     rc = load_check(&ld, st, dir, err, cap);
+    if (rc == STATE_OK && holder)
+        rc = load_check_root(&ld, st, dir, err, cap);
     if (comm_any_failed(comm, rc != STATE_OK)) {
         if (rc == STATE_OK)
             snprintf(err, cap, "another rank could not load '%s'", dir);

@@ -5,9 +5,14 @@
  */
 #include "ftrain/state.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "ftrain/ckpt.h"
 #include "ftrain/util.h"
@@ -15,6 +20,95 @@
 /* A message and a path or step name; a step directory's name. */
 #define STATE_MSG_MAX 512
 #define STATE_STEP_NAME_MAX 64
+
+/* ---- the root's identity ----------------------------------------------- */
+
+#define ROOT_ID_NAME ".root-id"
+#define ROOT_ID_DIGITS 16
+
+/* Read path's id into id.  @return 1 when read, 0 when there is no such
+ * file (errno ENOENT), -1 on any other failure (err set). */
+static int read_root_id(const char *path, char id[STATE_ROOT_ID_SIZE], char *err, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -util_fail(err, cap, 1, "cannot open '%s': %s", path,
+                                                strerror(errno));
+    char buf[ROOT_ID_DIGITS + 2];
+    ssize_t n = read(fd, buf, sizeof buf);
+    close(fd);
+    int good = n == ROOT_ID_DIGITS + 1 && buf[ROOT_ID_DIGITS] == '\n';
+    for (int i = 0; good && i < ROOT_ID_DIGITS; i++)
+        good = (buf[i] >= '0' && buf[i] <= '9') || (buf[i] >= 'a' && buf[i] <= 'f');
+    if (!good)
+        return -util_fail(err, cap, 1, "'%s' is damaged (not %d hex digits and a newline); "
+                          "remove it to give the checkpoint root a new identity (node-local "
+                          "checkpoints made before are then not resumed from)", path,
+                          ROOT_ID_DIGITS);
+    memcpy(id, buf, ROOT_ID_DIGITS);
+    id[ROOT_ID_DIGITS] = '\0';
+    return 1;
+}
+
+/* fsync the directory dir, so that a name made in it lasts.  @return 0 or
+ * -1 (errno). */
+static int fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return rc;
+}
+
+/* Make path holding a new random id: written whole into a temp file, then
+ * linked into place, so that no reader sees half of one and two runs
+ * starting at once agree on the first.  @return 1 when made, 0 when
+ * another process made it first, -1 on failure (err set). */
+static int make_root_id(const char *root, const char *path, char *err, size_t cap)
+{
+    uint64_t bits = 0;
+    if (getrandom(&bits, sizeof bits, 0) != (ssize_t)sizeof bits) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        bits = ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 20);
+    }
+    char tmp[STATE_PATH_MAX + 64], text[ROOT_ID_DIGITS + 2];
+    snprintf(tmp, sizeof tmp, "%s/%s.tmp.%ld", root, ROOT_ID_NAME, (long)getpid());
+    snprintf(text, sizeof text, "%016llx\n", (unsigned long long)bits);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int rc = fd >= 0 && write(fd, text, ROOT_ID_DIGITS + 1) == ROOT_ID_DIGITS + 1 &&
+             fsync(fd) == 0 ? 1 : -1;
+    int saved = errno;
+    if (fd >= 0)
+        close(fd);
+    if (rc == 1 && link(tmp, path) != 0)
+        rc = errno == EEXIST ? 0 : -1, saved = errno;
+    unlink(tmp);
+    if (rc < 0)
+        return -util_fail(err, cap, 1, "cannot make '%s': %s", path, strerror(saved));
+    if (rc == 1 && fsync_dir(root) != 0)
+        return -util_fail(err, cap, 1, "cannot make '%s' durable: %s", path, strerror(errno));
+    return rc;
+}
+
+int state_root_id(const char *root, char id[STATE_ROOT_ID_SIZE], char *err, size_t cap)
+{
+    char path[STATE_PATH_MAX + sizeof "/" ROOT_ID_NAME];
+    snprintf(path, sizeof path, "%s/%s", root, ROOT_ID_NAME);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int got = read_root_id(path, id, err, cap);
+        if (got != 0)
+            return got > 0 ? STATE_OK : STATE_EFAIL;
+        if (make_root_id(root, path, err, cap) < 0)
+            return STATE_EFAIL;
+        /* Made, or another process made it first: read what is there. */
+    }
+    return util_fail(err, cap, STATE_EFAIL, "'%s' keeps disappearing", path);
+}
 
 /* ---- resolve: which checkpoint to resume from ------------------------- */
 

@@ -42,6 +42,8 @@ static int prepare_run_dir(trainer_t *t, char *err, size_t cap)
         snprintf(err, cap, "cannot use the checkpoint directory '%s': %s", t->ckpt_root, why);
         return TRAIN_EFAIL;
     }
+    if (state_root_id(t->ckpt_root, t->state.root_id, err, cap) != STATE_OK)
+        return TRAIN_EFAIL;
     if (metrics_open(&t->metrics, t->cfg->run_dir) != 0) {
         snprintf(err, cap, "cannot open the metrics file '%s/metrics.jsonl': %s",
                  t->cfg->run_dir, strerror(errno));
@@ -235,6 +237,11 @@ static int open_run_dir(trainer_t *t, char *err, size_t cap)
             snprintf(err, cap, "rank 0 could not set up run directory '%s'", cfg->run_dir);
         return TRAIN_EFAIL;
     }
+    /* Every rank's records carry the root's identity (state_root_id). */
+    if (comm_bcast(t->comm, t->state.root_id, sizeof t->state.root_id, 0) != COMM_OK) {
+        snprintf(err, cap, "run directory: broadcast failed: %s", comm_last_error());
+        return TRAIN_EFAIL;
+    }
     return TRAIN_OK;
 }
 
@@ -418,8 +425,8 @@ static int resume_local(trainer_t *t, const char *from, char *err, size_t cap)
     }
     rc = load_checkpoint(t, pick.dir, &pick, err, cap);
     if (rc == TRAIN_EFAIL && t->rank == 0)
-        fprintf(stderr, "ftrain: resume: the node-local checkpoint of step %lld could not be "
-                "read (%s); using the shared tier\n", (long long)pick.step, err);
+        fprintf(stderr, "ftrain: resume: the node-local checkpoint of step %lld is not used "
+                "(%s); using the shared tier\n", (long long)pick.step, err);
     tier_pick_free(&t->tier, &pick);
     if (rc == TRAIN_EFAIL) {
         err[0] = '\0';

@@ -20,6 +20,8 @@
 #include "ftrain/optim.h"
 
 #define STATE_PATH_MAX 1024
+/* A checkpoint root's identity: 16 hex digits and the NUL. */
+#define STATE_ROOT_ID_SIZE 17
 
 typedef struct {
     model_t *model;
@@ -38,6 +40,8 @@ typedef struct {
     model_init_t init;       /* the rule the weights started from: --init,
                                 or after a resume the checkpoint's */
     char resumed_from[STATE_PATH_MAX]; /* lineage: "" for a fresh start */
+    char root_id[STATE_ROOT_ID_SIZE]; /* the run's checkpoint root (state_root_id);
+                                         "" without a run directory */
     double run_seconds;      /* training seconds of the run up to step, all
                                 processes together (state_load: as saved) */
 } state_t;
@@ -113,6 +117,15 @@ const char *state_snapshot_error(const state_snapshot_t *snap);
  *  @return STATE_OK or STATE_EFAIL with err set (same on every rank). */
 int state_save(const state_t *st, comm_t *comm, const char *root, int level,
                char *out, size_t outcap, char *err, size_t cap);
+
+/** Rank 0, at the start: the identity of the checkpoint root `root` (which
+ *  exists), read from its .root-id file, made there first when it has none
+ *  (16 random hex digits, fsync'd).  Every checkpoint records it; a
+ *  node-local checkpoint is resumed from only by a run of the same root, so
+ *  a new run directory, or a root moved away to start afresh, never
+ *  continues from another run's local checkpoints.
+ *  @return STATE_OK and id, or STATE_EFAIL (err names the file). */
+int state_root_id(const char *root, char id[STATE_ROOT_ID_SIZE], char *err, size_t cap);
 
 /** Collective: decide what to resume from for cfg->resume ("auto", "none" or
  *  a directory).  Rank 0 looks and reports skipped (corrupt) checkpoints on
