@@ -247,23 +247,9 @@ static void start_watchdog(const config_t *cfg, const world_t *world)
     free(peers);
 }
 
-/* Rank 0: the done, timing and async checkpoint lines of a run that ended. */
-static void print_result(const config_t *cfg, const train_result_t *res)
+/* The timing line of a process that trained. */
+static void print_timing(const train_result_t *res)
 {
-    /* nan means "not measured by this process": test_acc (test_r2) when
-     * it stopped before any evaluation, loss when it trained no step (a
-     * resume at or past the last step).  Regression reports R^2, and its
-     * loss with %g: a good fit's MSE is far below what six decimals show. */
-    if (res->regression)
-        printf("done: step=%lld epoch=%lld loss=%.6g test_r2=%.6f param_hash=%016llx\n",
-               (long long)res->step, (long long)res->epoch, res->loss,
-               res->evaluated ? res->test_r2 : NAN, (unsigned long long)res->param_hash);
-    else
-        printf("done: step=%lld epoch=%lld loss=%.6f test_acc=%.4f param_hash=%016llx\n",
-               (long long)res->step, (long long)res->epoch, res->loss,
-               res->evaluated ? res->test_acc : NAN, (unsigned long long)res->param_hash);
-    if (cfg->quiet)
-        return;
     printf("timing: %.0f samples/s, gradient reduction %.3f ms/step, stop/control "
            "reduction %.3f ms/step, evaluation %.3f s",
            res->samples_per_s, res->reduce_ms_per_step, res->control_ms_per_step,
@@ -272,6 +258,36 @@ static void print_result(const config_t *cfg, const train_result_t *res)
         printf(", first step %.3f s (neither in samples/s)\n", res->first_step_seconds);
     else
         printf(" (not in samples/s)\n");
+}
+
+/* Rank 0: the done, timing and async checkpoint lines of a run that ended. */
+static void print_result(const config_t *cfg, const train_result_t *res)
+{
+    /* A loss of nan means this process trained no step (a resume at or
+     * past the last step: train.c says so in a note); the line then says
+     * "loss=none", and the timing line has no samples/s to give.  test_acc
+     * (test_r2) is nan when it stopped before any evaluation.  Regression
+     * reports R^2, and its loss with %g: a good fit's MSE is far below what
+     * six decimals show. */
+    int trained = !isnan(res->loss);
+    char loss[32] = "none";
+    if (trained)
+        snprintf(loss, sizeof loss, res->regression ? "%.6g" : "%.6f", res->loss);
+    if (res->regression)
+        printf("done: step=%lld epoch=%lld loss=%s test_r2=%.6f param_hash=%016llx\n",
+               (long long)res->step, (long long)res->epoch, loss,
+               res->evaluated ? res->test_r2 : NAN, (unsigned long long)res->param_hash);
+    else
+        printf("done: step=%lld epoch=%lld loss=%s test_acc=%.4f param_hash=%016llx\n",
+               (long long)res->step, (long long)res->epoch, loss,
+               res->evaluated ? res->test_acc : NAN, (unsigned long long)res->param_hash);
+    if (cfg->quiet)
+        return;
+    if (!trained)
+        printf("timing: no step trained in this process, evaluation %.3f s\n",
+               res->eval_seconds);
+    else
+        print_timing(res);
     if (res->async_saves)
         printf("async checkpoints: %d, failed %d, skipped %d (one in flight), mean training "
                "stall %.1f ms per save\n", res->async_saves, res->async_failures,

@@ -128,16 +128,19 @@ static void remember_commit(trainer_t *t, int64_t step, const char *dir, train_r
     snprintf(res->ckpt, sizeof res->ckpt, "%s", dir);
 }
 
-/* Rank 0, after a commit: prune older checkpoints (never the one resumed
- * from), print the checkpoint line and log the event. */
+/* Rank 0, after a commit: prune older checkpoints, print the checkpoint
+ * line and log the event.  The checkpoint resumed from is spared while
+ * no later step is committed; once one is, it counts among --ckpt-keep
+ * like any other (sparing it for the whole run left K+1 on disk). */
 static void prune_and_report(trainer_t *t, int64_t step, const char *dir, const char *how,
                              const char *extra_json)
 {
     if (t->rank != 0)
         return;
     int removed = 0;
-    ckpt_prune(t->ckpt_root, t->cfg->ckpt_keep,
-               t->state.resumed_from[0] ? t->state.resumed_from : NULL, &removed);
+    int spare = t->state.resumed_from[0] && step <= t->resumed_step;
+    ckpt_prune(t->ckpt_root, t->cfg->ckpt_keep, spare ? t->state.resumed_from : NULL,
+               &removed);
     if (!t->cfg->quiet)
         printf("checkpoint: %s committed %s%s\n", dir, how, removed ? " (older ones pruned)" : "");
     metrics_event(&t->metrics, "checkpoint", step, t->size, extra_json);
@@ -295,6 +298,23 @@ static void report_stop(trainer_t *t, const stop_info_t *stop, double save_began
     fflush(stdout);
 }
 
+/* The stop's own save failed: err (the save's reason) is made to say that
+ * a stop was under way and that the job ends with exit 1, so it is not
+ * requeued, and which checkpoint is still the newest good one.
+ * @return TRAIN_EFAIL. */
+static int stop_save_failed(const trainer_t *t, const stop_info_t *stop, char *err, size_t cap)
+{
+    char why[TRAIN_ERR_MAX], kept[REPORT_MAX] = "no checkpoint was committed before it";
+    snprintf(why, sizeof why, "%s", err);
+    if (t->last_saved >= 0)
+        snprintf(kept, sizeof kept, "the newest committed checkpoint, of step %lld, is kept",
+                 (long long)t->last_saved);
+    snprintf(err, cap, "stop (signal %s) at step %lld: its checkpoint failed, so this job "
+             "exits 1 and is not requeued (%s): %s", config_signal_name(stop->signo),
+             (long long)t->step, kept, why);
+    return TRAIN_EFAIL;
+}
+
 /* Collective, after an agreed stop: finish an in-flight save, save this
  * step (none if it is already committed), report the stop's timing.
  * @return TRAIN_STOPPED, or a failure when the save failed. */
@@ -313,7 +333,7 @@ static int stop_and_save(trainer_t *t, stop_info_t *stop, train_result_t *res, c
     commit_async_save(t, res, 1); /* wait for an in-flight save, commit it */
     if (t->cfg->run_dir[0] && t->last_saved != t->step) {
         if (save_checkpoint(t, t->step, res, err, cap) != TRAIN_OK)
-            return TRAIN_EFAIL;
+            return stop_save_failed(t, stop, err, cap);
     } else if (t->last_saved == t->step) {
         char name[TRAIN_STEP_NAME_MAX];
         ckpt_step_dirname((uint64_t)t->step, name, sizeof name);
@@ -410,6 +430,31 @@ static int evaluate_epoch(trainer_t *t, train_result_t *res, int *cut_short, cha
 
 /* ---- starting ------------------------------------------------------------ */
 
+/* Rank 0, after a resume at or past the run's last step: a plain note
+ * that nothing is trained (the summary then reports no training loss and
+ * no samples/s).  A "resume:" line, so that --quiet keeps it too. */
+static void note_nothing_to_train(const trainer_t *t)
+{
+    const config_t *cfg = t->cfg;
+    if (t->step == 0 || t->step < t->total_steps)
+        return;
+    char asked[REPORT_MAX];
+    if (cfg->steps)
+        snprintf(asked, sizeof asked, "--steps %lld", (long long)cfg->steps);
+    else
+        snprintf(asked, sizeof asked, "--epochs %lld: %lld steps", (long long)cfg->epochs,
+                 (long long)t->total_steps);
+    if (t->step > t->total_steps)
+        printf("resume: note: the checkpoint's step %lld is past the %lld steps this run asks "
+               "for (%s): nothing is trained, the weights stay those of step %lld; to train "
+               "on, ask for more steps\n", (long long)t->step, (long long)t->total_steps,
+               asked, (long long)t->step);
+    else
+        printf("resume: note: the checkpoint's step %lld is the last of the %lld steps this "
+               "run asks for (%s): nothing is left to train\n", (long long)t->step,
+               (long long)t->total_steps, asked);
+}
+
 /* Rank 0: the line describing the run, and the start event. */
 static void announce_run(trainer_t *t)
 {
@@ -430,6 +475,10 @@ static void announce_run(trainer_t *t)
                (long long)t->total_steps, (long long)t->steps_per_epoch,
                cfg->deterministic ? "deterministic" : "fast reduction", t->blas_threads,
                t->blas_threads == 1 ? "" : "s");
+    char note[REPORT_MAX];
+    if (config_schedule_warning(cfg, t->total_steps, note, sizeof note))
+        fprintf(stderr, "ftrain: warning: %s\n", note);
+    note_nothing_to_train(t);
     char extra[REPORT_MAX];
     snprintf(extra, sizeof extra, "\"init\":\"%s\"", init);
     metrics_event(&t->metrics, "start", t->step, t->size, extra);

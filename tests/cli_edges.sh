@@ -1,0 +1,138 @@
+#!/bin/sh
+# cli_edges.sh - runs whose options are fine one by one but not for this
+# run, and the messages they get: a node-local tier that resolves to the
+# shared checkpoint root (a link, a ".."), a global batch larger than the
+# data set, a resume at or past the run's last step, a warm-up as long as
+# the run, a stop whose own checkpoint fails, and --ckpt-keep after a
+# resume.  tests/cli.sh has the refusals the option text alone shows.
+#
+# A world of one, started without a launcher.
+. "$(dirname "$0")/lib.sh"
+[ -x "$FTRAIN" ] || skip_all "$FTRAIN not built (make $FTRAIN)"
+L="--device cpu --data line --layers 4"
+LIMIT=60
+
+# run NAME ARGS...: ftrain ARGS, stdout to $T/NAME.out, stderr to
+# $T/NAME.err; sets rc.
+run() {
+    _name=$1
+    shift
+    timeout -k 5 "$LIMIT" "$FTRAIN" "$@" >"$T/$_name.out" 2>"$T/$_name.err"
+    rc=$?
+}
+
+# steps_in ROOT: the committed step directories under ROOT, oldest first.
+steps_in() {
+    ls "$1" 2>/dev/null | grep -E '^step-[0-9]+$' | tr '\n' ' '
+}
+
+# ---- the node-local tier resolves to the shared root ------------------------
+# The option text cannot show it (a link, a ".."); the node finds it when it
+# resolves its directory, before it makes it, and nothing shared is touched.
+run lt0 $L --steps 10 --ckpt-every 5 --run-dir "$T/lt" --quiet
+is "$rc" 0 "a run with shared checkpoints at steps 5 and 10"
+ln -s "$T/lt/ckpt" "$T/loclink"
+run lt1 $L --steps 30 --ckpt-every 5 --ckpt-keep 5 --run-dir "$T/lt" \
+    --ckpt-local "$T/loclink" --ckpt-local-every 2
+ok "$([ "$rc" -eq 1 ] && grep -q "node-local directory '$T/loclink' ($T/lt/ckpt on [^)]*) is the shared checkpoint root '$T/lt/ckpt' ($T/lt/ckpt)" "$T/lt1.err"; echo $?)" \
+    "--ckpt-local through a link to RUN_DIR/ckpt: exit 1, naming both paths (exit $rc)" ||
+    why "$(cat "$T/lt1.err")"
+run lt2 $L --steps 30 --ckpt-every 5 --run-dir "$T/lt" --ckpt-local "$T/lt/no/../ckpt/%n" \
+    --ckpt-local-every 2
+ok "$([ "$rc" -eq 1 ] && grep -q "lies inside the shared checkpoint root '$T/lt/ckpt'" "$T/lt2.err"; echo $?)" \
+    "--ckpt-local RUN_DIR/no/../ckpt/%n: exit 1, it lies inside the shared root (exit $rc)" ||
+    why "$(cat "$T/lt2.err")"
+ln -s "$T/lt" "$T/runlink"
+run lt3 $L --steps 30 --ckpt-every 5 --run-dir "$T/runlink" --ckpt-local "$T/lt" \
+    --ckpt-local-every 2
+ok "$([ "$rc" -eq 1 ] && grep -q "contains the shared checkpoint root '$T/runlink/ckpt' ($T/lt/ckpt)" "$T/lt3.err"; echo $?)" \
+    "--ckpt-local RUN_DIR's real path, --run-dir a link: exit 1, it contains the root (exit $rc)" ||
+    why "$(cat "$T/lt3.err")"
+is "$(steps_in "$T/lt/ckpt")" "step-00000005 step-00000010 " \
+    "  the shared checkpoints are untouched, nothing was added"
+others=$(ls "$T/lt/ckpt" | grep -Ev '^(step-[0-9]+|LATEST)$' | tr '\n' ' ')
+ok "$([ ! -e "$T/lt/no" ] && [ -z "$others" ]; echo $?)" "  no local directory was made" ||
+    why "in $T/lt/ckpt: $others"
+"$BUILD/ckptctl" verify "$T/lt/ckpt" >"$T/v.out" 2>&1
+is "$?" 0 "  and they verify"
+# The same directory beside the root is fine.
+run lt4 $L --steps 12 --ckpt-every 5 --run-dir "$T/lt" --ckpt-local "$T/lt/local/%n" \
+    --ckpt-local-every 2 --quiet
+is "$rc" 0 "--ckpt-local RUN_DIR/local/%n, beside the shared root, runs"
+
+# ---- a global batch larger than the data set ---------------------------------
+run gb $L --steps 2 --global-batch 4096 --micro-batch 16
+ok "$([ "$rc" -ne 0 ] && grep -q -- "--global-batch 4096 is larger than the training set, which has 1000 samples" "$T/gb.err"; echo $?)" \
+    "--global-batch 4096 on 1000 samples: refused, naming the option and the size (exit $rc)" ||
+    why "$(cat "$T/gb.err")"
+ok "$(! grep -q '^done:' "$T/gb.out"; echo $?)" "  nothing was trained"
+run gb2 $L --steps 1 --global-batch 1000 --micro-batch 125 --quiet
+is "$rc" 0 "--global-batch 1000 on 1000 samples runs"
+
+# ---- a resume with nothing left to train -------------------------------------
+run rp0 $L --steps 8 --ckpt-every 4 --run-dir "$T/rp" --quiet
+is "$rc" 0 "a run of 8 steps"
+run rp1 $L --steps 6 --run-dir "$T/rp"
+is "$rc" 0 "resumed with --steps 6, below the checkpoint's step 8: exit 0"
+like "$(cat "$T/rp1.out")" "^resume: note: the checkpoint's step 8 is past the 6 steps this run asks for \(--steps 6\): nothing is trained" \
+    "  a note says that the checkpoint is past the run's steps"
+like "$(grep '^done:' "$T/rp1.out")" "^done: step=8 epoch=1 loss=none test_r2=-?[0-9]" \
+    "  the done line says loss=none, and the evaluation's R^2"
+ok "$(! grep -Eiq 'nan| 0 samples/s' "$T/rp1.out"; echo $?)" "  no nan and no '0 samples/s' anywhere" ||
+    why "$(grep -Ei 'nan|samples/s' "$T/rp1.out")"
+like "$(grep '^timing:' "$T/rp1.out")" "^timing: no step trained in this process" \
+    "  the timing line says no step was trained"
+run rp2 $L --epochs 1 --run-dir "$T/rp" --quiet
+is "$rc" 0 "resumed with --epochs 1 (8 steps), the checkpoint's own: exit 0"
+like "$(cat "$T/rp2.out")" "^resume: note: the checkpoint's step 8 is the last of the 8 steps this run asks for \(--epochs 1: 8 steps\): nothing is left to train" \
+    "  a note says that nothing is left to train, under --quiet too"
+like "$(grep '^done:' "$T/rp2.out")" "loss=none" "  done says loss=none"
+
+# ---- a warm-up at least as long as the run -------------------------------------
+run wu $L --steps 3 --schedule cosine --warmup 100 --quiet
+ok "$([ "$rc" -eq 0 ] && grep -q "^ftrain: warning: --warmup 100 is not shorter than the run's 3 steps" "$T/wu.err"; echo $?)" \
+    "--warmup 100 in a run of 3 steps: a warning (exit $rc)" || why "$(cat "$T/wu.err")"
+run wu2 $L --epochs 1 --schedule cosine --warmup 8 --quiet
+like "$(cat "$T/wu2.err")" "warning: --warmup 8 is not shorter than the run's 8 steps" \
+    "--warmup 8 in a run of one epoch (8 steps): a warning"
+run wu3 $L --steps 3 --schedule cosine --warmup 2 --quiet
+ok "$(! grep -q warmup "$T/wu3.err"; echo $?)" "--warmup 2 in a run of 3 steps: no warning"
+
+# ---- a stop whose own checkpoint fails ------------------------------------------
+# Step directories made while it trains stand in the way of the stop's save
+# (as a full disk would): the message must say that a stop was under way and
+# that the job ends with 1, not 75.
+run sf0 $L --steps 4 --run-dir "$T/sf" --quiet
+is "$rc" 0 "a run with a checkpoint at step 4"
+timeout -k 5 "$LIMIT" "$FTRAIN" $L --steps 100000 --step-delay-ms 50 --run-dir "$T/sf" \
+    >"$T/sf1.out" 2>"$T/sf1.err" &
+sf_pid=$!
+wait_for 30 grep -q '^train:' "$T/sf1.out"
+i=5
+names=""
+while [ "$i" -le 2000 ]; do
+    names="$names $(printf "$T/sf/ckpt/step-%08d" "$i")"
+    i=$((i + 1))
+done
+# shellcheck disable=SC2086 # the names hold no blanks
+mkdir $names
+kill -USR1 "$(rank_pid "$T/sf1.out" 0)" 2>/dev/null
+wait "$sf_pid"
+rc=$?
+ok "$([ "$rc" -eq 1 ] && grep -q "stop (signal USR1) at step [0-9]*: its checkpoint failed, so this job exits 1 and is not requeued (the newest committed checkpoint, of step 4, is kept): checkpoint " "$T/sf1.err"; echo $?)" \
+    "a stop whose save fails: exit 1, the message says a stop was under way, no requeue, step 4 kept (exit $rc)" ||
+    why "$(cat "$T/sf1.err")"
+rmdir $names 2>/dev/null
+"$BUILD/ckptctl" verify "$T/sf/ckpt/step-00000004" >"$T/v.out" 2>&1
+is "$?" 0 "  the checkpoint of step 4 verifies"
+
+# ---- --ckpt-keep after a resume --------------------------------------------------
+# The checkpoint resumed from counts among K once a newer one is committed.
+run kp0 $L --steps 10 --ckpt-every 2 --ckpt-keep 2 --run-dir "$T/kp" --quiet
+is "$(steps_in "$T/kp/ckpt")" "step-00000008 step-00000010 " "--ckpt-keep 2: steps 8 and 10 kept"
+run kp1 $L --steps 20 --ckpt-every 2 --ckpt-keep 2 --run-dir "$T/kp" --quiet
+is "$rc" 0 "resumed from step 10 and trained to 20"
+is "$(steps_in "$T/kp/ckpt")" "step-00000018 step-00000020 " \
+    "  --ckpt-keep 2 holds after the resume: the step resumed from (10) was pruned too"
+
+done_testing
