@@ -59,6 +59,7 @@ run() { # run ARGS...: stdout in $T/out, stderr in $T/err, status in $rc
     cat "$T/err" >>"$T/all-err"
 }
 show_err() { sed 's/^/#   stderr: /' "$T/err"; }
+why() { printf '%s\n' "$@" | sed 's/^/#   /' >&2; } # why TEXT...: a failure's details
 # py EXPR: evaluate a python expression over the JSON document in $T/out (d).
 py() {
     "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' \
