@@ -7,7 +7,11 @@
 #      refusals, errors carrying the library's code, name and message, a
 #      flipped byte in a shard raising CorruptError (and latest_good
 #      falling back past it), list/prune, a model and Adam through
-#      save_state/load_state, RNG state;
+#      save_state/load_state, RNG state; integers that do not fit their C
+#      type refused naming them (never wrapped: a prune with keep=2**32
+#      keeps all), record integers outside int64 refused before anything is
+#      written, a refused load_state (optimizer, extra) leaving the model
+#      untouched, out= refused saying what it is;
 #   2. 3 processes on torch.distributed (gloo, tests/python/dist_worker.py)
 #      save one sharded checkpoint, one commit; one of them gets SIGUSR1
 #      while it still imports torch (held, not fatal) and all three agree

@@ -235,6 +235,13 @@ def out_checks(work):
         raises("a non-contiguous numpy out= is refused",
                lambda: ck.read("x", out=np.empty((4, 4), np.float32).T), ValueError,
                "tensor 'x': out is not contiguous")
+    f = os.path.join(work, "a-file")
+    open(f, "w").close()
+    raises("Checkpoint(a regular file) is InvalidArgumentError, not a damaged checkpoint",
+           lambda: fc.Checkpoint(f), fc.InvalidArgumentError, "not a directory")
+    raises("a tensor name that is not UTF-8 (a lone surrogate) is refused naming it",
+           lambda: fc.save(root, 2, {"a\udcff": np.zeros(1, np.float32)}, comm=fc.SINGLE),
+           ValueError, "not valid UTF-8")
 
 
 def main():
