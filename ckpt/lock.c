@@ -115,11 +115,13 @@ typedef struct kept {
 static pthread_mutex_t kept_mutex = PTHREAD_MUTEX_INITIALIZER;
 static kept_t *kept_list;
 
-/* Unlink the entry of root, step and rank; the caller frees it. */
-static kept_t *kept_take(const char *root, uint64_t step, int rank)
+/* Unlink the entry of root, step (any step when any_step) and rank; the
+ * caller frees it. */
+static kept_t *kept_take(const char *root, uint64_t step, int any_step, int rank)
 {
     for (kept_t **at = &kept_list; *at; at = &(*at)->next)
-        if ((*at)->step == step && (*at)->rank == rank && strcmp((*at)->root, root) == 0) {
+        if ((any_step || (*at)->step == step) && (*at)->rank == rank &&
+            strcmp((*at)->root, root) == 0) {
             kept_t *found = *at;
             *at = found->next;
             return found;
@@ -132,7 +134,14 @@ void ckpt_lock_keep(const char *root, uint64_t step, int rank, int fd)
     size_t len = strlen(root) + 1;
     kept_t *entry = malloc(sizeof *entry + len);
     pthread_mutex_lock(&kept_mutex);
-    kept_t *old = kept_take(root, step, rank); /* a save never committed */
+    /* A rank saves one step of a root at a time: a lock it still keeps
+     * there is of a save that never reached ckpt_commit (abandoned, or the
+     * node-local tier's, which seals without it). */
+    kept_t *old = kept_take(root, 0, 1, rank), *more;
+    while (old && (more = kept_take(root, 0, 1, rank)) != NULL) {
+        ckpt_lock_release(more->fd);
+        free(more);
+    }
     if (entry) {
         entry->step = step;
         entry->rank = rank;
@@ -155,7 +164,7 @@ void ckpt_lock_drop(const char *root, uint64_t step, int rank)
     if (!root)
         return;
     pthread_mutex_lock(&kept_mutex);
-    kept_t *entry = kept_take(root, step, rank);
+    kept_t *entry = kept_take(root, step, 0, rank);
     pthread_mutex_unlock(&kept_mutex);
     if (entry) {
         ckpt_lock_release(entry->fd);

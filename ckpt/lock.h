@@ -45,7 +45,9 @@ ckpt_lock_t ckpt_lock_prune(const char *root, uint64_t step, int *fd);
 void ckpt_lock_release(int fd);
 
 /* The save locks taken by ckpt_shard_write, kept until ckpt_commit of the
- * same root, step and rank releases them (commit.c). */
+ * same root, step and rank releases them (commit.c), or the rank's next
+ * save under the same root does (a save that never reached a commit: the
+ * node-local tier seals its own way; ckpt/local.c). */
 void ckpt_lock_keep(const char *root, uint64_t step, int rank, int fd);
 void ckpt_lock_drop(const char *root, uint64_t step, int rank);
 

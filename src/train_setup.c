@@ -425,7 +425,7 @@ static int resume_local(trainer_t *t, const char *from, char *err, size_t cap)
     }
     rc = load_checkpoint(t, pick.dir, &pick, err, cap);
     if (rc == TRAIN_EFAIL && t->rank == 0)
-        fprintf(stderr, "ftrain: resume: the node-local checkpoint of step %lld is not used "
+        fprintf(stderr, "ftrain: resume: the node-local checkpoint of step %lld cannot be used "
                 "(%s); using the shared tier\n", (long long)pick.step, err);
     tier_pick_free(&t->tier, &pick);
     if (rc == TRAIN_EFAIL) {

@@ -36,7 +36,7 @@ is "$(hash_of "$T/ra2.out")" "$want" "  and ends bit-exactly"
 mpi 1 $RUN $LOCAL --run-dir "$T/ra3" --fault kill@11:0 >"$T/ra3.out" 2>&1
 mpi 1 $RUN $LOCAL --run-dir "$T/rb" >"$T/rb.out" 2>"$T/rb.err"
 rc=$?
-ok "$([ "$rc" -eq 0 ] && grep -q "node-local checkpoint of step [0-9]* is not used (.* is another run's: it was saved under the checkpoint root [0-9a-f]*, this run's is [0-9a-f]*" "$T/rb.err" &&
+ok "$([ "$rc" -eq 0 ] && grep -q "node-local checkpoint of step [0-9]* cannot be used (.* is another run's: it was saved under the checkpoint root [0-9a-f]*, this run's is [0-9a-f]*" "$T/rb.err" &&
     ! grep -q '^resume:' "$T/rb.out"; echo $?)" \
     "a new run directory does not continue the local checkpoints of another run (exit $rc)" ||
     why "$(cat "$T/rb.err"; grep '^resume' "$T/rb.out")"
