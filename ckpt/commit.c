@@ -566,6 +566,11 @@ int ckpt_save(const char *root, uint64_t step, ckpt_tensor_t *tensors,
     uint64_t total;
     ckpt_shard_info_t info;
 
+    /* ckpt_commit's check, before a byte is written: a shard written for a
+     * collective that cannot commit would be left in a temp dir. */
+    if (world < 1 || world > CKPT_MAX_SHARDS || rank < 0 || rank >= world ||
+        (coll && (!coll->allgather || !coll->bcast)))
+        return ckpt_seterr(CKPT_EINVAL, "save: bad collective (rank %d of %d)", rank, world);
     memset(&info, 0, sizeof info);
     rc = ckpt_layout(tensors, ntensors, &total);
     if (rc == CKPT_OK)

@@ -426,8 +426,13 @@ int ckpt_prune_keep_good(const char *root, int keep, const char *in_use,
     int rc = ckpt_latest_good(root, path, sizeof path, NULL, NULL);
     if (good && cap)
         good[0] = '\0';
-    if (rc == CKPT_OK && good && cap)
-        snprintf(good, cap, "%s", path);
+    /* A path cut to fit would name another directory: refused before
+     * anything is removed, as ckpt_latest_good does. */
+    if (rc == CKPT_OK && good && strlen(path) >= cap)
+        return ckpt_seterr(CKPT_EINVAL, "prune_keep_good: output buffer of %zu bytes too "
+                           "small for %s", cap, path);
+    if (rc == CKPT_OK && good)
+        memcpy(good, path, strlen(path) + 1);
     if (rc != CKPT_OK && rc != CKPT_ENOTFOUND && rc != CKPT_ECORRUPT)
         return rc;
     return prune(root, keep, in_use, rc == CKPT_OK ? path : NULL, removed);

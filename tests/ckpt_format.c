@@ -315,6 +315,25 @@ static void names_and_records(void)
     ok(!exists(names, "step-00000002"), "  nothing committed");
     is_int(ckpt_save(names, 2, &t, 1, "{\"seed\":9223372036854775807}", NULL, NULL), CKPT_OK,
            "a record integer of 2^63-1 is kept");
+
+    /* A collective that cannot commit is refused before a byte is written. */
+    ckpt_coll_t broken = {NULL, 0, 1, NULL, NULL};
+    rc = ckpt_save(names, 3, &t, 1, "{}", NULL, &broken);
+    ok(rc == CKPT_EINVAL && strstr(ckpt_last_error(), "bad collective") &&
+           !exists(names, ".tmp-step-00000003") && !exists(names, "step-00000003"),
+       "ckpt_save with a collective lacking its callbacks: EINVAL, no temp dir left: %s",
+       ckpt_last_error());
+
+    /* ckpt_prune_keep_good never cuts the good path short, and then removes
+     * nothing. */
+    is_int(ckpt_save(names, 3, &t, 1, "{}", NULL, NULL), CKPT_OK, "step 3 saved");
+    char small[8];
+    int removed = -1;
+    rc = ckpt_prune_keep_good(names, 1, NULL, &removed, small, sizeof small);
+    ok(rc == CKPT_EINVAL && strstr(ckpt_last_error(), "too small") &&
+           exists(names, "step-00000002"),
+       "ckpt_prune_keep_good with a short output buffer: EINVAL, step 2 kept: %s",
+       ckpt_last_error());
 }
 
 int main(void)

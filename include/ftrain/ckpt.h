@@ -381,7 +381,9 @@ CKPT_API int ckpt_prune(const char *root, int keep, const char *in_use, int *rem
  * checkpoint is good (a person, a script); a trainer that has just
  * committed one knows, and uses ckpt_prune.  Its path goes to good (when
  * not NULL; "" when none verifies).
- * @return as ckpt_prune.
+ * @return as ckpt_prune; CKPT_EINVAL, nothing removed, when good's cap is
+ *         too small for the path; CKPT_EIO when a newer checkpoint could
+ *         not be read (ckpt_latest_good), nothing removed.
  */
 CKPT_API int ckpt_prune_keep_good(const char *root, int keep, const char *in_use,
                                   int *removed, char *good, size_t cap);
