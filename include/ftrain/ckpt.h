@@ -179,6 +179,9 @@ CKPT_API int ckpt_layout(ckpt_tensor_t *tensors, size_t ntensors, uint64_t *tota
  * Phase one, local: write rank `rank` of `world`'s slice of the flat space
  * into <root>/.tmp-step-<step>/shard-<rank>.ftsh and fsync it.  Touches no
  * collective; safe in a background thread.  Tensors must have been laid out.
+ * root is made when it is missing, but not its parent directories.  The
+ * save holds a lock on step's byte of <root>/.locks until ckpt_commit of the
+ * same step ends (docs/checkpoint-format.md: a prune leaves it alone).
  * @return CKPT_OK and *info, or CKPT_EIO / CKPT_ENOMEM / CKPT_EZSTD /
  *         CKPT_EEXIST (step already committed).
  */
@@ -216,9 +219,10 @@ typedef struct ckpt ckpt_t;
  * manifest: types, sizes, offsets, shard names (no '/' or ".."), coverage of
  * the flat space without gaps or overlaps; then the manifest's own
  * checksum (manifest_xxh64), when it has one.  Shard files are opened lazily.
- * @return CKPT_OK and *out, or CKPT_ENOTFOUND / CKPT_EINCOMPLETE (no
- *         manifest) / CKPT_EFORMAT / CKPT_ECORRUPT (manifest checksum
- *         mismatch) / CKPT_EVERSION / CKPT_ENOMEM.
+ * @return CKPT_OK and *out, or CKPT_EINVAL (dir or out NULL, a path too
+ *         long, dir a file and not a directory) / CKPT_ENOTFOUND /
+ *         CKPT_EINCOMPLETE (no manifest) / CKPT_EFORMAT / CKPT_ECORRUPT
+ *         (manifest checksum mismatch) / CKPT_EVERSION / CKPT_ENOMEM.
  */
 CKPT_API int ckpt_open(const char *dir, ckpt_t **out);
 /** Close; accepts NULL. */

@@ -226,7 +226,8 @@ CKPT_API int ckpt_local_verify(const char *stepdir, int *missing);
  * @return CKPT_OK, CKPT_EINCOMPLETE (a shard none of them holds, named in
  *         the message; or no root holds the step), CKPT_EEXIST,
  *         CKPT_ECORRUPT (a shard with no good copy; manifests that
- *         disagree), CKPT_EINVAL, CKPT_ENOMEM, CKPT_EIO.
+ *         disagree), CKPT_EINVAL (also out too small for the path, before
+ *         anything is written), CKPT_ENOMEM, CKPT_EIO.
  */
 CKPT_API int ckpt_local_flush(const char *const *local_roots, size_t nroots, uint64_t step,
                               const char *root, char *out, size_t cap);
