@@ -245,14 +245,19 @@ static int open_run_dir(trainer_t *t, char *err, size_t cap)
     return TRAIN_OK;
 }
 
-/* Test aid (--trace-samples PATH): this rank's samples go to PATH.<rank>. */
-static void open_trace(trainer_t *t)
+/* Test aid (--trace-samples PATH): this rank's samples go to PATH.<rank>.
+ * A trace asked for and not written would make its test pass on nothing. */
+static int open_trace(trainer_t *t, char *err, size_t cap)
 {
     if (!t->cfg->trace_samples[0])
-        return;
+        return TRAIN_OK;
     char path[CONFIG_PATH_MAX + sizeof ".-2147483648"];
     snprintf(path, sizeof path, "%s.%d", t->cfg->trace_samples, t->rank);
     t->trace_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (t->trace_fd < 0)
+        return util_fail(err, cap, TRAIN_EFAIL, "cannot open the --trace-samples file "
+                         "'%s': %s", path, strerror(errno));
+    return TRAIN_OK;
 }
 
 /* What every checkpoint records besides the tensors and the position. */
@@ -313,11 +318,16 @@ int trainer_open(trainer_t *t, const config_t *cfg, const world_t *world, comm_t
     int rc = open_run_dir(t, err, cap);
     if (rc != TRAIN_OK)
         return rc;
-    open_trace(t);
     /* Set-up fails on one rank alone (memory, the device): every rank must
      * learn it here, before the first collective of the resume, or the
      * others would wait there for ever. */
-    rc = build_trainer(t, err, cap);
+    char trace_err[TRAIN_ERR_MAX] = "";
+    int traced = open_trace(t, trace_err, sizeof trace_err);
+    rc = build_trainer(t, err, cap); /* on every rank: it may take part in collectives */
+    if (rc == TRAIN_OK && traced != TRAIN_OK) {
+        rc = traced;
+        snprintf(err, cap, "%s", trace_err);
+    }
     if (comm_any_failed(t->comm, rc != TRAIN_OK)) {
         if (rc == TRAIN_OK || !err[0])
             snprintf(err, cap, "set-up failed on another rank");

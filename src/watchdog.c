@@ -173,6 +173,25 @@ static void beat_path(char *path, size_t cap, int rank, const char *suffix)
     snprintf(path, cap, "%s/rank-%d%s", wd.dir, rank, suffix);
 }
 
+/* Heartbeats that fail this many times in a row are said to be off: the
+ * first ones may come before rank 0 has made the run directory. */
+#define BEAT_FAILS_TO_WARN 5
+
+/* Count a heartbeat written (ok) or not (errno err), and say once when
+ * they keep failing: without them the next launch cannot tell which rank
+ * went silent first (README, "Hangs and dead ranks"). */
+static void beat_failed(int ok, int err)
+{
+    static int fails, warned;
+    fails = ok ? 0 : fails + 1;
+    if (fails < BEAT_FAILS_TO_WARN || warned)
+        return;
+    warned = 1;
+    fprintf(stderr, "ftrain: warning: rank %d: cannot write heartbeats in '%s' (%s): a "
+            "relaunch after a failure cannot name the rank that went silent first\n",
+            wd.opts.rank, wd.dir, strerror(err));
+}
+
 /* Write this rank's heartbeat (a new file renamed over the old one, so a
  * reader never sees half of one).  Until the run directory exists the
  * directory cannot be made: try again next time. */
@@ -192,11 +211,11 @@ static void write_beat(watchdog_phase_t phase, int64_t step, double idle)
     /* Another rank may make the directory first: that is as good. */
     if (fd < 0 && errno == ENOENT && (mkdir(wd.dir, 0755) == 0 || errno == EEXIST))
         fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return;
-    int ok = write(fd, line, (size_t)n) == n;
-    if (close(fd) == 0 && ok)
-        rename(tmp, path);
+    int ok = fd >= 0 && write(fd, line, (size_t)n) == n;
+    int saved = errno;
+    if (fd >= 0 && (close(fd) != 0 || !ok || rename(tmp, path) != 0))
+        ok = 0, saved = errno;
+    beat_failed(ok, saved);
 }
 
 /* Parse one heartbeat line into b (b->valid: it parsed); its token into
