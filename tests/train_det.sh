@@ -131,7 +131,7 @@ is "$(head -n 1 "$T/py")" ok "metrics.jsonl: rows have step, epoch, loss, lr, sa
 # A diverging deterministic run: its losses are summed in 2^24 fixed point,
 # which a runaway loss would overflow; the run must stop with an error, not
 # print a wrapped-around negative loss.
-mpi 2 --data sine --deterministic --optimizer sgd --lr 3 --steps 60 --layers 16 >"$T/div.out" 2>"$T/div.err"
+mpi 2 --data sine --global-batch 100 --micro-batch 20 --deterministic --optimizer sgd --lr 3 --steps 60 --layers 16 >"$T/div.out" 2>"$T/div.err"
 rc=$?
 ok "$([ "$rc" -eq 1 ] && grep -q 'runaway loss at step [0-9]*: training diverged' "$T/div.err"; echo $?)" \
     "diverging deterministic run: exit 1, 'training diverged' (exit $rc)" || why "$(tail -n 2 "$T/div.err")"
