@@ -27,6 +27,7 @@
 #include "ftrain/config.h"
 #include "ftrain/device.h"
 #include "ftrain/gpu.h"
+#include "ftrain/run_lock.h"
 #include "ftrain/stop.h"
 #include "ftrain/train.h"
 #include "ftrain/watchdog.h"
@@ -387,6 +388,21 @@ int main(int argc, char **argv)
     }
     if (!cfg.quiet)
         world_print(&world, stdout);
+    /* One launch per run directory (run_lock.h): before anything of the
+     * run directory is read, the heartbeats first, which a live launch's
+     * would otherwise look like an earlier crash. */
+    if (cfg.run_dir[0]) {
+        int locked = world.rank == 0 ? run_lock_take(cfg.run_dir, world.host, RUN_LOCK_WAIT_S,
+                                                     err, sizeof err)
+                                     : RUN_LOCK_OK;
+        if (!world_all_ok(&world, locked == RUN_LOCK_OK)) {
+            if (world.rank == 0)
+                fprintf(stderr, "ftrain: %s\n", locked == RUN_LOCK_OK
+                        ? "the ranks could not agree on the run directory's lock" : err);
+            world_free(&world);
+            return EXIT_FAILURE;
+        }
+    }
     /* Heartbeats an earlier launch left: it ended unplanned.  Rank 0 reads
      * them before start_watchdog's gather, so no rank of this launch has
      * written its own yet. */
@@ -420,6 +436,7 @@ int main(int argc, char **argv)
     comm_close(comm);
     gpu_close(gpu);
     world_free(&world);
+    run_lock_release(); /* after the last save of the run directory */
     if (outcome == TRAIN_STOPPED && world.rank == 0) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);

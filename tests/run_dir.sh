@@ -4,7 +4,11 @@
 # path and what is wrong: a checkpoint root that is a file, a checkpoint
 # root no one may write to, a metrics file that cannot be opened, a
 # --trace-samples file that cannot be opened (on the rank that cannot);
-# heartbeats that cannot be written are said to be off, once.
+# heartbeats that cannot be written are said to be off, once.  One launch
+# at a time per run directory: a second one, while the first trains, waits
+# RUN_LOCK_WAIT_S (10 s) and refuses, naming the first, which trains on;
+# a holder of the same SLURM job (a lost node's process) is passed with a
+# warning, one of another job is not.
 . "$(dirname "$0")/lib.sh"
 : "${FTRAIN_TIMEOUT:=60}"
 need_mpi
@@ -72,5 +76,49 @@ ok "$([ "$rc" -eq 0 ] && [ "$(grep -c 'cannot write heartbeats' "$d.err")" -eq 1
     "heartbeats that cannot be written: the run ends (exit $rc) and says so once" || why "$(cat "$d.err")"
 like "$(cat "$d.err")" "rank 0: cannot write heartbeats in '$d/heartbeat' \\(Not a directory\\)" \
     "  naming the directory and why" || why "$(cat "$d.err")"
+
+# ---- two launches on one run directory ----------------------------------------
+d="$T/twice"
+mpi_bg 1 $TINY --steps 400 --step-delay-ms 60 --ckpt-every 20 --run-dir "$d" >"$d.1.out" 2>"$d.1.err"
+wait_for 30 grep -q '^world: rank 0 .* pid' "$d.1.out"
+first=$(rank_pid "$d.1.out" 0)
+wait_for 30 test -f "$d/heartbeat/rank-0"
+mpi 1 $TINY --steps 400 --ckpt-every 20 --run-dir "$d" >"$d.2.out" 2>"$d.2.err"
+rc=$?
+ok "$([ "$rc" -eq 1 ] && ! grep -q '^epoch ' "$d.2.out" &&
+    grep -q "run directory '$d' is in use by another launch: pid $first on host [^ ]* (not under SLURM, since [0-9-]* [0-9:]* UTC), which still held '$d/launch.lock' after 10 s" "$d.2.err"; echo $?)" \
+    "a second launch while the first trains: exit 1 before training, naming the first (exit $rc)" ||
+    why "$(cat "$d.2.err")"
+ok "$([ -f "$d/heartbeat/rank-0" ] && ! grep -q 'ended unplanned' "$d.2.out" "$d.2.err"; echo $?)" \
+    "  the first launch's heartbeats are left alone" || why "$(ls "$d/heartbeat"; cat "$d.2.out")"
+wait "$MPI_PID"
+rc=$?
+MPI_PID=
+is "$rc" 0 "  the first launch trains on to its end" || why "$(tail -n 3 "$d.1.err")"
+
+# A lock held by a process of SLURM job 77 (as one on a lost node would
+# hold it): a launch of job 77 goes on with a warning, one of job 78 not.
+d="$T/lost"
+mkdir -p "$d"
+python3 - "$d/launch.lock" "$T/holder.ready" <<'EOF' &
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, b"pid=4242 host=gone job=77 started=1700000000\n")
+fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+open(sys.argv[2], "w").close()
+time.sleep(60)
+EOF
+holder=$!
+wait_for 10 test -f "$T/holder.ready"
+SLURM_JOB_ID=78 mpi 1 $TINY --steps 3 --run-dir "$d" >"$d.78.out" 2>"$d.78.err"
+rc=$?
+ok "$([ "$rc" -eq 1 ] && grep -q "in use by another launch: pid 4242 on host gone (SLURM job 77, since 2023-11-14 22:13:20 UTC)" "$d.78.err"; echo $?)" \
+    "a lock held by SLURM job 77: a launch of job 78 is refused (exit $rc)" || why "$(cat "$d.78.err")"
+SLURM_JOB_ID=77 mpi 1 $TINY --steps 3 --run-dir "$d" >"$d.77.out" 2>"$d.77.err"
+rc=$?
+ok "$([ "$rc" -eq 0 ] && grep -q "warning: run directory '$d': the launch before in this job (pid 4242 on gone) still holds launch.lock after 10 s" "$d.77.err"; echo $?)" \
+    "  a launch of job 77 itself goes on, with a warning (exit $rc)" || why "$(cat "$d.77.err")"
+kill "$holder" 2>/dev/null
+wait "$holder" 2>/dev/null
 
 done_testing
