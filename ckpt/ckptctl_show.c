@@ -658,23 +658,22 @@ static void verify_report(const char *dir, const char *name, ckpt_t *ckpt, int r
     }
 }
 
-/* Report a checkpoint of a root that went between the listing and its
- * verification (a prune ran meanwhile): it is not counted, good or bad. */
-static void verify_removed(const char *dir, const char *name, verify_tally_t *tally)
+/* An entry of verify's output for a checkpoint it did not judge (status
+ * "removed" or "skipped", with why): text, or a JSON object whose fields are
+ * those of a verified one, null. */
+static void verify_not_judged(const char *name, const char *path, json_t *step,
+                              const char *status, const char *why, verify_tally_t *tally)
 {
-    static const char why[] = "gone since the root was listed (pruned meanwhile)";
-    uint64_t step;
-    bool named = ckpt_parse_dirname(name, 0, &step);
-    tally->removed++;
     if (!tally->results) {
-        printf("%s: removed: %s\n", name, why);
+        printf("%s: %s: %s\n", name, status, why);
+        json_decref(step);
         return;
     }
     json_t *obj = json_object();
     json_object_set_new(obj, "name", ctl_json_str(name));
-    json_object_set_new(obj, "path", ctl_json_str(dir));
-    json_object_set_new(obj, "step", named ? ctl_json_uint(step) : json_null());
-    json_object_set_new(obj, "status", ctl_json_str("removed"));
+    json_object_set_new(obj, "path", path ? ctl_json_str(path) : json_null());
+    json_object_set_new(obj, "step", step);
+    json_object_set_new(obj, "status", ctl_json_str(status));
     json_object_set_new(obj, "ok", json_null());
     json_object_set_new(obj, "error", json_null());
     json_object_set_new(obj, "why", ctl_json_str(why));
@@ -685,6 +684,17 @@ static void verify_removed(const char *dir, const char *name, verify_tally_t *ta
         json_object_set_new(obj, "missing", json_null());
     }
     json_array_append_new(tally->results, obj);
+}
+
+/* Report a checkpoint of a root that went between the listing and its
+ * verification (a prune ran meanwhile): it is not counted, good or bad. */
+static void verify_removed(const char *dir, const char *name, verify_tally_t *tally)
+{
+    uint64_t step;
+    bool named = ckpt_parse_dirname(name, 0, &step);
+    tally->removed++;
+    verify_not_judged(name, dir, named ? ctl_json_uint(step) : json_null(), "removed",
+                      "gone since the root was listed (pruned meanwhile)", tally);
 }
 
 /* Verify the checkpoint at dir and count it: every shard, or with --local
@@ -725,29 +735,11 @@ static void verify_one(const char *dir, const char *name, bool in_root,
 static void verify_skip(const char *root, const ckpt_entry_t *entry,
                         verify_tally_t *tally)
 {
-    static const char why[] = "temp dir of an unfinished save";
-    tally->skipped++;
-    if (!tally->results) {
-        printf("%s: skipped: %s\n", entry->name, why);
-        return;
-    }
     char dir[CKPT_PATH_MAX];
     bool fits = snprintf(dir, sizeof dir, "%s/%s", root, entry->name) < (int)sizeof dir;
-    json_t *obj = json_object();
-    json_object_set_new(obj, "name", ctl_json_str(entry->name));
-    json_object_set_new(obj, "path", fits ? ctl_json_str(dir) : json_null());
-    json_object_set_new(obj, "step", ctl_json_uint(entry->step));
-    json_object_set_new(obj, "status", ctl_json_str("skipped"));
-    json_object_set_new(obj, "ok", json_null());
-    json_object_set_new(obj, "error", json_null());
-    json_object_set_new(obj, "why", ctl_json_str(why));
-    json_object_set_new(obj, "world_size", json_null());
-    json_object_set_new(obj, "total_bytes", json_null());
-    if (tally->local) {
-        json_object_set_new(obj, "shards_present", json_null());
-        json_object_set_new(obj, "missing", json_null());
-    }
-    json_array_append_new(tally->results, obj);
+    tally->skipped++;
+    verify_not_judged(entry->name, fits ? dir : NULL, ctl_json_uint(entry->step), "skipped",
+                      "temp dir of an unfinished save", tally);
 }
 
 /* verify of every checkpoint under root. */
