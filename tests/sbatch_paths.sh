@@ -21,9 +21,14 @@ export LOG
 # ftrain does after a checkpoint.  SRUN_INIT=S: it records its arguments
 # first and sets its traps S seconds later, as a launcher that is still
 # starting up.  SRUN_RUN=1: it runs the command after its own options
-# instead, as one task (exec: signals reach the command).
+# instead, as one task (exec: signals reach the command).  The node-local
+# tier's removal step (rm -rf -- DIR) is only recorded.
 cat >"$B/srun" <<'EOF'
 #!/bin/sh
+case " $* " in *" rm -rf -- "*)
+	echo "${0##*/} $*" >>"$LOG"
+	exit 0 ;;
+esac
 if [ -n "${SRUN_RUN:-}" ]; then
 	echo "${0##*/} $*" >>"$LOG"
 	while [ $# -gt 0 ]; do
@@ -54,11 +59,13 @@ i=0
 while [ "$i" -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
 exit 0
 EOF
-# scontrol stub: records the call and ends the batch shell as a requeue does
-# (SCONTROL_FAIL=1: fails instead, as a busy controller may).
+# scontrol stub: records the call; `show` answers nothing; a requeue ends
+# the batch shell as a real one does (SCONTROL_FAIL=1: fails instead, as a
+# busy controller may).
 cat >"$B/scontrol" <<'EOF'
 #!/bin/sh
 echo "scontrol $*" >>"$LOG"
+[ "$1" = show ] && exit 0
 [ -n "${SCONTROL_FAIL:-}" ] && exit 1
 kill -TERM "$PPID"
 exit 0
@@ -167,7 +174,7 @@ wait_for 10 srun_started
 kill -USR1 "$SPID"
 { wait "$SPID"; } 2>/dev/null
 rc=$?
-like "$(cat "$T/out")" "has just started; forwarding USR1 in 2 s" \
+like "$(cat "$T/out")" "has just started; forwarding USR1 in [01]\\.[0-9]{3} s" \
     "a warning as the launcher starts: forwarded 2 s later"
 ok "$(logged 'srun got USR1' && logged 'scontrol requeue 4242'; echo $?)" \
     "  the launcher took it and the job is requeued (exit $rc)" || why "$(cat "$T/out")"
@@ -220,12 +227,22 @@ run_script FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT=relative/dir
 rc=$?
 ok "$([ "$rc" -eq 2 ] && ! srun_started && grep -q "error: FTRAIN_LOCAL_ROOT must be an absolute path, got 'relative/dir'" "$T/out"; echo $?)" \
     "FTRAIN_LOCAL_ROOT=relative/dir: refused (exit $rc), nothing launched" || why "$(cat "$T/out")"
-run_script FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT=/tmp/local-root
+run_script FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$T/local-root/"
 wait_for 10 srun_started
 kill -USR1 "$SPID"
 { wait "$SPID"; } 2>/dev/null
-like "$(grep '^srun ' "$LOG")" "--ckpt-local /tmp/local-root/%n" \
-    "local checkpoints asked for: ftrain gets --ckpt-local FTRAIN_LOCAL_ROOT/%n"
+like "$(grep '^srun ' "$LOG" | head -n 1)" "--ckpt-local $T/local-root/ftrain-job-4242/%n" \
+    "local checkpoints asked for: ftrain gets --ckpt-local FTRAIN_LOCAL_ROOT/ftrain-job-<job id>/%n"
+run_script FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$T/local%n"
+{ wait "$SPID"; } 2>/dev/null
+rc=$?
+ok "$([ "$rc" -eq 2 ] && ! srun_started && grep -q "error: FTRAIN_LOCAL_ROOT must not hold '%'" "$T/out"; echo $?)" \
+    "FTRAIN_LOCAL_ROOT with a '%': refused (exit $rc), nothing launched" || why "$(cat "$T/out")"
+run_script FTRAIN_SLURM_TIMEOUT=0
+{ wait "$SPID"; } 2>/dev/null
+rc=$?
+ok "$([ "$rc" -eq 2 ] && ! srun_started && grep -q "error: FTRAIN_SLURM_TIMEOUT must be" "$T/out"; echo $?)" \
+    "FTRAIN_SLURM_TIMEOUT=0: refused (exit $rc), nothing launched" || why "$(cat "$T/out")"
 
 # ---- a failure that is the user's: not relaunched ---------------------------
 # (Relaunches themselves need a real cluster: tests/slurm_relaunch.sh.)

@@ -1,0 +1,324 @@
+#!/bin/bash
+# sbatch_relaunch_stub.sh - slurm/train.sbatch's relaunch, requeue and
+# clean-up decisions, with srun, mpirun, scontrol and squeue replaced by
+# stubs on PATH (no SLURM needed, a few seconds a case; tests/slurm_relaunch.sh
+# runs the same paths on a real cluster) (TAP):
+#
+#   1. the node-local tier is FTRAIN_LOCAL_ROOT/ftrain-job-<job id>/<node>,
+#      and only ftrain-job-<job id> is removed: what else is in the root
+#      stays;
+#   2. heartbeats are read in ftrain's own format ("ftrain-heartbeat 2
+#      token T ..."): an earlier launch's or job's do not count for a launch
+#      that fails at start-up;
+#   3. a relaunch keeps the first launch's ranks per node (sbatch -n 8 on 4
+#      nodes: 2), under srun and under mpirun;
+#   4. the tier is removed at the restart cap, after TERM then exit 75, on
+#      nodes left out or drained but still held; nodes it cannot be removed
+#      from, and a controller that does not answer, are said in the log;
+#   5. a task that exited with a status of its own before any rank was
+#      killed is the user's failure: not relaunched, no node blamed;
+#   6. one query for the nodes' states per decision, bounded by
+#      FTRAIN_SLURM_TIMEOUT, whatever the node count;
+#   7. the first forward waits until the launcher is 2 s old, to the
+#      millisecond; a launcher the forwarded stop signal killed is requeued;
+#   8. a TERM or a stop warning while the script decides on a relaunch:
+#      the failed launch's status is kept, nothing is "checkpointed", the
+#      tier is removed.
+#
+# SBATCH_SCRIPT=FILE runs the cases against another copy of the script.
+. "$(dirname "$0")/lib.sh"
+SCRIPT=${SBATCH_SCRIPT:-$(cd "$(dirname "$0")/.." && pwd)/slurm/train.sbatch}
+B=$T/bin
+mkdir -p "$B"
+export T
+
+# srun stub (also mpirun's): records its arguments.  The node-local tier's
+# removal (rm -rf -- DIR) is done for real when DIR is under $T.  Launch N
+# of a case records its start ($ST/started.N) and the batch shell's pid,
+# then runs $ST/launch.N, a snippet that may write srun's messages, make
+# the tier (mk_tier NODES), change the nodes' states and exit; without one,
+# or when it does not exit, it waits 10 s and exits 0.  The stop signals
+# make it exit 75 as ftrain does after a checkpoint.
+cat >"$B/srun" <<'EOF'
+#!/bin/bash
+echo "${0##*/} $*" >>"$LOG"
+case " $* " in *" rm -rf -- "*)
+	d=${!#}
+	case $d in "$T"/*) rm -rf -- "$d" ;; esac
+	exit 0 ;;
+esac
+echo "$EPOCHREALTIME" >"$ST/started.tmp"
+n=$(($(cat "$ST/count" 2>/dev/null || echo 0) + 1))
+echo "$n" >"$ST/count"
+echo "$PPID" >"$ST/shell.pid"
+mv "$ST/started.tmp" "$ST/started.$n"
+ckpt_local="" prev=""
+for a in "$@"; do [ "$prev" = --ckpt-local ] && ckpt_local=$a; prev=$a; done
+mk_tier() { # mk_tier n1,n2: each node's local directory, with a file
+	local n
+	for n in ${1//,/ }; do mkdir -p "${ckpt_local//%n/$n}" && echo shard >"${ckpt_local//%n/$n}/shard"; done
+}
+trap 'echo "launcher got USR1" >>"$LOG"; exit 75' USR1
+trap 'echo "launcher got USR2" >>"$LOG"; exit 75' USR2
+[ -f "$ST/launch.$n" ] && . "$ST/launch.$n"
+for _ in $(seq 100); do sleep 0.1; done
+exit 0
+EOF
+# scontrol stub: the job's NodeList is $ST/nodelist, a node's state
+# $ST/state.NODE (ALLOCATED); `show node` takes SCONTROL_SLEEP seconds;
+# while $ST/noanswer exists every `show` fails, as with a controller that
+# does not answer.  A requeue TERMs the batch shell, as a real one does.
+cat >"$B/scontrol" <<'EOF'
+#!/bin/bash
+echo "scontrol $*" >>"$LOG"
+[ "$1" = show ] && [ -e "$ST/noanswer" ] && exit 1
+case "$1 ${2:-}" in
+"show job") echo "JobId=$SLURM_JOB_ID JobName=ftrain"; echo "   NodeList=$(cat "$ST/nodelist") BatchHost=n1" ;;
+"show hostnames") echo "$3" | tr ',' '\n' ;;
+"show node")
+	[ -n "${SCONTROL_SLEEP:-}" ] && sleep "$SCONTROL_SLEEP" </dev/null >/dev/null 2>&1
+	list=${!#}
+	for n in ${list//,/ }; do
+		echo "NodeName=$n Arch=x86_64 State=$(cat "$ST/state.$n" 2>/dev/null || echo ALLOCATED) Partitions=main"
+	done ;;
+"requeue "*) [ -n "${SCONTROL_FAIL:-}" ] && exit 1; kill -TERM "$PPID" ;;
+esac
+exit 0
+EOF
+cat >"$B/squeue" <<'EOF'
+#!/bin/bash
+echo "squeue $*" >>"$LOG"
+echo "${SQUEUE_L:-50:00}"
+EOF
+# mkdir stub: with ALIGN_DIR, creating that directory (the script's RUN_DIR)
+# first waits for the wall clock's next x.80 s, so the launch that follows
+# starts late in a second.
+cat >"$B/mkdir" <<'EOF'
+#!/bin/bash
+if [ -n "${ALIGN_DIR:-}" ] && [ "${!#}" = "$ALIGN_DIR" ]; then
+	while :; do
+		f=${EPOCHREALTIME#*[.,]}
+		[ "${f:0:2}" = 80 ] && break
+		sleep 0.005
+	done
+fi
+exec /bin/mkdir "$@"
+EOF
+cp "$B/srun" "$B/mpirun"
+chmod +x "$B"/*
+printf '#!/bin/sh\nexit 0\n' >"$T/ftrain"
+chmod +x "$T/ftrain"
+
+# case_dir NAME: make $T/st-NAME the current case ($ST, with nodes n1,n2,n3
+# unless $ST/nodelist says otherwise) and its stub log ($LOG).
+case_dir() {
+	ST=$T/st-$1 LOG=$T/st-$1/stub.log
+	export ST LOG
+	mkdir -p "$ST"
+	[ -f "$ST/nodelist" ] || echo n1,n2,n3 >"$ST/nodelist"
+	: >"$LOG"
+}
+# start VAR=VALUE...: run the batch script for the current case in the
+# background (at most LIMIT s, 60), output in $ST/out; sets SPID.
+start() {
+	env PATH="$B:$PATH" SLURM_JOB_ID=4242 SLURM_SUBMIT_DIR="$T" FTRAIN="$T/ftrain" \
+		SLURM_JOB_NODELIST="$(cat "$ST/nodelist")" SLURM_JOB_NUM_NODES="$(tr ',' '\n' <"$ST/nodelist" | grep -c .)" \
+		RUN_DIR="$ST/run" "$@" timeout -k 5 "${LIMIT:-60}" bash "$SCRIPT" --data line >"$ST/out" 2>&1 &
+	SPID=$!
+}
+# finish: wait for it; sets rc and t (seconds it took).
+finish() {
+	wait "$SPID"
+	rc=$?
+	t=$(($(date +%s) - t0))
+}
+# run NAME VAR=VALUE...: the case NAME to its end.
+run() {
+	case_dir "$1"
+	shift
+	t0=$(date +%s)
+	start "$@"
+	finish
+}
+launches() { grep -c '^\(srun\|mpirun\) .*--data line' "$LOG"; }
+launch_line() { grep '^\(srun\|mpirun\) .*--data line' "$LOG" | sed -n "${1}p"; }
+rm_step() { grep -- ' rm -rf -- ' "$LOG"; }
+says() { grep -Eq "$1" "$ST/out"; }
+show() { why "exit $rc after $t s" "$(grep -v '^ *$' "$ST/out" | tail -n 15)" "$(grep -v '^scontrol show hostnames' "$LOG" | tail -n 12)"; }
+# tier_gone: the tier's files (mk_tier) are all gone, $ST/shm itself kept.
+tier_gone() { [ -d "$ST/shm" ] && [ -z "$(find "$ST/shm" -name shard)" ]; }
+# Snippets for launch.N.
+killed() { echo "echo 'srun: error: $1: task ${2:-1}: Killed' >&2; exit 137"; }
+
+# ---- 1. only the job's directory is removed, never FTRAIN_LOCAL_ROOT ------------
+case_dir root
+mkdir -p "$ST/ssd/me/datasets"
+echo data >"$ST/ssd/me/datasets/imagenet.tar"
+echo 'mk_tier n1,n2,n3; exit 0' >"$ST/launch.1"
+run root FTRAIN_ARGS="--ckpt-local-every 100" FTRAIN_LOCAL_ROOT="$ST/ssd/me"
+like "$(launch_line 1)" "--ckpt-local $ST/ssd/me/ftrain-job-4242/%n( |\$)" \
+	"1. the tier is FTRAIN_LOCAL_ROOT/ftrain-job-<job id>/<node>" || show
+ok "$([ "$rc" = 0 ] && [ -f "$ST/ssd/me/datasets/imagenet.tar" ] && [ -d "$ST/ssd/me" ] && [ ! -e "$ST/ssd/me/ftrain-job-4242" ]; echo $?)" \
+	"  at the end ftrain-job-4242 is removed, the root and a dataset in it are kept (exit $rc)" || show
+like "$(rm_step)" "^srun -N 3 --nodelist=n1,n2,n3 .* rm -rf -- $ST/ssd/me/ftrain-job-4242\$" \
+	"  the removal step names that directory alone, on every node" || show
+
+# ---- 2. heartbeats in ftrain's format ------------------------------------------------
+case_dir hb
+cat >"$ST/launch.1" <<'EOF'
+mkdir -p "$ST/run/heartbeat"
+for r in 0 1 2; do
+	echo "ftrain-heartbeat 2 token 00000000000000aa rank $r pid 10$r seq 9 phase 6 step 12 idle 0.000 host n$((r + 1))" >"$ST/run/heartbeat/rank-$r"
+done
+echo "srun: error: n2: task 1: Killed" >&2; exit 137
+EOF
+killed n3 2 >"$ST/launch.2"
+echo 'exit 0' >"$ST/launch.3"
+run hb
+ok "$(says 'failure at step 12: a rank died: n2' && says 'failure at step start-up: a rank died: n3'; echo $?)" \
+	"2. a relaunch that dies at start-up fails at 'start-up', not at the launch before's step 12" || show
+ok "$([ "$rc" = 0 ] && says 'node n3 kept for one more try' && ! says 'deterministic'; echo $?)" \
+	"  so it is no deterministic fault: the node gets its try and the job ends (exit $rc)" || show
+case_dir hb-job
+mkdir -p "$ST/run/heartbeat"
+echo "ftrain-heartbeat 2 token 00000000000000bb rank 0 pid 7 seq 3 phase 4 step 30 idle 0.000 host n1" >"$ST/run/heartbeat/rank-0"
+killed n2 >"$ST/launch.1"
+echo 'exit 0' >"$ST/launch.2"
+run hb-job
+ok "$(says 'failure at step start-up: a rank died: n2'; echo $?)" \
+	"  an earlier job's heartbeat (step 30) does not count for this job's first launch" || show
+
+# ---- 3. ranks per node on a relaunch ------------------------------------------------------
+for l in srun mpirun; do
+	case_dir "tpn-$l"
+	echo n1,n2,n3,n4 >"$ST/nodelist"
+	echo 'echo "srun: error: Node failure on n4" >&2; echo DOWN >"$ST/state.n4"; echo n1,n2,n3 >"$ST/nodelist"; exit 1' >"$ST/launch.1"
+	echo 'exit 0' >"$ST/launch.2"
+	run "tpn-$l" FTRAIN_LAUNCH=$l SLURM_NTASKS=8 SLURM_NPROCS=8 SLURM_TASKS_PER_NODE='2(x4)'
+	if [ $l = srun ]; then
+		want="-N 3 --nodelist=n1,n2,n3 --ntasks-per-node=2 "
+	else
+		want="--host n1:2,n2:2,n3:2 --map-by ppr:2:node "
+	fi
+	ok "$([ "$rc" = 0 ] && launch_line 2 | grep -qF -- "$want"; echo $?)" \
+		"3. $l: sbatch -N 4 -n 8, a node lost: the relaunch on 3 nodes keeps 2 ranks a node ($want)" || show
+done
+
+# ---- 4. the tier is removed on every way out -------------------------------------------
+case_dir cap
+echo 'mk_tier n1,n2,n3; exit 75' >"$ST/launch.1"
+run cap SLURM_RESTART_COUNT=20 FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
+ok "$([ "$rc" = 75 ] && says 'restart cap reached' && [ -d "$ST/shm" ] && tier_gone; echo $?)" \
+	"4. exit 75 at the restart cap: the tier is removed (exit $rc)" || show
+case_dir term
+echo 'mk_tier n1,n2,n3; kill -TERM $PPID; sleep 0.5; exit 75' >"$ST/launch.1"
+run term FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
+ok "$([ "$rc" = 75 ] && says 'TERM came before' && tier_gone; echo $?)" \
+	"  TERM, then exit 75: the tier is removed (exit $rc)" || show
+case_dir held
+{ echo 'mk_tier n1,n2,n3; echo ALLOCATED+DRAIN >"$ST/state.n3"'; killed n2; } >"$ST/launch.1"
+echo 'exit 0' >"$ST/launch.2"
+run held FTRAIN_MAX_RELAUNCHES=1 FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
+ok "$([ "$rc" = 0 ] && launch_line 2 | grep -q -- '-N 1 --nodelist=n1 ' &&
+	rm_step | grep -q -- '-N 3 --nodelist=n1,n2,n3 ' && tier_gone; echo $?)" \
+	"  relaunched on n1 alone (n2 left out, n3 drained): the tier is still removed on all three (exit $rc)" || show
+case_dir down
+echo 'mk_tier n1,n2,n3; echo DOWN >"$ST/state.n3"; exit 0' >"$ST/launch.1"
+run down FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
+ok "$([ "$rc" = 0 ] && rm_step | grep -q -- '-N 2 --nodelist=n1,n2 ' && says 'tier .*ftrain-job-4242 is left on n3 .*down'; echo $?)" \
+	"  a node SLURM says is DOWN: removed on the others, and the log says it is left on that one" || show
+case_dir noanswer
+echo 'mk_tier n1,n2,n3; touch "$ST/noanswer"; exit 0' >"$ST/launch.1"
+run noanswer FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
+ok "$([ "$rc" = 0 ] && says 'SLURM did not say within 20 s' && rm_step | grep -q -- '--nodelist=n1,n2,n3 ' && tier_gone; echo $?)" \
+	"  a controller that does not answer at the end: said in the log, the tier removed on the job's nodes" || show
+
+# ---- 5. a task that exits with its own status: the user's failure -------------------------
+case_dir user
+for i in 1 2 3 4; do
+	printf '%s\n' 'echo "ftrain: data: cannot open /data/missing.bin" >&2' \
+		'echo "srun: error: n2: task 1: Exited with exit code 1" >&2' \
+		'echo "srun: error: n1: task 0: Killed" >&2' 'exit 1' >"$ST/launch.$i"
+done
+run user
+ok "$([ "$rc" = 1 ] && [ "$(launches)" = 1 ] && says 'not relaunching' && ! says 'kept for one more try|left out'; echo $?)" \
+	"5. 'task 1: Exited with exit code 1', then the others Killed: one launch, no node blamed (exit $rc)" || show
+case_dir killed-first
+{ echo 'echo "srun: error: n2: task 1: Killed" >&2'; echo 'echo "srun: error: n1: task 0: Exited with exit code 1" >&2'; echo 'exit 137'; } >"$ST/launch.1"
+echo 'exit 0' >"$ST/launch.2"
+run killed-first
+ok "$([ "$rc" = 0 ] && [ "$(launches)" = 2 ] && says 'a rank died: n2: task 1: Killed'; echo $?)" \
+	"  a rank Killed first (a task exiting after it): relaunched as before (exit $rc)" || show
+
+# ---- 6. one bounded query for the nodes' states ---------------------------------------------
+case_dir states
+echo n1,n2,n3,n4,n5,n6 >"$ST/nodelist"
+echo 'echo DOWN >"$ST/state.n5"; echo "srun: error: Node failure on n6" >&2; exit 1' >"$ST/launch.1"
+echo 'exit 0' >"$ST/launch.2"
+run states
+ok "$([ "$rc" = 0 ] && [ "$(grep -c '^scontrol show node' "$LOG")" = 1 ] && launch_line 2 | grep -q -- '-N 4 --nodelist=n1,n2,n3,n4 '; echo $?)" \
+	"6. 6 nodes: one 'scontrol show node' for the decision; n5 (DOWN) and n6 (failed) left out (exit $rc)" || show
+case_dir slow
+echo n1,n2,n3,n4,n5,n6 >"$ST/nodelist"
+echo 'echo "srun: error: Node failure on n6" >&2; exit 1' >"$ST/launch.1"
+echo 'exit 0' >"$ST/launch.2"
+LIMIT=40 run slow SCONTROL_SLEEP=30 FTRAIN_SLURM_TIMEOUT=2
+ok "$([ "$rc" = 0 ] && [ "$t" -le 20 ] && says 'did not say within 2 s' && launch_line 2 | grep -q -- '-N 5 --nodelist=n1,n2,n3,n4,n5 '; echo $?)" \
+	"  a controller slower than FTRAIN_SLURM_TIMEOUT=2: the decision waits once, relaunches without n6 ($t s, exit $rc)" || show
+
+# ---- 7. the 2-s grace, and a launcher killed by the stop signal -------------------------------
+# sleep_until T: sleep until the wall clock (EPOCHREALTIME) reaches T.
+sleep_until() {
+	local now us
+	now=${EPOCHREALTIME/[.,]/}
+	us=$(printf '%.0f' "$(echo "$1 * 1000000" | bc)")
+	[ "$us" -gt "$now" ] && sleep "$(echo "scale=6; ($us - $now) / 1000000" | bc)"
+}
+# A launcher that sets its handler 1.5 s after it starts (USR1's default
+# action, death, until then), told to stop 1.3 s after its start, late in a
+# wall-clock second: whole seconds would take it for 2 s old.
+case_dir grace
+printf '%s\n' 'trap - USR1 USR2; sleep 1.5' \
+	'trap '\''echo "launcher got USR1" >>"$LOG"; exit 75'\'' USR1' >"$ST/launch.1"
+t0=$(date +%s)
+start ALIGN_DIR="$ST/run"
+if wait_for 10 test -s "$ST/started.1"; then
+	sleep_until "$(echo "$(cat "$ST/started.1") + 1.3" | bc)"
+	kill -USR1 "$(cat "$ST/shell.pid")"
+fi
+finish
+ok "$(says 'has just started; forwarding USR1 in [01]\.[0-9]{3} s' && grep -q 'launcher got USR1' "$LOG" &&
+	grep -q '^scontrol requeue 4242' "$LOG"; echo $?)" \
+	"7. a stop 1.3 s after the launch: forwarded at 2 s to the millisecond, taken, requeued (exit $rc)" || show
+case_dir stopkill
+echo 'trap - USR1 USR2; sleep 10; exit 0' >"$ST/launch.1"
+t0=$(date +%s)
+start
+if wait_for 10 test -s "$ST/started.1"; then
+	sleep_until "$(echo "$(cat "$ST/started.1") + 2.3" | bc)"
+	kill -USR1 "$(cat "$ST/shell.pid")"
+fi
+finish
+ok "$(says 'ended by the forwarded USR1 \(status 138\) before it could take it' && grep -q '^scontrol requeue 4242' "$LOG"; echo $?)" \
+	"  a launcher the forwarded USR1 killed (138): requeued, it left the checkpoint before (exit $rc)" || show
+
+# ---- 8. a signal while the script decides on a relaunch ---------------------------------------
+case_dir termrl
+{ echo 'mk_tier n1,n2,n3; bs=$PPID; (sleep 1; kill -TERM $bs) &'; killed n2; } >"$ST/launch.1"
+run termrl SCONTROL_SLEEP=3 FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
+ok "$([ "$rc" = 137 ] && [ "$(launches)" = 1 ] && says 'TERM came before relaunch 1 could start' && ! says 'TERM before launch' &&
+	tier_gone; echo $?)" \
+	"8. TERM during the decision: not relaunched, the failure's status kept, the tier removed (exit $rc)" || show
+case_dir usr1rl
+{ echo 'mk_tier n1,n2,n3; bs=$PPID; (sleep 1; kill -USR1 $bs) &'; killed n2; } >"$ST/launch.1"
+run usr1rl SCONTROL_SLEEP=3 SLURM_RESTART_COUNT=20 FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
+ok "$([ "$rc" = 137 ] && [ "$(launches)" = 1 ] && says 'failed with status 137, then USR1 came.*restart cap reached' &&
+	! says 'checkpointed' && tier_gone; echo $?)" \
+	"  USR1 during the decision at the restart cap: not 'checkpointed', the failure's status kept, the tier removed (exit $rc)" || show
+case_dir usr1rq
+{ echo 'bs=$PPID; (sleep 1; kill -USR1 $bs) &'; killed n2; } >"$ST/launch.1"
+run usr1rq SCONTROL_SLEEP=3
+ok "$([ "$(launches)" = 1 ] && grep -q '^scontrol requeue 4242' "$LOG" && says 'failed with status 137, then USR1 came.*: requeue job'; echo $?)" \
+	"  USR1 during the decision: requeued, saying the launch failed (exit $rc)" || show
+
+done_testing
