@@ -19,7 +19,9 @@
 #      tier every 40): a node marked DOWN and its local directory deleted
 #      -> relaunch on the 2 nodes left -> restored from the local tier (the
 #      lost node's shards from their partner copies) -> finishes bit-exactly;
-#      the local tier is removed at the end of the job.  The tier is on
+#      the local tier (FTRAIN_LOCAL_ROOT/ftrain-job-<job id>) is removed at
+#      the end of the job, and a file of the user's in FTRAIN_LOCAL_ROOT is
+#      kept.  The tier is on
 #      /dev/shm where that is a memory file system (train.sbatch's default
 #      place), so it saves in place there, and the run must say so; each
 #      fake node has a core to spare, so the helper thread moves the
@@ -36,7 +38,7 @@
 # same lock as the other SLURM tests: one test cluster per machine.
 . "$(dirname "$0")/slurm/common.sh" relaunch
 
-echo "1..30"
+echo "1..31"
 lab_up
 export FTRAIN=$bdir/ftrain FTRAIN_TASKS_PER_NODE=1
 RUN="--device cpu --data line --layers 8 --global-batch 32 --micro-batch 8 --deterministic --steps 48 --log-every 1"
@@ -124,8 +126,9 @@ if v=$(rank1 12) && [ -n "$v" ]; then
 	grep -Eq "train\.sbatch.*ftrain exited with status 76" "$out" &&
 		grep -Eq "train\.sbatch.*failure at step [0-9]+: a hang: rank 1 \(host ${v#* }\) stopped making progress" "$out"
 	ok $? "  the watchdog ended the step (76) and the script names rank 1 and its node" || why "$(grep -E 'train\.sbatch|hang:' "$out")"
-	grep -Eq 'train\.sbatch.*relaunch 1 of at most 3' "$out"
-	ok $? "  relaunched" || why "$(grep 'train\.sbatch' "$out")"
+	grep -Eq "train\.sbatch.*node ${v#* } left out: the failure points at it" "$out" &&
+		grep -Eq 'train\.sbatch.*relaunch 1 of at most 3 on 1 node' "$out"
+	ok $? "  relaunched without that node" || why "$(grep 'train\.sbatch' "$out")"
 else
 	ok 1 "SIGSTOP: the job did not train: $(tail -n 5 "$out" 2>/dev/null)"
 	ok 1 "  76 and the rank named"
@@ -181,12 +184,13 @@ case "$(stat -f -c %T /dev/shm 2>/dev/null)" in
 tmpfs | ramfs) export FTRAIN_LOCAL_ROOT=$SHM_ROOT INPLACE=1 ;;
 *) export FTRAIN_LOCAL_ROOT=$W/local-f INPLACE=0 ;;
 esac
+mkdir -p "$FTRAIN_LOCAL_ROOT/datasets" && echo data >"$FTRAIN_LOCAL_ROOT/datasets/keep.bin"
 FTRAIN_ARGS="$RUN --step-delay-ms 150 --ckpt-every 40 --ckpt-local-every 4" submit local 3
 if v=$(rank1 22) && [ -n "$v" ]; then
 	node=${v#* }
 	downed="$downed $node"
 	scontrol update nodename="$node" state=down reason=ftrain-test
-	rm -rf "${FTRAIN_LOCAL_ROOT:?}/${node:?}"
+	rm -rf "${FTRAIN_LOCAL_ROOT:?}/ftrain-job-${job:?}/${node:?}"
 	finished_exactly "node $node DOWN, its local directory gone"
 	line=$(grep '^resume:' "$out" | head -n 1)
 	said=0
@@ -206,7 +210,9 @@ if v=$(rank1 22) && [ -n "$v" ]; then
 	else
 		ok 0 "# SKIP ${cores:-no} core(s) a rank: no core to spare for the helper thread"
 	fi
-	ok "$([ ! -e "$FTRAIN_LOCAL_ROOT" ]; echo $?)" "  the node-local tier is removed at the end of the job" ||
+	ok "$([ ! -e "$FTRAIN_LOCAL_ROOT/ftrain-job-$job" ]; echo $?)" "  the node-local tier ftrain-job-$job is removed at the end of the job" ||
+		why "$(ls -R "$FTRAIN_LOCAL_ROOT" | head)" "$(grep 'train\.sbatch.*tier' "$out")"
+	ok "$([ -f "$FTRAIN_LOCAL_ROOT/datasets/keep.bin" ]; echo $?)" "  and nothing else in FTRAIN_LOCAL_ROOT: a file of the user's there is kept" ||
 		why "$(ls -R "$FTRAIN_LOCAL_ROOT" | head)"
 	scontrol update nodename="$node" state=resume 2>/dev/null
 	downed=""
@@ -215,6 +221,7 @@ else
 	ok 1 "  restored from the local tier"
 	ok 1 "  the helper thread moved the partner copies"
 	ok 1 "  removed at the end"
+	ok 1 "  the user's file kept"
 fi
 unset FTRAIN_LOCAL_ROOT
 rm -rf "$SHM_ROOT"
