@@ -1038,6 +1038,39 @@ int tier_save_start(tier_t *t, comm_t *comm, const state_t *st, double started, 
     return TIER_OK;
 }
 
+/* Collective: rank 0's record, for every node's manifest.  A rank's own
+ * differs in what its clock says (run_seconds, saved_at), and the
+ * manifests of one step must be the same on every node (ckpt_local_flush
+ * puts one checkpoint together from several nodes' and compares them), as
+ * the shared tier's commit writes rank 0's.  Every rank takes part, a
+ * failed one too (*failed set, err said); @return the record (free it), or
+ * NULL with *failed set. */
+static char *agreed_record(tier_t *t, comm_t *comm, const char *mine, int *failed, char *err,
+                           size_t cap)
+{
+    uint64_t len = t->rank == 0 ? strlen(mine) + 1 : 0;
+    if (comm_bcast(comm, &len, sizeof len, 0) != COMM_OK) {
+        *failed = util_fail(err, cap, 1, "sharing the record: %s", comm_last_error());
+        return NULL;
+    }
+    char *text = len > 1 ? malloc(len) : NULL;
+    if (text && t->rank == 0)
+        memcpy(text, mine, len);
+    /* Every rank must have room before the record is sent. */
+    if (comm_any_failed(comm, !text)) {
+        free(text);
+        *failed = util_fail(err, cap, 1, "no record to seal with (rank 0 had none, or a rank "
+                            "had no memory for it)");
+        return NULL;
+    }
+    if (comm_bcast(comm, text, (size_t)len, 0) != COMM_OK) {
+        free(text);
+        *failed = util_fail(err, cap, 1, "sharing the record: %s", comm_last_error());
+        return NULL;
+    }
+    return text;
+}
+
 /* Collective: the vote of one phase.  Each rank gives whether its part is
  * not done yet and whether it failed; out[0] > 0 when some rank is not
  * done, out[1] the highest failed rank + 1 (0: none).  @return 0, or 1
@@ -1284,14 +1317,16 @@ static int after_put(tier_t *t, comm_t *comm, int wait, char *err, size_t cap)
     for (int r = 0; infos && r < t->size; r++)
         infos[r] = a->all[r].info;
     ckpt_step_dirname((uint64_t)a->step, a->prune_name, sizeof a->prune_name);
+    char *record = agreed_record(t, comm, rc ? "" : view.record, &rc, err, cap);
     if (!rc && t->leader) {
         int seal = ckpt_local_seal(t->root, (uint64_t)a->step, view.tensors, view.ntensors,
-                                   view.record, view.opts, infos, t->size, INT_MAX, NULL);
+                                   record, view.opts, infos, t->size, INT_MAX, NULL);
         if (seal != CKPT_OK)
             rc = util_fail(err, cap, 1, "sealing on %s: %s: %s", t->hosts[t->node_of[t->rank]],
                            ckpt_strerror(seal), ckpt_last_error());
     }
     free(infos);
+    free(record);
     int any = comm_any_failed(comm, rc);
     if (any) {
         if (!rc)

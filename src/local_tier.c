@@ -491,8 +491,8 @@ static int share_manifest(tier_t *t, comm_t *comm, tier_pick_t *pick, char *err,
     return comm_any_failed(comm, rc) != 0;
 }
 
-int tier_pick(tier_t *t, comm_t *comm, int64_t newer_than, tier_pick_t *pick, char *err,
-              size_t cap)
+int tier_pick(tier_t *t, comm_t *comm, int64_t newer_than, int64_t older_than,
+              tier_pick_t *pick, char *err, size_t cap)
 {
     memset(pick, 0, sizeof *pick);
     pick->step = -1;
@@ -510,7 +510,8 @@ int tier_pick(tier_t *t, comm_t *comm, int64_t newer_than, tier_pick_t *pick, ch
             const uint64_t *w = all + at[r];
             uint64_t n = *w++;
             for (uint64_t i = 0; i < n; i++, w += 4 + w[3])
-                if ((int64_t)w[0] > newer_than && (!found || w[0] < best) &&
+                if ((int64_t)w[0] > newer_than && (int64_t)w[0] < older_than &&
+                    (!found || w[0] < best) &&
                     (!any || w[0] > next)) {
                     next = w[0];
                     any = 1;

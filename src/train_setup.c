@@ -414,35 +414,60 @@ static int load_checkpoint(trainer_t *t, const char *from, const tier_pick_t *pi
     return TRAIN_OK;
 }
 
+/* The state of step 0 again: a node-local load that failed part way may
+ * have written some tensors, and a run that then starts fresh must start
+ * from its true initial weights and zero moments. */
+static int reset_to_initial(trainer_t *t, char *err, size_t cap)
+{
+    model_t *fresh = NULL;
+    if (model_init_with(&fresh, model_arch(t->model), t->cfg->init, t->cfg->seed, 1, err, cap) !=
+        MODEL_OK)
+        return TRAIN_EFAIL;
+    memcpy(model_params(t->model), model_params(fresh), t->n_params * sizeof(float));
+    model_free(fresh);
+    float *m = optim_state_m(t->opt), *v = optim_state_v(t->opt);
+    if (m)
+        memset(m, 0, t->n_params * sizeof(float));
+    if (v)
+        memset(v, 0, t->n_params * sizeof(float));
+    optim_set_updates(t->opt, 0);
+    return TRAIN_OK;
+}
+
 /* Collective: a node-local checkpoint newer than the shared tier's `from`
  * ("" for none), if the nodes now running hold one between them; loaded.
- * @return TRAIN_OK when loaded, TIER_NONE when there is none or it could
- * not be read (the shared tier is used: said why), or TRAIN_EMISMATCH. */
-static int resume_local(trainer_t *t, const char *from, char *err, size_t cap)
+ * A step that cannot be read gives way to the next older one (a damaged
+ * newest copy must not cost the good step before it).  *tried is set when
+ * a load was attempted and failed.  @return TRAIN_OK when loaded,
+ * TIER_NONE when there is none or none could be read (the shared tier is
+ * used: said why), or TRAIN_EMISMATCH. */
+static int resume_local(trainer_t *t, const char *from, int *tried, char *err, size_t cap)
 {
     uint64_t shared = 0;
-    int64_t newer_than = -1;
+    int64_t newer_than = -1, older_than = INT64_MAX;
     if (from[0] && ckpt_parse_dirname(util_base_name(from), 0, &shared))
         newer_than = (int64_t)shared;
-    tier_pick_t pick;
-    int rc = tier_pick(&t->tier, t->comm, newer_than, &pick, err, cap);
-    if (rc != TIER_OK) {
-        if (rc == TIER_EFAIL && t->rank == 0)
-            fprintf(stderr, "ftrain: resume: the node-local tier cannot be used (%s); using "
-                    "the shared tier\n", err);
+    for (;;) {
+        tier_pick_t pick;
+        int rc = tier_pick(&t->tier, t->comm, newer_than, older_than, &pick, err, cap);
+        if (rc != TIER_OK) {
+            if (rc == TIER_EFAIL && t->rank == 0)
+                fprintf(stderr, "ftrain: resume: the node-local tier cannot be used (%s); using "
+                        "the shared tier\n", err);
+            err[0] = '\0';
+            return TIER_NONE;
+        }
+        rc = load_checkpoint(t, pick.dir, &pick, err, cap);
+        if (rc == TRAIN_EFAIL && t->rank == 0)
+            fprintf(stderr, "ftrain: resume: the node-local checkpoint of step %lld cannot be "
+                    "used (%s); trying an older one\n", (long long)pick.step, err);
+        older_than = pick.step;
+        tier_pick_free(&t->tier, &pick);
+        if (rc != TRAIN_EFAIL)
+            return rc;
+        *tried = 1;
         err[0] = '\0';
-        return TIER_NONE;
     }
-    rc = load_checkpoint(t, pick.dir, &pick, err, cap);
-    if (rc == TRAIN_EFAIL && t->rank == 0)
-        fprintf(stderr, "ftrain: resume: the node-local checkpoint of step %lld cannot be used "
-                "(%s); using the shared tier\n", (long long)pick.step, err);
-    tier_pick_free(&t->tier, &pick);
-    if (rc == TRAIN_EFAIL) {
-        err[0] = '\0';
-        return TIER_NONE;
-    }
-    return rc;
 }
 
 int trainer_resume(trainer_t *t, char *err, size_t cap)
@@ -459,9 +484,17 @@ int trainer_resume(trainer_t *t, char *err, size_t cap)
     /* The fastest complete tier: a newer node-local checkpoint first, for
      * --resume auto only (a named checkpoint is what the user asked for). */
     rc = TIER_NONE;
+    int tried = 0;
     if (t->tier_on && strcmp(cfg->resume, "auto") == 0)
-        rc = resume_local(t, from, err, cap);
-    if (rc == TIER_NONE)
+        rc = resume_local(t, from, &tried, err, cap);
+    if (rc == TIER_NONE && !from[0] && tried) {
+        rc = reset_to_initial(t, err, cap);
+        if (comm_any_failed(t->comm, rc != TRAIN_OK)) {
+            if (rc == TRAIN_OK)
+                snprintf(err, cap, "another rank could not reset its state for a fresh start");
+            rc = TRAIN_EFAIL;
+        }
+    } else if (rc == TIER_NONE)
         rc = from[0] ? load_checkpoint(t, from, NULL, err, cap) : TRAIN_OK;
     /* Local checkpoints newer than where training goes on are of another
      * history now: each node drops them, so that its saves of those steps

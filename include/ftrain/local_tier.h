@@ -197,13 +197,15 @@ typedef struct {
     char where[512];            /* "shards 0-1 on n1, 2-3 on n3": for the line */
 } tier_pick_t;
 
-/** Collective: the newest step, newer than newer_than, whose shards the
- *  nodes now running hold between them.  A rank whose node holds none of
+/** Collective: the newest step, newer than newer_than and older than
+ *  older_than (INT64_MAX: no bound; a resume tries the next older one when
+ *  a step cannot be read), whose shards the nodes now running hold between
+ *  them.  A rank whose node holds none of
  *  it gets the manifest from one that does (in a private directory of its
  *  root).  @return TIER_OK with pick filled, TIER_NONE (nothing newer),
  *  or TIER_EFAIL. */
-int tier_pick(tier_t *t, comm_t *comm, int64_t newer_than, tier_pick_t *pick, char *err,
-              size_t cap);
+int tier_pick(tier_t *t, comm_t *comm, int64_t newer_than, int64_t older_than,
+              tier_pick_t *pick, char *err, size_t cap);
 /** Release a plan and remove the private manifest copy, if any. */
 void tier_pick_free(tier_t *t, tier_pick_t *pick);
 

@@ -1,0 +1,77 @@
+#!/bin/sh
+# local_tier_recover.sh - what a node-local tier written by ftrain itself
+# gives back after a node is lost, when its newest step is damaged:
+#
+# 1. A run on fake nodes a and b killed after its local saves: `ckptctl
+#    flush` puts one step together from both nodes' directories (their
+#    manifests are the same: every node seals with rank 0's record), and
+#    the flushed checkpoint verifies.
+# 2. Node b lost and node a's copy of the newest step damaged (a shard of
+#    another step in its place): the resume says why that step cannot be
+#    used, takes the older complete step instead of the shared tier (which
+#    is empty), and ends bit-exactly.
+# 3. Every local step damaged (shard 1 of each) and the shared tier empty:
+#    the run starts fresh, from its true initial weights (each failed load
+#    had written shard 0's part of them), and ends as a fresh run does.
+. "$(dirname "$0")/lib.sh"
+need_mpi
+C="$BUILD/ckptctl"
+[ -x "$C" ] || skip_all "$C not built"
+RUN="--data line --layers 8 --deterministic --threads 1 --steps 24 --ckpt-every 100"
+LOCAL="--ckpt-local-every 4 --step-delay-ms 30"
+
+# two ARGS...: one rank on node a and one on node b.
+two() {
+    timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n 1 -x SLURMD_NODENAME=a "$FTRAIN" \
+        --device cpu "$@" : -n 1 -x SLURMD_NODENAME=b "$FTRAIN" --device cpu "$@"
+}
+
+# ona ARGS...: two ranks, both on node a.
+ona() {
+    timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n 2 -x SLURMD_NODENAME=a "$FTRAIN" \
+        --device cpu "$@"
+}
+
+mpi 2 $RUN --run-dir "$T/whole" >"$T/whole.out" 2>&1
+want=$(hash_of "$T/whole.out")
+ok "$([ -n "$want" ]; echo $?)" "the uninterrupted run ends ($want)" || why "$(cat "$T/whole.out")"
+
+# ---- 1. ckptctl flush of ftrain's own node directories ----------------------
+L="$T/L"
+two $RUN $LOCAL --run-dir "$T/r" --ckpt-local "$L/%n" --fault kill@18:1 >"$T/r1.out" 2>&1
+ok "$([ -d "$L/a/step-00000012" ] && [ -d "$L/b/step-00000012" ]; echo $?)" \
+    "killed after step 18: step 12 sealed on both nodes" || why "$(ls -R "$L")"
+"$C" flush "$L/a" "$L/b" --to "$T/S" --step 12 >"$T/flush.out" 2>"$T/flush.err"
+rc=$?
+ok "$([ "$rc" -eq 0 ] && "$C" verify "$T/S/step-00000012" >/dev/null 2>&1; echo $?)" \
+    "ckptctl flush of both nodes' step 12: committed and it verifies (exit $rc)" ||
+    why "$(cat "$T/flush.err")"
+
+# ---- 2. the newest local step damaged: the older one is used ----------------
+cp "$L/a/step-00000008/shard-1.ftsh" "$L/a/step-00000012/shard-1.ftsh"
+rm -rf "$L/b"
+ona $RUN $LOCAL --run-dir "$T/r" --ckpt-local "$L/%n" >"$T/r2.out" 2>"$T/r2.err"
+rc=$?
+ok "$([ "$rc" -eq 0 ] && grep -q 'node-local checkpoint of step 12 cannot be used (.*); trying an older one' "$T/r2.err" &&
+    grep -q '^resume: from the node-local tier .* step 8 ' "$T/r2.out"; echo $?)" \
+    "step 12 damaged: said, and resumed from the local step 8, not from scratch (exit $rc)" ||
+    why "$(cat "$T/r2.err"; grep '^resume' "$T/r2.out")"
+is "$(hash_of "$T/r2.out")" "$want" "  and it ends bit-exactly"
+
+# ---- 3. every local step damaged, no shared checkpoint: a true fresh start ----
+L="$T/L3"
+two $RUN $LOCAL --run-dir "$T/r3" --ckpt-local "$L/%n" --fault kill@18:1 >"$T/r3a.out" 2>&1
+rm -rf "$L/b"
+# Only shard 1 of each: shard 0 reads well, so a failed load has written
+# its part of the state on the rank that read it.
+for f in "$L"/a/step-*/shard-1.ftsh; do
+    flip "$f"
+done
+ona $RUN $LOCAL --run-dir "$T/r3" --ckpt-local "$L/%n" >"$T/r3b.out" 2>"$T/r3b.err"
+rc=$?
+ok "$([ "$rc" -eq 0 ] && [ "$(grep -c 'cannot be used' "$T/r3b.err")" -eq 2 ] && ! grep -q '^resume: from' "$T/r3b.out"; echo $?)" \
+    "every local step damaged, the shared tier empty: both said, a fresh start (exit $rc)" ||
+    why "$(cat "$T/r3b.err"; grep '^resume' "$T/r3b.out")"
+is "$(hash_of "$T/r3b.out")" "$want" "  from the true initial weights: it ends as a fresh run"
+
+done_testing
