@@ -5,6 +5,7 @@
  */
 #include "ftrain/local_tier.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ftrain/ckpt_local.h"
@@ -178,6 +180,71 @@ static int number_nodes(tier_t *t, const char (*all)[TIER_HOST_MAX])
     return t->nnodes;
 }
 
+/* The marker a node's leader leaves in its directory: ".node-<host>",
+ * holding this launch's id. */
+#define NODE_MARK_PREFIX ".node-"
+
+/* Collective: every node has a directory of its own.  Two nodes given one
+ * (a --ckpt-local on a file system they share, without %n) would seal,
+ * prune and rename in each other's steps: every save fails, with errors
+ * that name none of this.  Each leader leaves a marker with this launch's
+ * id in its directory; a leader that then finds another node's marker of
+ * the same launch shares it.  (Markers of earlier launches carry other
+ * ids.)  @return 0, or 1 on every rank (err set). */
+static int check_own_dir(tier_t *t, comm_t *comm, const char *host, char *err, size_t cap)
+{
+    uint64_t id = 0;
+    if (t->rank == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        id = ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 42);
+    }
+    if (comm_bcast(comm, &id, sizeof id, 0) != COMM_OK)
+        return util_fail(err, cap, 1, "local tier: %s", comm_last_error());
+    char path[sizeof t->root + 256 + 16], text[32]; /* 256: any d_name */
+    snprintf(text, sizeof text, "%016llx\n", (unsigned long long)id);
+    int rc = 0;
+    if (t->leader) {
+        snprintf(path, sizeof path, "%s/" NODE_MARK_PREFIX "%s", t->root, host);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+            rc = util_fail(err, cap, 1, "--ckpt-local: cannot write '%s': %s", path,
+                           strerror(errno));
+        if (fd >= 0)
+            close(fd);
+    }
+    if (comm_any_failed(comm, rc)) /* every marker is written: now look */
+        return rc ? rc : util_fail(err, cap, 1, "local tier: another node could not mark "
+                                   "its directory");
+    DIR *dir = t->leader ? opendir(t->root) : NULL;
+    for (struct dirent *e; dir && !rc && (e = readdir(dir)) != NULL;) {
+        const char *other = e->d_name + strlen(NODE_MARK_PREFIX);
+        if (strncmp(e->d_name, NODE_MARK_PREFIX, strlen(NODE_MARK_PREFIX)) != 0 ||
+            strcmp(other, host) == 0)
+            continue;
+        char theirs[32] = "";
+        snprintf(path, sizeof path, "%s/%s", t->root, e->d_name);
+        int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, theirs, sizeof theirs - 1) : -1;
+        if (fd >= 0)
+            close(fd);
+        theirs[n > 0 ? n : 0] = '\0';
+        if (strcmp(theirs, text) == 0)
+            rc = util_fail(err, cap, 1, "--ckpt-local: nodes %s and %s were given the same "
+                           "directory '%s' (a file system both see): each node needs its own, "
+                           "so put %%n, the node's name, in the path (for example '%s/%%n')",
+                           host, other, t->root, t->root);
+        else if (t->leader)
+            unlink(path); /* a marker of an earlier launch */
+    }
+    if (dir)
+        closedir(dir);
+    if (comm_any_failed(comm, rc))
+        return rc ? rc : util_fail(err, cap, 1, "local tier: two other nodes share one "
+                                   "--ckpt-local directory (their ranks' messages say which)");
+    return 0;
+}
+
 int tier_open(tier_t *t, const config_t *cfg, comm_t *comm, const char *host, int spare_core,
               char *err, size_t cap)
 {
@@ -237,6 +304,10 @@ int tier_open(tier_t *t, const config_t *cfg, comm_t *comm, const char *host, in
     if (comm_any_failed(comm, rc)) {
         if (!rc)
             snprintf(err, cap, "local tier: another rank could not create its directory");
+        tier_close(t);
+        return TIER_EFAIL;
+    }
+    if (check_own_dir(t, comm, mine, err, cap) != 0) {
         tier_close(t);
         return TIER_EFAIL;
     }

@@ -13,6 +13,9 @@
 # 3. Every local step damaged (shard 1 of each) and the shared tier empty:
 #    the run starts fresh, from its true initial weights (each failed load
 #    had written shard 0's part of them), and ends as a fresh run does.
+# 4. Two nodes given one directory (no %n on a file system both see):
+#    refused before training, naming both nodes and the directory, where
+#    every local save used to fail with errors that named none of this.
 . "$(dirname "$0")/lib.sh"
 need_mpi
 C="$BUILD/ckptctl"
@@ -73,5 +76,13 @@ ok "$([ "$rc" -eq 0 ] && [ "$(grep -c 'cannot be used' "$T/r3b.err")" -eq 2 ] &&
     "every local step damaged, the shared tier empty: both said, a fresh start (exit $rc)" ||
     why "$(cat "$T/r3b.err"; grep '^resume' "$T/r3b.out")"
 is "$(hash_of "$T/r3b.out")" "$want" "  from the true initial weights: it ends as a fresh run"
+
+# ---- 4. two nodes, one directory --------------------------------------------
+two $RUN $LOCAL --run-dir "$T/r4" --ckpt-local "$T/L4" >"$T/r4.out" 2>"$T/r4.err"
+rc=$?
+ok "$([ "$rc" -ne 0 ] && ! grep -q '^epoch ' "$T/r4.out" &&
+    grep -q "rank 0: --ckpt-local: nodes a and b were given the same directory '$T/L4' .*put %n" "$T/r4.err"; echo $?)" \
+    "two nodes given one local directory: refused before training, naming both (exit $rc)" ||
+    why "$(cat "$T/r4.err")"
 
 done_testing
