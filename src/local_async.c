@@ -109,8 +109,9 @@
  * whenever the run ends: a crash, a kill, a stop or the end.  A stop and
  * the end complete the save in flight (tier_save_finish); an error path
  * (tier_close) abandons it.  A failure anywhere ends the save on every rank
- * at the same vote and leaves its temp directory, invisible, behind (the
- * drop after a resume removes it; a later save of the step replaces it).
+ * at the same vote and leaves its temp directory, invisible, behind; the
+ * node's first rank removes it before the next save takes space
+ * (remove_failed_tmps), and the drop after a resume removes it too.
  * No wait is unbounded but by the peers and the local I/O: a phase waits
  * at a boundary only in tier_save_finish, and there the watchdog's
  * allowance for a save bounds a dead or stopped peer, as for every
@@ -119,7 +120,9 @@
 #include "local_async_internal.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -214,6 +217,7 @@ struct tier_async {
     size_t ranges_cap, nranges, range_bytes;
     int copy_threads;
     atomic_int copying;
+    int failed_tmp;             /* a failed save left its temp dir: remove_failed_tmps */
     void **recv;                /* nsrc receive buffers for the copies kept here */
     uint64_t *recv_cap;
     uint64_t *recv_len;         /* the bytes of each copy of the save in flight */
@@ -973,6 +977,35 @@ static int take_inplace(tier_t *t, const state_t *st, char *err, size_t cap)
 static int vote(tier_t *t, comm_t *comm, int not_done, int failed, int64_t out[2], char *err,
                 size_t cap);
 
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)ftw;
+    return (flag == FTW_DP ? rmdir(path) : unlink(path)) != 0 && errno != ENOENT;
+}
+
+/* The node's first rank, before a save takes space: the temp dirs that
+ * failed saves left (fail_save keeps them; every rank of the node has
+ * passed it, as a save starts at a later step boundary).  On a full local
+ * file system they hold what the next save needs: left, every later save
+ * failed for want of the space a dead one held. */
+static void remove_failed_tmps(tier_t *t)
+{
+    DIR *dir = t->leader ? opendir(t->root) : NULL;
+    if (!dir)
+        return;
+    char path[sizeof t->root + 256 + 2];
+    for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+        uint64_t step;
+        if (!ckpt_parse_dirname(e->d_name, 1, &step))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", t->root, e->d_name);
+        if (nftw(path, remove_entry, 8, FTW_DEPTH | FTW_PHYS) != 0)
+            fprintf(stderr, "ftrain: warning: local tier: cannot remove '%s', which a failed "
+                    "save left: %s\n", path, strerror(errno));
+    }
+    closedir(dir);
+}
+
 int tier_save_start(tier_t *t, comm_t *comm, const state_t *st, double started, char *err,
                     size_t cap)
 {
@@ -980,6 +1013,10 @@ int tier_save_start(tier_t *t, comm_t *comm, const state_t *st, double started, 
     if (!a || a->phase != PH_IDLE)
         return util_fail(err, cap, TIER_EFAIL, "%s",
                          a ? "another one is in flight" : "no tier");
+    if (a->failed_tmp) {
+        remove_failed_tmps(t);
+        a->failed_tmp = 0;
+    }
     tier_save_prepare(t, st);
     double waited = job_join(t); /* the buffers' preparation, or the last prune */
     int rc = 0;
@@ -1102,6 +1139,7 @@ static int fail_save(tier_t *t)
     state_snapshot_free(a->snap);
     a->snap = NULL;
     a->phase = PH_IDLE;
+    a->failed_tmp = 1; /* removed before the next save takes space */
     return TIER_EFAIL;
 }
 

@@ -267,21 +267,21 @@ static void print_result(const config_t *cfg, const train_result_t *res)
     /* A loss of nan means this process trained no step (a resume at or
      * past the last step: train.c says so in a note); the line then says
      * "loss=none", and the timing line has no samples/s to give.  test_acc
-     * (test_r2) is nan when it stopped before any evaluation.  Regression
-     * reports R^2, and its loss with %g: a good fit's MSE is far below what
-     * six decimals show. */
+     * (test_r2) is that of the weights the line ends with, or "none" when
+     * they were not evaluated (a stop before the epoch's or the final
+     * evaluation: the resume runs it); an earlier epoch's score is in its
+     * eval line.  Regression reports R^2, and its loss with %g: a good
+     * fit's MSE is far below what six decimals show. */
     int trained = !isnan(res->loss);
-    char loss[32] = "none";
+    char loss[32] = "none", score[32] = "none";
     if (trained)
         snprintf(loss, sizeof loss, res->regression ? "%.6g" : "%.6f", res->loss);
-    if (res->regression)
-        printf("done: step=%lld epoch=%lld loss=%s test_r2=%.6f param_hash=%016llx\n",
-               (long long)res->step, (long long)res->epoch, loss,
-               res->evaluated ? res->test_r2 : NAN, (unsigned long long)res->param_hash);
-    else
-        printf("done: step=%lld epoch=%lld loss=%s test_acc=%.4f param_hash=%016llx\n",
-               (long long)res->step, (long long)res->epoch, loss,
-               res->evaluated ? res->test_acc : NAN, (unsigned long long)res->param_hash);
+    if (res->evaluated && res->eval_step == res->step)
+        snprintf(score, sizeof score, res->regression ? "%.6f" : "%.4f",
+                 res->regression ? res->test_r2 : res->test_acc);
+    printf("done: step=%lld epoch=%lld loss=%s %s=%s param_hash=%016llx\n",
+           (long long)res->step, (long long)res->epoch, loss,
+           res->regression ? "test_r2" : "test_acc", score, (unsigned long long)res->param_hash);
     if (cfg->quiet)
         return;
     if (!trained)
@@ -289,15 +289,18 @@ static void print_result(const config_t *cfg, const train_result_t *res)
                res->eval_seconds);
     else
         print_timing(res);
+    /* "skipped": a save due while the one before was still in flight. */
     if (res->async_saves)
-        printf("async checkpoints: %d, failed %d, skipped %d (one in flight), mean training "
-               "stall %.1f ms per save\n", res->async_saves, res->async_failures,
-               res->async_skipped, res->async_stall_ms);
+        printf("async checkpoints: %d, failed %d, skipped %d%s, mean training stall %.1f ms "
+               "per save\n", res->async_saves, res->async_failures, res->async_skipped,
+               res->async_skipped ? " (the one before still in flight)" : "",
+               res->async_stall_ms);
     if (res->local_sealed || res->local_failed || res->local_skipped)
-        printf("local checkpoints: %d sealed, failed %d, skipped %d (one in flight); per sealed "
-               "save, mean training stall %.1f ms, mean helper CPU %.1f ms\n",
-               res->local_sealed, res->local_failed, res->local_skipped, res->local_stall_ms,
-               res->local_cpu_ms);
+        printf("local checkpoints: %d sealed, failed %d, skipped %d%s; per sealed save, mean "
+               "training stall %.1f ms, mean helper CPU %.1f ms\n", res->local_sealed,
+               res->local_failed, res->local_skipped,
+               res->local_skipped ? " (the one before still in flight)" : "",
+               res->local_stall_ms, res->local_cpu_ms);
 }
 
 /* Report the outcome of train_run (rc, res, err) and map it to the exit

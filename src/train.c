@@ -384,13 +384,14 @@ static void format_eval(const trainer_t *t, const eval_result_t *ev, char *line,
         snprintf(json, jcap, "\"test_loss\":%.6g,\"test_r2\":null", ev->loss);
 }
 
-/* The result's copy of the latest evaluation. */
-static void keep_eval(train_result_t *res, const eval_result_t *ev)
+/* The result's copy of the latest evaluation, of step `step`. */
+static void keep_eval(train_result_t *res, const eval_result_t *ev, int64_t step)
 {
     res->test_loss = ev->loss;
     res->test_acc = ev->acc;
     res->test_r2 = ev->r2;
     res->evaluated = 1;
+    res->eval_step = step;
 }
 
 /* Collective: the evaluation at the end of the epoch the current step
@@ -414,7 +415,7 @@ static int evaluate_epoch(trainer_t *t, train_result_t *res, int *cut_short, cha
             printf("eval: epoch %lld cut short by a stop signal\n", (long long)epoch);
         return TRAIN_OK;
     }
-    keep_eval(res, &ev);
+    keep_eval(res, &ev, t->step);
     t->evaluated_step = t->step;
     t->evaluated_at_end = t->step == t->total_steps;
     if (t->rank == 0) {
@@ -919,7 +920,7 @@ static int finish_training(trainer_t *t, train_result_t *res, char *err, size_t 
             printf("eval: final evaluation cut short by a stop signal\n");
         return stop_after_eval(t, res, err, cap);
     }
-    keep_eval(res, &ev);
+    keep_eval(res, &ev, t->step);
     return TRAIN_DONE;
 }
 

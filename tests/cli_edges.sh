@@ -3,8 +3,8 @@
 # run, and the messages they get: a node-local tier that resolves to the
 # shared checkpoint root (a link, a ".."), a global batch larger than the
 # data set, a resume at or past the run's last step, a warm-up as long as
-# the run, a stop whose own checkpoint fails, and --ckpt-keep after a
-# resume.  tests/cli.sh has the refusals the option text alone shows.
+# the run, a stop whose own checkpoint fails, the done line of a stop after
+# an evaluation, and --ckpt-keep after a resume.  tests/cli.sh has the refusals the option text alone shows.
 #
 # A world of one, started without a launcher.
 . "$(dirname "$0")/lib.sh"
@@ -125,6 +125,20 @@ ok "$([ "$rc" -eq 1 ] && grep -q "stop (signal USR1) at step [0-9]*: its checkpo
 rmdir $names 2>/dev/null
 "$BUILD/ckptctl" verify "$T/sf/ckpt/step-00000004" >"$T/v.out" 2>&1
 is "$?" 0 "  the checkpoint of step 4 verifies"
+
+# ---- a stop after an epoch's evaluation: the done line's score -------------------
+# The weights the stopped run ends with were not evaluated: the done line
+# says test_r2=none, not the score of an earlier epoch's weights.
+timeout -k 5 "$LIMIT" "$FTRAIN" $L --steps 100000 --step-delay-ms 50 --run-dir "$T/ev" \
+    >"$T/ev.out" 2>"$T/ev.err" &
+ev_pid=$!
+wait_for 30 grep -q '^eval: epoch 1 ' "$T/ev.out"
+kill -USR1 "$(rank_pid "$T/ev.out" 0)" 2>/dev/null
+wait "$ev_pid"
+rc=$?
+like "$(grep '^done:' "$T/ev.out")" "^done: step=[0-9]+ epoch=[0-9]+ loss=[0-9.e+-]+ test_r2=none param_hash=" \
+    "a stop after epoch 1's evaluation (exit $rc): the done line's test_r2 is none, not epoch 1's" ||
+    why "$(grep -E '^(eval|stop|done)' "$T/ev.out")"
 
 # ---- --ckpt-keep after a resume --------------------------------------------------
 # The checkpoint resumed from counts among K once a newer one is committed.

@@ -16,6 +16,8 @@
 # 4. Two nodes given one directory (no %n on a file system both see):
 #    refused before training, naming both nodes and the directory, where
 #    every local save used to fail with errors that named none of this.
+# 5. A local file system too small (a 64 KiB tmpfs): saves fail, training
+#    goes on, and no failed save's temp dir is left holding space.
 . "$(dirname "$0")/lib.sh"
 need_mpi
 C="$BUILD/ckptctl"
@@ -84,5 +86,20 @@ ok "$([ "$rc" -ne 0 ] && ! grep -q '^epoch ' "$T/r4.out" &&
     grep -q "rank 0: --ckpt-local: nodes a and b were given the same directory '$T/L4' .*put %n" "$T/r4.err"; echo $?)" \
     "two nodes given one local directory: refused before training, naming both (exit $rc)" ||
     why "$(cat "$T/r4.err")"
+
+# ---- 5. a full local file system --------------------------------------------
+L="$T/L5"
+mkdir -p "$L"
+if mount -t tmpfs -o size=64k tmpfs "$L" 2>/dev/null; then
+    two $RUN $LOCAL --layers 32,32 --run-dir "$T/r5" --ckpt-local "$L/%n" >"$T/r5.out" 2>"$T/r5.err"
+    rc=$?
+    left=$(find "$L" -name '.tmp-step-*' | wc -l)
+    ok "$([ "$rc" -eq 0 ] && grep -q 'No space left on device' "$T/r5.err" && [ "$left" -eq 0 ]; echo $?)" \
+        "a full local file system: saves fail, the run ends (exit $rc), no temp dir left ($left)" ||
+        why "$(cat "$T/r5.err"; find "$L")"
+    umount "$L"
+else
+    skip "a full local file system" "cannot mount a tmpfs here"
+fi
 
 done_testing

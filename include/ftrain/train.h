@@ -45,6 +45,7 @@ typedef struct {
     int regression;           /* the data set is a regression (test_r2, not
                                  test_acc, is its metric) */
     int evaluated;            /* test_* are from an evaluation */
+    int64_t eval_step;        /* the step that evaluation was of */
     uint64_t param_hash;
     int stop_signal;          /* signal that stopped the run (0 none) */
     double stop_time;         /* wall-clock time of the first signal */
