@@ -318,7 +318,7 @@ ok "$([ "$rc" = 0 ] && grep -Eq '^local checkpoint: step 11 in .*, finished at t
     "the end with the local save of step 11 in flight: sealed whole on both nodes before the run ends (exit $rc)" ||
     why "$(grep -E 'checkpoint' "$T/end.out")" "a: $(sealed a)" "b: $(sealed b)"
 is "$(hash_of "$T/end.out")" "$(hash_of "$T/ref12.out")" "  and the result is the uninterrupted 12-step run's"
-like "$(grep '^local checkpoints:' "$T/end.out")" "^local checkpoints: 1 sealed, failed 0, skipped 0 " \
+like "$(grep '^local checkpoints:' "$T/end.out")" "^local checkpoints: 1 sealed, failed 0, skipped 0; " \
     "  the run's summary line counts the one local save, sealed"
 
 # ---- 10. a kill while a local save is in flight ----------------------------------------------
