@@ -54,30 +54,13 @@ int ckpt_dtype_from_name(const char *name, ckpt_dtype_t *dtype)
 static int valid_utf8(const char *text)
 {
     const unsigned char *p = (const unsigned char *)text;
-    while (*p) {
-        size_t len;
-        uint32_t code;
-        if (p[0] < 0x80) {
-            p++;
-            continue;
-        }
-        if (p[0] >= 0xc2 && p[0] <= 0xdf)
-            len = 2, code = p[0] & 0x1fu;
-        else if (p[0] >= 0xe0 && p[0] <= 0xef)
-            len = 3, code = p[0] & 0x0fu;
-        else if (p[0] >= 0xf0 && p[0] <= 0xf4)
-            len = 4, code = p[0] & 0x07u;
-        else
-            return 0;
-        for (size_t i = 1; i < len; i++) {
-            if ((p[i] & 0xc0) != 0x80) /* also stops at the NUL */
-                return 0;
-            code = code << 6 | (p[i] & 0x3fu);
-        }
-        if ((len == 3 && (code < 0x800 || (code >= 0xd800 && code <= 0xdfff))) ||
-            (len == 4 && (code < 0x10000 || code > 0x10ffff)))
+    size_t left = strlen(text);
+    while (left > 0) {
+        size_t len = ckpt_utf8_len(p, left);
+        if (len == 0)
             return 0;
         p += len;
+        left -= len;
     }
     return 1;
 }

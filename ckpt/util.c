@@ -23,8 +23,7 @@
 
 static _Thread_local char last_error[CKPT_ERRMSG_MAX];
 
-/* Length of the valid UTF-8 sequence at text (at most avail bytes), or 0. */
-static size_t utf8_len(const unsigned char *text, size_t avail)
+size_t ckpt_utf8_len(const unsigned char *text, size_t avail)
 {
     size_t len;
     uint32_t code;
@@ -48,8 +47,16 @@ static size_t utf8_len(const unsigned char *text, size_t avail)
     if ((len == 3 && (code < 0x800 || (code >= 0xd800 && code <= 0xdfff))) ||
         (len == 4 && (code < 0x10000 || code > 0x10ffff)))
         return 0; /* overlong, a surrogate, or past U+10FFFF */
-    if (code >= 0x80 && code <= 0x9f)
-        return 0; /* a C1 control: escaped like C0 ones */
+    return len;
+}
+
+/* Length of the printable UTF-8 sequence at text (at most avail bytes), or
+ * 0: a C1 control (U+0080-U+009F) is escaped like C0 ones. */
+static size_t utf8_len(const unsigned char *text, size_t avail)
+{
+    size_t len = ckpt_utf8_len(text, avail);
+    if (len == 2 && text[0] == 0xc2 && text[1] <= 0x9f)
+        return 0;
     return len;
 }
 

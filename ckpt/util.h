@@ -47,6 +47,10 @@ int ckpt_seterr_errno(int rc, const char *what, const char *path);
 #define CKPT_STEP_DIGITS_MAX 20  /* decimal digits of the largest uint64_t */
 #define CKPT_MAX_SHARDS 65536    /* writers of one checkpoint */
 
+/* Length of the valid UTF-8 sequence at text (at most avail bytes: no
+ * overlong form, surrogate or code point past U+10FFFF), or 0. */
+size_t ckpt_utf8_len(const unsigned char *text, size_t avail);
+
 /* 1 when name has no control character (bytes below 0x20, and 0x7f). */
 int ckpt_name_printable(const char *name);
 
