@@ -180,6 +180,13 @@ static int number_nodes(tier_t *t, const char (*all)[TIER_HOST_MAX])
     return t->nnodes;
 }
 
+/* 1 when path is a directory (a link to one counts). */
+static int is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 /* The marker a node's leader leaves in its directory: ".node-<host>",
  * holding this launch's id. */
 #define NODE_MARK_PREFIX ".node-"
@@ -294,6 +301,9 @@ int tier_open(tier_t *t, const config_t *cfg, comm_t *comm, const char *host, in
     else if (util_mkdir_p(t->root) != 0)
         rc = util_fail(err, cap, 1, "--ckpt-local: cannot create '%s' on %s: %s", t->root,
                        mine, strerror(errno));
+    else if (!is_dir(t->root)) /* mkdir -p takes any existing name */
+        rc = util_fail(err, cap, 1, "--ckpt-local: '%s' on %s is not a directory", t->root,
+                       mine);
     /* Spare files of an earlier run (other ranks, other sizes) go, before
      * the collective below lets any rank of this node make its own. */
     else if (t->leader && tier_files_clear(t->root) != 0)

@@ -18,6 +18,7 @@
 #    every local save used to fail with errors that named none of this.
 # 5. A local file system too small (a 64 KiB tmpfs): saves fail, training
 #    goes on, and no failed save's temp dir is left holding space.
+# 6. A --ckpt-local that is a file: refused, saying so.
 . "$(dirname "$0")/lib.sh"
 need_mpi
 C="$BUILD/ckptctl"
@@ -101,5 +102,12 @@ if mount -t tmpfs -o size=64k tmpfs "$L" 2>/dev/null; then
 else
     skip "a full local file system" "cannot mount a tmpfs here"
 fi
+
+# ---- 6. a --ckpt-local that is a file ----------------------------------------
+: >"$T/afile"
+mpi 1 $RUN $LOCAL --run-dir "$T/r6" --ckpt-local "$T/afile" >"$T/r6.out" 2>"$T/r6.err"
+rc=$?
+ok "$([ "$rc" -eq 1 ] && grep -q -- "--ckpt-local: '$T/afile' on [^ ]* is not a directory" "$T/r6.err"; echo $?)" \
+    "a --ckpt-local that is a file: exit 1, saying it is not a directory (exit $rc)" || why "$(cat "$T/r6.err")"
 
 done_testing
