@@ -29,16 +29,21 @@
 #    seek table, of the footer, of manifest.json, a value edited in a valid
 #    manifest, a manifest of version 2, a truncated shard, a missing shard,
 #    the same rank's shard of another step: the reader rejects each (with
-#    the kind the document gives) and so does ckptctl verify (exit 1).  A
+#    the kind the document gives) and so does ckptctl verify (exit 1, with
+#    the same error).  A
 #    re-indented manifest with its keys reordered, and one without
 #    manifest_xxh64 (an older writer's), are accepted by both.
-# 5. The node-local tier (section 10) on three fake nodes of one rank each
+# 5. One rule at a time: format_reader.py craft writes 50 checkpoints that
+#    each break or stretch one rule (field rules, versions, checksums, frame
+#    encodings, and section 2's layout, which readers do not require); the
+#    reader and ckptctl verify --json give each the verdict its name says.
+# 6. The node-local tier (section 10) on three fake nodes of one rank each
 #    (SLURMD_NODENAME, --ckpt-local DIR/%n): each node's step holds the
 #    whole manifest and 2 of the 3 shards; the reader verifies each node,
 #    names the same missing shard as ckptctl verify --local, refuses to
 #    read one node alone, reads the three together as the shared tier's
 #    checkpoint of the same step, and rejects a damaged partner copy.
-# 6. Through the binding (when numpy is there): every dtype, a scalar, an
+# 7. Through the binding (when numpy is there): every dtype, a scalar, an
 #    empty tensor, frames of 64 bytes, level 0, shuffle off (plain zstd
 #    frames), level 5: the reader's bytes are those of the arrays saved.
 #
@@ -58,7 +63,7 @@ READER="$HERE/python/format_reader.py"
 export PYTHONDONTWRITEBYTECODE=1
 rd() { "$PY" "$READER" "$@"; }
 
-plan 62
+plan 66
 
 SMALL="--data line --layers 16 --global-batch 32 --micro-batch 8 --lr 0.01 --deterministic"
 BIG="--data line --layers 1024,1024 --global-batch 32 --micro-batch 8 --lr 0.01 --deterministic"
@@ -139,11 +144,11 @@ is "$rc1 $rc3 $rc2 $rcs" "0 0 0 0" "ftrain saves on 1 and 3 ranks (12.6 MiB of s
     why "$(tail -n 3 "$T/w1.out" "$T/w3.out" "$T/w2.out" "$T/s2.out")"
 
 for r in w1 w3 w2 s2; do
-    rd verify "$T/$r/ckpt" >"$T/$r.v" 2>"$T/$r.verr"
+    rd verify --strict "$T/$r/ckpt" >"$T/$r.v" 2>"$T/$r.verr"
     rc=$?
     "$CKPTCTL" verify "$T/$r/ckpt" >/dev/null 2>&1
     crc=$?
-    is "$rc $crc $(grep -c ': ok (' "$T/$r.v")" "0 0 2" "$r: the reader verifies both steps, as ckptctl verify does" ||
+    is "$rc $crc $(grep -c ': ok (' "$T/$r.v")" "0 0 2" "$r: the reader verifies both steps (and section 2's layout), as ckptctl verify does" ||
         why "$(cat "$T/$r.v" "$T/$r.verr")"
 done
 C1="$T/w1/ckpt/step-00000004"
@@ -240,18 +245,32 @@ damage() {
     DMG="$T/bad/$1/$(basename "$2")"
     cp -r "$2" "$DMG"
 }
-# rejected NAME KIND: the reader rejects $DMG saying KIND, ckptctl verify exits 1.
+# ckptctl_kind CKPT: ckptctl verify --json's verdict on CKPT in the
+# reader's words: ok, format (malformed manifest, CKPT_EFORMAT), corrupt
+# (CKPT_ECORRUPT), version (CKPT_EVERSION), incomplete.
+ckptctl_kind() {
+    "$CKPTCTL" verify --json "$1" 2>/dev/null | "$PY" -c '
+import json, sys
+c = json.load(sys.stdin)["checkpoints"][0]
+e = {None: "ok", "malformed manifest": "format", "checksum mismatch or corrupt data": "corrupt",
+     "unsupported format version": "version"}.get(c["error"], c["error"])
+print("incomplete" if c["status"] == "incomplete" else e)'
+}
+# reader_kind CKPT [--local]: the reader's verdict (ok or the kind it names).
+reader_kind() {
+    rd verify "$@" >/dev/null 2>"$T/rk.err" && { echo ok; return; }
+    sed -n -E 's/^format_reader: [^:]*: (format|corrupt|version|incomplete|layout): .*/\1/p' "$T/rk.err" | head -n 1
+}
+# rejected NAME KIND: the reader rejects $DMG saying KIND (as the document
+# says: section 3 CKPT_EFORMAT, 5 CKPT_ECORRUPT / CKPT_EINCOMPLETE, 7
+# CKPT_EVERSION), and ckptctl verify exits 1 with the same error.
 rejected() {
-    rd verify "$DMG" >/dev/null 2>"$T/rej.err"
-    _r=$?
-    "$CKPTCTL" verify "$DMG" >"$T/rej.c" 2>&1
-    _c=$?
-    if [ "$_r" -ne 0 ] && grep -q ": $2: " "$T/rej.err" && [ "$_c" -eq 1 ]; then
-        ok 0 "$1: the reader says $2, ckptctl verify exits 1"
-    else
-        ok 1 "$1: the reader says $2, ckptctl verify exits 1"
-        why "reader rc $_r: $(cat "$T/rej.err")" "ckptctl rc $_c: $(cat "$T/rej.c")"
-    fi
+    _r=$(reader_kind "$DMG")
+    "$CKPTCTL" verify "$DMG" >/dev/null 2>&1
+    _x=$?
+    _c="$(ckptctl_kind "$DMG") exit $_x"
+    is "$_r | $_c" "$2 | $2 exit 1" "$1: the reader says $2, ckptctl verify exits 1 saying the same" ||
+        why "reader: $(cat "$T/rk.err")"
 }
 accepted() {
     rd verify "$DMG" >/dev/null 2>"$T/rej.err"
@@ -317,7 +336,27 @@ damage old "$C2"
 manifest_edit "$DMG" 1 False 'del m["manifest_xxh64"]'
 accepted "manifest.json without manifest_xxh64 (an older writer's)"
 
-# ---- 5. the node-local tier ------------------------------------------------------
+# ---- 5. one rule at a time ------------------------------------------------------
+
+# format_reader.py craft: checkpoints that each break or stretch one rule;
+# the directory name says what the document makes of it.  The reader and
+# ckptctl verify must both give that verdict.
+rd craft "$C2" "$T/craft" >"$T/craft.list" 2>&1
+is "$(wc -l <"$T/craft.list" | tr -d ' ')" 50 "format_reader.py craft makes 50 checkpoints, one rule each" ||
+    why "$(tail -n 5 "$T/craft.list")"
+bad_r="" bad_c=""
+for d in $(cat "$T/craft.list"); do
+    want=${d%%-*}
+    c="$T/craft/$d/$(basename "$C2")"
+    [ "$(reader_kind "$c")" = "$want" ] || bad_r="$bad_r $d:$(reader_kind "$c")"
+    [ "$(ckptctl_kind "$c")" = "$want" ] || bad_c="$bad_c $d:$(ckptctl_kind "$c")"
+done
+is "$bad_r" "" "the reader's verdict on each is the document's (ok, format, corrupt, version)"
+is "$bad_c" "" "ckptctl verify's verdict on each is the same"
+is "$(reader_kind --strict "$T/craft/ok-offset-not-8-aligned/$(basename "$C2")") $(reader_kind --strict "$T/craft/ok-uneven-shards-first-empty/$(basename "$C2")")" \
+    "layout layout" "a tensor off section 2's 8-byte grid, shards off its floor(i*T/W) split: readers accept them, --strict names the layout"
+
+# ---- 6. the node-local tier ------------------------------------------------------
 
 L="$T/local"
 LOC="$SMALL --steps 12 --run-dir $T/lr --ckpt-every 4 --ckpt-local $L/%n --ckpt-local-every 4 --log-every 1 --step-delay-ms 40"
@@ -364,7 +403,7 @@ rc=$?
 "$CKPTCTL" verify --local "$L/a/step-00000004" >/dev/null 2>&1
 is "$rc $? $(grep -c ': corrupt: ' "$T/lbad.err")" "1 1 1" "a damaged partner copy ($pc on node a): the reader and ckptctl verify --local reject it"
 
-# ---- 6. through the binding: every dtype, tiny frames, plain zstd frames -------
+# ---- 7. through the binding: every dtype, tiny frames, plain zstd frames -------
 
 if [ "$HAVE_BIND" = 1 ]; then
     PYTHONPATH="$HERE/../python" "$PY" -c '

@@ -9,16 +9,21 @@ document is enough to read what ftrain writes.  Where the document was not
 enough, the comments say "DOC:" and what the bytes actually were.
 
 usage:
-  format_reader.py verify [--local] PATH...
+  format_reader.py verify [--local] [--strict] PATH...
       PATH is a step directory or a root (every canonical step-<N> in it).
       Checks the manifest (every field rule of section 3, its own checksum),
       every shard file (section 4: header, footer, seek table, every frame
       decoded and checked, the whole file's XXH64) and the trainer record
       (section 9, when the record says "ftrain-state").  With --local, PATH
       is a node-local root or step (section 10): absent shard files are
-      allowed and counted, present ones are checked as above.
+      allowed and counted, present ones are checked as above.  --strict
+      also requires section 2's layout (each tensor at the first multiple
+      of 8 after the previous, zero gaps, no trailing bytes, shard i
+      holding [floor(i*T/W), floor((i+1)*T/W))), which ftrain's writer
+      follows but readers do not require (kind "layout").
       Exit 0 when every checkpoint is good, 1 when one is bad (the message,
-      on stderr, starts with the kind: format, corrupt, version, incomplete).
+      on stderr, starts with the kind: format, corrupt, version, incomplete,
+      layout).
   format_reader.py dump [--local] PATH...
       One checkpoint: a step directory, or with --local one or more
       step directories of the same step on several nodes (their manifests
@@ -36,6 +41,10 @@ usage:
       (plain zstd frames), stored, shuffle (bit 0), planes (bit 2; planes
       alternately compressed and stored) or mixed (frame i gets mode i % 4).
       --poke adds 1 to the low byte of element INDEX of tensor NAME.
+  format_reader.py craft SRC OUTDIR
+      Write OUTDIR/<expect>-<what>/step-<N>: checkpoints made from SRC that
+      each break (or stretch) one rule of the document, <expect> being ok,
+      format, corrupt or version: what a reader must make of it.
 """
 
 import json
@@ -619,9 +628,13 @@ def targets(path):
 
 
 def cmd_verify(args):
-    local = False
-    if args and args[0] == "--local":
-        local, args = True, args[1:]
+    local = strict = False
+    while args and args[0] in ("--local", "--strict"):
+        if args[0] == "--local":
+            local = True
+        else:
+            strict = True
+        args = args[1:]
     if not args:
         return usage()
     bad = 0
@@ -634,10 +647,10 @@ def cmd_verify(args):
             seen += 1
             try:
                 ck = Checkpoint(d, local).load()
-                if not local:
+                if strict and not local:
                     notes = layout_notes(ck.m, assemble(ck.m, ck.slices))
                     if notes:
-                        raise Bad("format", "%s: %s" % (d, "; ".join(notes)))
+                        raise Bad("layout", "%s: %s" % (d, "; ".join(notes)))
                 flags = sorted({f for fr in ck.frames.values() for (f, _, _) in fr})
                 nfr = sum(len(fr) for fr in ck.frames.values())
                 extra = ""
@@ -803,6 +816,165 @@ def cmd_write(args):
     return 0
 
 
+# ---- craft: checkpoints that test one rule each -----------------------------
+
+
+def _shards_from(flat, cuts, frame_bytes, mode, hook=None):
+    """Encode flat as shards split at cuts; hook(i, raw, comp, flags) may
+    return a replacement (comp, flags, reserved) for frame i."""
+    bounds = [0] + list(cuts) + [len(flat)]
+    shards, datas = [], []
+    for k in range(len(bounds) - 1):
+        raw = flat[bounds[k] : bounds[k + 1]]
+        frames, table = [], []
+        pos, comp, i = 0, HEADER, 0
+        while pos < len(raw):
+            r = raw[pos : pos + frame_bytes]
+            c, fl = encode_frame(r, mode, 1, i)
+            rsv = 0
+            if hook:
+                c, fl, rsv = hook(i, r, c, fl)
+            table.append(struct.pack("<QQQQQII", pos, len(r), comp, len(c), h64(r), fl, rsv))
+            frames.append(c)
+            pos += len(r)
+            comp += len(c)
+            i += 1
+        tab = b"".join(table)
+        foot = struct.pack("<QQQQII", comp, len(table), len(raw), h64(tab), 1, 0) + FOOT_MAGIC
+        data = HDR_MAGIC + struct.pack("<II", 1, 0) + b"".join(frames) + tab + foot
+        datas.append(data)
+        shards.append({"file": "shard-%d.ftsh" % k, "raw_offset": bounds[k], "raw_bytes": len(raw),
+                       "file_bytes": len(data), "xxh64": hexd(h64(data)), "nframes": len(table),
+                       "table_xxh64": hexd(h64(tab))})
+    return shards, datas
+
+
+def cmd_craft(args):
+    """craft SRC OUTDIR: one checkpoint per rule, OUTDIR/<expect>-<what>/step-<N>,
+    <expect> being what the document says a reader makes of it (ok, format,
+    corrupt, version) or, where the document is silent or wrong, what the
+    library does (marked TRUE below)."""
+    if len(args) != 2:
+        return usage()
+    src, outdir = args
+    ck = Checkpoint(src).load()
+    m0, flat0 = ck.m, assemble(ck.m, ck.slices)
+    step = "step-%08d" % m0["step"]
+
+    def make(name, m=None, flat=None, cuts=None, fb=64, mode="zstd", hook=None, text=None,
+             fix=True, edit=None, post=None):
+        m = json.loads(json.dumps(m or m0))
+        flat = flat0 if flat is None else flat
+        cuts = [len(flat) // 2] if cuts is None else cuts
+        m["shards"], datas = _shards_from(flat, cuts, fb, mode, hook)
+        m["total_bytes"] = len(flat)
+        if m["record"].get("format") == "ftrain-state":
+            m["record"]["world_size"] = len(datas)
+        if post:
+            datas[0] = post(datas[0])
+            m["shards"][0]["file_bytes"] = len(datas[0])
+            m["shards"][0]["xxh64"] = hexd(h64(datas[0]))
+        if edit:
+            edit(m)
+        if fix:
+            m.pop("manifest_xxh64", None)
+            m["manifest_xxh64"] = hexd(h64(canonical(m).encode("utf-8")))
+        d = os.path.join(outdir, name, step)
+        os.makedirs(d)
+        for k, data in enumerate(datas):
+            with open(os.path.join(d, "shard-%d.ftsh" % k), "wb") as f:
+                f.write(data)
+        with open(os.path.join(d, "manifest.json"), "w") as f:
+            f.write(text(m) if text else json.dumps(m, indent=1))
+
+    def relayout(pad_before=None, pad=0, trailing=0):
+        m = json.loads(json.dumps(m0))
+        flat = bytearray()
+        for k, t in enumerate(m["tensors"]):
+            b = flat0[t["offset"] : t["offset"] + t["nbytes"]]
+            off = len(flat) if k == pad_before else (len(flat) + 7) // 8 * 8
+            off += pad if k == pad_before else 0
+            flat += bytes(off - len(flat))
+            t["offset"] = off
+            flat += b
+        return m, bytes(flat + bytes(trailing))
+
+    def tset(k, **kw):
+        return lambda m: m["tensors"][k].update(kw)
+
+    cz = zstandard.ZstdCompressor(level=1, write_content_size=False)
+    ck1 = zstandard.ZstdCompressor(level=1, write_checksum=True)
+    # Accepted.  TRUE: section 2's layout is the writer's; readers take any
+    # layout that meets section 3's rules.
+    make("ok-control")
+    m, f = relayout(pad_before=4, pad=3)
+    make("ok-offset-not-8-aligned", m, f)
+    m, f = relayout(trailing=5)
+    make("ok-trailing-bytes", m, f)
+    fl = bytearray(flat0)
+    end = m0["tensors"][3]["offset"] + m0["tensors"][3]["nbytes"]
+    if end < m0["tensors"][4]["offset"]:
+        fl[end] = 0x55
+    make("ok-nonzero-gap-byte", flat=bytes(fl))
+    make("ok-uneven-shards-first-empty", cuts=[0, 100])
+    make("ok-one-shard-zstd-frames", cuts=[], mode="zstd")
+    make("ok-shuffle-frames", mode="shuffle", fb=30)
+    make("ok-stored-frames", mode="stored", fb=1000)
+    make("ok-planes-all-stored", mode="planes", fb=40,
+         hook=lambda i, r, c, fl: (struct.pack("<4II", *([len(r) // 4] * 4), 0) + shuffle(r), F_PLANES, 0))
+    make("ok-zstd-frame-with-its-checksum", hook=lambda i, r, c, fl: (ck1.compress(r), 0, 0))
+    make("ok-no-table-xxh64", edit=lambda m: m["shards"][0].pop("table_xxh64"))
+    make("ok-no-manifest-xxh64", fix=False, edit=lambda m: m.pop("manifest_xxh64", None))
+    make("ok-unknown-key", edit=lambda m: m.update(later_field=[1, 2.5]))
+    make("ok-name-127-bytes", edit=tset(0, name="n" * 127))
+    make("ok-shape-4-dims", edit=tset(0, shape=[2, 2, 2, 2]))
+    make("ok-options-absent", edit=lambda m: m.pop("options", None))
+    # Field rules (section 3): CKPT_EFORMAT.
+    make("format-name-128-bytes", edit=tset(0, name="n" * 128))
+    make("format-name-0x7f", edit=tset(0, name="a\x7fb"))
+    make("format-name-duplicate", edit=tset(1, name=m0["tensors"][0]["name"]))
+    make("format-dtype-f16", edit=tset(0, dtype="f16"))
+    make("format-shape-5-dims", edit=tset(0, shape=[16, 1, 1, 1, 1]))
+    make("format-nbytes", edit=tset(0, nbytes=m0["tensors"][0]["nbytes"] + 4))
+    make("format-offset-overlap", edit=tset(1, offset=0))
+    make("format-integer-as-6.0", text=lambda m: json.dumps(m).replace('"step": %d,' % m["step"], '"step": %d.0,' % m["step"], 1))
+    make("format-duplicate-key", text=lambda m: json.dumps(m)[:-1] + ', "step": %d}' % m["step"])
+    make("format-version-0", edit=lambda m: m.update(version=0))
+    make("format-step-not-the-directory", edit=lambda m: m.update(step=m["step"] + 1))
+    make("format-created-negative", edit=lambda m: m.update(created=-1))
+    make("format-record-absent", edit=lambda m: m.pop("record"))
+    make("format-shard-file-name", edit=lambda m: m["shards"][1].update(file="shard-01.ftsh"))
+    make("format-raw-offset-gap", edit=lambda m: m["shards"][1].update(raw_offset=m["shards"][1]["raw_offset"] + 1))
+    make("format-xxh64-upper-case", edit=lambda m: m["shards"][0].update(xxh64=m["shards"][0]["xxh64"].upper()))
+    make("format-nframes-0", edit=lambda m: m["shards"][0].update(nframes=0))
+    make("format-manifest-xxh64-upper-case", fix=False,
+         edit=lambda m: m.update(manifest_xxh64=hexd(h64(canonical(
+             {k: v for k, v in m.items() if k != "manifest_xxh64"}).encode("utf-8"))).upper()))
+    # Versions (sections 3, 4, 7): CKPT_EVERSION.
+    make("version-manifest-2", edit=lambda m: m.update(version=2))
+    make("version-shard-footer-2", post=lambda d: d[:-16] + b"\x02" + d[-15:])
+    make("version-shard-header-2", post=lambda d: d[:8] + b"\x02" + d[9:])
+    # Checksums and shard rules (sections 3-5): CKPT_ECORRUPT.
+    make("corrupt-manifest-xxh64", fix=False, edit=lambda m: m.update(manifest_xxh64="0" * 16))
+    make("corrupt-table-xxh64-not-this-table", edit=lambda m: m["shards"][0].update(table_xxh64="0" * 16))
+    make("corrupt-zstd-without-content-size", hook=lambda i, r, c, fl: (cz.compress(r), 0, 0))
+    make("corrupt-zstd-frame-then-skippable-frame",
+         hook=lambda i, r, c, fl: (c + b"\x50\x2a\x4d\x18\x00\x00\x00\x00", 0, 0))
+    make("corrupt-frame-flags-3", hook=lambda i, r, c, fl: (c, 3, 0))
+    make("corrupt-frame-flags-8", hook=lambda i, r, c, fl: (c, 8, 0))
+    make("corrupt-frame-reserved", hook=lambda i, r, c, fl: (c, fl, 1))
+    make("corrupt-plane-mask-bit-4", mode="planes",
+         hook=lambda i, r, c, fl: (c[:16] + struct.pack("<I", struct.unpack_from("<I", c, 16)[0] | 16) + c[20:], fl, 0))
+    make("corrupt-planes-raw-size-4", mode="planes", fb=4,
+         hook=lambda i, r, c, fl: (struct.pack("<4II", 1, 1, 1, 1, 0) + shuffle(r), F_PLANES, 0))
+    make("corrupt-stored-comp-size", mode="stored", hook=lambda i, r, c, fl: (c + b"\0", F_STORED, 0))
+    make("corrupt-header-flags", post=lambda d: d[:12] + b"\x01" + d[13:])
+    make("corrupt-footer-flags", post=lambda d: d[:-12] + b"\x01" + d[-11:])
+    make("corrupt-byte-after-footer", post=lambda d: d + b"\0")
+    print("\n".join(sorted(os.listdir(outdir))))
+    return 0
+
+
 def usage():
     sys.stderr.write(__doc__.split("usage:", 1)[1])
     return 2
@@ -811,7 +983,7 @@ def usage():
 def main(argv):
     if len(argv) < 2:
         return usage()
-    cmd = {"verify": cmd_verify, "dump": cmd_dump, "write": cmd_write}.get(argv[1])
+    cmd = {"verify": cmd_verify, "dump": cmd_dump, "write": cmd_write, "craft": cmd_craft}.get(argv[1])
     if cmd is None:
         return usage()
     try:
