@@ -69,6 +69,7 @@ ENTRY = 48
 MAX_FRAME = 1 << 28
 F_SHUFFLE, F_STORED, F_PLANES = 1, 2, 4
 TWO53 = 1 << 53
+MAX_TENSORS = 1000000
 
 
 class Bad(Exception):
@@ -225,8 +226,12 @@ def parse_manifest(text, dir_step=None):
     total = _int(m, "total_bytes", "", 0, TWO53)
 
     tensors = m.get("tensors")
-    if not isinstance(tensors, list):
-        raise Bad("format", "manifest.json: tensors is not an array")
+    # DOC: section 3 gives no limit on the number of tensors; the library
+    # refuses more than 1,000,000 (found in ckptctl's message "tensors is
+    # not an array of at most 1000000 objects", then ckpt/manifest.h's
+    # CKPT_MAX_TENSORS).  Reachable: 1,000,001 empty tensors fit in 64 MiB.
+    if not isinstance(tensors, list) or len(tensors) > MAX_TENSORS:
+        raise Bad("format", "manifest.json: tensors is not an array of at most %d objects" % MAX_TENSORS)
     names = set()
     end = 0
     for i, t in enumerate(tensors):
