@@ -394,6 +394,27 @@ static void keep_eval(train_result_t *res, const eval_result_t *ev, int64_t step
     res->eval_step = step;
 }
 
+/* Rank 0 prints the evaluation ("eval: WHAT ...") and logs its eval event
+ * (with "final":true for the one at the end of a run that did not end on
+ * an epoch); every rank remembers it for the summary. */
+static void report_eval(trainer_t *t, train_result_t *res, const eval_result_t *ev,
+                        const char *what, int final)
+{
+    keep_eval(res, ev, t->step);
+    if (t->rank != 0)
+        return;
+    char line[REPORT_MAX], extra[REPORT_MAX];
+    format_eval(t, ev, line, sizeof line, extra, sizeof extra);
+    if (!t->cfg->quiet)
+        printf("eval: %s %s\n", what, line);
+    if (final) {
+        size_t n = strlen(extra);
+        snprintf(extra + n, sizeof extra - n, ",\"final\":true");
+    }
+    metrics_event(&t->metrics, "eval", t->step, t->size, extra);
+    fflush(stdout);
+}
+
 /* Collective: the evaluation at the end of the epoch the current step
  * completes, reported (rank 0) and remembered.  It reads the weights only:
  * no parameter or random stream changes.  *cut_short: a stop signal cut it
@@ -415,17 +436,11 @@ static int evaluate_epoch(trainer_t *t, train_result_t *res, int *cut_short, cha
             printf("eval: epoch %lld cut short by a stop signal\n", (long long)epoch);
         return TRAIN_OK;
     }
-    keep_eval(res, &ev, t->step);
     t->evaluated_step = t->step;
     t->evaluated_at_end = t->step == t->total_steps;
-    if (t->rank == 0) {
-        char line[REPORT_MAX], extra[REPORT_MAX];
-        format_eval(t, &ev, line, sizeof line, extra, sizeof extra);
-        if (!t->cfg->quiet)
-            printf("eval: epoch %lld %s\n", (long long)epoch, line);
-        metrics_event(&t->metrics, "eval", t->step, t->size, extra);
-        fflush(stdout);
-    }
+    char what[64];
+    snprintf(what, sizeof what, "epoch %lld", (long long)epoch);
+    report_eval(t, res, &ev, what, 0);
     return TRAIN_OK;
 }
 
@@ -913,14 +928,22 @@ static int finish_training(trainer_t *t, train_result_t *res, char *err, size_t 
     if (t->evaluated_at_end)
         return TRAIN_DONE;
     eval_result_t ev;
-    if (evaluate_test_set(t, &ev, err, cap) != TRAIN_OK)
+    double eval_start = now_s();
+    int rc = evaluate_test_set(t, &ev, err, cap);
+    /* After loop_end: counted in the timing line's evaluation time, never
+     * taken out of the loop's training time again. */
+    t->final_eval_seconds = now_s() - eval_start;
+    if (rc != TRAIN_OK)
         return TRAIN_EFAIL;
     if (ev.cut_short) {
         if (t->rank == 0 && !t->cfg->quiet)
             printf("eval: final evaluation cut short by a stop signal\n");
         return stop_after_eval(t, res, err, cap);
     }
-    keep_eval(res, &ev, t->step);
+    char what[96];
+    snprintf(what, sizeof what, "final, step %lld (epoch %lld not finished)",
+             (long long)t->step, (long long)(t->step / t->steps_per_epoch));
+    report_eval(t, res, &ev, what, 1);
     return TRAIN_DONE;
 }
 
@@ -964,7 +987,7 @@ static int fill_result(trainer_t *t, int outcome, train_result_t *res, char *err
         samples -= (double)t->first_step_samples;
         res->first_step_seconds = t->first_step_seconds;
     }
-    res->eval_seconds = t->eval_seconds;
+    res->eval_seconds = t->eval_seconds + t->final_eval_seconds;
     res->samples_per_s = loop_s > 0 ? samples / loop_s : 0;
     if (t->rank == 0) {
         char extra[REPORT_MAX];

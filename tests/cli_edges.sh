@@ -4,7 +4,8 @@
 # shared checkpoint root (a link, a ".."), a global batch larger than the
 # data set, a resume at or past the run's last step, a warm-up as long as
 # the run, a stop whose own checkpoint fails, the done line of a stop after
-# an evaluation, and --ckpt-keep after a resume.  tests/cli.sh has the refusals the option text alone shows.
+# an evaluation, --ckpt-keep after a resume, and the final evaluation of a
+# run that ends mid-epoch.  tests/cli.sh has the refusals the option text alone shows.
 #
 # A world of one, started without a launcher.
 . "$(dirname "$0")/lib.sh"
@@ -148,5 +149,24 @@ run kp1 $L --steps 20 --ckpt-every 2 --ckpt-keep 2 --run-dir "$T/kp" --quiet
 is "$rc" 0 "resumed from step 10 and trained to 20"
 is "$(steps_in "$T/kp/ckpt")" "step-00000018 step-00000020 " \
     "  --ckpt-keep 2 holds after the resume: the step resumed from (10) was pruned too"
+
+# ---- the final evaluation of a run that ends mid-epoch -------------------------
+# It is printed, logged and timed like an epoch's: a script reading
+# metrics.jsonl finds the run's last score there, not only on the done line.
+run fe $L --steps 5 --run-dir "$T/fe"
+like "$(grep '^eval:' "$T/fe.out")" "^eval: final, step 5 \(epoch 0 not finished\) test_loss [0-9.e+-]+ test_r2 [0-9.e+-]+$" \
+    "a run of 5 steps (mid-epoch): an 'eval: final' line (exit $rc)" || why "$(cat "$T/fe.out" "$T/fe.err")"
+r2=$(sed -n 's/^eval: final.* test_r2 \([^ ]*\)$/\1/p' "$T/fe.out")
+like "$(grep '^done:' "$T/fe.out")" " test_r2=${r2:-missing} param_hash=" "  the done line's test_r2 is that line's"
+like "$(grep '"event":"eval"' "$T/fe/metrics.jsonl")" '^\{"event":"eval","step":5,.*"test_r2":[0-9.e+-]+,"final":true\}$' \
+    "  metrics.jsonl has its eval event, step 5, final" || why "$(cat "$T/fe/metrics.jsonl")"
+# Its time, on a test set large enough to show in milliseconds (Fashion-MNIST's
+# 10,000 images; the line's 64 points take less than 0.5 ms).
+run ft --device cpu --steps 3
+like "$(grep '^timing:' "$T/ft.out")" "evaluation (0\.00[1-9]|0\.0[1-9][0-9]|0\.[1-9][0-9]{2}|[1-9][0-9]*\.[0-9]{3}) s" \
+    "  the timing line counts its time (Fashion-MNIST, 3 steps; exit $rc)" || why "$(cat "$T/ft.out" "$T/ft.err")"
+run fo $L --epochs 1 --run-dir "$T/fo"
+is "$(grep -c '^eval:' "$T/fo.out") $(grep -c '^eval: epoch 1 ' "$T/fo.out")" "1 1" \
+    "a run that ends on an epoch: its epoch's eval line only, no final one (exit $rc)"
 
 done_testing
