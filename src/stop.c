@@ -35,6 +35,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -50,14 +51,44 @@ static const util_name_t stop_signals[] = {
 };
 #define STOP_SIGNAL_CHOICES 2
 
+/* The USR signal that is not the stop signal: counted, never acted on.
+ * Its default action would end the rank at once, with nothing saved, in
+ * the middle of a run whose checkpoints are all that a stop relies on. */
+static atomic_int other_count;
+static int other_signal;
+
+static void other_handler(int sig)
+{
+    (void)sig;
+    atomic_fetch_add_explicit(&other_count, 1, memory_order_relaxed); /* S1 */
+}
+
 int stop_install(int stop_signal, char *err, size_t cap)
 {
     /* The library's handlers; installed again with another stop signal
-     * (--stop-signal), SIGUSR1, trapped from the start so that none is lost
-     * before the options are read, goes back to its default action. */
+     * (--stop-signal), the library puts SIGUSR1, trapped from the start so
+     * that none is lost before the options are read, back to its default
+     * action.  ftrain catches it instead, to warn and go on. */
     if (ckpt_stop_install(stop_signal) != CKPT_OK)
         return util_fail(err, cap, STOP_ESYS, "%s", ckpt_last_error());
+    int other = stop_signal == SIGUSR1 ? SIGUSR2 : SIGUSR1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = other_handler;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART; /* nothing waits for it */
+    if (sigaction(other, &sa, NULL) != 0)
+        return util_fail(err, cap, STOP_ESYS, "sigaction(SIG%s): %s", stop_signal_name(other),
+                         strerror(errno));
+    other_signal = other;
     return STOP_OK;
+}
+
+int stop_other_signals(int *sig)
+{
+    if (sig)
+        *sig = other_signal;
+    return atomic_load_explicit(&other_count, memory_order_relaxed);
 }
 
 /* The kernel's signal mask: 64 bits, signal n is bit n - 1. */

@@ -253,6 +253,26 @@ typedef struct {
     double signalled, agreed;  /* wall-clock: the first signal, the agreement */
 } stop_info_t;
 
+/* Rank-local: a warning for each arrival of the USR signal that is not the
+ * stop signal (stop.h: it is counted and ignored), so that whoever sent it
+ * learns why the run goes on. */
+static void warn_other_signal(trainer_t *t)
+{
+    int sig = 0;
+    int n = stop_other_signals(&sig);
+    if (n == t->other_signals_seen)
+        return;
+    char times[32] = "";
+    if (n - t->other_signals_seen > 1)
+        snprintf(times, sizeof times, " %d times", n - t->other_signals_seen);
+    fprintf(stderr,
+            "ftrain: warning: rank %d got SIG%s%s, which is not the stop signal "
+            "(--stop-signal %s): ignored; SIG%s, TERM or INT stop the run with a checkpoint\n",
+            t->rank, stop_signal_name(sig), times, stop_signal_name(t->cfg->stop_signal),
+            stop_signal_name(t->cfg->stop_signal));
+    t->other_signals_seen = n;
+}
+
 /* Collective, once a stop is agreed: which rank saw a signal first (the
  * lowest such rank on a tie) and which signal it was.  neg_first is the
  * agreed -(earliest signal time); the rank whose own time gives it exactly
@@ -877,6 +897,7 @@ static int train_step(trainer_t *t, train_result_t *res, char *err, size_t cap)
     if (t->async.in_flight && control.ctl[CTL_ASYNC_BUSY] == 0)
         commit_async_save(t, res, 0); /* every rank's writer is done: commit */
     log_progress(t, &plan, &sums);
+    warn_other_signal(t);
     train_report_recovery(t);
     train_inject_fault(t);
     if (control.ctl[CTL_STOP] > 0) {
@@ -952,6 +973,7 @@ static int finish_training(trainer_t *t, train_result_t *res, char *err, size_t 
  * the GPU first: @return outcome, or TRAIN_EFAIL when that copy failed. */
 static int fill_result(trainer_t *t, int outcome, train_result_t *res, char *err, size_t cap)
 {
+    warn_other_signal(t);
     res->step = t->step;
     res->epoch = t->step / t->steps_per_epoch;
     res->loss = t->last_loss;

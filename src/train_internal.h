@@ -83,6 +83,7 @@ typedef struct {
     double loop_end;           /* when it ended; 0 before */
     double eval_seconds;       /* spent in the loop's epoch evaluations */
     double final_eval_seconds; /* the run's last evaluation, after the loop */
+    int other_signals_seen;    /* stop_other_signals() already warned of */
     int64_t run_samples;       /* samples trained by this process */
     /* This process's first step (its one-time start-up: the GPU libraries
      * load their kernels on first use, memory is first touched), kept out

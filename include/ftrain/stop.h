@@ -23,9 +23,15 @@ typedef enum {
 } stop_err_t;
 
 /** Install handlers (sigaction, SA_RESTART off) for stop_signal, SIGTERM and
- *  SIGINT.  @return STOP_OK, or STOP_ESYS with err naming the call, the
- *  signal and the system's reason. */
+ *  SIGINT, and one for the other USR signal that only counts it (its
+ *  default action would end the rank with nothing saved).  @return STOP_OK,
+ *  or STOP_ESYS with err naming the call, the signal and the system's
+ *  reason. */
 int stop_install(int stop_signal, char *err, size_t cap);
+
+/** @return how many times the USR signal that is not the stop signal came
+ *  (ignored); *sig (when not NULL) gets that signal's number. */
+int stop_other_signals(int *sig);
 
 /** Block SIGUSR1, SIGUSR2, SIGTERM and SIGINT and remember the mask the
  *  process started with.  Safe before the C library's constructors run
