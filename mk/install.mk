@@ -65,6 +65,17 @@ PYTHONDIR := $(PREFIX)/lib/python3/dist-packages
 endif
 endif
 INSTALL_PY   := $(wildcard python/ftrain_ckpt/*.py)
+# Where the dynamic loader finds a library without being told (Debian's
+# defaults and ld.so.conf's /usr/local/lib).  For any other LIBDIR the .pc
+# file's Libs carry -Wl,-rpath,LIBDIR, so that a program linked with
+# pkg-config's flags runs without LD_LIBRARY_PATH (as Open MPI's mpicc does
+# for its prefix).  PC_RPATH=0 leaves it out, PC_RPATH=1 puts it in.
+LOADER_DIRS  := /lib /lib64 /usr/lib /usr/lib64 /usr/local/lib \
+                $(addprefix /usr/lib/,$(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null)) \
+                $(addprefix /lib/,$(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null))
+PC_RPATH     ?= $(if $(filter $(patsubst %/,%,$(LIBDIR)),$(LOADER_DIRS)),0,1)
+comma := ,
+PC_LIBS_RPATH = $(if $(filter 1,$(PC_RPATH)),-Wl$(comma)-rpath$(comma)$${libdir} ,)
 
 INSTALL_HEADERS := include/ftrain/ckpt.h include/ftrain/ckpt_local.h include/ftrain/ckpt_stop.h
 INSTALL_MAN1    := man/ftrain.1 man/ckptctl.1
@@ -78,7 +89,7 @@ INSTALLED := $(BINDIR)/ftrain $(BINDIR)/ckptctl \
              $(PKGCONFIGDIR)/ftrain-ckpt.pc \
              $(INSTALL_MAN1:man/%=$(MANDIR)/man1/%) $(INSTALL_MAN3:man/%=$(MANDIR)/man3/%) \
              $(DATADIR)/train.sbatch \
-             $(INSTALL_PY:python/%=$(PYTHONDIR)/%)
+             $(INSTALL_PY:python/%=$(PYTHONDIR)/%) $(PYTHONDIR)/ftrain_ckpt/_installed.py
 # The directories that are ftrain's alone: uninstall removes them when empty.
 INSTALLED_DIRS := $(INCLUDEDIR)/ftrain $(DATADIR) $(PYTHONDIR)/ftrain_ckpt
 
@@ -108,7 +119,8 @@ install: $(BUILD)/ftrain $(BUILD)/ckptctl $(CKPT_SO) $(BUILD)/libckpt.a
 	$(INSTALL) -m 644 $(BUILD)/libckpt.a '$(DESTDIR)$(LIBDIR)/libftrain-ckpt.a'
 	$(INSTALL) -m 644 $(INSTALL_HEADERS) '$(DESTDIR)$(INCLUDEDIR)/ftrain/'
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
-	    -e 's|@VERSION@|$(CKPT_SO_VERSION)|' mk/ftrain-ckpt.pc.in >'$(DESTDIR)$(PKGCONFIGDIR)/ftrain-ckpt.pc'
+	    -e 's|@VERSION@|$(CKPT_SO_VERSION)|; s|@RPATH@|$(PC_LIBS_RPATH)|' \
+	    mk/ftrain-ckpt.pc.in >'$(DESTDIR)$(PKGCONFIGDIR)/ftrain-ckpt.pc'
 	chmod 644 '$(DESTDIR)$(PKGCONFIGDIR)/ftrain-ckpt.pc'
 	$(INSTALL) -m 644 $(INSTALL_MAN1) '$(DESTDIR)$(MANDIR)/man1/'
 	$(INSTALL) -m 644 $(INSTALL_MAN3) '$(DESTDIR)$(MANDIR)/man3/'
@@ -117,6 +129,9 @@ install: $(BUILD)/ftrain $(BUILD)/ckptctl $(CKPT_SO) $(BUILD)/libckpt.a
 	chmod 755 '$(DESTDIR)$(DATADIR)/train.sbatch'
 	$(INSTALL) -d '$(DESTDIR)$(PYTHONDIR)/ftrain_ckpt'
 	$(INSTALL) -m 644 $(INSTALL_PY) '$(DESTDIR)$(PYTHONDIR)/ftrain_ckpt/'
+	printf '"""Written by make install: where it put libftrain-ckpt (_lib.py, step 3)."""\nLIBDIR = "%s"\n' \
+	    '$(LIBDIR)' >'$(DESTDIR)$(PYTHONDIR)/ftrain_ckpt/_installed.py'
+	chmod 644 '$(DESTDIR)$(PYTHONDIR)/ftrain_ckpt/_installed.py'
 	$(if $(DESTDIR),,@if [ "$$(id -u)" = 0 ]; then $(LDCONFIG) || echo "install: warning: $(LDCONFIG) failed: run it before using the library" >&2; fi)
 
 uninstall:

@@ -58,6 +58,8 @@ ok "$([ -x "$DP/bin/ftrain" ] && [ -x "$DP/bin/ckptctl" ] && [ -x "$DP/share/ftr
 is "$(ls "$DP/include/ftrain" | tr '\n' ' ')" "ckpt.h ckpt_local.h ckpt_stop.h local-addition.h " \
     "  only the public API's headers"
 like "$(cat "$DP/lib/pkgconfig/ftrain-ckpt.pc")" "^prefix=$P\$" "  the .pc file names PREFIX, not DESTDIR"
+like "$(grep '^Libs:' "$DP/lib/pkgconfig/ftrain-ckpt.pc")" '^Libs: -L\$\{libdir\} -lftrain-ckpt$' \
+    "  and no rpath: $P/lib is the loader's"
 like "$(grep '^installed_ftrain=' "$DP/share/ftrain/train.sbatch")" "^installed_ftrain=$P/bin/ftrain\$" \
     "  the batch script's installed ftrain is PREFIX/bin/ftrain"
 
@@ -230,6 +232,27 @@ chmod +x "$T/stub/srun"
 rc=$?
 ok "$([ "$rc" -eq 0 ] && grep -q " $P2/bin/ftrain --run-dir $T/submit/run" "$T/srun.log"; echo $?)" \
     "the installed train.sbatch launches the installed ftrain (exit $rc)" || why "$(cat "$T/out" "$T/srun.log" 2>&1)"
+# A PREFIX the loader does not search: the .pc file's Libs carry its
+# rpath, so a program built with pkg-config's flags runs without
+# LD_LIBRARY_PATH; the Python package finds the library installed with it.
+like "$(grep '^Libs:' "$P2/lib/pkgconfig/ftrain-ckpt.pc")" '^Libs: -L\$\{libdir\} -Wl,-rpath,\$\{libdir\} -lftrain-ckpt$' \
+    "  its .pc file gives the rpath of a LIBDIR outside the loader's paths"
+(cd "$T/ext" && "$CC" -std=c11 -Wall -Wextra -Werror roundtrip.c -o roundtrip2 \
+    $(PKG_CONFIG_PATH="$P2/lib/pkgconfig" pkg-config --cflags --libs ftrain-ckpt)) >"$T/cc.out" 2>&1 &&
+    out=$(cd "$T/ext" && env -u LD_LIBRARY_PATH ./roundtrip2 "$T/ext/ckpt2" 2>&1)
+rc=$?
+is "$out (exit $rc)" "step 7, 2 tensors, same (exit 0)" \
+    "  a program built with its pkg-config flags runs without LD_LIBRARY_PATH" || why "$(cat "$T/cc.out")"
+PYDIR2=$(find "$P2/lib" -path '*-packages/ftrain_ckpt' -type d 2>/dev/null | head -n 1)
+if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import numpy' 2>/dev/null && [ -n "$PYDIR2" ]; then
+    out=$(cd "$T" && env -u FTRAIN_CKPT_LIB -u LD_LIBRARY_PATH PYTHONPATH="${PYDIR2%/ftrain_ckpt}" \
+        PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c 'import sys, ftrain_ckpt as fc
+c = fc.Checkpoint(sys.argv[1]); c.verify(); print(c.step, fc.library_path())' "$T/ext/ckpt2/step-00000007" 2>&1)
+    is "$out" "7 $P2/lib/libftrain-ckpt.so.1" \
+        "  the installed Python package loads the library installed with it (no FTRAIN_CKPT_LIB)" || why "$out"
+else
+    skip "the installed Python package finds its library" "/usr/bin/python3 with numpy is not installed"
+fi
 make_here uninstall PREFIX="$P2"
 ok "$([ $? -eq 0 ] && [ -z "$(find "$P2" ! -type d)" ]; echo $?)" "  make uninstall PREFIX=<it> removes it all" ||
     why "$(find "$P2" ! -type d)"

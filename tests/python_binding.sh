@@ -121,6 +121,16 @@ except fc.LibraryNotFoundError as e:
     print("refused:", e)' 2>&1)
 like "$got" "^refused: cannot load libftrain-ckpt.so.1; tried: .*nowhere.so \\(FTRAIN_CKPT_LIB\\): no such file" \
     "a wrong FTRAIN_CKPT_LIB is an error naming it, not a silent fallback"
+# Found nowhere: the message names every step tried, ldconfig's cache
+# (find_library) too, also when it had no entry.
+got=$(env -u FTRAIN_CKPT_LIB BUILD="$T/nobuild" LD_LIBRARY_PATH= PYTHONPATH=python "$PY" -c '
+import ftrain_ckpt as fc
+try:
+    print(fc.library_path())
+except fc.LibraryNotFoundError as e:
+    print("refused:", e)' 2>&1)
+like "$got" "^refused: cannot load libftrain-ckpt.so.1; tried: .*nobuild/libftrain-ckpt.so.1 \(the source tree's \\\$BUILD\): no such file; .*ctypes.util.find_library.*; libftrain-ckpt.so.1 \(the dynamic loader\)" \
+    "a library found nowhere: the message names \$BUILD, ldconfig's cache and the loader" || why "$got"
 
 # ---- 2. three writers, one signalled while it starts -------------------------
 W=$T/dist

@@ -7,7 +7,10 @@ The library is looked for, first match wins:
 2. the source tree this package sits in (``python/`` beside ``include/``):
    ``$BUILD/libftrain-ckpt.so.1``, BUILD taken from the environment as the
    Makefile does (default ``build``, relative to the tree's root);
-3. ``ctypes.util.find_library("ftrain-ckpt")`` (ldconfig's cache: an
+3. the library installed with this package: ``make install`` writes its
+   LIBDIR into ``_installed.py`` beside this file (a PREFIX such as
+   ``/opt/ftrain`` is in no loader path);
+4. ``ctypes.util.find_library("ftrain-ckpt")`` (ldconfig's cache: an
    installed copy), then ``libftrain-ckpt.so.1`` through the dynamic loader
    (LD_LIBRARY_PATH, the default directories).
 
@@ -207,11 +210,18 @@ def candidates():
         build = os.environ.get("BUILD") or "build"
         bdir = build if os.path.isabs(build) else os.path.join(root, build)
         out.append(("the source tree's $BUILD", os.path.join(bdir, SONAME)))
+    try:
+        from . import _installed
+    except ImportError:
+        _installed = None
+    if _installed is not None:
+        out.append(("installed with this package", os.path.join(_installed.LIBDIR, SONAME)))
     found = ctypes.util.find_library("ftrain-ckpt")
     if found:
         out.append(("ctypes.util.find_library", found))
     out.append(("the dynamic loader", SONAME))
     return out
+
 
 
 def load():
@@ -224,7 +234,8 @@ def load():
             return _lib
         tried = []
         lib = None
-        for where, name in candidates():
+        cands = candidates()
+        for where, name in cands:
             if os.sep in name and not os.path.exists(name):
                 tried.append(f"{name} ({where}): no such file")
                 continue
@@ -236,6 +247,9 @@ def load():
             path = name
             break
         if lib is None:
+            if cands[-1][0] == "the dynamic loader" and \
+                    not any(where == "ctypes.util.find_library" for where, _ in cands):
+                tried.insert(-1, "ftrain-ckpt (ctypes.util.find_library): not in ldconfig's cache")
             raise LibraryNotFoundError(
                 "cannot load " + SONAME + "; tried: " + "; ".join(tried) +
                 ". Build it (make), install it (make install), or set FTRAIN_CKPT_LIB to its path")
