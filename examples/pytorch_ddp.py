@@ -16,10 +16,10 @@ marked "ftrain_ckpt" are what it takes to make it requeue-safe:
     Adam moments, data position (epoch, cursor) and RNG state.
 
 Launch (rank and world from the environment):
-  torchrun --nproc_per_node 3 examples/pytorch_ddp.py --run-dir runs/ddp
-  python3 -m torch.distributed.run --nproc_per_node 3 examples/pytorch_ddp.py ...
-      (Debian 12's torch 1.13 under Python 3.11 also needs --redirects 2
-      --tee 2 there: its default "0" fails to parse, docs/python.md)
+  torchrun --redirects 2 --tee 2 --nproc_per_node 3 examples/pytorch_ddp.py --run-dir runs/ddp
+      (--redirects 2 --tee 2: Debian 12's torch 1.13 under Python 3.11
+      cannot parse their default "0", docs/python.md; other versions run
+      without them)
   srun -n 3 examples/pytorch_ddp.py --run-dir ...   (SLURM_PROCID, SLURM_NTASKS;
       MASTER_ADDR defaults to the job's first node, MASTER_PORT to
       20000 + job id % 20000)
