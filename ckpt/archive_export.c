@@ -264,7 +264,7 @@ static int check_export(const char *ckpt_dir, const char *archive_path, int repl
         return ckpt_seterr(CKPT_EINVAL, "export: missing checkpoint or archive path");
     if (!wants_zstd(archive_path) && !is_plain_tar(archive_path))
         return ckpt_seterr(CKPT_EINVAL, "export: '%s': archive name must end in "
-                           ".tar or .tar.zst", archive_path);
+                           ".tar, .tar.zst or .tzst", archive_path);
     if (strlen(archive_path) + TMP_SUFFIX_MAX >= CKPT_PATH_MAX)
         return ckpt_seterr(CKPT_EINVAL, "export: '%s': path too long", archive_path);
     if (!replace && access(archive_path, F_OK) == 0)

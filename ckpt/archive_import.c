@@ -449,6 +449,35 @@ static int take_entry(import_t *im, struct archive_entry *entry)
                        : take_shard(im, ename, leaf, size);
 }
 
+/* The compression a file that is no readable tar starts with, when it is
+ * one import does not read (only none, zstd and gzip, open_archive), as
+ * "; it is xz-compressed ..."; else "". */
+static const char *filter_hint(const char *path)
+{
+    static const struct {
+        const char *magic;
+        size_t len;
+        const char *hint;
+    } known[] = {
+        {"\xfd" "7zXZ\0", 6, "; it is xz-compressed, which import does not read: "
+                              "recompress it as .tar.zst (or .tar.gz)"},
+        {"BZh", 3, "; it is bzip2-compressed, which import does not read: "
+                   "recompress it as .tar.zst (or .tar.gz)"},
+        {"\x04\x22\x4d\x18", 4, "; it is lz4-compressed, which import does not read: "
+                                "recompress it as .tar.zst (or .tar.gz)"},
+    };
+    unsigned char head[8] = {0};
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return "";
+    ssize_t n = read(fd, head, sizeof head);
+    close(fd);
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (n >= (ssize_t)known[i].len && memcmp(head, known[i].magic, known[i].len) == 0)
+            return known[i].hint;
+    return "";
+}
+
 /* Read every entry of the archive into the temp dir's step directory. */
 static int extract_all(import_t *im)
 {
@@ -459,12 +488,13 @@ static int extract_all(import_t *im)
         if (status == ARCHIVE_EOF)
             break;
         if (status < ARCHIVE_WARN)
-            return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': %s%s", im->archive,
+            return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': %s%s%s", im->archive,
                                im->nentries ? "after entry "
                                             : "not a readable tar archive: ",
                                archive_error_string(im->arc)
                                    ? archive_error_string(im->arc)
-                                   : "unknown error");
+                                   : "unknown error",
+                               im->nentries ? "" : filter_hint(im->archive));
         if (++im->nentries > IMPORT_MAX_ENTRIES)
             return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': more than %d entries",
                                im->archive, IMPORT_MAX_ENTRIES);
@@ -568,8 +598,8 @@ static int open_archive(import_t *im)
         return CKPT_OK;
     if (stat(im->archive, &st) != 0)
         return ckpt_seterr_errno(CKPT_EIO, "import: cannot open archive", im->archive);
-    return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': not a readable tar archive: %s",
-                       im->archive, archive_error_string(im->arc));
+    return ckpt_seterr(CKPT_EARCHIVE, "import: '%s': not a readable tar archive: %s%s",
+                       im->archive, archive_error_string(im->arc), filter_hint(im->archive));
 }
 
 /* Note in im->made the outermost directory of root (root itself or one of

@@ -29,7 +29,7 @@ int cmd_export(const args_t *args)
     char dir[CKPT_PATH_MAX];
     if (!has_suffix(file, ".tar") && !has_suffix(file, ".tar.zst") &&
         !has_suffix(file, ".tzst"))
-        return ctl_usage_error("export", "'%s': the file name must end in .tar or .tar.zst",
+        return ctl_usage_error("export", "'%s': the file name must end in .tar, .tar.zst or .tzst",
                                file);
     int result = ctl_resolve_ckpt("export", args->operands[0],
                                   args->noperands > 2 ? args->operands[1] : NULL, true,

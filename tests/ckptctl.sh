@@ -298,8 +298,19 @@ if command -v bzip2 >/dev/null 2>&1; then
     run "$C" import "$T/e.tar.bz2" "$T/imp-bz2"
     ok "$([ "$rc" = 1 ] && [ -z "$(ls -A "$T/imp-bz2" 2>/dev/null)" ]; echo $?)" \
         "import of a bzip2-compressed tar is refused (exit $rc) and leaves nothing" || show_err
+    like "$(cat "$T/err")" "not a readable tar archive: .*; it is bzip2-compressed, which import does not read: recompress it as \.tar\.zst" \
+        "  the message says it is bzip2 and what to do" || show_err
 else
-    skip "bzip2 not installed" 1
+    skip "bzip2 not installed" 2
+fi
+if command -v xz >/dev/null 2>&1; then
+    xz -c "$T/e.tar" >"$T/e.tar.xz"
+    run "$C" import "$T/e.tar.xz" "$T/imp-xz"
+    ok "$([ "$rc" = 1 ] && [ -z "$(ls -A "$T/imp-xz" 2>/dev/null)" ] &&
+          grep -q "; it is xz-compressed, which import does not read: recompress it as \.tar\.zst" "$T/err"; echo $?)" \
+        "import of an xz-compressed tar is refused (exit $rc), leaves nothing, and says it is xz" || show_err
+else
+    skip "xz not installed" 1
 fi
 
 # ---- prune -------------------------------------------------------------------
@@ -367,6 +378,8 @@ usage_case "--keep 0" prune "$P" --keep 0
 usage_case "--keep without a value" prune "$P" --keep
 usage_case "--keep not a number" prune "$P" --keep=x
 usage_case "export to a .zip" export "$R/step-00000010" "$T/x.zip"
+grep -q "must end in .tar, .tar.zst or .tzst" "$T/err"
+ok $? "  names every accepted ending, .tzst too" || show_err
 usage_case "help for an unknown command" help nosuch
 
 # ---- help --------------------------------------------------------------------

@@ -26,6 +26,7 @@ size can take what it needs.
 """
 import collections
 import json
+import math
 import os
 import sys
 
@@ -66,34 +67,54 @@ def _step(step):
     return integer("step", step, 0, STEP_MAX)
 
 
-def _check_record_ints(value, where):
-    """Refuse an integer of the record that the library's JSON cannot hold
-    (int64), naming where it is: json.dumps writes any int, and the library
-    would refuse it only at the commit, after every shard was written."""
-    if isinstance(value, bool):
+def _check_record(value, where, open_=None):
+    """Refuse what the record's JSON cannot hold, naming where it is: an
+    integer outside int64 (json.dumps writes any int, and the library would
+    refuse it only at the commit, after every shard was written), a NaN or
+    an infinity, a value of another type, a container that holds itself."""
+    if open_ is None:
+        open_ = set()
+    if value is None or isinstance(value, (bool, str)):
         return
     if isinstance(value, int):
         if not INT64_MIN <= value <= INT64_MAX:
             raise ValueError(f"{where} = {value} is out of range: a record's integers must "
                              f"lie in -2**63..2**63-1 (store a larger one as a string)")
-    elif isinstance(value, dict):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{where} = {value} is not a JSON number: a record holds no NaN "
+                             f"or infinity (store it as a string, or as null)")
+        return
+    if not isinstance(value, (dict, list, tuple)):
+        raise TypeError(f"{where} is of type {type(value).__name__}, which a record (JSON) cannot "
+                        f"hold: use dict, list, str, int, float, bool or None")
+    if id(value) in open_:
+        raise ValueError(f"{where} holds itself: a record cannot be circular")
+    open_.add(id(value))
+    if isinstance(value, dict):
         for k, v in value.items():
-            _check_record_ints(v, f"{where}[{k!r}]")
-    elif isinstance(value, (list, tuple)):
+            if not (k is None or isinstance(k, (str, int, float, bool))):
+                raise TypeError(f"{where} has the key {k!r}, a {type(k).__name__}: a record's "
+                                f"keys are strings (json.dumps also takes int, float, bool "
+                                f"and None, written as strings)")
+            _check_record(v, f"{where}[{k!r}]", open_)
+    else:
         for i, v in enumerate(value):
-            _check_record_ints(v, f"{where}[{i}]")
+            _check_record(v, f"{where}[{i}]", open_)
+    open_.discard(id(value))
 
 
 def _record_json(record):
     """The record (a dict; None is {}) as the compact JSON text the library
-    stores, or TypeError/ValueError for what the format cannot hold."""
+    stores, or TypeError/ValueError, naming where, for what the format
+    cannot hold."""
     if record is None:
         record = {}
     if not isinstance(record, dict):
         raise TypeError(f"record must be a dict (a JSON object), got {type(record).__name__}")
-    text = json.dumps(record, allow_nan=False, separators=(",", ":")).encode()
-    _check_record_ints(record, "record")  # after dumps: it refuses cycles
-    return text
+    _check_record(record, "record")
+    return json.dumps(record, allow_nan=False, separators=(",", ":")).encode()
 
 
 def _fs(path):

@@ -157,6 +157,18 @@ def record_checks(work):
     raises("  and one deep inside names its path",
            lambda: fc.save(root, 1, x, record={"rng": {"s": [1, 2**70]}}, comm=fc.SINGLE),
            ValueError, "record['rng']['s'][1]")
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        raises(f"a record float {bad} deep inside is refused naming its path",
+               lambda: fc.save(root, 1, x, record={"deep": {"x": [0.5, bad]}}, comm=fc.SINGLE),
+               ValueError, "record['deep']['x'][1]", "not a JSON number")
+    raises("a value JSON cannot hold deep inside names its path and type",
+           lambda: fc.save(root, 1, x, record={"deep": {"x": object()}}, comm=fc.SINGLE),
+           TypeError, "record['deep']['x'] is of type object")
+    loop = {"a": []}
+    loop["a"].append(loop)
+    raises("a record that holds itself is refused naming where",
+           lambda: fc.save(root, 1, x, record=loop, comm=fc.SINGLE), ValueError,
+           "record['a'][0] holds itself")
     check("  nothing was written (not even a temp dir)",
           not os.path.exists(root) or os.listdir(root) == [],
           os.listdir(root) if os.path.exists(root) else "")
