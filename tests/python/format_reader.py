@@ -131,28 +131,19 @@ def _jansson_real(v):
     return s
 
 
+_JANSSON_ESC = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n",
+                "\r": "\\r", "\t": "\\t"}
+
+
 def _jansson_str(s):
     out = ['"']
     for ch in s:
-        o = ord(ch)
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch == "\b":
-            out.append("\\b")
-        elif ch == "\f":
-            out.append("\\f")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif o < 0x20:
+        if ch in _JANSSON_ESC:
+            out.append(_JANSSON_ESC[ch])
+        elif ord(ch) < 0x20:
             # DOC: jansson writes other control characters as \u00XX with
             # upper-case hex digits (Python's json writes lower case).
-            out.append("\\u%04X" % o)
+            out.append("\\u%04X" % ord(ch))
         else:
             out.append(ch)
     out.append('"')
