@@ -459,8 +459,11 @@ static void *watch(void *unused)
         int64_t step = wd.step;
         double idle = now - wd.since;
         int stopping = wd.opts.stop_requested && wd.opts.stop_requested();
+        /* wd.seen is the training thread's (watchdog_phase): read it only
+         * here, under the lock, for the report too. */
+        double full = watchdog_allowance(phase, wd.opts.timeout_s, &wd.seen);
         double limit = stopping ? watchdog_stop_allowance(phase, wd.opts.timeout_s, &wd.seen)
-                                : watchdog_allowance(phase, wd.opts.timeout_s, &wd.seen);
+                                : full;
         pthread_mutex_unlock(&wd.lock);
         if (wd.dir[0] && now - last_beat >= wd.beat_s) {
             write_beat(phase, step, idle);
@@ -469,7 +472,7 @@ static void *watch(void *unused)
         if (wd.opts.timeout_s != 0 && idle > limit) {
             static char report[WATCHDOG_REPORT_MAX];
             diagnose(phase, step, idle, limit, report, sizeof report);
-            if (stopping && limit < watchdog_allowance(phase, wd.opts.timeout_s, &wd.seen))
+            if (stopping && limit < full)
                 add(report, sizeof report, "ftrain: hang: a stop signal came while this rank "
                     "waited: a rank that is dead or stopped cannot take part in the stop, so "
                     "the limit was %.1f s\n", limit);

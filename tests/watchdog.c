@@ -252,6 +252,35 @@ static void test_heartbeats(void)
     tap_rmtree(dir);
 }
 
+static int stop_came(void) { return 1; }
+
+/* A stop signal came while rank 0 waited in the control reduction, and
+ * the reduction ends (watchdog_phase on this thread) while the watchdog is
+ * already diagnosing the hang (it watches the heartbeats for 1.5 s): the
+ * watchdog thread must not read what watchdog_phase writes (the longest
+ * step seen) without the lock.  Under `make SANITIZE=thread` TSan reports
+ * that race, and this test exits 66. */
+static void test_stop_during_diagnosis(void)
+{
+    char dir[256], hb[512], err[256] = "";
+    tap_tmpdir(dir, sizeof dir, "ftrain-watchdog");
+    snprintf(hb, sizeof hb, "%s/heartbeat", dir);
+    watchdog_opts_t o = opts_for(2, 0.3, hb);
+    o.stop_requested = stop_came;
+    atomic_store(&fire_count, 0);
+    ok(watchdog_start(&o, err, sizeof err) == WATCHDOG_OK, "start (%s)", err);
+    watchdog_phase(WATCHDOG_CONTROL, 7);
+    sleep_s(0.9); /* past the limit: the diagnosis has begun */
+    is_int(atomic_load(&fire_count), 0, "the diagnosis watches the heartbeats before it fires");
+    watchdog_phase(WATCHDOG_UPDATE, 7);
+    ok(wait_fire(5), "a stop during the wait, the wait ends during the diagnosis: it fires");
+    report_has("(limit 0.3 s) in the control reduction of step 7", NULL,
+               "  for the control reduction, under the given limit");
+    ok(!strstr(fired, "a stop signal came"), "  the stop did not shorten a given limit");
+    watchdog_stop();
+    tap_rmtree(dir);
+}
+
 int main(void)
 {
     test_allowance();
@@ -261,5 +290,6 @@ int main(void)
     test_alone();
     test_suspended();
     test_heartbeats();
+    test_stop_during_diagnosis();
     return done_testing();
 }
