@@ -5,6 +5,7 @@
 #   make demo       install missing packages, build, run the main job
 #   make bench      print speed figures beside the peers
 #   make SANITIZE=1 check   the suite under ASan + UBSan
+#   make SANITIZE=thread check   the suite under ThreadSanitizer
 #   make fuzz       coverage-guided fuzzing of the checkpoint readers (clang)
 #   make chaos      randomized failure-and-recovery trials
 #   make install    install the programs, libftrain-ckpt, headers, man pages
@@ -37,6 +38,17 @@ ifeq ($(SANITIZE),1)
   export OMPI_MCA_mca_base_component_disable_dlclose := 1
   export LSAN_OPTIONS := suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0:malloc_context_size=20
   export ASAN_OPTIONS := abort_on_error=0:detect_leaks=1
+endif
+# SANITIZE=thread: ThreadSanitizer, the data races and lock-order problems
+# between our threads (save, local tier, watchdog, readers).  As with
+# SANITIZE=1 the shared library and the LD_PRELOAD shims stay unsanitized;
+# tests/tsan.supp silences only what lies in Open MPI (not instrumented).
+ifeq ($(SANITIZE),thread)
+  OPT     := -O1 -g
+  CFLAGS  += -fsanitize=thread -fno-omit-frame-pointer
+  LDFLAGS += -fsanitize=thread
+  BUILD   := build-tsan
+  export TSAN_OPTIONS ?= suppressions=$(CURDIR)/tests/tsan.supp:halt_on_error=0:second_deadlock_stack=1:history_size=7
 endif
 
 CKPT_SRC   := $(filter-out ckpt/ckptctl%.c,$(wildcard ckpt/*.c))
