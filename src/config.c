@@ -228,6 +228,11 @@ static const config_option_t config_opts[] = {
      .max_is_cap = 1, .unit = "a whole number of local checkpoints", .metavar = "K",
      .help = "every K-th local checkpoint also goes to the shared\n"
              "tier (with --ckpt-async, in the background)"},
+    {"ckpt-local-remove-at-end", .kind = CONFIG_ARG_FLAG, FIELD(ckpt_local_remove_at_end),
+     .help = "when the run ends with its newest state on the shared\n"
+             "tier (done, or a stop whose checkpoint committed), each\n"
+             "node removes its --ckpt-local directory (the batch\n"
+             "script passes it: after a time limit no cleanup step runs)"},
     {"stop-signal", .kind = CONFIG_ARG_ENUM, FIELD(stop_signal), .names = &stop_signals,
      .metavar = "SIG", .default_text = "USR1", .section = "signals and output",
      .help = "USR1 (default) or USR2: stop, checkpoint, exit 75"},
@@ -869,11 +874,12 @@ int config_check(const config_t *cfg, const config_given_t *given, char *err, si
     if (!cfg->ckpt_local[0] && (local_freq || cfg->ckpt_flush_every ||
                                 config_given_has(given, "ckpt-local-keep") ||
                                 config_given_has(given, "ckpt-local-level") ||
-                                config_given_has(given, "ckpt-local-exchange")))
+                                config_given_has(given, "ckpt-local-exchange") ||
+                                cfg->ckpt_local_remove_at_end))
         return util_fail(err, cap, CONFIG_EUSAGE,
                          "--ckpt-local-every, --ckpt-local-interval, --ckpt-local-keep, "
-                         "--ckpt-local-level, --ckpt-local-exchange and --ckpt-flush-every "
-                         "need --ckpt-local");
+                         "--ckpt-local-level, --ckpt-local-exchange, --ckpt-flush-every and "
+                         "--ckpt-local-remove-at-end need --ckpt-local");
     if (cfg->ckpt_async && !cfg->ckpt_every && !cfg->ckpt_interval && !cfg->ckpt_flush_every)
         return util_fail(err, cap, CONFIG_EUSAGE,
                          "--ckpt-async needs --ckpt-every, --ckpt-interval or "

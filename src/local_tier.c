@@ -252,6 +252,68 @@ static int check_own_dir(tier_t *t, comm_t *comm, const char *host, char *err, s
     return 0;
 }
 
+/* The leader's part of tier_remove_at_end: 0, or -1 with err naming what
+ * is kept. */
+static int remove_node_dir(const char *root, const char *pattern, char *err, size_t cap)
+{
+    if (ckpt_local_drop_after(root, 0, NULL) != CKPT_OK)
+        return util_fail(err, cap, -1, "cannot remove the local checkpoints in '%s': %s", root,
+                         ckpt_last_error());
+    if (tier_files_clear(root) != 0)
+        return util_fail(err, cap, -1, "cannot remove '%s/" TIER_SPARE_DIR "': %s", root,
+                         strerror(errno));
+    DIR *dir = opendir(root);
+    if (!dir)
+        return errno == ENOENT ? 0 : util_fail(err, cap, -1, "cannot read '%s': %s", root,
+                                               strerror(errno));
+    char kept[256] = "";
+    for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+        const char *n = e->d_name;
+        if (!strcmp(n, ".") || !strcmp(n, ".."))
+            continue;
+        /* The steps (none is 0: a local save follows a trained step) are
+         * gone; the lock file and the node markers are ftrain's too. */
+        int ours = !strcmp(n, ".locks") || !strncmp(n, NODE_MARK_PREFIX, strlen(NODE_MARK_PREFIX));
+        if (ours && unlinkat(dirfd(dir), n, 0) == 0)
+            continue;
+        if (!kept[0])
+            snprintf(kept, sizeof kept, "%s", n);
+    }
+    closedir(dir);
+    if (kept[0])
+        return util_fail(err, cap, -1, "kept '%s': it holds '%s', which ftrain did not make "
+                         "or will not delete (a checkpoint set aside as corrupt is evidence)",
+                         root, kept);
+    if (rmdir(root) != 0 && errno != ENOENT)
+        return util_fail(err, cap, -1, "cannot remove '%s': %s", root, strerror(errno));
+    /* The batch script's ftrain-job-<id>/%n: the per-job directory goes when
+     * its last node's directory has. */
+    const char *last = strrchr(pattern, '/');
+    if (last && strstr(last, "%n")) {
+        char parent[CONFIG_PATH_MAX];
+        snprintf(parent, sizeof parent, "%s", root);
+        char *slash = strrchr(parent, '/');
+        if (slash && slash != parent) {
+            *slash = '\0';
+            (void)rmdir(parent); /* not empty: another node's is there (one file system) */
+        }
+    }
+    return 0;
+}
+
+int tier_remove_at_end(const char *root, int leader, const char *pattern, comm_t *comm,
+                       char *err, size_t cap)
+{
+    /* Every rank has closed its tier: no helper writes into the files. */
+    if (comm_barrier(comm) != COMM_OK)
+        return util_fail(err, cap, 1, "local tier: %s", comm_last_error());
+    int rc = leader && remove_node_dir(root, pattern, err, cap) != 0;
+    if (comm_any_failed(comm, rc))
+        return rc ? 1 : util_fail(err, cap, 1, "another node kept its local tier (its "
+                                  "message says why)");
+    return 0;
+}
+
 int tier_open(tier_t *t, const config_t *cfg, comm_t *comm, const char *host, int spare_core,
               char *err, size_t cap)
 {

@@ -19,6 +19,9 @@
 # 5. A local file system too small (a 64 KiB tmpfs): saves fail, training
 #    goes on, and no failed save's temp dir is left holding space.
 # 6. A --ckpt-local that is a file: refused, saying so.
+# 7. --ckpt-local-remove-at-end: the tier goes at a good end (done, a
+#    planned stop), stays after a failure, and keeps a file ftrain did not
+#    make.
 . "$(dirname "$0")/lib.sh"
 need_mpi
 C="$BUILD/ckptctl"
@@ -109,5 +112,43 @@ mpi 1 $RUN $LOCAL --run-dir "$T/r6" --ckpt-local "$T/afile" >"$T/r6.out" 2>"$T/r
 rc=$?
 ok "$([ "$rc" -eq 1 ] && grep -q -- "--ckpt-local: '$T/afile' on [^ ]* is not a directory" "$T/r6.err"; echo $?)" \
     "a --ckpt-local that is a file: exit 1, saying it is not a directory (exit $rc)" || why "$(cat "$T/r6.err")"
+
+# ---- 7. --ckpt-local-remove-at-end ---------------------------------------------
+# At an end with the newest state on the shared tier (done, or a planned
+# stop), every node removes its directory, and the per-job parent once it is
+# empty (the batch script's layout); after a failure the tier stays for the
+# relaunch; a file ftrain did not make is kept, with a warning naming it.
+J="$T/L7/ftrain-job-7"
+two $RUN $LOCAL --run-dir "$T/r7" --ckpt-local "$J/%n" --ckpt-local-remove-at-end >"$T/r7.out" 2>"$T/r7.err"
+rc=$?
+ok "$([ "$rc" -eq 0 ] && [ ! -e "$J" ] && [ -d "$T/L7" ] &&
+      grep -q '^local checkpoints: removed the node-local tier on every node' "$T/r7.out"; echo $?)" \
+    "--ckpt-local-remove-at-end, done (exit $rc): both nodes' directories and the per-job one gone" ||
+    why "$(cat "$T/r7.err"; find "$T/L7")"
+two $RUN $LOCAL --steps 200 --run-dir "$T/r7s" --ckpt-local "$J/%n" --ckpt-local-remove-at-end \
+    >"$T/r7s.out" 2>"$T/r7s.err" &
+s_pid=$!
+wait_for 30 test -d "$J/b/step-00000008"
+kill -USR1 "$(rank_pid "$T/r7s.out" 1)" 2>/dev/null
+wait "$s_pid"
+rc=$?
+ok "$([ "$rc" -eq 75 ] && [ ! -e "$J" ] && "$C" verify "$T/r7s/ckpt" >/dev/null 2>&1; echo $?)" \
+    "  a planned stop (exit $rc): the tier is gone, the shared tier has the stop's checkpoint" ||
+    why "$(cat "$T/r7s.err"; find "$T/L7")"
+two $RUN $LOCAL --run-dir "$T/r7k" --ckpt-local "$J/%n" --ckpt-local-remove-at-end \
+    --fault kill@18:1 >"$T/r7k.out" 2>&1
+ok "$([ -d "$J/a/step-00000016" ] || [ -d "$J/a/step-00000012" ]; echo $?)" \
+    "  a rank killed: the tier stays for the relaunch" || why "$(find "$T/L7")"
+echo mine >"$J/b/notes.txt"
+two $RUN $LOCAL --run-dir "$T/r7k" --ckpt-local "$J/%n" --ckpt-local-remove-at-end >"$T/r7r.out" 2>"$T/r7r.err"
+rc=$?
+ok "$([ "$rc" -eq 0 ] && [ ! -e "$J/a" ] && [ -f "$J/b/notes.txt" ] && [ -z "$(ls "$J/b" | grep step-)" ] &&
+      grep -q "the node-local tier was not removed at the end: kept '$J/b': it holds 'notes.txt'" "$T/r7r.err"; echo $?)" \
+    "  the relaunch resumes and ends (exit $rc); node b keeps the file ftrain did not make, and says so" ||
+    why "$(cat "$T/r7r.err"; find "$T/L7")"
+mpi 1 $RUN --run-dir "$T/r7u" --ckpt-local-remove-at-end >"$T/r7u.out" 2>"$T/r7u.err"
+rc=$?
+ok "$([ "$rc" -eq 2 ] && grep -q -- '--ckpt-local-remove-at-end need --ckpt-local' "$T/r7u.err"; echo $?)" \
+    "  without --ckpt-local: a usage error (exit $rc)" || why "$(cat "$T/r7u.err")"
 
 done_testing

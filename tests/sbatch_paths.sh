@@ -231,8 +231,8 @@ run_script FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$T/local-root/"
 wait_for 10 srun_started
 kill -USR1 "$SPID"
 { wait "$SPID"; } 2>/dev/null
-like "$(grep '^srun ' "$LOG" | head -n 1)" "--ckpt-local $T/local-root/ftrain-job-4242/%n" \
-    "local checkpoints asked for: ftrain gets --ckpt-local FTRAIN_LOCAL_ROOT/ftrain-job-<job id>/%n"
+like "$(grep '^srun ' "$LOG" | head -n 1)" "--ckpt-local $T/local-root/ftrain-job-4242/%n --ckpt-local-remove-at-end" \
+    "local checkpoints asked for: ftrain gets --ckpt-local FTRAIN_LOCAL_ROOT/ftrain-job-<job id>/%n, removed by ftrain at a good end"
 run_script FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$T/local%n"
 { wait "$SPID"; } 2>/dev/null
 rc=$?

@@ -79,6 +79,8 @@ typedef struct {
     int ckpt_local_level;  /* zstd level of local shards (0: stored) */
     int ckpt_local_exchange; /* CONFIG_EXCHANGE_*: who moves the partner copies */
     int64_t ckpt_flush_every; /* every K-th local checkpoint also to the shared tier */
+    int ckpt_local_remove_at_end; /* each node removes its tier when the run ends
+                                     with its newest state on the shared tier */
     /* signals and logging */
     int stop_signal;       /* SIGUSR1 by default */
     double grace;          /* seconds a stop may take before we warn */

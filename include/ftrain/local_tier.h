@@ -95,6 +95,20 @@ int tier_open(tier_t *t, const config_t *cfg, comm_t *comm, const char *host, in
  *  unfinished exchange may still write into are left allocated. */
 void tier_close(tier_t *t);
 
+/** Collective, after every rank's tier_close(): at the end of a run whose
+ *  newest state is committed on the shared tier (--ckpt-local-remove-at-end),
+ *  each node's leader removes its node's tier: the local checkpoints and
+ *  temp directories (ckpt_local_drop_after), the spare files, the lock file
+ *  and the node markers, then the directory itself, and its parent when the
+ *  pattern's last component holds %n and the parent is left empty (the
+ *  batch script's per-job directory).  A step set aside as corrupt, or a
+ *  file ftrain did not make, is kept, and with it the directory.  root and
+ *  leader: the closed tier's.  @return 0 when every node removed its tier,
+ *  else 1 on every rank (err says what this rank kept, or that another node
+ *  kept something). */
+int tier_remove_at_end(const char *root, int leader, const char *pattern, comm_t *comm,
+                       char *err, size_t cap);
+
 /* What one local save did, for its line and event.  Times are seconds;
  * the background ones are this rank's. */
 typedef struct {
