@@ -1047,14 +1047,15 @@ int train_run(const config_t *cfg, const world_t *world, comm_t *comm, gpu_ctx_t
     if (rc == TRAIN_DONE || rc == TRAIN_STOPPED)
         rc = fill_result(t, rc, res, err, cap);
     /* The node-local tier, once every rank has closed it: nothing in it is
-     * newer than the shared tier's newest when the run ended well. */
-    int remove_local = t->tier_on && cfg->ckpt_local_remove_at_end &&
-                       (rc == TRAIN_DONE || rc == TRAIN_STOPPED) && res->saved;
+     * newer than the shared tier's newest when the run ended well on every
+     * rank (the GPU's final download can fail on one: agreed). */
+    int remove_local = t->tier_on && cfg->ckpt_local_remove_at_end;
+    int ended_well = (rc == TRAIN_DONE || rc == TRAIN_STOPPED) && res->saved;
     char local_root[sizeof t->tier.root];
     int local_leader = t->tier.leader;
     memcpy(local_root, t->tier.root, sizeof local_root);
     trainer_close(t);
-    if (remove_local) {
+    if (remove_local && comm_any_failed(comm, !ended_well) == 0) {
         char why[TRAIN_ERR_MAX];
         if (tier_remove_at_end(local_root, local_leader, cfg->ckpt_local, comm, why,
                                sizeof why) != 0)
