@@ -10,7 +10,7 @@
 #   make chaos      randomized failure-and-recovery trials
 #   make install    install the programs, libftrain-ckpt, headers, man pages
 #                   and the batch script (PREFIX, DESTDIR: mk/install.mk)
-#   make clean      remove build and build-san, or only the BUILD directory
+#   make clean      remove build, build-san and build-tsan, or only the BUILD directory
 #                   when BUILD is given
 
 CC       ?= cc
@@ -191,10 +191,10 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libftrain.a $(BUILD)/libckpt.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(filter %.c %.a,$^) -o $@ $(LDLIBS_FTRAIN) $(LDLIBS_CKPT)
 
-# Without BUILD given (command line or environment), both default build
+# Without BUILD given (command line or environment), the default build
 # directories; with it, only that one.  A BUILD that would name the source
 # tree or the root is refused.
-CLEAN_DIRS := $(if $(filter command line environment,$(origin BUILD)),$(BUILD),build build-san)
+CLEAN_DIRS := $(if $(filter command line environment,$(origin BUILD)),$(BUILD),build build-san build-tsan)
 
 clean:
 	@for d in $(CLEAN_DIRS); do \

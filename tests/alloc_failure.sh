@@ -14,8 +14,8 @@
 need_mpi
 FAILALLOC="$BUILD/tests/preload/failalloc.so"
 LINE="--data line --global-batch 32 --micro-batch 8 --lr 0.01"
-if ldd "$FTRAIN" 2>/dev/null | grep -q 'libasan'; then
-    skip_all "sanitized build: the allocation-failure shim cannot replace ASan's allocator"
+if ldd "$FTRAIN" 2>/dev/null | grep -q 'libasan\|libtsan'; then
+    skip_all "sanitized build: the allocation-failure shim cannot replace the sanitizer's allocator"
 fi
 
 # ---- out of memory on one rank during set-up ------------------------------
