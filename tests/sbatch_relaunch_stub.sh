@@ -47,6 +47,15 @@ case " $* " in *" rm -rf -- "*)
 	case $d in "$T"/*) rm -rf -- "$d" ;; esac
 	exit 0 ;;
 esac
+# As mpirun: Open MPI's SLURM allocator (ras/slurm) needs SLURM_NODELIST
+# and SLURM_TASKS_PER_NODE in a job, and refuses to start without them.
+if [ "${0##*/}" = mpirun ] && [ -n "${SLURM_JOB_ID:-}" ]; then
+	echo "mpirun env: SLURM_NODELIST=${SLURM_NODELIST-unset} SLURM_TASKS_PER_NODE=${SLURM_TASKS_PER_NODE-unset}" >>"$LOG"
+	if [ -z "${SLURM_NODELIST:-}" ] || [ -z "${SLURM_TASKS_PER_NODE:-}" ]; then
+		echo "the SLURM resource allocator expects to find SLURM_NODELIST and SLURM_TASKS_PER_NODE" >&2
+		exit 1
+	fi
+fi
 echo "$EPOCHREALTIME" >"$ST/started.tmp"
 n=$(($(cat "$ST/count" 2>/dev/null || echo 0) + 1))
 echo "$n" >"$ST/count"
@@ -121,8 +130,11 @@ case_dir() {
 # start VAR=VALUE...: run the batch script for the current case in the
 # background (at most LIMIT s, 60), output in $ST/out; sets SPID.
 start() {
+	local n
+	n=$(tr ',' '\n' <"$ST/nodelist" | grep -c .)
 	env PATH="$B:$PATH" SLURM_JOB_ID=4242 SLURM_SUBMIT_DIR="$T" FTRAIN="$T/ftrain" \
-		SLURM_JOB_NODELIST="$(cat "$ST/nodelist")" SLURM_JOB_NUM_NODES="$(tr ',' '\n' <"$ST/nodelist" | grep -c .)" \
+		SLURM_JOB_NODELIST="$(cat "$ST/nodelist")" SLURM_NODELIST="$(cat "$ST/nodelist")" \
+		SLURM_JOB_NUM_NODES="$n" SLURM_NNODES="$n" SLURM_TASKS_PER_NODE="1(x$n)" \
 		RUN_DIR="$ST/run" "$@" timeout -k 5 "${LIMIT:-60}" bash "$SCRIPT" --data line >"$ST/out" 2>&1 &
 	SPID=$!
 }
@@ -203,6 +215,10 @@ for l in srun mpirun; do
 	ok "$([ "$rc" = 0 ] && launch_line 2 | grep -qF -- "$want"; echo $?)" \
 		"3. $l: sbatch -N 4 -n 8, a node lost: the relaunch on 3 nodes keeps 2 ranks a node ($want)" || show
 done
+# Open MPI's SLURM allocator needs SLURM_TASKS_PER_NODE: the relaunch's.
+like "$(grep '^mpirun env' "$T/st-tpn-mpirun/stub.log" | sed -n 2p)" \
+	'^mpirun env: SLURM_NODELIST=n1,n2,n3 SLURM_TASKS_PER_NODE=2\(x3\)$' \
+	"  mpirun: the relaunch gets SLURM_NODELIST and SLURM_TASKS_PER_NODE of the nodes it runs on"
 
 # ---- 4. the tier is removed on every way out -------------------------------------------
 case_dir cap
