@@ -82,7 +82,11 @@ cat >"$B/scontrol" <<'EOF'
 echo "scontrol $*" >>"$LOG"
 [ "$1" = show ] && [ -e "$ST/noanswer" ] && exit 1
 case "$1 ${2:-}" in
-"show job") echo "JobId=$SLURM_JOB_ID JobName=ftrain"; echo "   NodeList=$(cat "$ST/nodelist") BatchHost=n1" ;;
+"show job")
+	# STUB_ARRAY="A T": this job is task T of array A.
+	set -- ${STUB_ARRAY:-}
+	echo "JobId=$SLURM_JOB_ID ${1:+ArrayJobId=$1 ArrayTaskId=$2 }JobName=ftrain"
+	echo "   NodeList=$(cat "$ST/nodelist") BatchHost=n1" ;;
 "show hostnames") echo "$3" | tr ',' '\n' ;;
 "show node")
 	[ -n "${SCONTROL_SLEEP:-}" ] && sleep "$SCONTROL_SLEEP" </dev/null >/dev/null 2>&1
@@ -336,5 +340,35 @@ case_dir usr1rq
 run usr1rq SCONTROL_SLEEP=3
 ok "$([ "$(launches)" = 1 ] && grep -q '^scontrol requeue 4242' "$LOG" && says 'failed with status 137, then USR1 came.*: requeue job'; echo $?)" \
 	"  USR1 during the decision: requeued, saying the launch failed (exit $rc)" || show
+
+# ---- 9. array tasks: each names itself alone ----------------------------------------------
+# SLURM gives one task the array's own id as its SLURM_JOB_ID, and that id
+# names the whole array: `scontrol requeue 4242` would requeue every task.
+# A node lost, a relaunch (queries), then a stop and a requeue.
+arr_case() { # NAME VAR=VALUE...: the case, with the tier under $ST/shm
+	local name=$1
+	shift
+	case_dir "$name"
+	{ echo 'mk_tier n1,n2,n3'; killed n2; } >"$ST/launch.1"
+	echo 'exit 75' >"$ST/launch.2"
+	run "$name" FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm" "$@"
+}
+queries() { grep -E '^(scontrol (show job|requeue|update)|squeue) ' "$LOG"; }
+arr_case arr-own SLURM_ARRAY_JOB_ID=4242 SLURM_ARRAY_TASK_ID=1 STUB_ARRAY="4242 1"
+ok "$([ "$rc" = 143 ] && grep -q '^scontrol requeue 4242_1$' "$LOG" && ! queries | grep -qE ' 4242( |$)' &&
+	queries | grep -q '^scontrol show job 4242_1$' && queries | grep -q '^squeue -h -j 4242_1 ' &&
+	says 'train.sbatch\[4242_1\]: .*requeue job 4242_1 '; echo $?)" \
+	"9. the task holding the array's own id (4242_1, SLURM_JOB_ID 4242): requeued and queried as 4242_1, never 4242 (exit $rc)" ||
+	{ show; why "$(queries)"; }
+like "$(launch_line 1)" "--ckpt-local $ST/shm/ftrain-job-4242/%n " "  its node-local tier is ftrain-job-4242"
+arr_case arr-other SLURM_JOB_ID=4243 SLURM_ARRAY_JOB_ID=4242 SLURM_ARRAY_TASK_ID=0 STUB_ARRAY="4242 0"
+ok "$([ "$rc" = 143 ] && grep -q '^scontrol requeue 4243$' "$LOG" && ! queries | grep -qE ' 4242(_0)?( |$)' &&
+	says 'train.sbatch\[4242_0\]: start' && launch_line 1 | grep -q -- "--ckpt-local $ST/shm/ftrain-job-4243/%n "; echo $?)" \
+	"  another task (4242_0, id 4243): requeued as 4243, its tier ftrain-job-4243 (one per task) (exit $rc)" ||
+	{ show; why "$(queries)"; }
+arr_case arr-inherited RUN_DIR= SLURM_ARRAY_JOB_ID=4000 SLURM_ARRAY_TASK_ID=3
+ok "$([ "$rc" = 143 ] && grep -q '^scontrol requeue 4242$' "$LOG" && says 'train.sbatch\[4242\]: start.* run_dir '"$T"'/runs/4242 '; echo $?)" \
+	"  a plain job with array variables inherited from the task that submitted it: job 4242, runs/4242 (exit $rc)" ||
+	{ show; why "$(queries)"; }
 
 done_testing
