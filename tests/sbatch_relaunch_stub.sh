@@ -341,6 +341,25 @@ run usr1rq SCONTROL_SLEEP=3
 ok "$([ "$(launches)" = 1 ] && grep -q '^scontrol requeue 4242' "$LOG" && says 'failed with status 137, then USR1 came.*: requeue job'; echo $?)" \
 	"  USR1 during the decision: requeued, saying the launch failed (exit $rc)" || show
 
+# ---- 10. ranks per node when sbatch was given none ------------------------------------------
+# Under --exclusive SLURM_TASKS_PER_NODE is the nodes' CPU count (2 here);
+# without -n or --ntasks-per-node srun starts one rank per node, mpirun one
+# per slot.
+for c in "srun --nodelist=n1,n3 --ntasks-per-node=1 " "mpirun --host n1:2,n3:2 --map-by ppr:2:node " \
+	"srun --nodelist=n1,n3 --ntasks-per-node=3 SLURM_NTASKS_PER_NODE=3 SLURM_NTASKS=9"; do
+	l=${c%% *} want=${c%% SLURM*} extra=""
+	want=${want#srun }
+	case $c in *SLURM*) extra=${c##* --ntasks-per-node=3 } ;; esac
+	case_dir "per-$l-${extra:+given}"
+	echo 'echo "srun: error: Node failure on n2" >&2; echo DOWN >"$ST/state.n2"; exit 1' >"$ST/launch.1"
+	echo 'exit 0' >"$ST/launch.2"
+	# shellcheck disable=SC2086
+	run "per-$l-${extra:+given}" FTRAIN_LAUNCH="$l" SLURM_TASKS_PER_NODE='2(x3)' $extra
+	n=$(printf '%s\n' "$want" | sed -E 's/.*(=|ppr:)([0-9]+).*/\2/')
+	ok "$([ "$rc" = 0 ] && launch_line 2 | grep -qF -- "$want" && says "\(on a relaunch $n\)"; echo $?)" \
+		"10. $l ${extra:-without -n or --ntasks-per-node} under --exclusive (SLURM_TASKS_PER_NODE=2(x3)): the relaunch has $n a node, and the start line says so" || show
+done
+
 # ---- 9. array tasks: each names itself alone ----------------------------------------------
 # SLURM gives one task the array's own id as its SLURM_JOB_ID, and that id
 # names the whole array: `scontrol requeue 4242` would requeue every task.
