@@ -360,6 +360,24 @@ for c in "srun --nodelist=n1,n3 --ntasks-per-node=1 " "mpirun --host n1:2,n3:2 -
 		"10. $l ${extra:-without -n or --ntasks-per-node} under --exclusive (SLURM_TASKS_PER_NODE=2(x3)): the relaunch has $n a node, and the start line says so" || show
 done
 
+# ---- 11. the launcher's own failures: not the user's -------------------------------------------
+case_dir srunkilled
+echo 'exit 137' >"$ST/launch.1"
+echo 'exit 0' >"$ST/launch.2"
+run srunkilled
+ok "$([ "$rc" = 0 ] && [ "$(launches)" = 2 ] && says 'srun itself was killed by signal KILL \(status 137\)' &&
+	! says 'bad options' && launch_line 2 | grep -q -- '-N 3 --nodelist=n1,n2,n3 '; echo $?)" \
+	"11. srun killed (137, no rank's message): relaunched on every node, saying the launcher died (exit $rc)" || show
+case_dir noctl
+for i in 1 2; do
+	printf '%s\n' 'echo "srun: error: Unable to confirm allocation for job 4242: Socket timed out on send/recv operation" >&2' \
+		'echo "srun: Check SLURM_JOB_ID environment variable. Expired or invalid job 4242" >&2' 'exit 1' >"$ST/launch.$i"
+done
+echo 'exit 0' >"$ST/launch.3"
+run noctl
+ok "$([ "$rc" = 0 ] && [ "$(launches)" = 3 ] && says 'srun could not reach the SLURM controller' && ! says 'bad options|deterministic'; echo $?)" \
+	"  srun that cannot reach the controller (status 1), twice: relaunched within FTRAIN_MAX_RELAUNCHES, no deterministic fault (exit $rc)" || show
+
 # ---- 9. array tasks: each names itself alone ----------------------------------------------
 # SLURM gives one task the array's own id as its SLURM_JOB_ID, and that id
 # names the whole array: `scontrol requeue 4242` would requeue every task.
