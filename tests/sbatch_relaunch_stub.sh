@@ -139,7 +139,7 @@ start() {
 	env PATH="$B:$PATH" SLURM_JOB_ID=4242 SLURM_SUBMIT_DIR="$T" FTRAIN="$T/ftrain" \
 		SLURM_JOB_NODELIST="$(cat "$ST/nodelist")" SLURM_NODELIST="$(cat "$ST/nodelist")" \
 		SLURM_JOB_NUM_NODES="$n" SLURM_NNODES="$n" SLURM_TASKS_PER_NODE="1(x$n)" \
-		RUN_DIR="$ST/run" "$@" timeout -k 5 "${LIMIT:-60}" bash "$SCRIPT" --data line >"$ST/out" 2>&1 &
+		RUN_DIR="$ST/run" "$@" timeout -k 5 "${LIMIT:-60}" bash "$SCRIPT" --data line ${ARGS:-} >"$ST/out" 2>&1 &
 	SPID=$!
 }
 # finish: wait for it; sets rc and t (seconds it took).
@@ -377,6 +377,40 @@ echo 'exit 0' >"$ST/launch.3"
 run noctl
 ok "$([ "$rc" = 0 ] && [ "$(launches)" = 3 ] && says 'srun could not reach the SLURM controller' && ! says 'bad options|deterministic'; echo $?)" \
 	"  srun that cannot reach the controller (status 1), twice: relaunched within FTRAIN_MAX_RELAUNCHES, no deterministic fault (exit $rc)" || show
+
+# ---- 12. --run-dir among ftrain's arguments, sbatch patterns in RUN_DIR -------------------------
+run_dirs() { launch_line 1 | grep -oE -- '--run-dir(=| )[^ ]+' | paste -sd' ' -; }
+case_dir rdarg
+cat >"$ST/launch.1" <<'EOF2'
+mkdir -p "$ST/mine/heartbeat"
+echo "ftrain-heartbeat 2 token 00000000000000cc rank 1 pid 9 seq 9 phase 6 step 12 idle 0.000 host n2" >"$ST/mine/heartbeat/rank-1"
+echo "srun: error: n2: task 1: Killed" >&2; exit 137
+EOF2
+echo 'exit 0' >"$ST/launch.2"
+ARGS="--run-dir $ST/mine" run rdarg RUN_DIR=
+ok "$([ "$rc" = 0 ] && [ "$(run_dirs)" = "--run-dir $ST/mine" ] && says "run_dir $ST/mine " &&
+	says 'failure at step 12: ' && [ ! -e "$T/runs/4242" ]; echo $?)" \
+	"12. --run-dir DIR after the script's name, RUN_DIR unset: DIR is RUN_DIR, watched and passed once (exit $rc)" || { show; why "$(run_dirs)"; }
+case_dir rdeq
+run rdeq FTRAIN_ARGS="--run-dir=$ST/run"
+ok "$([ "$rc" = 0 ] && [ "$(run_dirs)" = "--run-dir $ST/run" ]; echo $?)" \
+	"  --run-dir=RUN_DIR in FTRAIN_ARGS: the same directory, passed once (exit $rc)" || { show; why "$(run_dirs)"; }
+case_dir rdboth
+run rdboth FTRAIN_ARGS="--run-dir $ST/other"
+ok "$([ "$rc" = 2 ] && [ "$(launches)" = 0 ] && says "error: ftrain is given --run-dir $ST/other but RUN_DIR is $ST/run"; echo $?)" \
+	"  --run-dir in FTRAIN_ARGS that differs from RUN_DIR: refused (exit $rc), naming both" || show
+case_dir pct
+run pct RUN_DIR="$ST/r-%j-%x-%u-%%" SLURM_JOB_NAME=mnist SLURM_JOB_USER=ann
+ok "$([ "$rc" = 0 ] && [ "$(run_dirs)" = "--run-dir $ST/r-4242-mnist-ann-%" ] && [ -d "$ST/r-4242-mnist-ann-%" ]; echo $?)" \
+	"  RUN_DIR with %j, %x, %u and %%: expanded as sbatch does (exit $rc)" || { show; why "$(run_dirs)"; }
+case_dir pcta
+run pcta RUN_DIR="$ST/sw-%A_%a" SLURM_ARRAY_JOB_ID=4242 SLURM_ARRAY_TASK_ID=1
+ok "$([ "$rc" = 0 ] && [ "$(run_dirs)" = "--run-dir $ST/sw-4242_1" ]; echo $?)" \
+	"  RUN_DIR with %A_%a in an array task: sw-4242_1 (exit $rc)" || { show; why "$(run_dirs)"; }
+case_dir pctbad
+run pctbad RUN_DIR="$ST/r-%N"
+ok "$([ "$rc" = 2 ] && [ "$(launches)" = 0 ] && says "RUN_DIR '$ST/r-%N' holds '%N'" && [ ! -e "$ST/r-%N" ]; echo $?)" \
+	"  RUN_DIR with a pattern the script does not expand (%N): refused (exit $rc)" || show
 
 # ---- 9. array tasks: each names itself alone ----------------------------------------------
 # SLURM gives one task the array's own id as its SLURM_JOB_ID, and that id
