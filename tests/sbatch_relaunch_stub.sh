@@ -412,6 +412,25 @@ run pctbad RUN_DIR="$ST/r-%N"
 ok "$([ "$rc" = 2 ] && [ "$(launches)" = 0 ] && says "RUN_DIR '$ST/r-%N' holds '%N'" && [ ! -e "$ST/r-%N" ]; echo $?)" \
 	"  RUN_DIR with a pattern the script does not expand (%N): refused (exit $rc)" || show
 
+# ---- 13. FTRAIN_MIN_NODES above the job's nodes; a requeue leaves the suspect out ------------------
+case_dir minnodes
+echo n1,n2 >"$ST/nodelist"
+killed n2 >"$ST/launch.1"
+run minnodes FTRAIN_MIN_NODES=3 FTRAIN_MAX_RELAUNCHES=1
+ok "$(says 'warning: FTRAIN_MIN_NODES=3 is more than the 2 node\(s\) this job has: an unplanned failure requeues'; echo $?)" \
+	"13. FTRAIN_MIN_NODES=3 on a 2-node job: a warning at the start" || show
+ok "$(says 'node n2 left out: the failure points at it' && says '1 healthy node\(s\) left \(n1\), fewer than FTRAIN_MIN_NODES=3: requeue job 4242 .*without node\(s\) n2' &&
+	! says '2 healthy node'; echo $?)" \
+	"  n2 left out, then '1 healthy node(s) left (n1)', not '2 ... (n1,n2)'" || show
+ok "$([ "$rc" = 143 ] && grep -A1 '^scontrol requeue 4242$' "$LOG" | grep -q '^scontrol update JobId=4242 ExcNodeList=n2$'; echo $?)" \
+	"  the requeued job gets ExcNodeList=n2, set after the requeue (exit $rc)" || { show; why "$(queries)"; }
+case_dir shortleft
+killed n2 >"$ST/launch.1"
+run shortleft SQUEUE_L=0:40 FTRAIN_MAX_RELAUNCHES=1
+ok "$([ "$rc" = 143 ] && says '40 s left in the allocation, and a launch needs FTRAIN_RELAUNCH_NEED=60 s' &&
+	grep -q '^scontrol update JobId=4242 ExcNodeList=n2$' "$LOG"; echo $?)" \
+	"  too little time left: the log names FTRAIN_RELAUNCH_NEED (nothing was measured), and the requeue leaves n2 out (exit $rc)" || { show; why "$(queries)"; }
+
 # ---- 9. array tasks: each names itself alone ----------------------------------------------
 # SLURM gives one task the array's own id as its SLURM_JOB_ID, and that id
 # names the whole array: `scontrol requeue 4242` would requeue every task.
