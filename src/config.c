@@ -229,10 +229,10 @@ static const config_option_t config_opts[] = {
      .help = "every K-th local checkpoint also goes to the shared\n"
              "tier (with --ckpt-async, in the background)"},
     {"ckpt-local-remove-at-end", .kind = CONFIG_ARG_FLAG, FIELD(ckpt_local_remove_at_end),
-     .help = "when the run ends with its newest state on the shared\n"
-             "tier (done, or a stop whose checkpoint committed), each\n"
-             "node removes its --ckpt-local directory (the batch\n"
-             "script passes it: after a time limit no cleanup step runs)"},
+     .help = "when the run ends with its newest state on the\n"
+             "shared tier (done, or a stop whose checkpoint\n"
+             "committed), each node removes its --ckpt-local\n"
+             "directory (the batch script passes it)"},
     {"stop-signal", .kind = CONFIG_ARG_ENUM, FIELD(stop_signal), .names = &stop_signals,
      .metavar = "SIG", .default_text = "USR1", .section = "signals and output",
      .help = "USR1 (default) or USR2: stop, checkpoint, exit 75"},

@@ -301,6 +301,9 @@ static void test_valid_values(void)
        "--ckpt-local-level 3");
     ok(parse_one(&cfg, "ckpt-flush-every", "5") == CONFIG_RUN && cfg.ckpt_flush_every == 5,
        "--ckpt-flush-every 5");
+    ok(parse_one(&cfg, "ckpt-local-remove-at-end", NULL) == CONFIG_RUN &&
+           cfg.ckpt_local_remove_at_end == 1,
+       "--ckpt-local-remove-at-end");
     ok(parse_one(&cfg, "ckpt-local-exchange", "steps") == CONFIG_RUN &&
            cfg.ckpt_local_exchange == CONFIG_EXCHANGE_STEPS,
        "--ckpt-local-exchange steps");
@@ -695,7 +698,8 @@ static void test_help(void)
 #define NEED_COSINE "--warmup and --min-lr need --schedule cosine"
 #define NEED_LOCAL                                                                         \
     "--ckpt-local-every, --ckpt-local-interval, --ckpt-local-keep, --ckpt-local-level, "  \
-    "--ckpt-local-exchange and --ckpt-flush-every need --ckpt-local"
+    "--ckpt-local-exchange, --ckpt-flush-every and --ckpt-local-remove-at-end need "       \
+    "--ckpt-local"
 #define APART                                                                             \
     " (--run-dir's ckpt): each tier would delete the other's checkpoints; give a node-local " \
     "directory outside it"
@@ -770,6 +774,8 @@ static void test_conflicts(void)
          NEED_LOCAL},
         {"--ckpt-local-exchange without --ckpt-local",
          {"--run-dir", "r", "--ckpt-local-exchange", "steps"}, NEED_LOCAL},
+        {"--ckpt-local-remove-at-end without --ckpt-local",
+         {"--run-dir", "r", "--ckpt-local-remove-at-end"}, NEED_LOCAL},
         /* The local tier at, inside or around the shared root: each tier
          * would prune the other's step directories. */
         {"--ckpt-local at the shared root",
