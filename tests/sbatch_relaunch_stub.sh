@@ -43,6 +43,7 @@ cat >"$B/srun" <<'EOF'
 #!/bin/bash
 echo "${0##*/} $*" >>"$LOG"
 case " $* " in *" rm -rf -- "*)
+	[ -n "${SRUN_RM_FAIL:-}" ] && exit 1 # no step runs: after a TERM
 	d=${!#}
 	case $d in "$T"/*) rm -rf -- "$d" ;; esac
 	exit 0 ;;
@@ -430,6 +431,18 @@ run shortleft SQUEUE_L=0:40 FTRAIN_MAX_RELAUNCHES=1
 ok "$([ "$rc" = 143 ] && says '40 s left in the allocation, and a launch needs FTRAIN_RELAUNCH_NEED=60 s' &&
 	grep -q '^scontrol update JobId=4242 ExcNodeList=n2$' "$LOG"; echo $?)" \
 	"  too little time left: the log names FTRAIN_RELAUNCH_NEED (nothing was measured), and the requeue leaves n2 out (exit $rc)" || { show; why "$(queries)"; }
+
+# ---- 14. after a TERM no step runs: the clean-up's message --------------------------------------
+case_dir termnostep
+echo 'mk_tier n1,n2,n3; kill -TERM $PPID; sleep 0.5; exit 75' >"$ST/launch.1"
+run termnostep SRUN_RM_FAIL=1 FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
+ok "$([ "$rc" = 75 ] && ! says 'could not remove' && says "ftrain's ranks removed it at their end \(--ckpt-local-remove-at-end\)"; echo $?)" \
+	"14. TERM, exit 75, no step for the clean-up: no warning that the tier is left (ftrain removed it) (exit $rc)" || show
+case_dir termfail
+{ echo 'mk_tier n1,n2,n3; kill -TERM $PPID; sleep 0.5'; killed n2; } >"$ST/launch.1"
+run termfail SRUN_RM_FAIL=1 FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
+ok "$([ "$rc" = 137 ] && says 'warning: could not remove the node-local tier'; echo $?)" \
+	"  TERM, then a failure (137): the warning stays (exit $rc)" || show
 
 # ---- 9. array tasks: each names itself alone ----------------------------------------------
 # SLURM gives one task the array's own id as its SLURM_JOB_ID, and that id
