@@ -102,7 +102,7 @@ EOF
 cat >"$B/squeue" <<'EOF'
 #!/bin/bash
 echo "squeue $*" >>"$LOG"
-echo "${SQUEUE_L:-50:00}"
+case " $* " in *" %l "*) echo "${SQUEUE_LIM:-1:00:00}" ;; *) echo "${SQUEUE_L:-50:00}" ;; esac
 EOF
 # mkdir stub: with ALIGN_DIR, creating that directory (the script's RUN_DIR)
 # first waits for the wall clock's next x.80 s, so the launch that follows
@@ -443,6 +443,19 @@ case_dir termfail
 run termfail SRUN_RM_FAIL=1 FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
 ok "$([ "$rc" = 137 ] && says 'warning: could not remove the node-local tier'; echo $?)" \
 	"  TERM, then a failure (137): the warning stays (exit $rc)" || show
+
+# ---- 15. a time-limit warning in the job's first minute ----------------------------------------------
+case_dir early
+t0=$(date +%s)
+start SQUEUE_LIM=1:00 SQUEUE_L=0:57
+if wait_for 10 test -s "$ST/started.1"; then
+	sleep 2.2
+	kill -USR1 "$(cat "$ST/shell.pid")"
+fi
+finish
+ok "$([ "$rc" = 143 ] && says 'note: USR1 came [0-9]+ s after the job started and its time limit is 60 s: if that is .*time limit is within the signal lead' &&
+	grep -q '^squeue -h -j 4242 -o %l$' "$LOG" && grep -q '^scontrol requeue 4242$' "$LOG"; echo $?)" \
+	"15. USR1 2 s into a job with a 1-minute limit: the log says the limit is within the signal lead, then requeues (exit $rc)" || show
 
 # ---- 9. array tasks: each names itself alone ----------------------------------------------
 # SLURM gives one task the array's own id as its SLURM_JOB_ID, and that id
