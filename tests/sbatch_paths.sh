@@ -243,6 +243,11 @@ run_script FTRAIN_SLURM_TIMEOUT=0
 rc=$?
 ok "$([ "$rc" -eq 2 ] && ! srun_started && grep -q "error: FTRAIN_SLURM_TIMEOUT must be" "$T/out"; echo $?)" \
     "FTRAIN_SLURM_TIMEOUT=0: refused (exit $rc), nothing launched" || why "$(cat "$T/out")"
+run_script FTRAIN_REQUEUE_EXCLUDE=yes
+{ wait "$SPID"; } 2>/dev/null
+rc=$?
+ok "$([ "$rc" -eq 2 ] && ! srun_started && grep -q "error: FTRAIN_REQUEUE_EXCLUDE must be 0 or 1, got 'yes'" "$T/out"; echo $?)" \
+    "FTRAIN_REQUEUE_EXCLUDE=yes: refused (exit $rc), nothing launched" || why "$(cat "$T/out")"
 
 # ---- a failure that is the user's: not relaunched ---------------------------
 # (Relaunches themselves need a real cluster: tests/slurm_relaunch.sh.)

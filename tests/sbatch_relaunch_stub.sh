@@ -417,7 +417,7 @@ ok "$([ "$rc" = 2 ] && [ "$(launches)" = 0 ] && says "RUN_DIR '$ST/r-%N' holds '
 case_dir minnodes
 echo n1,n2 >"$ST/nodelist"
 killed n2 >"$ST/launch.1"
-run minnodes FTRAIN_MIN_NODES=3 FTRAIN_MAX_RELAUNCHES=1
+run minnodes FTRAIN_MIN_NODES=3 FTRAIN_MAX_RELAUNCHES=1 FTRAIN_REQUEUE_EXCLUDE=1
 ok "$(says 'warning: FTRAIN_MIN_NODES=3 is more than the 2 node\(s\) this job has: an unplanned failure requeues'; echo $?)" \
 	"13. FTRAIN_MIN_NODES=3 on a 2-node job: a warning at the start" || show
 ok "$(says 'node n2 left out: the failure points at it' && says '1 healthy node\(s\) left \(n1\), fewer than FTRAIN_MIN_NODES=3: requeue job 4242 .*without node\(s\) n2' &&
@@ -427,10 +427,16 @@ ok "$([ "$rc" = 143 ] && grep -A1 '^scontrol requeue 4242$' "$LOG" | grep -q '^s
 	"  the requeued job gets ExcNodeList=n2, set after the requeue (exit $rc)" || { show; why "$(queries)"; }
 case_dir shortleft
 killed n2 >"$ST/launch.1"
-run shortleft SQUEUE_L=0:40 FTRAIN_MAX_RELAUNCHES=1
+run shortleft SQUEUE_L=0:40 FTRAIN_MAX_RELAUNCHES=1 FTRAIN_REQUEUE_EXCLUDE=1
 ok "$([ "$rc" = 143 ] && says '40 s left in the allocation, and a launch needs FTRAIN_RELAUNCH_NEED=60 s' &&
 	grep -q '^scontrol update JobId=4242 ExcNodeList=n2$' "$LOG"; echo $?)" \
 	"  too little time left: the log names FTRAIN_RELAUNCH_NEED (nothing was measured), and the requeue leaves n2 out (exit $rc)" || { show; why "$(queries)"; }
+case_dir noexclude
+killed n2 >"$ST/launch.1"
+run noexclude SQUEUE_L=0:40 FTRAIN_MAX_RELAUNCHES=1
+ok "$([ "$rc" = 143 ] && ! grep -q 'ExcNodeList' "$LOG" &&
+	says 'the failures pointed at n2; the requeued job may run there again \(FTRAIN_REQUEUE_EXCLUDE=1 leaves them out\)'; echo $?)" \
+	"  by default (FTRAIN_REQUEUE_EXCLUDE unset) no ExcNodeList: the log names n2 and the option (exit $rc)" || { show; why "$(queries)"; }
 
 # ---- 14. after a TERM no step runs: the clean-up's message --------------------------------------
 case_dir termnostep
