@@ -744,14 +744,19 @@ def encode_frame(raw, mode, level, idx):
     return struct.pack("<4II", *lens, mask) + b"".join(payload) + sh[4 * m :], F_PLANES
 
 
-def encode_shard(raw, frame_bytes, mode, level):
+def encode_shard(raw, frame_bytes, mode, level, hook=None):
+    """A shard file of raw; hook(i, raw, comp, flags) may return a
+    replacement (comp, flags, reserved) for frame i."""
     frames, table = [], []
     pos, comp = 0, HEADER
     i = 0
     while pos < len(raw):
         r = raw[pos : pos + frame_bytes]
         c, fl = encode_frame(r, mode, level, i)
-        table.append(struct.pack("<QQQQQII", pos, len(r), comp, len(c), h64(r), fl, 0))
+        rsv = 0
+        if hook:
+            c, fl, rsv = hook(i, r, c, fl)
+        table.append(struct.pack("<QQQQQII", pos, len(r), comp, len(c), h64(r), fl, rsv))
         frames.append(c)
         pos += len(r)
         comp += len(c)
@@ -822,26 +827,11 @@ def _shards_from(flat, cuts, frame_bytes, mode, hook=None):
     shards, datas = [], []
     for k in range(len(bounds) - 1):
         raw = flat[bounds[k] : bounds[k + 1]]
-        frames, table = [], []
-        pos, comp, i = 0, HEADER, 0
-        while pos < len(raw):
-            r = raw[pos : pos + frame_bytes]
-            c, fl = encode_frame(r, mode, 1, i)
-            rsv = 0
-            if hook:
-                c, fl, rsv = hook(i, r, c, fl)
-            table.append(struct.pack("<QQQQQII", pos, len(r), comp, len(c), h64(r), fl, rsv))
-            frames.append(c)
-            pos += len(r)
-            comp += len(c)
-            i += 1
-        tab = b"".join(table)
-        foot = struct.pack("<QQQQII", comp, len(table), len(raw), h64(tab), 1, 0) + FOOT_MAGIC
-        data = HDR_MAGIC + struct.pack("<II", 1, 0) + b"".join(frames) + tab + foot
+        data, nframes, table_xxh64 = encode_shard(raw, frame_bytes, mode, 1, hook)
         datas.append(data)
         shards.append({"file": "shard-%d.ftsh" % k, "raw_offset": bounds[k], "raw_bytes": len(raw),
-                       "file_bytes": len(data), "xxh64": hexd(h64(data)), "nframes": len(table),
-                       "table_xxh64": hexd(h64(tab))})
+                       "file_bytes": len(data), "xxh64": hexd(h64(data)), "nframes": nframes,
+                       "table_xxh64": table_xxh64})
     return shards, datas
 
 
