@@ -6,6 +6,8 @@
 #
 #   a. SIGKILL to rank 1 -> relaunch without its node -> finishes bit-exactly;
 #      the resumed run reports the recovery (steps redone, seconds lost).
+#   a2. the same with FTRAIN_LAUNCH=mpirun (the relaunch's mpirun gets
+#      SLURM_TASKS_PER_NODE for its nodes).
 #   b. the node of rank 1 marked DOWN (scontrol update state=down) mid-run ->
 #      the job keeps its allocation (--no-kill) -> relaunch on the 2 nodes
 #      left, 3 -> 2 ranks -> finishes bit-exactly.
@@ -38,7 +40,7 @@
 # same lock as the other SLURM tests: one test cluster per machine.
 . "$(dirname "$0")/slurm/common.sh" relaunch
 
-echo "1..31"
+echo "1..33"
 lab_up
 export FTRAIN=$bdir/ftrain FTRAIN_TASKS_PER_NODE=1
 RUN="--device cpu --data line --layers 8 --global-batch 32 --micro-batch 8 --deterministic --steps 48 --log-every 1"
@@ -95,6 +97,21 @@ else
 	ok 1 "  names the rank"
 	ok 1 "  relaunched"
 	ok 1 "  recovery line"
+fi
+
+# ---- a2. the same under FTRAIN_LAUNCH=mpirun --------------------------------------------
+# Open MPI's SLURM allocator needs SLURM_TASKS_PER_NODE for the relaunch's
+# nodes: without it every mpirun relaunch failed at once.
+FTRAIN_LAUNCH=mpirun submit kill-mpirun 2
+if v=$(rank1 12) && [ -n "$v" ]; then
+	kill -KILL "${v%% *}"
+	finished_exactly "mpirun: SIGKILL to rank 1 on ${v#* }"
+	grep -Eq 'train\.sbatch.*relaunch 1 of at most 3 on 1 node' "$out" &&
+		grep -Eq 'train\.sbatch.*launch: mpirun --host [^ ]*:1 ' "$out"
+	ok $? "  relaunched once with mpirun, without that node" || why "$(grep 'train\.sbatch' "$out")"
+else
+	ok 1 "mpirun: the job did not train: $(tail -n 5 "$out" 2>/dev/null)"
+	ok 1 "  relaunched with mpirun"
 fi
 
 # ---- b. a node marked DOWN ------------------------------------------------------------
