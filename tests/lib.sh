@@ -27,6 +27,12 @@
 #                   process; its exit code is mpirun's).  `wait "$MPI_PID"`
 #                   and then clear MPI_PID; a run still going when the test
 #                   exits is stopped (TERM, then KILL after 5 s).
+#   track_bg PID    register a background process started with `cmd &`:
+#                   when the test exits (passing, failing or killed), it
+#                   and its children are stopped (TERM, then KILL after 5 s).
+#   run CMD...      CMD's stdout in $T/out, stderr in $T/err, status in $rc.
+#   now             seconds since the epoch with nanoseconds (date +%s.%N).
+#   secs A B        B - A to a tenth of a second;  below X LIMIT: X < LIMIT.
 #   wait_for SECONDS CMD...  poll CMD every 0.05 s until it succeeds; returns
 #                   1 after SECONDS.
 #   hash_of FILE    the param_hash of the "done:" line in FILE.
@@ -53,21 +59,30 @@ _tap_failed=0
 _tap_planned=0
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/ftrain-test.XXXXXX") || { echo "Bail out! mktemp"; exit 1; }
+_tap_bg=""
+track_bg() {
+    _tap_bg="$_tap_bg $1"
+}
+# _tap_stop PID: TERM (it reaches mpirun through timeout(1)), then, after 5 s,
+# KILL to what is left of PID and its children and grandchildren.
+_tap_stop() {
+    kill -TERM "$1" 2>/dev/null || return 0
+    _c=0
+    while kill -0 "$1" 2>/dev/null && [ "$_c" -lt 50 ]; do
+        sleep 0.1
+        _c=$((_c + 1))
+    done
+    for _p in $(pgrep -P "$1" 2>/dev/null); do
+        pkill -9 -P "$_p" 2>/dev/null
+        kill -9 "$_p" 2>/dev/null
+    done
+    kill -9 "$1" 2>/dev/null
+}
 _tap_cleanup() {
-    # Stop a run a test left in the background: TERM reaches mpirun through
-    # timeout(1); whatever is still there after 5 s is killed.
-    if [ -n "${MPI_PID:-}" ] && kill -TERM "$MPI_PID" 2>/dev/null; then
-        _c=0
-        while kill -0 "$MPI_PID" 2>/dev/null && [ "$_c" -lt 50 ]; do
-            sleep 0.1
-            _c=$((_c + 1))
-        done
-        for _p in $(pgrep -P "$MPI_PID" 2>/dev/null); do
-            pkill -9 -P "$_p" 2>/dev/null
-            kill -9 "$_p" 2>/dev/null
-        done
-        kill -9 "$MPI_PID" 2>/dev/null
-    fi
+    # Stop the runs a test left in the background.
+    for _b in ${MPI_PID:-} $_tap_bg; do
+        _tap_stop "$_b"
+    done
     if [ "${FTRAIN_KEEP_TMP:-0}" = 1 ]; then
         echo "# kept $T"
     else
@@ -174,7 +189,17 @@ mpi_bg() {
     shift
     timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n "$_mpi_n" "$FTRAIN" --device cpu "$@" &
     MPI_PID=$!
+    track_bg "$MPI_PID"
 }
+
+run() {
+    "$@" >"$T/out" 2>"$T/err"
+    rc=$?
+}
+
+now() { date +%s.%N; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+below() { awk -v x="$1" -v l="$2" 'BEGIN { exit !(x < l) }'; }
 
 # flip FILE: invert one byte in the middle of FILE (python3).
 flip() {
