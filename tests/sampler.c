@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "ftrain/sampler.h"
 #include "tap.h"
@@ -290,8 +292,23 @@ int main(void)
         sampler_free(&s);
         is_int(sampler_init(&s, 100, 100, 20, 1, NULL, 0), SAMPLER_OK, "accepts B = n");
         sampler_free(&s);
-        sampler_free(NULL);
-        ok(1, "sampler_free(NULL) is a no-op");
+        ok(s.perm == NULL, "sampler_free clears the permutation it frees");
+        /* A second sampler_free of the same sampler and sampler_free(NULL)
+         * must do nothing.  They run in a child, so that a crash or a double
+         * free (which the allocator or ASan aborts) fails this check instead
+         * of ending the test. */
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            sampler_free(&s);
+            sampler_free(NULL);
+            _exit(0);
+        }
+        int status = -1;
+        int clean = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+                    WEXITSTATUS(status) == 0;
+        ok(clean, "sampler_free twice, and sampler_free(NULL), are no-ops (child status %#x)",
+           status);
     }
     return done_testing();
 }
