@@ -97,12 +97,21 @@ static void test_phase_text(void)
 /* ---- the thread ------------------------------------------------------------ */
 
 static char fired[WATCHDOG_REPORT_MAX];
+static double fired_at; /* CLOCK_MONOTONIC seconds of the last fire */
 static atomic_int fire_count;
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static void on_fire(const char *report, void *arg)
 {
     (void)arg;
     snprintf(fired, sizeof fired, "%s", report);
+    fired_at = mono_s(); /* written before the count that publishes it */
     atomic_fetch_add(&fire_count, 1);
 }
 
@@ -139,8 +148,20 @@ static void test_alone(void)
         sleep_s(0.1);
     }
     is_int(atomic_load(&fire_count), 0, "progress every 0.1 s under a 0.3 s limit: no alarm");
+    double t0 = mono_s();
     watchdog_phase(WATCHDOG_CONTROL, 7);
-    ok(wait_fire(3), "no progress for longer than the limit: it fires");
+    /* The thread looks every 0.1 s (TICK_S) and fires once the phase is
+     * older than the 0.3 s limit: about 0.3-0.4 s after the phase began.
+     * It must not fire before the limit, and it must fire within 1.5 s:
+     * the limit, one look, and a second of headroom for a loaded 2-core
+     * machine that schedules the thread late.  (A limit that were not
+     * kept, a fire only at the next multiple of a second, or the 45 s
+     * default instead of the 0.3 s asked for, all fail.)  We wait up to
+     * 5 s so that a late fire is measured rather than missed. */
+    int fired_ok = wait_fire(5);
+    double took = fired_ok ? fired_at - t0 : -1;
+    ok(fired_ok && took >= 0.3 && took < 1.5,
+       "no progress for longer than the 0.3 s limit: it fires after %.2f s (0.3 to 1.5 s)", took);
     report_has("rank 0 (host hostA, pid ", "(limit 0.3 s) in the control reduction of step 7",
                "  naming the rank, host and phase");
     watchdog_stop();
