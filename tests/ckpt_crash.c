@@ -106,9 +106,25 @@ int main(void)
     int commits_seen = 0, bad_dirs = 0, content_ok = 1, monotone = 1,
         child_died = 0;
 
+    /* The kill delays come from rand(): the seed is printed, and
+     * CKPT_CRASH_SEED=N replays a run's sequence of delays (the points the
+     * kills land at still vary with the machine's speed). */
+    unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
+    const char *env_seed = getenv("CKPT_CRASH_SEED");
+    if (env_seed && *env_seed) {
+        char *end;
+        unsigned long v = strtoul(env_seed, &end, 10);
+        if (*end || env_seed[0] == '-' || v > 0xffffffffUL) {
+            printf("Bail out! CKPT_CRASH_SEED must be a number from 0 to 4294967295, got '%s'\n",
+                   env_seed);
+            return 1;
+        }
+        seed = (unsigned)v;
+    }
     tap_tmpdir(root, sizeof root, "ckpt_crash");
-    srand((unsigned)time(NULL) ^ (unsigned)getpid());
+    srand(seed);
     plan(7);
+    diag("CKPT_CRASH_SEED=%u%s", seed, env_seed && *env_seed ? " (from the environment)" : "");
 
     for (int k = 0; k < KILLS; k++) {
         pid_t pid = fork();
@@ -121,13 +137,15 @@ int main(void)
             child(root, next);
         /* Vary the delay: early kills land in the first save, later ones
          * anywhere in the protocol of some save. */
-        usleep((useconds_t)(rand() % (k < 5 ? 20000 : 250000)));
+        useconds_t delay = (useconds_t)(rand() % (k < 5 ? 20000 : 250000));
+        usleep(delay);
         kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
         if (!WIFSIGNALED(status)) {
             child_died++;
             diag("child exited by itself (status %d)", status);
         }
+        diag("kill %d after %u us", k, (unsigned)delay);
 
         rc = ckpt_latest_good(root, path, sizeof path, NULL, NULL);
         if (rc == CKPT_OK) {
