@@ -8,66 +8,23 @@
 # Reads $BUILD (default build) for build/ckptctl and the fixture maker
 # build/tests/tools/ckpt_mkfixture.
 
-BUILD=${BUILD:-build}
+. "$(dirname "$0")/lib.sh"
 C=$BUILD/ckptctl
 MK=$BUILD/tests/tools/ckpt_mkfixture
 DOCS=$(dirname "$0")/../docs/ckptctl.md
 COMMANDS="list inspect verify diff export import prune flush help"
 
-if [ ! -x "$C" ] || [ ! -x "$MK" ]; then
-    echo "1..0 # SKIP $C or $MK not built"
-    exit 0
-fi
+[ -x "$C" ] && [ -x "$MK" ] || skip_all "$C or $MK not built"
 # The system interpreter starts faster than a version-manager shim.
 PY=${PYTHON:-python3}
-[ -z "$PYTHON" ] && [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
-if ! command -v "$PY" >/dev/null 2>&1; then
-    echo "1..0 # SKIP python3 not found (needed to parse --json output)"
-    exit 0
-fi
+[ -z "${PYTHON:-}" ] && [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+command -v "$PY" >/dev/null 2>&1 || skip_all "python3 not found (needed to parse --json output)"
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/ckptctl.XXXXXX") || exit 1
-trap 'rm -rf "$T"' EXIT INT TERM
-n=0
-failed=0
-
-ok() { # ok STATUS DESCRIPTION
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then
-        echo "ok $n - $2"
-    else
-        echo "not ok $n - $2"
-        failed=$((failed + 1))
-    fi
-}
-is() { # is GOT WANT DESCRIPTION
-    [ "$1" = "$2" ]
-    s=$?
-    ok $s "$3"
-    [ $s -eq 0 ] || printf '#   got:      %s\n#   expected: %s\n' "$1" "$2"
-}
-like() { # like TEXT REGEX DESCRIPTION: TEXT matches the extended regex
-    printf '%s\n' "$1" | grep -Eq -- "$2"
-    s=$?
-    ok $s "$3"
-    [ $s -eq 0 ] || printf '#   text:           %s\n#   does not match: %s\n' \
-        "$(printf '%s' "$1" | head -c 600)" "$2"
-}
-skip() { # skip REASON COUNT: COUNT tests that cannot run here, with the reason
-    _i=0
-    while [ "$_i" -lt "$2" ]; do
-        n=$((n + 1))
-        _i=$((_i + 1))
-        echo "ok $n # skip $1"
-    done
-}
-run() { # run ARGS...: stdout in $T/out, stderr in $T/err, status in $rc
-    "$@" >"$T/out" 2>"$T/err"
-    rc=$?
-    cat "$T/err" >>"$T/all-err"
-}
-show_err() { sed 's/^/#   stderr: /' "$T/err"; }
-why() { printf '%s\n' "$@" | sed 's/^/#   /' >&2; } # why TEXT...: a failure's details
+# Every run's stderr is kept in $T/all-err too, for the sanitizer check at
+# the end.
+RUN_ERR_LOG=$T/all-err
+# show_err: the last run's stderr, for a failure's details.
+show_err() { sed 's/^/#   stderr: /' "$T/err" >&2; }
 # py EXPR: evaluate a python expression over the JSON document in $T/out (d).
 py() {
     "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' \
@@ -307,9 +264,10 @@ if command -v bzip2 >/dev/null 2>&1; then
     ok "$([ "$rc" = 1 ] && [ -z "$(ls -A "$T/imp-bz2" 2>/dev/null)" ]; echo $?)" \
         "import of a bzip2-compressed tar is refused (exit $rc) and leaves nothing" || show_err
     like "$(cat "$T/err")" "not a readable tar archive: .*; it is bzip2-compressed, which import does not read: recompress it as \.tar\.zst" \
-        "  the message says it is bzip2 and what to do" || show_err
+        "  the message says it is bzip2 and what to do"
 else
-    skip "bzip2 not installed" 2
+    skip "import of a bzip2-compressed tar is refused" "bzip2 not installed"
+    skip "  the message says it is bzip2 and what to do" "bzip2 not installed"
 fi
 if command -v xz >/dev/null 2>&1; then
     xz -c "$T/e.tar" >"$T/e.tar.xz"
@@ -318,7 +276,7 @@ if command -v xz >/dev/null 2>&1; then
           grep -q "; it is xz-compressed, which import does not read: recompress it as \.tar\.zst" "$T/err"; echo $?)" \
         "import of an xz-compressed tar is refused (exit $rc), leaves nothing, and says it is xz" || show_err
 else
-    skip "xz not installed" 1
+    skip "import of an xz-compressed tar is refused" "xz not installed"
 fi
 
 # ---- prune -------------------------------------------------------------------
@@ -415,7 +373,7 @@ for c in $COMMANDS; do
         grep -q "^## ckptctl $c\b" "$DOCS"
         ok $? "docs/ckptctl.md documents $c"
     else
-        skip "docs/ckptctl.md not found" 1
+        skip "docs/ckptctl.md documents $c" "docs/ckptctl.md not found"
     fi
 done
 
@@ -522,6 +480,7 @@ P6=$T/prune6
 for s in 1 2 3 4 5 6 7 8 9 10 11 12; do "$MK" "$P6" $s --mb 0.02 >/dev/null || break; done
 "$C" prune --keep 1 "$P6" >"$T/p1" 2>&1 &
 pa=$!
+track_bg "$pa"
 "$C" prune --keep 1 "$P6" >"$T/p2" 2>&1
 rb=$?
 wait $pa
@@ -533,8 +492,7 @@ ok "$([ "$ra" -eq 0 ] && [ "$rb" -eq 0 ] && [ "$(grep -c '^step-' "$T/out")" -eq
 # Under BUILD=build-san a sanitizer report may hide behind an expected exit
 # status; look for one in everything the tool wrote to stderr.
 ! grep -q -e 'Sanitizer' -e 'runtime error:' "$T/all-err" 2>/dev/null
-ok $? "no sanitizer report in any run"
-grep -m 5 -e 'Sanitizer' -e 'runtime error:' "$T/all-err" 2>/dev/null | sed 's/^/#   /'
+ok $? "no sanitizer report in any run" ||
+    why "$(grep -m 5 -e 'Sanitizer' -e 'runtime error:' "$T/all-err")"
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+done_testing

@@ -22,11 +22,9 @@ PY=${PYTHON:-python3}
 [ -z "${PYTHON:-}" ] && [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
 command -v "$PY" >/dev/null 2>&1 || skip_all "python3 not found (needed to parse --json output)"
 
-run() { # run ARGS...: stdout in $T/out, stderr in $T/err, status in $rc
-    "$@" >"$T/out" 2>"$T/err"
-    rc=$?
-    cat "$T/err" >>"$T/all-err"
-}
+# lib.sh's run keeps every run's stderr in $T/all-err too, for the
+# sanitizer check at the end.
+RUN_ERR_LOG=$T/all-err
 # py EXPR [ARG]: evaluate a python expression over the JSON document in
 # $T/out (d); ARG is sys.argv[3].
 py() {
@@ -88,13 +86,14 @@ race_case() {
         STALLIO_MATCH=step-00000001/shard-0.ftsh STALLIO_SECONDS=2 STALLIO_MARK="$T/mark" \
         "$C" "$@" "$RC" >"$T/out" 2>"$T/err" &
     _pid=$!
+    track_bg "$_pid"
     caught=missed
     if wait_for 20 test -s "$T/mark"; then
         "$C" prune --keep 1 "$RC" >/dev/null 2>&1 && caught=caught
     fi
     wait "$_pid"
     rc=$?
-    cat "$T/err" >>"$T/all-err"
+    cat "$T/err" >>"$RUN_ERR_LOG"
 }
 if ! have_shim stallio; then
     for what in "verify ROOT" "verify --json ROOT" "list --verify"; do

@@ -21,11 +21,9 @@ PY=${PYTHON:-python3}
 [ -z "${PYTHON:-}" ] && [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
 command -v "$PY" >/dev/null 2>&1 || skip_all "python3 not found (needed to parse --json output)"
 
-run() { # run ARGS...: stdout in $T/out, stderr in $T/err, status in $rc
-    "$@" >"$T/out" 2>"$T/err"
-    rc=$?
-    cat "$T/err" >>"$T/all-err"
-}
+# lib.sh's run keeps every run's stderr in $T/all-err too, for the
+# sanitizer check at the end.
+RUN_ERR_LOG=$T/all-err
 # py EXPR: evaluate a python expression over the JSON document in $T/out (d).
 py() {
     "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' \

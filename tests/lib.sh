@@ -1,4 +1,5 @@
 # lib.sh - shared helpers for ftrain's shell tests (POSIX sh, TAP output).
+# Every shell test sources it: one ok/is/like/skip/plan for all of them.
 #
 # HowTo: in a test script
 #
@@ -14,11 +15,28 @@
 #   FTRAIN  "$BUILD/ftrain".
 #   T       a fresh temporary directory, removed on exit (kept when
 #           FTRAIN_KEEP_TMP=1, for debugging; its path is printed then).
+#   OMPI_*  Open MPI settings for runs on this one machine as root (see
+#           below).  A test whose runs go through SLURM across fake nodes
+#           sets LIB_KEEP_MPI_ENV=1 before sourcing this file, and the
+#           OMPI_* environment is left as it was.
+#   traps   on exit (passing, failing, or INT, TERM, HUP or PIPE) the
+#           registered background runs are stopped, the at_exit commands
+#           run, and $T is removed.  A test must not replace the EXIT trap:
+#           it registers its own cleanup with at_exit.
 #
 # Helpers:
-#   plan N, ok RC NAME, is GOT WANT NAME, like TEXT REGEX NAME (grep -E),
-#   diag TEXT..., why TEXT... (a failure's details, on stderr),
-#   skip_all REASON, skip NAME REASON, done_testing.
+#   plan N (N > 0), ok RC NAME, is GOT WANT NAME, like TEXT REGEX NAME
+#   (grep -E), diag TEXT... (a comment, on stdout), why TEXT... (a
+#   failure's details, on stderr, which prove shows without -v),
+#   skip NAME REASON (one test that cannot run here), skip_n COUNT NAME
+#   REASON (COUNT of them), skip_all REASON (the whole file: "1..0 # SKIP",
+#   the only way a file may run no test), done_testing (the plan, when none
+#   was given, and the exit status; a file that ran no test at all fails).
+#   all_passed      0 when at least one test ran, none failed, and (in an
+#                   at_exit command) the script is not exiting non-zero.
+#   at_exit CMD     run the shell command CMD when the test exits, after the
+#                   background runs are stopped and before $T is removed
+#                   (in the order registered).
 #   mpi N ARGS...   run "$FTRAIN ARGS..." on N ranks under mpirun with the
 #                   settings that work on one machine as root (shared-memory
 #                   transport only, oversubscription allowed), bounded by
@@ -30,11 +48,16 @@
 #   track_bg PID    register a background process started with `cmd &`:
 #                   when the test exits (passing, failing or killed), it
 #                   and its children are stopped (TERM, then KILL after 5 s).
-#   run CMD...      CMD's stdout in $T/out, stderr in $T/err, status in $rc.
+#   run CMD...      CMD's stdout in $T/out, stderr in $T/err, status in $rc;
+#                   when RUN_ERR_LOG names a file, CMD's stderr is appended
+#                   to it too (to look for sanitizer reports at the end).
 #   now             seconds since the epoch with nanoseconds (date +%s.%N).
 #   secs A B        B - A to a tenth of a second;  below X LIMIT: X < LIMIT.
 #   wait_for SECONDS CMD...  poll CMD every 0.05 s until it succeeds; returns
 #                   1 after SECONDS.
+#   wait_line FILE REGEX SECONDS  poll FILE every 0.2 s until a line of it
+#                   matches REGEX (grep -E); returns 1 after SECONDS.
+#   progress_ge FILE N  FILE holds at least N progress ("epoch ...") lines.
 #   hash_of FILE    the param_hash of the "done:" line in FILE.
 #   rank_pid FILE R the pid of rank R from the "world: rank R ... pid P"
 #                   lines rank 0 prints at start.
@@ -44,31 +67,57 @@
 #                   is not built or $FTRAIN is a sanitized build (no shim
 #                   can come before the ASan runtime).
 #
-# Exit status: non-zero when any test failed or the plan was not met.
+# Exit status: non-zero when any test failed, the plan was not met, or no
+# test ran.  The file works under `set -u` (the SLURM tests use it).
 
 BUILD=${BUILD:-build}
 FTRAIN="$BUILD/ftrain"
 FTRAIN_TIMEOUT=${FTRAIN_TIMEOUT:-120}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# Keep Open MPI quiet and local: no network probing, no help aggregation.
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
+if [ "${LIB_KEEP_MPI_ENV:-0}" != 1 ]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    # Keep Open MPI quiet and local: no network probing, no help aggregation.
+    export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+    export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
+fi
 
 _tap_n=0
 _tap_failed=0
 _tap_planned=0
+_tap_exit=0
+MPI_PID=${MPI_PID:-}
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/ftrain-test.XXXXXX") || { echo "Bail out! mktemp"; exit 1; }
+# An absolute path, so that $T stays right in a test that changes directory.
+case $T in /*) ;; *) T=$(pwd)/$T ;; esac
 _tap_bg=""
 track_bg() {
     _tap_bg="$_tap_bg $1"
 }
+_tap_at_exit=""
+at_exit() {
+    _tap_at_exit="$_tap_at_exit$1
+"
+}
+# _tap_ours PID: PID is a live (not zombie) child of this shell, so neither a
+# process that has ended nor an unrelated one that got its pid since.
+_tap_ours() {
+    if [ ! -d /proc/self ]; then
+        kill -0 "$1" 2>/dev/null
+        return
+    fi
+    # /proc/PID/stat: "PID (COMM) STATE PPID ...", and COMM may hold blanks.
+    _st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    # shellcheck disable=SC2086 # split into the state, the parent's pid, ...
+    set -- ${_st##*) }
+    [ "${2:-}" = "$$" ] && [ "${1:-Z}" != Z ]
+}
 # _tap_stop PID: TERM (it reaches mpirun through timeout(1)), then, after 5 s,
 # KILL to what is left of PID and its children and grandchildren.
 _tap_stop() {
+    _tap_ours "$1" || return 0
     kill -TERM "$1" 2>/dev/null || return 0
     _c=0
-    while kill -0 "$1" 2>/dev/null && [ "$_c" -lt 50 ]; do
+    while _tap_ours "$1" && [ "$_c" -lt 50 ]; do
         sleep 0.1
         _c=$((_c + 1))
     done
@@ -79,10 +128,13 @@ _tap_stop() {
     kill -9 "$1" 2>/dev/null
 }
 _tap_cleanup() {
+    _tap_exit=$?
     # Stop the runs a test left in the background.
-    for _b in ${MPI_PID:-} $_tap_bg; do
+    for _b in $MPI_PID $_tap_bg; do
         _tap_stop "$_b"
     done
+    # The test's own cleanup (at_exit), while $T is still there.
+    eval "$_tap_at_exit"
     if [ "${FTRAIN_KEEP_TMP:-0}" = 1 ]; then
         echo "# kept $T"
     else
@@ -90,9 +142,19 @@ _tap_cleanup() {
     fi
 }
 trap _tap_cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 141' PIPE
+trap 'exit 143' TERM
 
 plan() {
+    case $1 in
+    '' | 0 | *[!0-9]*)
+        # "1..0" would read as "skip all": a file skips only through skip_all.
+        echo "Bail out! plan '$1': a plan needs a number of tests above 0 (skip_all REASON skips a file)"
+        exit 1
+        ;;
+    esac
     _tap_planned=$1
     echo "1..$1"
 }
@@ -141,21 +203,45 @@ like() {
     return 1
 }
 
+# skip NAME REASON: one test that cannot run here.
 skip() {
     _tap_n=$((_tap_n + 1))
     echo "ok $_tap_n # skip $1: $2"
 }
 
+# skip_n COUNT NAME REASON: COUNT tests that cannot run here, numbered in
+# their names.
+skip_n() {
+    _sk=0
+    while [ "$_sk" -lt "$1" ]; do
+        _sk=$((_sk + 1))
+        skip "$2 ($_sk of $1)" "$3"
+    done
+}
+
 skip_all() {
-    echo "1..0 # SKIP $1"
+    echo "1..0 # SKIP $*"
     exit 0
 }
 
+# all_passed: at least one test ran, none failed, and the script is not
+# exiting non-zero (in an at_exit command: a bail-out or a kill).
+all_passed() {
+    [ "$_tap_n" -gt 0 ] && [ "$_tap_failed" -eq 0 ] && [ "$_tap_exit" -eq 0 ]
+}
+
 done_testing() {
+    if [ "$_tap_n" -eq 0 ]; then
+        # A file whose every branch fell through would otherwise print
+        # "1..0", which TAP reads as "skip all": that must not pass.
+        echo "not ok 1 - no test ran (a file with nothing to run here says why with skip_all REASON)"
+        echo "1..1"
+        exit 1
+    fi
     if [ "$_tap_planned" -eq 0 ]; then
         echo "1..$_tap_n"
     elif [ "$_tap_planned" -ne "$_tap_n" ]; then
-        echo "# planned $_tap_planned tests but ran $_tap_n"
+        why "planned $_tap_planned tests but ran $_tap_n"
         exit 1
     fi
     [ "$_tap_failed" -eq 0 ] || exit 1
@@ -195,6 +281,9 @@ mpi_bg() {
 run() {
     "$@" >"$T/out" 2>"$T/err"
     rc=$?
+    if [ -n "${RUN_ERR_LOG:-}" ]; then
+        cat "$T/err" >>"$RUN_ERR_LOG"
+    fi
 }
 
 now() { date +%s.%N; }
@@ -225,6 +314,20 @@ wait_for() {
         sleep 0.05
     done
     return 0
+}
+
+wait_line() {
+    _wl_end=$(($(date +%s) + $3))
+    while ! grep -Eq -- "$2" "$1" 2>/dev/null; do
+        [ "$(date +%s)" -ge "$_wl_end" ] && return 1
+        sleep 0.2
+    done
+    return 0
+}
+
+progress_ge() {
+    _pg=$(grep -c '^epoch ' "$1" 2>/dev/null)
+    [ "${_pg:-0}" -ge "$2" ]
 }
 
 hash_of() {
