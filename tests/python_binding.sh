@@ -44,15 +44,21 @@ fi
 export FTRAIN_CKPT_LIB
 export PYTHONDONTWRITEBYTECODE=1 # no __pycache__ in the source tree
 
-# tap_from FILE: "PASS name" / "FAIL name: why" lines as TAP; others as notes.
+# tap_from FILE WHAT: "PASS name" / "FAIL name: why" lines as TAP; others as
+# notes.  The Python side states first how many checks it makes ("plan N");
+# one more test wants exactly N PASS and FAIL lines, so that a check that
+# stops printing (or a plan line that is missing) fails.
 tap_from() {
+    _planned="" _seen=0
     while IFS= read -r line; do
         case $line in
-        "PASS "*) ok 0 "${line#PASS }" ;;
-        "FAIL "*) ok 1 "${line#FAIL }" ;;
+        "PASS "*) ok 0 "${line#PASS }"; _seen=$((_seen + 1)) ;;
+        "FAIL "*) ok 1 "${line#FAIL }"; _seen=$((_seen + 1)) ;;
+        "plan "*) _planned=${line#plan } ;;
         *) diag "$line" ;;
         esac
     done <"$1"
+    is "$_seen" "${_planned:-no plan line}" "$2: as many checks reported as planned (${_planned:-none})"
 }
 
 free_port() {
@@ -105,7 +111,7 @@ W=$T/one
 mkdir -p "$W"
 timeout -k 5 80 "$PY" "$here/python/binding_checks.py" "$W" >"$T/one.out" 2>&1
 rc=$?
-tap_from "$T/one.out"
+tap_from "$T/one.out" binding_checks.py
 ok $rc "binding_checks.py ran to its end" || why "$(tail -n 20 "$T/one.out")"
 
 if [ "$from_tree" = 1 ]; then
@@ -147,6 +153,7 @@ is "$rcs" "0 0 0" "3 ranks: save and stop loop exited 0 (none killed by the earl
 "$PY" - "$W" >"$T/judge2" 2>&1 <<'EOF'
 import json, sys
 W = sys.argv[1]
+print("plan 6")
 def check(name, cond, why=""):
     print(("PASS " if cond else "FAIL ") + name + ("" if cond else f": {why}"))
 try:
@@ -162,7 +169,7 @@ check("the agreed signal is USR1 on every rank", all(x["stop_signal"] == "SIGUSR
 req = [x["requested"] for x in s]
 check("only rank 1 was signalled (held until its handler was in place)", req == [None, "SIGUSR1", None], req)
 EOF
-tap_from "$T/judge2"
+tap_from "$T/judge2" "the 3 writers' reports"
 if [ -x "$BUILD/ckptctl" ]; then
     "$BUILD/ckptctl" verify "$W/ckpt/step-00000010" >"$T/verify.out" 2>&1
     ok $? "ckptctl verify accepts the 3-writer checkpoint" || why "$(cat "$T/verify.out")"
@@ -184,6 +191,7 @@ is "$rcs" "0 0" "2 ranks: load and stop loop exited 0" || show_out load 2
 "$PY" - "$W" >"$T/judge3" 2>&1 <<'EOF'
 import json, sys
 W = sys.argv[1]
+print("plan 9")
 def check(name, cond, why=""):
     print(("PASS " if cond else "FAIL ") + name + ("" if cond else f": {why}"))
 try:
@@ -202,5 +210,5 @@ steps = [x["stop_step"] for x in l]
 check(f"one stop step agreed after TERM to rank 1 ({steps})", steps[0] is not None and len(set(steps)) == 1 and all(x["at_step"] == x["stop_step"] for x in l), l)
 check("the agreed signal is TERM; only rank 1 got it", [x["stop_signal"] for x in l] == ["SIGTERM"] * 2 and [x["requested"] for x in l] == [None, "SIGTERM"], l)
 EOF
-tap_from "$T/judge3"
+tap_from "$T/judge3" "the 2 readers' reports"
 done_testing

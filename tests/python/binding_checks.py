@@ -2,9 +2,12 @@
 tests/python_binding.sh.
 
 Usage: binding_checks.py WORKDIR
-Prints one line per check, "PASS <name>" or "FAIL <name>: <why>", which the
-shell script turns into TAP; exits 0 when it ran to the end (whatever the
-checks said), 1 when it could not run at all.
+Prints "plan N" first (N is PLAN below: how many checks a full run makes),
+then one line per check, "PASS <name>" or "FAIL <name>: <why>", which the
+shell script turns into TAP, failing when the count is not N (so a check
+that stops printing is seen); exits 0 when it ran to the end (whatever the
+checks said), 1 when it could not run at all.  Adding or removing a check
+means changing PLAN.
 
 Checks: save/load round trips of every dtype of the format (numpy arrays and
 torch tensors, scalars, empty and 4-D tensors) byte for byte; slices and
@@ -26,6 +29,8 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 import ftrain_ckpt as fc  # noqa: E402
 
+# The number of check() calls a full run makes, raises() included.
+PLAN = 92
 results = []
 
 
@@ -260,6 +265,7 @@ def main():
     if len(sys.argv) != 2:
         print("usage: binding_checks.py WORKDIR", file=sys.stderr)
         return 1
+    print(f"plan {PLAN}", flush=True)
     work = sys.argv[1]
     root = os.path.join(work, "ckpt")
     rng = np.random.default_rng(42)
