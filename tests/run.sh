@@ -1,0 +1,266 @@
+#!/bin/sh
+# run.sh - run the test suite, or its quick tier, under prove: in parallel
+# where that is safe, with each file's time, and with a guard against skips.
+#
+#     BUILD=build sh tests/run.sh full  [PROVE-ARGS...]   (make check)
+#     BUILD=build sh tests/run.sh quick [PROVE-ARGS...]   (make check-quick)
+#
+# PROVE-ARGS go to prove as they are (-v, for one).  docs/testing.md says
+# how to run a single test by hand.
+#
+# Tiers:
+#   full    every test: $BUILD/tests/NAME.t for each tests/NAME.c, and every
+#           tests/*.sh but lib.sh (the helpers) and run.sh (this runner).  The
+#           list comes from the file system, so a new test is in it at once.
+#           A tests/NAME.c whose $BUILD/tests/NAME.t is not built is an error.
+#   quick   the tests named "quick NAME" in tests/tiers.txt: a few minutes on
+#           2 cores, yet every subsystem.  A name there that is not a test
+#           is an error, so a renamed test cannot quietly leave the tier.
+#
+# Parallelism: prove -j N (N: FTRAIN_TEST_JOBS, else the number of CPUs).
+# tests/tiers.txt names the files that cannot run beside any other:
+#   serial NAME   one at a time among themselves, beside the parallel ones
+#                 (they share one resource, such as the SLURM test cluster);
+#   alone  NAME   after the parallel part, one at a time, with nothing else
+#                 running (they measure times or need every core).
+# These names must exist as well.  Every other file may run beside any other.
+# The parallel files start slowest first, by the times of the last run
+# ($BUILD/test-times; a file with no time yet starts first).
+#
+# Skip guard: each test runs through this script's --wrap mode, which copies
+# the test's TAP output to $BUILD/test-logs/NAME.tap (its stderr and exit
+# status go to prove as before) and its time to NAME.ms.  After prove, every
+# skip in those logs ("ok N ... # skip REASON", "1..0 # SKIP REASON", any
+# case) must match a pattern of tests/skips-allowed.txt, or the run fails
+# and names the test and the reason.  A test that left no log fails too.
+#
+# At the end it prints the 10 slowest files and the wall time.
+#
+# Exit status: 0 when prove passed and every skip is allowed; 1 when a test
+# failed or a skip is not allowed; 2 when the runner cannot run: no BUILD,
+# an unknown tier, no tests, a name in tests/tiers.txt that is no test.
+#
+# Environment:
+#   BUILD             the build directory (required; make passes it).
+#   FTRAIN_TEST_JOBS  prove's -j (default: the number of CPUs, nproc).
+#   FTRAIN_TEST_DIR   where the tests and the two lists are (default tests);
+#                     a scratch directory, to check the runner itself.
+
+self=$(basename "$(dirname "$0")")/$(basename "$0")
+cd "$(dirname "$0")/.." || exit 2
+
+# ---- the wrapper prove runs each test through ------------------------------
+# run.sh --wrap TEST: run TEST, its stdout also into the log; exit as it did.
+if [ "${1:-}" = --wrap ]; then
+    t=$2
+    log=$FTRAIN_TEST_LOGS/$(basename "$t")
+    rm -f "$log.rc"
+    t0=$(date +%s%N)
+    { "$t"; echo "$?" >"$log.rc"; } | tee "$log.tap"
+    t1=$(date +%s%N)
+    echo $(((t1 - t0) / 1000000)) >"$log.ms"
+    rc=$(cat "$log.rc" 2>/dev/null) || rc=1
+    # A test killed by a signal: die of the same signal, as prove expects.
+    if [ "$rc" -gt 128 ] && [ "$rc" -lt 160 ]; then
+        kill -s "$(kill -l "$rc")" $$ 2>/dev/null
+    fi
+    exit "$rc"
+fi
+
+die() {
+    echo "run.sh: $*" >&2
+    exit 2
+}
+
+tier=${1:-}
+[ $# -gt 0 ] && shift
+case $tier in
+full | quick) ;;
+"") die "no tier given (usage: BUILD=DIR sh $self full|quick [PROVE-ARGS...])" ;;
+*) die "unknown tier '$tier': the tiers are full and quick" ;;
+esac
+[ -n "${BUILD:-}" ] || die "BUILD is not set (the build directory, such as BUILD=build)"
+case $BUILD in *[[:space:]]*) die "BUILD='$BUILD': a build directory with blanks in its name is not supported" ;; esac
+[ -d "$BUILD" ] || die "BUILD=$BUILD: no such directory (make BUILD=$BUILD all first)"
+export BUILD
+
+TD=${FTRAIN_TEST_DIR:-tests}
+TIERS=$TD/tiers.txt
+ALLOWED=$TD/skips-allowed.txt
+[ -f "$TIERS" ] || die "$TIERS not found"
+[ -f "$ALLOWED" ] || die "$ALLOWED not found"
+
+S=$(mktemp -d "${TMPDIR:-/tmp}/ftrain-run.XXXXXX") || die "mktemp failed"
+trap 'rm -rf "$S"' EXIT
+trap 'exit 130' INT TERM
+
+# ---- the full list: "NAME PATH" lines, from the file system ----------------
+: >"$S/all"
+for c in "$TD"/*.c; do
+    [ -f "$c" ] || continue
+    n=$(basename "$c" .c)
+    [ -x "$BUILD/tests/$n.t" ] || die "$BUILD/tests/$n.t is not built (make BUILD=$BUILD all)"
+    echo "$n.t $BUILD/tests/$n.t" >>"$S/all"
+done
+for s in "$TD"/*.sh; do
+    [ -f "$s" ] || continue
+    n=$(basename "$s")
+    case $n in lib.sh | run.sh) continue ;; esac
+    echo "$n $s" >>"$S/all"
+done
+[ -s "$S/all" ] || die "no tests found: no $TD/*.c (built as $BUILD/tests/*.t) and no $TD/*.sh"
+
+# ---- tests/tiers.txt: KIND NAME lines; every NAME must be a test -----------
+: >"$S/quick"
+: >"$S/serial"
+: >"$S/alone"
+lineno=0
+while IFS= read -r line || [ -n "$line" ]; do
+    lineno=$((lineno + 1))
+    case $line in '' | '#'*) continue ;; esac
+    kind=$(echo "$line" | awk 'NF == 2 { print $1 }')
+    name=$(echo "$line" | awk 'NF == 2 { print $2 }')
+    [ -n "$kind" ] || die "$TIERS:$lineno: expected 'KIND NAME', got '$line'"
+    case $kind in
+    quick | serial | alone) ;;
+    *) die "$TIERS:$lineno: unknown kind '$kind' (quick, serial or alone)" ;;
+    esac
+    case $name in
+    *.t) src=$TD/${name%.t}.c ;;
+    *.sh) src=$TD/$name ;;
+    *) die "$TIERS:$lineno: '$name' is no test's name (NAME.t for $TD/NAME.c, NAME.sh)" ;;
+    esac
+    awk -v n="$name" '$1 == n { f = 1 } END { exit !f }' "$S/all" ||
+        die "$TIERS:$lineno: $kind test '$name' does not exist: no $src (renamed or removed?)"
+    echo "$name" >>"$S/$kind"
+done <"$TIERS"
+[ -s "$S/quick" ] || die "$TIERS names no quick test"
+grep -Fxf "$S/serial" "$S/alone" >"$S/both"
+[ -s "$S/both" ] && die "$TIERS: $(head -n 1 "$S/both") is both serial and alone"
+
+# The tier's tests: "NAME PATH", the slowest of the last run first.
+if [ "$tier" = quick ]; then
+    awk 'FILENAME == ARGV[1] { q[$1] = 1; next } $1 in q' "$S/quick" "$S/all" >"$S/tier"
+else
+    cp "$S/all" "$S/tier"
+fi
+TIMES=$BUILD/test-times
+[ -f "$TIMES" ] || : >"$TIMES"
+awk 'FILENAME == ARGV[1] { ms[$1] = $2; next } { print ($1 in ms ? ms[$1] : 999999999), $0 }' \
+    "$TIMES" "$S/tier" | sort -k1,1nr -k2,2 | cut -d' ' -f2- >"$S/order"
+
+# prove's rules: the serial files as one sequence beside the parallel ones;
+# the alone files match no rule, so prove runs them at the end, one by one,
+# once every other file is done.  (With nothing to run in parallel, one
+# sequence of them all.)
+brace() { # brace FILE: its lines as {a,b,c}, a glob of prove's rules
+    awk 'NR > 1 { printf "," } { printf "%s", $0 } END { print "" }' "$1" | sed 's/.*/{&}/'
+}
+awk 'FILENAME == ARGV[1] { k[$1] = 1; next } $1 in k { print $2 }' "$S/serial" "$S/order" >"$S/ser"
+awk 'FILENAME == ARGV[1] { k[$1] = 1; next } $1 in k { print $2 }' "$S/alone" "$S/order" >"$S/alo"
+cat "$S/serial" "$S/alone" >"$S/notpar"
+awk 'FILENAME == ARGV[1] { k[$1] = 1; next } !($1 in k) { print $2 }' "$S/notpar" "$S/order" >"$S/par"
+[ -s "$S/ser" ] && set -- "$@" "--rules=seq=$(brace "$S/ser")"
+[ -s "$S/par" ] && set -- "$@" "--rules=par=$(brace "$S/par")"
+[ -s "$S/ser" ] || [ -s "$S/par" ] || set -- "$@" "--rules=seq=**"
+
+JOBS=${FTRAIN_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
+case $JOBS in '' | *[!0-9]* | 0) die "FTRAIN_TEST_JOBS='$JOBS' is not a positive number" ;; esac
+
+LOGS=$BUILD/test-logs
+mkdir -p "$LOGS" || die "cannot make $LOGS"
+rm -f "$LOGS"/*.tap "$LOGS"/*.rc "$LOGS"/*.ms
+export FTRAIN_TEST_LOGS="$LOGS"
+
+echo "# run.sh: tier $tier: $(wc -l <"$S/order") files, prove -j $JOBS;" \
+    "$(wc -l <"$S/ser") serial beside the rest, $(wc -l <"$S/alo") alone at the end; TAP logs in $LOGS/"
+start=$(date +%s)
+# The paths have no blanks (tests/NAME.sh, $BUILD/tests/NAME.t; BUILD was
+# checked), so word splitting is safe here.
+# shellcheck disable=SC2046
+prove -f --timer -j "$JOBS" --exec "sh $self --wrap" "$@" $(cut -d' ' -f2 "$S/order")
+status=$?
+end=$(date +%s)
+
+# ---- the skip guard ---------------------------------------------------------
+# The patterns in force: "any" lines always, "sanitized" lines when ftrain
+# links a sanitizer's runtime.
+sanitized=0
+ldd "$BUILD/ftrain" 2>/dev/null | grep -Eq 'lib(asan|tsan|ubsan)' && sanitized=1
+: >"$S/patterns"
+lineno=0
+while IFS= read -r line || [ -n "$line" ]; do
+    lineno=$((lineno + 1))
+    case $line in '' | '#'*) continue ;; esac
+    scope=${line%%[ 	]*}
+    pat=${line#"$scope"}
+    pat=$(printf '%s\n' "$pat" | sed 's/^[ 	]*//; s/[ 	]*$//')
+    [ -n "$pat" ] || die "$ALLOWED:$lineno: expected 'any|sanitized PATTERN', got '$line'"
+    case $scope in
+    any) printf '%s\n' "$pat" >>"$S/patterns" ;;
+    sanitized) [ "$sanitized" = 1 ] && printf '%s\n' "$pat" >>"$S/patterns" ;;
+    *) die "$ALLOWED:$lineno: unknown scope '$scope' (any or sanitized)" ;;
+    esac
+done <"$ALLOWED"
+
+# skips LOG: one reason a line for each skip in the TAP log LOG.  A plan of
+# 1..0 skips the whole file; a test line skips when its first '#' starts a
+# SKIP directive (TAP's grammar, as prove reads it).
+skips() {
+    awk '
+    /^1\.\.0([^0-9]|$)/ {
+        r = $0; sub(/^1\.\.0[ \t]*/, "", r)
+        if (tolower(r) ~ /^#[ \t]*skip/) { sub(/^#[ \t]*[^ \t]*[ \t]*/, "", r) }
+        print r; next
+    }
+    /^ok([ \t]|$)/ {
+        i = index($0, "#"); if (!i) next
+        r = substr($0, i + 1); sub(/^[ \t]*/, "", r)
+        if (tolower(r) !~ /^skip([^a-z0-9_]|$)/) next
+        r = substr(r, 5); sub(/^[ \t]*/, "", r)
+        print r
+    }' "$1"
+}
+
+allowed=0
+: >"$S/bad"
+while read -r name path; do
+    log=$LOGS/$name.tap
+    if [ ! -f "$log" ]; then
+        # prove stopped early (a bail out) or ran the test some other way.
+        [ "$status" -ne 0 ] && continue
+        echo "run.sh: $path left no log in $LOGS: the skip guard cannot check it" >>"$S/bad"
+        continue
+    fi
+    skips "$log" >"$S/why"
+    while IFS= read -r why; do
+        if printf '%s\n' "$why" | grep -Eiq -f "$S/patterns"; then
+            allowed=$((allowed + 1))
+            echo "# allowed skip: $name: $why"
+        else
+            echo "run.sh: test $path skipped '$why', which is not in $ALLOWED" >>"$S/bad"
+        fi
+    done <"$S/why"
+done <"$S/order"
+
+# ---- times ------------------------------------------------------------------
+: >"$S/ms"
+while read -r name path; do
+    [ -f "$LOGS/$name.ms" ] && echo "$(cat "$LOGS/$name.ms") $name" >>"$S/ms"
+done <"$S/order"
+echo "# the 10 slowest files (ms):"
+sort -k1,1nr "$S/ms" | head -n 10 | awk '{ printf "#   %8d  %s\n", $1, $2 }'
+# Keep the times of this run for the next one's order.
+awk 'FILENAME == ARGV[1] { ms[$2] = $1; next } !($1 in ms) { print } END { for (n in ms) print n, ms[n] }' \
+    "$S/ms" "$TIMES" | sort >"$S/times" && cp "$S/times" "$TIMES"
+echo "# tier $tier: wall time $((end - start)) s with prove -j $JOBS; $allowed allowed skip(s); load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+
+if [ -s "$S/bad" ]; then
+    cat "$S/bad" >&2
+    echo "run.sh: FAIL: the skip guard: fix what keeps the test from running (a package" \
+        "scripts/deps.sh should install, a broken probe); only a reason that is acceptable" \
+        "in CI goes into $ALLOWED, with a comment saying why" >&2
+    exit 1
+fi
+[ "$status" -eq 0 ] || exit 1
+exit 0
