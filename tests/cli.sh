@@ -279,6 +279,7 @@ elif have_shim stallio; then
         "$FTRAIN" --device cpu --data line --layers 4 --global-batch 10 --micro-batch 10 \
         --steps 1000 --step-delay-ms 200 --run-dir "$T/st" >>"$T/st.out" 2>&1 &
     st_pid=$!
+    track_bg "$st_pid"
     wait_for 30 grep -q '^world: rank 0 ' "$T/st.out"
     sleep 1.2
     kill -USR1 "$(rank_pid "$T/st.out" 0)" 2>/dev/null

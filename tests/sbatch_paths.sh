@@ -101,6 +101,7 @@ run_script() {
 	env PATH="$B:$PATH" SLURM_JOB_ID=4242 SLURM_SUBMIT_DIR="$T" FTRAIN="$T/ftrain" \
 		RUN_DIR="$T/run" "$@" bash "$SCRIPT" --data line >"$T/out" 2>&1 &
 	SPID=$!
+	track_bg "$SPID"
 }
 srun_started() { grep -q '^srun ' "$LOG"; }
 prog_started() { grep -q '^prog env' "$LOG"; }
