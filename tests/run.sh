@@ -152,7 +152,11 @@ awk 'FILENAME == ARGV[1] { ms[$1] = $2; next } { print ($1 in ms ? ms[$1] : 9999
 # prove's rules: the serial files as one sequence beside the parallel ones;
 # the alone files match no rule, so prove runs them at the end, one by one,
 # once every other file is done.  (With nothing to run in parallel, one
-# sequence of them all.)
+# sequence of them all.)  Each parallel file is a sequence of its own, not
+# one par=GLOB: prove starts a plain file before any sequence, so with
+# par=GLOB the serial files would wait for every parallel one to start, and
+# then run one after another at the end.  Sequences start in the order of
+# the rules: the serial one first, then the parallel files slowest first.
 brace() { # brace FILE: its lines as {a,b,c}, a glob of prove's rules
     awk 'NR > 1 { printf "," } { printf "%s", $0 } END { print "" }' "$1" | sed 's/.*/{&}/'
 }
@@ -161,7 +165,9 @@ awk 'FILENAME == ARGV[1] { k[$1] = 1; next } $1 in k { print $2 }' "$S/alone" "$
 cat "$S/serial" "$S/alone" >"$S/notpar"
 awk 'FILENAME == ARGV[1] { k[$1] = 1; next } !($1 in k) { print $2 }' "$S/notpar" "$S/order" >"$S/par"
 [ -s "$S/ser" ] && set -- "$@" "--rules=seq=$(brace "$S/ser")"
-[ -s "$S/par" ] && set -- "$@" "--rules=par=$(brace "$S/par")"
+while read -r p; do
+    set -- "$@" "--rules=seq=$p"
+done <"$S/par"
 [ -s "$S/ser" ] || [ -s "$S/par" ] || set -- "$@" "--rules=seq=**"
 
 JOBS=${FTRAIN_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
