@@ -7,7 +7,9 @@
 # and kill -9 either ONE rank or the whole job (every rank, then mpirun).
 # After each crash the newest committed checkpoint must verify (ckptctl
 # verify, or, without ckptctl, the next resume must load it), and the next
-# run must resume from exactly that newest committed checkpoint.  At the end
+# run must resume from exactly that newest committed checkpoint.  More than
+# half of the rounds must have killed a run mid-way (a round whose waits time
+# out lets its run finish, which checks nothing of a crash).  At the end
 # a run finishes (exit 0) with the param_hash of an uninterrupted run.
 #
 # The random delays are printed; FTRAIN_CRASH_SEED=N replays a sequence.
@@ -19,7 +21,7 @@
 need_mpi
 CKPTCTL="$BUILD/ckptctl"
 ROUNDS=10
-plan $((2 * ROUNDS + 2))
+plan $((2 * ROUNDS + 3))
 
 # 263k parameters (3 MB of state with Adam's moments) on the line data.
 ARGS="--data line --layers 512,512 --global-batch 32 --micro-batch 8 --lr 0.001 --deterministic --steps 200"
@@ -60,6 +62,7 @@ resumed_from() {
     tail -n +"$(($1 + 1))" "$R/metrics.jsonl" 2>/dev/null |
         sed -n 's/.*"event":"resume".*"from":"\([^"]*\)".*/\1/p' | tail -n 1
 }
+done_since() { tail -n +"$(($1 + 1))" "$R/metrics.jsonl" 2>/dev/null | grep -q '"event":"done"'; }
 started_since() { tail -n +"$(($1 + 1))" "$R/metrics.jsonl" 2>/dev/null | grep -q '"event":"start"'; }
 mlines() { cat "$R/metrics.jsonl" 2>/dev/null | wc -l; }
 rank_pids() { sed -n 's/^world: rank [0-9]* local [0-9]* host [^ ]* pid \([0-9]*\).*/\1/p' "$1"; }
@@ -67,6 +70,7 @@ rank_pids() { sed -n 's/^world: rank [0-9]* local [0-9]* host [^ ]* pid \([0-9]*
 have_pids() { [ "$(rank_pids "$1" | wc -l)" -ge "$2" ]; }
 
 expect_from=""
+crashes=0   # rounds whose kill ended the run mid-way
 i=1
 while [ "$i" -le "$ROUNDS" ]; do
     n=$((2 + i % 3))                 # 3, 4, 2, 3, 4, ... ranks
@@ -77,6 +81,7 @@ while [ "$i" -le "$ROUNDS" ]; do
     m0=$(mlines)
     mpi_bg "$n" $ARGS --ckpt-every 1 --run-dir "$R" >"$out" 2>"$out.err"
     what="nothing (the run ended first)"
+    killed=0
     during=""
     base=$(stepnum "$(newest)")
     # Training has started (the start event follows the resume), and a save
@@ -87,6 +92,7 @@ while [ "$i" -le "$ROUNDS" ]; do
         wait_for 30 saving "$base"; then
         sleep "$(awk -v d="$delay" 'BEGIN { printf "%.3f", d / 1000 }')"
         saving "$base" && during="during a save" || during="between saves"
+        killed=1
         if [ "$whole" -eq 1 ]; then
             what="the whole job"
             kill -9 $(rank_pids "$out") 2>/dev/null
@@ -106,6 +112,12 @@ while [ "$i" -le "$ROUNDS" ]; do
         kill -9 $(rank_pids "$out") 2>/dev/null
     fi
     diag "round $i: $n ranks, killed $what after $delay ms ($during); exit $rc; newest $(basename "$(newest)")"
+    # A kill that ended the run mid-way: a non-zero exit, and no "done"
+    # event in metrics.jsonl since this round started (rank 0 writes it
+    # straight to the file before it exits).
+    if [ "$killed" -eq 1 ] && [ "$rc" -ne 0 ] && ! done_since "$m0"; then
+        crashes=$((crashes + 1))
+    fi
 
     # The previous round's newest committed checkpoint was the one resumed.
     got=$(resumed_from "$m0")
@@ -117,7 +129,15 @@ while [ "$i" -le "$ROUNDS" ]; do
     # The newest committed checkpoint verifies.
     last=$(newest)
     if [ -z "$last" ]; then
-        ok 0 "round $i: no checkpoint committed yet"
+        # With a save after every step, only a kill before the first commit
+        # leaves none: this round's kill ended the run, and the run
+        # directory names no committed step (no step-*, no LATEST), so the
+        # next run starts fresh (the next round, or the final run, checks
+        # that it resumes from nothing).
+        ok "$([ "$killed" -eq 1 ] && [ "$rc" -ne 0 ] && ! done_since "$m0" &&
+            [ ! -e "$R/ckpt/LATEST" ] && started_since "$m0"; echo $?)" \
+            "round $i: killed before the first save committed: no committed step, nothing to resume" ||
+            why "killed=$killed exit $rc" "$(ls -la "$R/ckpt" 2>&1)" "$(tail -n 3 "$R/metrics.jsonl" 2>&1)"
     elif [ -x "$CKPTCTL" ]; then
         "$CKPTCTL" verify "$last" >"$T/verify" 2>&1
         ok $? "round $i: $(basename "$last") verifies" || why "$(cat "$T/verify")"
@@ -127,6 +147,12 @@ while [ "$i" -le "$ROUNDS" ]; do
     expect_from=$last
     i=$((i + 1))
 done
+
+# The point of the file: most rounds must crash a run mid-way.  A round
+# whose waits time out lets its run finish (a diag above), and rounds that
+# all ended that way would leave every check here green without one crash.
+ok "$([ "$crashes" -gt $((ROUNDS / 2)) ]; echo $?)" \
+    "$crashes of $ROUNDS rounds killed a run mid-way (more than half must)"
 
 # Finish: resume from the newest and run to the end on 3 ranks.
 mpi 3 $ARGS --ckpt-every 1 --run-dir "$R" >"$T/final" 2>"$T/final.err"
