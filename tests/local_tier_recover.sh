@@ -128,6 +128,7 @@ ok "$([ "$rc" -eq 0 ] && [ ! -e "$J" ] && [ -d "$T/L7" ] &&
 two $RUN $LOCAL --steps 200 --run-dir "$T/r7s" --ckpt-local "$J/%n" --ckpt-local-remove-at-end \
     >"$T/r7s.out" 2>"$T/r7s.err" &
 s_pid=$!
+track_bg "$s_pid"
 wait_for 30 test -d "$J/b/step-00000008"
 kill -USR1 "$(rank_pid "$T/r7s.out" 1)" 2>/dev/null
 wait "$s_pid"

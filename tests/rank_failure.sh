@@ -24,14 +24,6 @@ need_mpi
 CKPTCTL="$BUILD/ckptctl"
 RUN="--data line --layers 8 --global-batch 32 --micro-batch 8 --lr 0.01 --deterministic --steps 60"
 
-# _ge FILE N: FILE holds at least N progress lines.
-_ge() { [ "$(grep -c '^epoch ' "$1")" -ge "$2" ]; }
-now() { date +%s.%N; }
-# secs A B: B - A, to a tenth of a second.
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
-# below X LIMIT: 0 when X < LIMIT.
-below() { awk -v x="$1" -v l="$2" 'BEGIN { exit !(x < l) }'; }
-
 mpi 2 $RUN >"$T/ref.out" 2>&1
 REF=$(hash_of "$T/ref.out")
 [ -n "$REF" ] || { echo "Bail out! the uninterrupted run failed: $(tail -n 3 "$T/ref.out")"; exit 1; }
@@ -44,7 +36,7 @@ start_run() {
     : >"$d.out"
     mpi_bg 3 $RUN --log-every 1 --step-delay-ms 150 --ckpt-every 5 --run-dir "$d" "$@" \
         >>"$d.out" 2>"$d.err"
-    wait_for 60 _ge "$d.out" 12
+    wait_for 60 progress_ge "$d.out" 12
 }
 
 # after_failure NAME: the newest checkpoint verifies, and a resume on 2

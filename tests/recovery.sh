@@ -34,14 +34,11 @@ grab() { printf '%s\n' "$1" | sed -n -E "s/.*$2.*/\\1/p" | head -n 1; }
 json() { printf '%s\n' "$1" | sed -n -E "s/.*\"$2\":\"?([^\",}]*).*/\\1/p"; }
 # mtime FILE: its modification time in seconds, to the nanosecond.
 mtime() { date -r "$1" +%s.%N; }
-now() { date +%s.%N; }
 # beats DIR: the heartbeat files in DIR (none: nothing printed); left DIR:
 # whatever DIR holds (heartbeats, half-written ones, anything).
 beats() { find "$1" -maxdepth 1 -name 'rank-*' ! -name '*.new' 2>/dev/null | sort; }
 left() { ls -A "$1" 2>/dev/null; }
 _beating() { [ -n "$(beats "$1")" ]; }
-# _ge FILE N: FILE holds at least N progress lines.
-_ge() { [ "$(grep -c '^epoch ' "$1")" -ge "$2" ]; }
 # yd_figures FILE: the Young/Daly line's "COST HOURS INTERVAL" in FILE.
 yd_figures() {
     sed -n -E 's/^checkpoint: Young\/Daly: a save costs ([0-9.]+) s of training; for a mean time between failures of ([0-9.e+]+) h \(--mtbf\) the interval that loses least is ([0-9]+) s.*/\1 \2 \3/p' "$1"
@@ -99,7 +96,7 @@ mpi_bg 3 $RUN --log-every 1 --step-delay-ms 100 --ckpt-every 5 --hang-timeout 15
 # While it trains, no heartbeat of the failed launch is there (its pids).
 old_list="$(rank_pid "$d.out" 0) $victim"
 old_pids=" $old_list "
-if wait_for 30 _ge "$d.res" 3 && wait_for 5 _beating "$d/heartbeat"; then
+if wait_for 30 progress_ge "$d.res" 3 && wait_for 5 _beating "$d/heartbeat"; then
     # shellcheck disable=SC2046 # one word per file
     during=$(cat $(beats "$d/heartbeat") /dev/null | sed -n 's/.* pid \([0-9]*\) .*/\1/p' | sort -n | tr '\n' ' ')
 else
@@ -181,7 +178,7 @@ ok $? "  metrics.jsonl: one young_daly event per launch, the last with the resum
 # ---- 2. no failure, no recovery --------------------------------------------------------
 d="$T/planned"
 mpi_bg 2 $RUN --log-every 1 --step-delay-ms 100 --ckpt-every 5 --run-dir "$d" >"$d.out" 2>"$d.err"
-if wait_for 30 _ge "$d.out" 8 && [ -n "$(beats "$d/heartbeat")" ]; then
+if wait_for 30 progress_ge "$d.out" 8 && [ -n "$(beats "$d/heartbeat")" ]; then
     kill -USR1 "$(rank_pid "$d.out" 0)"
     wait "$MPI_PID"
     rc=$?
@@ -198,6 +195,7 @@ seen=0
 timeout -k 5 "$FTRAIN_TIMEOUT" "$FTRAIN" --device cpu --global-batch 32 --micro-batch 8 --lr 0.01 \
     --deterministic --steps 30 --layers 8 --run-dir "$d" >"$d.bad" 2>&1 &
 bad=$!
+track_bg "$bad"
 while kill -0 "$bad" 2>/dev/null; do
     [ -n "$(beats "$d/heartbeat")" ] && seen=1
     sleep 0.02

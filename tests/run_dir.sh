@@ -109,6 +109,7 @@ open(sys.argv[2], "w").close()
 time.sleep(60)
 EOF
 holder=$!
+track_bg "$holder"
 wait_for 10 test -f "$T/holder.ready"
 SLURM_JOB_ID=78 mpi 1 $TINY --steps 3 --run-dir "$d" >"$d.78.out" 2>"$d.78.err"
 rc=$?

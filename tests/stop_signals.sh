@@ -22,9 +22,6 @@ EDIT="$BUILD/tests/tools/manifest_edit"
 TINY="--data line --layers 8"
 LINE="--data line --global-batch 32 --micro-batch 8 --lr 0.01"
 
-# _ge FILE N: FILE holds at least N progress lines.
-_ge() { [ "$(grep -c '^epoch ' "$1")" -ge "$2" ]; }
-
 # ---- 1. a stop without --run-dir after --resume /abs/path -------------------
 # Resumed at its last step, the run only evaluates; a signal sent as soon as
 # the rank has installed its handler (SigCgt in /proc shows USR1, before
@@ -68,7 +65,7 @@ REF=$(hash_of "$T/ep-ref.out")
 d="$T/epoch"
 : >"$d.out"
 mpi_bg 2 $EP --log-every 1 --step-delay-ms 300 --run-dir "$d" >>"$d.out" 2>"$d.err"
-if wait_for 30 _ge "$d.out" 3; then
+if wait_for 30 progress_ge "$d.out" 3; then
     kill -USR1 "$(rank_pid "$d.out" 0)"
 fi
 wait "$MPI_PID"
@@ -93,7 +90,7 @@ like "$(sed -n '/^resume:/,$p' "$d.res" | sed -n 2,4p)" "^eval: epoch $at test_l
 d="$T/epoch-old"
 : >"$d.out"
 mpi_bg 1 $EP --log-every 1 --step-delay-ms 300 --run-dir "$d" >>"$d.out" 2>"$d.err"
-if wait_for 30 _ge "$d.out" 3; then
+if wait_for 30 progress_ge "$d.out" 3; then
     kill -USR1 "$(rank_pid "$d.out" 0)"
 fi
 wait "$MPI_PID"
@@ -115,7 +112,7 @@ d="$T/first"
 : >"$d.out"
 mpi_bg 2 $LINE --steps 100000 --log-every 1 --step-delay-ms 1500 --run-dir "$d" >>"$d.out" 2>"$d.err"
 # After the second step: the first 1.5 s delay (a whole step) is behind.
-if wait_for 30 _ge "$d.out" 2; then
+if wait_for 30 progress_ge "$d.out" 2; then
     kill -USR1 "$(rank_pid "$d.out" 0)"
     sleep 0.3
     kill -TERM "$(rank_pid "$d.out" 1)"
@@ -139,7 +136,7 @@ like "$(grep '"event":"stop"' "$d/metrics.jsonl")" '"longest_step_seconds":1\.[4
 d="$T/usr2"
 : >"$d.out"
 mpi_bg 2 $LINE --steps 100000 --log-every 1 --step-delay-ms 20 --stop-signal USR2 --run-dir "$d" >>"$d.out" 2>"$d.err"
-if wait_for 20 _ge "$d.out" 3; then
+if wait_for 20 progress_ge "$d.out" 3; then
     kill -USR1 "$(rank_pid "$d.out" 1)"
     wait_for 10 grep -q 'warning: rank 1 got SIGUSR1' "$d.err"
     kill -USR2 "$(rank_pid "$d.out" 0)"
@@ -171,6 +168,7 @@ blocked_in() {
 }
 timeout -k 5 60 "$FTRAIN" $TINY --steps 40 --run-dir "$d" >"$d.out" 2>"$d.err" &
 e_pid=$!
+track_bg "$e_pid"
 SIG_PID=
 wait_for 20 blocked_in "$e_pid" && kill -USR2 "$SIG_PID" 2>/dev/null
 wait "$e_pid"
@@ -198,6 +196,7 @@ if have_shim stallio; then
         "$FTRAIN" --device cpu $LINE --steps 10 --log-every 1 --step-delay-ms 20 \
         --run-dir "$d" >>"$d.out" 2>"$d.err" &
     MPI_PID=$!
+    track_bg "$MPI_PID"
     if wait_for 30 test -s "$d.mark"; then
         kill -USR1 "$(awk 'NR == 1 { print $1 }' "$d.mark")"
     fi
