@@ -28,18 +28,23 @@
 # cluster's state directory), SLURM_E2E_PROGRAM=probe to run the MPI stand-in
 # tests/tools/sigprobe.c (compiled here with mpicc) instead of ftrain, to
 # test the SLURM plumbing alone.
+#
+# TAP comes from tests/lib.sh; the OMPI_* environment is left as it is (the
+# jobs' ranks span fake nodes, not lib.sh's one machine).
 set -u
 
-BUILD=${BUILD:-build}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
+# shellcheck disable=SC2034 # read by lib.sh
+LIB_KEEP_MPI_ENV=1
+# shellcheck disable=SC1091
+. "$here/lib.sh"
 case $BUILD in /*) bdir=$BUILD ;; *) bdir=$root/$BUILD ;; esac
 program=${SLURM_E2E_PROGRAM:-ftrain}
 export FTRAIN_SLURM_LAB=${FTRAIN_SLURM_LAB:-/tmp/ftrain-slurm-lab}
 LAB=$FTRAIN_SLURM_LAB
 STEPS=1500
 
-skip_all() { echo "1..0 # SKIP $*"; exit 0; }
 [ "$(id -u)" = 0 ] || skip_all "needs root to run slurmctld and slurmd"
 for c in slurmctld slurmd sbatch srun scontrol scancel squeue munge flock; do
 	command -v "$c" >/dev/null 2>&1 || skip_all "'$c' not found (apt-get install slurmd slurmctld slurm-client munge)"
@@ -68,19 +73,6 @@ esac
 exec 9>"$LAB.lock"
 flock -w 900 9 || { echo "Bail out! another slurm_e2e holds $LAB.lock"; exit 1; }
 
-n=0
-failed=0
-ok() { # STATUS DESCRIPTION: one TAP line; returns STATUS != 0 as failure
-	n=$((n + 1))
-	if [ "$1" = 0 ]; then echo "ok $n - $2"; return 0; fi
-	echo "not ok $n - $2"
-	failed=$((failed + 1))
-	return 1
-}
-diag() { printf '%s\n' "$@" | sed 's/^/# /'; }
-# why ...: diagnostics of a failure, on stderr so that prove shows them
-# without -v (and CI logs keep them).
-why() { printf '%s\n' "$@" | sed 's/^/# /' >&2; }
 # show_logs: the jobs' output and the cluster's log tails, on stderr.
 show_logs() {
 	why "--- job A output (last 60 lines) ---" "$(tail -n 60 "${out_a:-/dev/null}" 2>/dev/null)"
@@ -113,15 +105,6 @@ bail() {
 t0=$(date +%s)
 elapsed() { echo $(($(date +%s) - t0)); }
 
-# wait_for FILE REGEX SECONDS: poll FILE until a line matches (ERE).
-wait_for() {
-	local end=$(($(date +%s) + $3))
-	while [ "$(date +%s)" -le "$end" ]; do
-		grep -Eq -- "$2" "$1" 2>/dev/null && return 0
-		sleep 0.5
-	done
-	return 1
-}
 # job_field JOBID FIELD: a field of `scontrol show job` (empty once it is gone).
 job_field() { scontrol -o show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n1; }
 # wait_state JOBID REGEX SECONDS: poll until JobState matches.
@@ -146,12 +129,12 @@ cleanup() {
 	elif [ "$lab_down" = 0 ]; then
 		"$here/slurm/lab-down.sh" >/dev/null 2>&1
 	fi
-	if [ "$failed" = 0 ] && [ "$n" -gt 0 ]; then rm -rf "$W"; else echo "# kept $W and $LAB/log for inspection"; fi
+	if all_passed; then rm -rf "$W"; else echo "# kept $W and $LAB/log for inspection"; fi
 }
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+# After lib.sh's own cleanup has stopped the test's background processes.
+at_exit cleanup
 
-echo "1..18"
+plan 18
 diag "program: $prog; work dir $W; cluster state $LAB"
 
 FTRAIN_SLURM_CLEAN=1 "$here/slurm/lab-up.sh" >"$W/lab-up.log" 2>&1 9>&-
@@ -181,14 +164,14 @@ ok $? "sbatch -N 2 --time=3 --signal=B:USR1@120 slurm/train.sbatch (job ${job_a:
 # The ranks must be training before SLURM's warning comes (60 s after the
 # start): a failure here is a launch problem, not a signal problem.
 if [ "$program" = ftrain ]; then start_re='^train: '; else start_re='sigprobe: rank 0/2 .* start at step'; fi
-wait_for "$out_a" "$start_re" 55
+wait_line "$out_a" "$start_re" 55
 ok $? "the ranks started (2 ranks, $(elapsed) s)" || why "job A has not started training: $(tail -n 5 "$out_a" 2>/dev/null)"
 
-wait_for "$out_a" 'train\.sbatch.*got USR1: forwarded USR1 to srun' 110
+wait_line "$out_a" 'train\.sbatch.*got USR1: forwarded USR1 to srun' 110
 ok $? "batch shell got USR1 from SLURM and forwarded it to srun ($(elapsed) s)" || bail "no USR1 forwarded"
 
 if [ "$program" = ftrain ]; then stop_re='^stop: signal USR1'; else stop_re='got SIGUSR1'; fi
-wait_for "$out_a" 'train\.sbatch.*ftrain exited with status' 60
+wait_line "$out_a" 'train\.sbatch.*ftrain exited with status' 60
 ok $? "the ftrain step ended ($(elapsed) s)" || bail "the ftrain step did not end"
 grep -Eq -- "$stop_re" "$out_a"
 ok $? "the ftrain ranks stopped on USR1"
@@ -214,13 +197,13 @@ grep -Eq "train\.sbatch.*requeue job $job_a \(restart 1 of at most 1\)" "$out_a"
 ok $? "the batch script requeued job $job_a"
 
 # --- 2. The requeued run resumes; a second stop hits the restart cap. ---
-wait_for "$out_a" "train\.sbatch.*start: job $job_a restart 1/1 " 60
+wait_line "$out_a" "train\.sbatch.*start: job $job_a restart 1/1 " 60
 ok $? "the job ran again with SLURM_RESTART_COUNT=1 ($(elapsed) s)" || bail "job $job_a did not run again"
 [ "$(job_field "$job_a" Restarts)" = 1 ]
 ok $? "scontrol shows Restarts=1 for job $job_a"
 
 second=$W/job-a.second
-wait_for "$out_a" '^resume: .*world 2 -> 2' 60
+wait_line "$out_a" '^resume: .*world 2 -> 2' 60
 sed -n "/start: job $job_a restart 1\/1 /,\$p" "$out_a" >"$second"
 grep -Eq '^resume: .*world 2 -> 2' "$second"
 ok $? "the requeued run printed resume: (world 2 -> 2)"
@@ -263,10 +246,10 @@ if [ "$program" = ftrain ]; then
 	ok $? "stopped, requeued and resized run matches an uninterrupted 1-rank run (param_hash ${got_hash%% *})"
 	[ -n "$ref" ] || why "reference run: $(cat "$W/ref.err")"
 else
-	ok 0 "# SKIP parameter hash: the probe has no parameters"
+	skip "parameter hash" "the probe has no parameters"
 fi
 
-[ "$failed" = 0 ] || show_logs
+all_passed || show_logs
 
 # --- 4. The cluster goes away again. ---
 if [ "$was_up" = 0 ]; then
@@ -279,7 +262,7 @@ if [ "$was_up" = 0 ]; then
 	done
 	ok $r "lab-down.sh stopped the cluster's daemons"
 else
-	ok 0 "# SKIP the cluster was already up before this test, left running"
+	skip "lab-down.sh stopped the cluster's daemons" "the cluster was already up before this test, left running"
 fi
 diag "total $(elapsed) s"
-exit $((failed > 0))
+done_testing

@@ -14,14 +14,14 @@
 # them), and takes the same lock: one test cluster per machine.
 . "$(dirname "$0")/slurm/common.sh" rankfail
 
-echo "1..7"
+plan 7
 lab_up
 export FTRAIN=$bdir/ftrain FTRAIN_TASKS_PER_NODE=1 FTRAIN_MAX_RELAUNCHES=0 # detection only: slurm_relaunch.sh relaunches
 export FTRAIN_ARGS="--device cpu --data line --layers 8 --global-batch 32 --micro-batch 8 --steps 100000 --log-every 1 --step-delay-ms 150 --ckpt-every 5"
 
 # submit NAME SIGNAL [ftrain options]: a 2-node job; once it has trained 12
 # steps, SIGNAL to rank 1; sets out, took (seconds from the signal to the
-# end of the step), victim.
+# end of the step), fast (0 when that took under 15 s), victim.
 submit() {
 	local name=$1 sig=$2
 	shift 2
@@ -31,23 +31,24 @@ submit() {
 	job=$(sbatch --parsable -N 2 --time=5 -o "$out" -J "rf-$name" "$root/slurm/train.sbatch" "$@" 2>"$W/$name.sbatch.err")
 	jobs_started="$jobs_started $job"
 	took=none
-	victim=$(wait_for "$out" '^epoch 1/[0-9]+ step 12/' 60 &&
+	victim=$(wait_line "$out" '^epoch 1/[0-9]+ step 12/' 60 &&
 		sed -n 's/^world: rank 1 .* pid \([0-9]*\).*/\1/p' "$out" | head -n1)
 	[ -n "$victim" ] || { why "job $job did not train: $(tail -n 5 "$out" 2>/dev/null)"; return 1; }
 	local t0 t1
-	t0=$(date +%s.%N)
+	t0=$(now)
 	kill -"$sig" "$victim"
-	wait_for "$out" 'train\.sbatch.*ftrain exited with status' 60
-	t1=$(date +%s.%N)
+	wait_line "$out" 'train\.sbatch.*ftrain exited with status' 60
+	t1=$(now)
 	kill -CONT "$victim" 2>/dev/null # only if it outlived its job
-	took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
-	below=$(awk -v x="$took" 'BEGIN { print (x < 15) ? 0 : 1 }')
+	took=$(secs "$t0" "$t1")
+	below "$took" 15
+	fast=$?
 	return 0
 }
 
 # ---- 1. a rank killed -------------------------------------------------------------
 if submit kill KILL; then
-	ok "$below" "SIGKILL to rank 1: the step ended in $took s (< 15 s)" || why "$(tail -n 8 "$out")"
+	ok "$fast" "SIGKILL to rank 1: the step ended in $took s (< 15 s)" || why "$(tail -n 8 "$out")"
 	grep -Eq 'srun: error: [^ ]+: task 1: Killed' "$out"
 	ok $? "  srun names task 1, its node and the signal" || why "$(grep -E 'srun|exited' "$out")"
 	"$bdir/ckptctl" verify "$RUN_DIR/ckpt" >"$W/kill.verify" 2>&1
@@ -60,7 +61,7 @@ fi
 
 # ---- 2. a rank stopped: the watchdog -------------------------------------------------
 if submit stop STOP --hang-timeout 3; then
-	ok "$below" "SIGSTOP to rank 1, --hang-timeout 3: the step ended in $took s (< 15 s)" ||
+	ok "$fast" "SIGSTOP to rank 1, --hang-timeout 3: the step ended in $took s (< 15 s)" ||
 		why "$(tail -n 8 "$out")"
 	grep -q 'train\.sbatch.*ftrain exited with status 76' "$out"
 	ok $? "  with ftrain's hang status 76" || why "$(grep exited "$out")"
@@ -71,4 +72,4 @@ else
 	ok 1 "  status 76"
 	ok 1 "  the watchdog names rank 1"
 fi
-[ "$failed" = 0 ]
+done_testing

@@ -40,7 +40,7 @@
 # same lock as the other SLURM tests: one test cluster per machine.
 . "$(dirname "$0")/slurm/common.sh" relaunch
 
-echo "1..33"
+plan 33
 lab_up
 export FTRAIN=$bdir/ftrain FTRAIN_TASKS_PER_NODE=1
 RUN="--device cpu --data line --layers 8 --global-batch 32 --micro-batch 8 --deterministic --steps 48 --log-every 1"
@@ -63,7 +63,7 @@ submit() {
 # rank1 STEP: wait for step STEP of the first launch; print rank 1's pid and
 # host as "PID HOST".
 rank1() {
-	wait_for "$out" "^epoch [0-9]+/[0-9]+ step $1/" 60 || return 1
+	wait_line "$out" "^epoch [0-9]+/[0-9]+ step $1/" 60 || return 1
 	sed -n 's/^world: rank 1 local [0-9]* host \([^ ]*\) pid \([0-9]*\).*/\2 \1/p' "$out" | head -n 1
 }
 # finished_exactly NAME: the job completed, in one allocation, with the
@@ -173,9 +173,9 @@ fi
 
 # ---- e. a planned stop still requeues -------------------------------------------------------
 submit stop 2
-if wait_for "$out" '^epoch [0-9]+/[0-9]+ step 12/' 60; then
+if wait_line "$out" '^epoch [0-9]+/[0-9]+ step 12/' 60; then
 	scancel --batch --signal=USR1 "$job"
-	wait_for "$out" 'train\.sbatch.*requeue job' 60
+	wait_line "$out" 'train\.sbatch.*requeue job' 60
 	ok $? "USR1: checkpointed and requeued" || why "$(grep 'train\.sbatch' "$out")"
 	# Back from the requeue (Restarts 1), it must finish.
 	end=$(($(date +%s) + 120))
@@ -225,7 +225,8 @@ if v=$(rank1 22) && [ -n "$v" ]; then
 		ok $? "  a core to spare on each node ($cores a rank): the helper thread moved the partner copies" ||
 			why "$(grep -E '^(local tier|world):' "$out")"
 	else
-		ok 0 "# SKIP ${cores:-no} core(s) a rank: no core to spare for the helper thread"
+		skip "  a core to spare on each node: the helper thread moved the partner copies" \
+			"${cores:-no} core(s) a rank: no core to spare for the helper thread"
 	fi
 	ok "$([ ! -e "$FTRAIN_LOCAL_ROOT/ftrain-job-$job" ]; echo $?)" "  the node-local tier ftrain-job-$job is removed at the end of the job" ||
 		why "$(ls -R "$FTRAIN_LOCAL_ROOT" | head)" "$(grep 'train\.sbatch.*tier' "$out")"
@@ -287,4 +288,4 @@ finished_exactly "rank 1 died at start-up, FTRAIN_MAX_RELAUNCHES=1"
 ! grep -q 'kept for one more try' "$out" && grep -Eq 'train\.sbatch.*node n[0-9]+ left out: the failure points at it' "$out" &&
 	grep -Eq 'train\.sbatch.*relaunch 1 of at most 1 on 2 node' "$out"
 ok $? "  one relaunch allowed: the node is left out at once, relaunch on 2 nodes" || why "$(grep 'train\.sbatch' "$out")"
-[ "$failed" = 0 ]
+done_testing
