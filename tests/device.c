@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ftrain/comm_nccl.h"
-#include "ftrain/device.h"
-#include "ftrain/gpu.h"
+#include "parallel/comm_nccl.h"
+#include "parallel/device.h"
+#include "gpu/gpu.h"
 #include "tap.h"
 
 #ifdef FTRAIN_CUDA
