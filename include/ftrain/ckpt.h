@@ -176,6 +176,17 @@ typedef struct {
 CKPT_API int ckpt_layout(ckpt_tensor_t *tensors, size_t ntensors, uint64_t *total_bytes);
 
 /**
+ * The format's slice rule (docs/checkpoint-format.md, section 2): writer
+ * `rank` of `world` holds bytes [*lo, *hi) of a flat space of total bytes,
+ * lo = floor(rank * total / world), hi = floor((rank + 1) * total / world).
+ * A caller that places data by rank (a partner copy, a node-local shard)
+ * takes the rule from here rather than deriving it again.
+ * @return CKPT_OK, or CKPT_EINVAL when world < 1, rank is outside
+ *         [0, world) or lo or hi is NULL.
+ */
+CKPT_API int ckpt_slice(int rank, int world, uint64_t total, uint64_t *lo, uint64_t *hi);
+
+/**
  * Phase one, local: write rank `rank` of `world`'s slice of the flat space
  * into <root>/.tmp-step-<step>/shard-<rank>.ftsh and fsync it.  Touches no
  * collective; safe in a background thread.  Tensors must have been laid out.

@@ -29,6 +29,7 @@
 #include "train/train.h"
 #include "fault/watchdog.h"
 #include "parallel/world.h"
+#include "util/util.h"
 
 /* How long MPI_Abort may take after a hang before the process ends itself. */
 #define HANG_ABORT_WAIT_S 10
@@ -435,10 +436,8 @@ int main(int argc, char **argv)
     world_free(&world);
     run_lock_release(); /* after the last save of the run directory */
     if (outcome == TRAIN_STOPPED && world.rank == 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
         printf("stop: exit %d, %.3f s after the signal\n", code,
-               (double)ts.tv_sec + ts.tv_nsec * 1e-9 - res.stop_time);
+               util_wall_s() - res.stop_time);
     }
     fflush(stdout);
     return code;

@@ -26,18 +26,8 @@
 
 /* ---- enumerations ---------------------------------------------------------
  * Activations, initialisations, optimizers, schedules and data sets have
- * their one name table in their own module; the two below are the command
- * line's own. */
-
-/* --stop-signal may choose the first STOP_SIGNAL_CHOICES; TERM and INT
- * always stop a run and are here to be named in messages. */
-static const util_name_t signal_names[] = {
-    {.name = "USR1", .value = SIGUSR1},
-    {.name = "USR2", .value = SIGUSR2},
-    {.name = "TERM", .value = SIGTERM},
-    {.name = "INT", .value = SIGINT},
-};
-#define STOP_SIGNAL_CHOICES 2
+ * their one name table in their own module, the stop signals theirs in
+ * util.h (util_signals); the ones below are the command line's own. */
 
 /* Kept as text in config_t (device_choose() reads it); the values only
  * give the table its shape. */
@@ -65,12 +55,12 @@ static const char *exchange_names_join(char *buf, size_t cap)
 
 static int stop_signal_parse(const char *name)
 {
-    return util_name_parse(signal_names, STOP_SIGNAL_CHOICES, name);
+    return util_name_parse(util_signals, UTIL_STOP_SIGNAL_CHOICES, name);
 }
 
 static const char *stop_signal_names(char *buf, size_t cap)
 {
-    return util_names_join(signal_names, STOP_SIGNAL_CHOICES, buf, cap);
+    return util_names_join(util_signals, UTIL_STOP_SIGNAL_CHOICES, buf, cap);
 }
 
 static int device_parse(const char *name)
@@ -1003,5 +993,5 @@ int config_to_json(const config_t *cfg, char *buf, size_t cap)
 
 const char *config_signal_name(int sig)
 {
-    return util_name_of(signal_names, UTIL_COUNT(signal_names), sig, "?");
+    return util_name_of(util_signals, UTIL_COUNT(util_signals), sig, "?");
 }

@@ -44,13 +44,6 @@
 #include "ftrain/ckpt_stop.h"
 #include "util/util.h"
 
-/* The signals that stop a run; the first STOP_SIGNAL_CHOICES may be chosen
- * as the stop signal, TERM and INT always stop one. */
-static const util_name_t stop_signals[] = {
-    {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"INT", SIGINT},
-};
-#define STOP_SIGNAL_CHOICES 2
-
 /* The USR signal that is not the stop signal: counted, never acted on.
  * Its default action would end the rank at once, with nothing saved, in
  * the middle of a run whose checkpoints are all that a stop relies on. */
@@ -124,20 +117,20 @@ double stop_local_time(void) { return ckpt_stop_time(); }
 
 const char *stop_signal_name(int sig)
 {
-    return util_name_of(stop_signals, UTIL_COUNT(stop_signals), sig, "?");
+    return util_name_of(util_signals, UTIL_COUNT(util_signals), sig, "?");
 }
 
 int stop_signal_parse(const char *name)
 {
-    return util_name_parse(stop_signals, UTIL_COUNT(stop_signals), name);
+    return util_name_parse(util_signals, UTIL_COUNT(util_signals), name);
 }
 
 int stop_signal_choice_parse(const char *name)
 {
-    return util_name_parse(stop_signals, STOP_SIGNAL_CHOICES, name);
+    return util_name_parse(util_signals, UTIL_STOP_SIGNAL_CHOICES, name);
 }
 
 const char *stop_signal_choice_names(char *buf, size_t cap)
 {
-    return util_names_join(stop_signals, STOP_SIGNAL_CHOICES, buf, cap);
+    return util_names_join(util_signals, UTIL_STOP_SIGNAL_CHOICES, buf, cap);
 }

@@ -11,6 +11,7 @@
  * phase) are the ones the others wait for.
  */
 #include "fault/watchdog.h"
+#include "util/util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -60,13 +61,6 @@ static struct {
     watchdog_seen_t seen;
     unsigned long long beats;
 } wd = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static double max2(double a, double b) { return a > b ? a : b; }
 
@@ -141,7 +135,7 @@ void watchdog_phase(watchdog_phase_t phase, int64_t step)
 {
     pthread_mutex_lock(&wd.lock);
     if (wd.running) {
-        double now = mono_s();
+        double now = util_mono_s();
         /* A load or save is measured whole: its wait for the others
          * continues it (and is progress: the idle time starts anew). */
         int continues = (phase == WATCHDOG_SAVE_SYNC && wd.phase == WATCHDOG_SAVE) ||
@@ -417,7 +411,7 @@ static void diagnose(watchdog_phase_t phase, int64_t step, double idle, double l
     for (int r = 0; r < wd.opts.size; r++)
         read_beat(r, &first[r]);
     /* Keep beating while watching the others, so that they see us alive. */
-    for (double end = mono_s() + wd.look_s; mono_s() < end;) {
+    for (double end = util_mono_s() + wd.look_s; util_mono_s() < end;) {
         write_beat(phase, step, idle);
         struct timespec pause = {(time_t)wd.beat_s,
                                  (long)((wd.beat_s - (double)(time_t)wd.beat_s) * 1e9)};
@@ -438,7 +432,7 @@ static void diagnose(watchdog_phase_t phase, int64_t step, double idle, double l
 static void *watch(void *unused)
 {
     (void)unused;
-    double last_beat = 0, last_look = mono_s();
+    double last_beat = 0, last_look = util_mono_s();
     pthread_mutex_lock(&wd.lock);
     while (!wd.stopping) {
         struct timespec until;
@@ -449,7 +443,7 @@ static void *watch(void *unused)
         pthread_cond_timedwait(&wd.wake, &wd.lock, &until);
         if (wd.stopping)
             break;
-        double now = mono_s();
+        double now = util_mono_s();
         if (now - last_look > TICK_S + STALL_S) { /* suspended: a fresh allowance */
             wd.since += now - last_look - TICK_S;
             wd.group_since += now - last_look - TICK_S;
@@ -503,7 +497,7 @@ int watchdog_start(const watchdog_opts_t *opts, char *err, size_t cap)
     wd.look_s = WATCHDOG_LOOKS * wd.beat_s;
     wd.phase = WATCHDOG_START;
     wd.step = 0;
-    wd.since = mono_s();
+    wd.since = util_mono_s();
     wd.group_since = wd.since;
     wd.seen = (watchdog_seen_t){-1, -1, -1};
     wd.stopping = 0;

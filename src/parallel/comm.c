@@ -395,13 +395,6 @@ static int xfer_pieces(uint64_t bytes, uint64_t piece)
     return (int)((bytes + piece - 1) / piece);
 }
 
-static double xfer_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 int comm_xfer_open(comm_t *comm, comm_xfer_t **out)
 {
     *out = NULL;
@@ -565,7 +558,7 @@ int comm_xfer_test(comm_xfer_t *x, double budget_s, int *done)
         *done = 1;
         return COMM_OK;
     }
-    double t0 = xfer_now_s();
+    double t0 = util_mono_s();
     for (;;) {
         if (xfer_send_more(x) != COMM_OK)
             return COMM_EFAIL;
@@ -582,7 +575,7 @@ int comm_xfer_test(comm_xfer_t *x, double budget_s, int *done)
                 x->src[i].landed = x->src[i].pieces;
             return COMM_OK;
         }
-        if (xfer_now_s() - t0 >= budget_s)
+        if (util_mono_s() - t0 >= budget_s)
             return COMM_OK;
     }
 }

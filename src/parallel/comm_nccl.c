@@ -32,6 +32,7 @@
  *   BROKEN --nccl_close--> (none), nothing more called on the NCCL comm
  */
 #include "parallel/comm_nccl.h"
+#include "util/util.h"
 #include "parallel/comm_internal.h"
 
 #include <stdio.h>
@@ -68,13 +69,6 @@ typedef struct {
     char broken_msg[BROKEN_MSG_MAX];
     int64_t *dscratch;   /* one device element for the barrier */
 } nccl_state_t;
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Sleep a little between polls once a wait is not immediate. */
 static void poll_pause(long spins)
@@ -149,7 +143,7 @@ static int take_notice(comm_t *comm, const char *what)
  * communicator is aborted, *noticed set. */
 static int wait_until_ready(nccl_state_t *st, const char *what, comm_t *notices, int *noticed)
 {
-    double deadline = mono_s() + st->timeout_s;
+    double deadline = util_mono_s() + st->timeout_s;
     for (long spins = 0;; spins++) {
         ncclResult_t async_err = ncclInProgress;
         ncclResult_t res = ncclCommGetAsyncError(st->nccl, &async_err);
@@ -164,7 +158,7 @@ static int wait_until_ready(nccl_state_t *st, const char *what, comm_t *notices,
             st_abort(st);
             return COMM_EFAIL;
         }
-        if (mono_s() > deadline)
+        if (util_mono_s() > deadline)
             return timeout_fail(st, what, "every rank to join");
         poll_pause(spins);
     }
@@ -186,7 +180,7 @@ static int finish(nccl_state_t *st, const char *what, ncclResult_t res)
         rc = nccl_fail(st, what, res);
     if (rc != COMM_OK)
         return rc;
-    double deadline = mono_s() + st->timeout_s;
+    double deadline = util_mono_s() + st->timeout_s;
     for (long spins = 0;; spins++) {
         cudaError_t cerr = cudaStreamQuery(st->stream);
         if (cerr == cudaSuccess)
@@ -199,7 +193,7 @@ static int finish(nccl_state_t *st, const char *what, ncclResult_t res)
             return nccl_fail(st, what, query);
         if (async_err != ncclSuccess && async_err != ncclInProgress)
             return nccl_fail(st, what, async_err);
-        if (mono_s() > deadline)
+        if (util_mono_s() > deadline)
             return timeout_fail(st, what, "the other ranks");
         poll_pause(spins);
     }
@@ -433,9 +427,9 @@ static void send_notice(comm_t *comm, const char *msg)
             MPI_Isend(text, (int)sizeof text, MPI_CHAR, r, NOTICE_TAG, comm->mpi, &req[n]) ==
                 MPI_SUCCESS)
             n++;
-    double deadline = mono_s() + NOTICE_SEND_S;
+    double deadline = util_mono_s() + NOTICE_SEND_S;
     int done = 0;
-    for (long spins = 0; !done && mono_s() < deadline; spins++) {
+    for (long spins = 0; !done && util_mono_s() < deadline; spins++) {
         if (MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
             break;
         poll_pause(spins);

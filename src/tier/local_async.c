@@ -119,6 +119,7 @@
  */
 #include "tier/local_async_internal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -246,22 +247,6 @@ struct tier_async {
     tier_report_t rep;          /* what the line will say, filled as it goes */
 };
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* The calling thread's CPU time (user and system), seconds. */
-static double thread_cpu_s(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
-        return 0;
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* ---- buffers kept across saves ------------------------------------------ */
 
 /* Make *buf hold at least need bytes, every page touched (so that no later
@@ -300,9 +285,8 @@ static int grow_copy(struct tier_async *a, size_t floats)
     return 0;
 }
 
-/* Rank r's slice of the flat space of a snapshot's tensors: bytes
- * [floor(r*T/W), floor((r+1)*T/W)) of T (docs/checkpoint-format.md,
- * section 2), the only ones its shard holds. */
+/* Rank r's slice of the flat space of a snapshot's tensors, by the
+ * format's slice rule (ckpt_slice): the only bytes its shard holds. */
 static void slice_of(const tier_t *t, int r, const state_local_view_t *view, uint64_t *lo,
                      uint64_t *hi)
 {
@@ -310,8 +294,9 @@ static void slice_of(const tier_t *t, int r, const state_local_view_t *view, uin
     for (size_t i = 0; i < view->ntensors; i++)
         if (view->tensors[i].offset + view->tensors[i].nbytes > total)
             total = view->tensors[i].offset + view->tensors[i].nbytes;
-    *lo = (uint64_t)((unsigned __int128)total * (unsigned)r / (unsigned)t->size);
-    *hi = (uint64_t)((unsigned __int128)total * (unsigned)(r + 1) / (unsigned)t->size);
+    int rc = ckpt_slice(r, t->size, total, lo, hi);
+    assert(rc == CKPT_OK); /* r is a rank of the tier's world */
+    (void)rc;
 }
 
 /* ---- the helper thread ---------------------------------------------------- */
@@ -414,7 +399,7 @@ static void copy_slice(tier_t *t)
 static void job_write(tier_t *t)
 {
     struct tier_async *a = t->async;
-    double t0 = mono_s();
+    double t0 = util_mono_s();
     copy_slice(t);
     state_local_view_t view;
     if (a->inplace) {
@@ -434,7 +419,7 @@ static void job_write(tier_t *t)
         job_fail(a, "%s", state_snapshot_error(a->snap));
     else if (t->partner >= 0)
         map_own(t, &view);
-    a->rep.write_s = mono_s() - t0;
+    a->rep.write_s = util_mono_s() - t0;
 }
 
 static void unmap_own(struct tier_async *a)
@@ -483,7 +468,7 @@ static void job_put(tier_t *t)
     unmap_own(a);
     if (a->inplace) /* every send and receive has completed */
         tier_files_retire(&a->files, a->step);
-    a->put_end = mono_s();
+    a->put_end = util_mono_s();
 }
 
 static void post_exchange(tier_t *t);
@@ -589,7 +574,7 @@ static void *job_main(void *arg)
 {
     tier_t *t = arg;
     struct tier_async *a = t->async;
-    double cpu0 = thread_cpu_s();
+    double cpu0 = util_thread_cpu_s();
     /* Named, so that top -H and perf tell it from the training thread (a
      * job run on the training thread keeps that thread's name). */
     if (a->on_helper)
@@ -601,7 +586,7 @@ static void *job_main(void *arg)
     case JOB_PUT: job_put(t); break;
     case JOB_PRUNE: job_prune(t); break;
     }
-    a->job_cpu = thread_cpu_s() - cpu0;
+    a->job_cpu = util_thread_cpu_s() - cpu0;
     atomic_store(&a->done, 1);
     return NULL;
 }
@@ -643,7 +628,7 @@ static double job_join(tier_t *t)
     struct tier_async *a = t->async;
     if (!a->running)
         return 0;
-    double t0 = mono_s();
+    double t0 = util_mono_s();
     pthread_join(a->thread, NULL);
     a->running = 0;
     a->cpu += a->job_cpu;
@@ -651,7 +636,7 @@ static double job_join(tier_t *t)
         fprintf(stderr, "ftrain: warning: local tier %s: %s\n", t->root, a->job_err);
         a->job_rc = 0;
     }
-    return mono_s() - t0;
+    return util_mono_s() - t0;
 }
 
 /* ---- opening and closing ------------------------------------------------- */
@@ -784,10 +769,10 @@ double tier_save_settle(tier_t *t)
         return 0;
     /* `copying` is set only as JOB_WRITE starts, on a thread of its own
      * (running) or on this one, which makes the copy before it returns. */
-    double t0 = mono_s();
+    double t0 = util_mono_s();
     while (a->running && atomic_load(&a->copying))
         nanosleep(&(struct timespec){0, 20000}, NULL);
-    double waited = mono_s() - t0;
+    double waited = util_mono_s() - t0;
     a->rep.stall_s += waited;
     a->rep.waited_s += waited;
     return waited;
@@ -1061,11 +1046,11 @@ int tier_save_start(tier_t *t, comm_t *comm, const state_t *st, double started, 
     a->skipped = 0;
     a->rep.step = st->step;
     a->rep.waited_s = waited;
-    a->rep.snapshot_s = mono_s() - started;
+    a->rep.snapshot_s = util_mono_s() - started;
     a->phase = PH_WRITING;
     atomic_store(&a->copying, a->nranges > 0);
     run_job(t, JOB_WRITE);
-    a->rep.stall_s = mono_s() - started;
+    a->rep.stall_s = util_mono_s() - started;
     return TIER_OK;
 }
 
@@ -1231,7 +1216,7 @@ static int after_write(tier_t *t, comm_t *comm, int wait, char *err, size_t cap)
         snprintf(err, cap, "%s", bad ? why : "another rank had no room for the partner copies");
         return fail_save(t);
     }
-    a->copy_began = mono_s();
+    a->copy_began = util_mono_s();
     if (a->xfer_thread) {
         /* The helper moves the bytes, then checks and writes the copies;
          * the next vote is after_put's. */
@@ -1251,13 +1236,13 @@ static int after_exchange(tier_t *t, comm_t *comm, int wait, char *err, size_t c
     struct tier_async *a = t->async;
     for (;;) {
         int done = 0;
-        double t0 = mono_s();
+        double t0 = util_mono_s();
         if (!a->mpi_failed &&
             comm_xfer_test(a->xfer, TIER_EXCHANGE_BUDGET_S, &done) != COMM_OK) {
             snprintf(a->mpi_err, sizeof a->mpi_err, "partner exchange: %s", comm_last_error());
             a->mpi_failed = 1;
         }
-        a->rep.exchange_s += mono_s() - t0;
+        a->rep.exchange_s += util_mono_s() - t0;
         int64_t v[2];
         if (vote(t, comm, !done, a->mpi_failed, v, err, cap) != 0)
             return fail_save(t);
@@ -1340,7 +1325,7 @@ static int after_put(tier_t *t, comm_t *comm, int wait, char *err, size_t cap)
         return TIER_BUSY;
     a->rep.waited_s += job_join(t);
     a->rep.copy_s = a->put_end - a->copy_began;
-    double t0 = mono_s();
+    double t0 = util_mono_s();
     int rc = 0;
     ckpt_shard_info_t *infos = calloc((size_t)t->size, sizeof *infos);
     state_local_view_t view;
@@ -1374,7 +1359,7 @@ static int after_put(tier_t *t, comm_t *comm, int wait, char *err, size_t cap)
         a->rep.node_bytes = (uint64_t)sizes[0];
         a->rep.max_node_bytes = (uint64_t)sizes[1];
     }
-    a->rep.seal_s = mono_s() - t0;
+    a->rep.seal_s = util_mono_s() - t0;
     state_snapshot_free(a->snap);
     a->snap = NULL;
     a->phase = PH_IDLE;
@@ -1393,7 +1378,7 @@ static int advance(tier_t *t, comm_t *comm, int wait, tier_report_t *rep, char *
     struct tier_async *a = t->async;
     if (!a || a->phase == PH_IDLE)
         return TIER_NONE;
-    double t0 = mono_s();
+    double t0 = util_mono_s();
     int rc = TIER_BUSY;
     err[0] = '\0';
     for (;;) {
@@ -1409,9 +1394,9 @@ static int advance(tier_t *t, comm_t *comm, int wait, tier_report_t *rep, char *
         if (a->phase == PH_PUTTING && !wait)
             break; /* the helper has just begun: the next boundary looks */
     }
-    a->rep.stall_s += mono_s() - t0;
+    a->rep.stall_s += util_mono_s() - t0;
     if (rc != TIER_BUSY) {
-        a->rep.total_s = mono_s() - a->started;
+        a->rep.total_s = util_mono_s() - a->started;
         a->rep.finished = wait;
         /* The jobs joined since the last report: this save's, and the
          * prune and files' preparation after the last seal. */

@@ -5,6 +5,7 @@
  * O_APPEND descriptor so that lines never interleave or tear on a crash.
  */
 #include "train/metrics.h"
+#include "util/util.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -41,13 +42,6 @@ static void metrics_write(metrics_t *m, const char *line, int len)
     (void)w; /* metrics are best effort: a full disk must not stop training */
 }
 
-static double metrics_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 void metrics_step(metrics_t *m, const metrics_row_t *r)
 {
     char line[512], acc[64] = "";
@@ -58,7 +52,7 @@ void metrics_step(metrics_t *m, const metrics_row_t *r)
                      "\"lr\":%.6g,\"samples_per_s\":%.1f,\"world_size\":%d,"
                      "\"time\":%.3f}\n",
                      (long long)r->step, (long long)r->epoch, r->loss, acc, r->lr,
-                     r->samples_per_s, r->world_size, metrics_now());
+                     r->samples_per_s, r->world_size, util_wall_s());
     if (n < (int)sizeof line)
         metrics_write(m, line, n);
 }
@@ -69,7 +63,7 @@ void metrics_event(metrics_t *m, const char *name, int64_t step, int world,
     char line[1024];
     int n = snprintf(line, sizeof line,
                      "{\"event\":\"%s\",\"step\":%lld,\"world_size\":%d,\"time\":%.3f%s%s}\n",
-                     name, (long long)step, world, metrics_now(),
+                     name, (long long)step, world, util_wall_s(),
                      extra_json && *extra_json ? "," : "", extra_json ? extra_json : "");
     if (n < (int)sizeof line)
         metrics_write(m, line, n);

@@ -4,18 +4,12 @@
  * commit on the training thread.
  */
 #include "train/save_async_internal.h"
+#include "util/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* One spare byte: a state of no floats still gets a buffer (malloc(0) may
  * return NULL, which would read as out of memory). */
@@ -90,7 +84,7 @@ int async_save_start(async_save_t *save, const state_t *st, comm_t *comm, const 
     }
     save->in_flight = 1;
     save->started = started;
-    save->snapshot_seconds = now_s() - started;
+    save->snapshot_seconds = util_mono_s() - started;
     save->gpu_copy_seconds = gpu_copy_seconds;
     return TRAIN_OK;
 }
@@ -112,16 +106,16 @@ int async_save_writing(const async_save_t *save)
 int async_save_commit(async_save_t *save, comm_t *comm, async_commit_t *done, char *err,
                       size_t cap)
 {
-    double t0 = now_s();
+    double t0 = util_mono_s();
     pthread_join(save->writer, NULL);
     /* Every rank's writer is done past this point, so a wait for a slower
      * rank's falls in writer_wait_seconds too, not in the commit's
      * allgather (a failure here fails that allgather next). */
     (void)comm_any_failed(comm, 0);
-    double t1 = now_s();
+    double t1 = util_mono_s();
     int rc = state_snapshot_commit(save->snapshot, comm, save->root, done->dir, sizeof done->dir,
                                    err, cap);
-    double end = now_s();
+    double end = util_mono_s();
     save->in_flight = 0;
     state_snapshot_free(save->snapshot);
     save->snapshot = NULL;

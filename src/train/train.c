@@ -15,6 +15,7 @@
  * stop or save comes out of a reduction, never from a local flag (stop.c).
  */
 #include "train/train_internal.h"
+#include "util/util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -42,13 +43,6 @@ typedef struct {
     double ctl[CTL_N];
     double agreed;             /* wall-clock time the reduction ended */
 } control_t;
-
-static double wall_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 uint64_t train_param_hash(const float *params, size_t n)
 {
@@ -300,7 +294,7 @@ static void report_stop(trainer_t *t, const stop_info_t *stop, double save_began
                         const train_result_t *res)
 {
     const config_t *cfg = t->cfg;
-    double end = wall_s(), total = end - stop->signalled;
+    double end = util_wall_s(), total = end - stop->signalled;
     const char *name = config_signal_name(stop->signo);
     printf("stop: signal %s (first seen by rank %d) at step %lld: agreed %.3f s after "
            "the signal, checkpoint %.3f s, total %.3f s; longest step %.3f s%s\n",
@@ -348,7 +342,7 @@ static int stop_and_save(trainer_t *t, stop_info_t *stop, train_result_t *res, c
     step_settle(t);
     if (!(t->loop_end > 0)) /* set already when the final evaluation was cut short */
         t->loop_end = now_s(); /* the stop's save is not training time */
-    double save_began = wall_s();
+    double save_began = util_wall_s();
     progress_local(t, "the stop"); /* a local save in flight is sealed first */
     commit_async_save(t, res, 1); /* wait for an in-flight save, commit it */
     if (t->cfg->run_dir[0] && t->last_saved != t->step) {
@@ -377,7 +371,7 @@ static int stop_after_eval(trainer_t *t, train_result_t *res, char *err, size_t 
         return TRAIN_EFAIL;
     }
     stop_info_t stop;
-    if (find_first_signal(t, when, wall_s(), &stop, err, cap) != TRAIN_OK)
+    if (find_first_signal(t, when, util_wall_s(), &stop, err, cap) != TRAIN_OK)
         return TRAIN_EFAIL;
     return stop_and_save(t, &stop, res, err, cap);
 }
@@ -622,7 +616,7 @@ static int agree_control(trainer_t *t, const step_sums_t *sums, control_t *out, 
         snprintf(err, cap, "control reduction failed: %s", comm_last_error());
         return TRAIN_EFAIL;
     }
-    out->agreed = wall_s();
+    out->agreed = util_wall_s();
     double c1 = now_s();
     t->control_seconds += c1 - c0;
     if (c1 - t->control_last > t->longest_gap)

@@ -5,6 +5,7 @@
  * interval").
  */
 #include "train/train_internal.h"
+#include "util/util.h"
 
 #include <math.h>
 #include <signal.h>
@@ -12,13 +13,6 @@
 #include <time.h>
 
 #include "fault/watchdog.h"
-
-static double wall_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Rank 0, once: the Young/Daly checkpoint interval sqrt(2 C M) for the
  * measured cost C of a save (its training stall) and --mtbf M, beside the
@@ -64,7 +58,7 @@ void train_report_recovery(trainer_t *t)
     if (t->rank != 0 || !b || b->ranks == 0)
         return;
     t->before = NULL;
-    double wall = wall_s(), mono = now_s();
+    double wall = util_wall_s(), mono = now_s();
     double started = wall - (mono - t->started); /* this launch's start, wall clock */
     double detect = b->last_silent - b->first_silent;
     double relaunch = started - b->last_silent;

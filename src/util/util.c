@@ -7,7 +7,9 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <signal.h>
 #include <string.h>
+#include <time.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -25,6 +27,22 @@ int util_fail(char *err, size_t cap, int code, const char *fmt, ...)
     va_end(ap);
     return code;
 }
+
+const util_name_t util_signals[4] = {
+    {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"INT", SIGINT},
+};
+
+static double clock_s(clockid_t id)
+{
+    struct timespec ts;
+    if (clock_gettime(id, &ts) != 0)
+        return 0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+double util_wall_s(void) { return clock_s(CLOCK_REALTIME); }
+double util_mono_s(void) { return clock_s(CLOCK_MONOTONIC); }
+double util_thread_cpu_s(void) { return clock_s(CLOCK_THREAD_CPUTIME_ID); }
 
 int util_mkdir_p(const char *path)
 {

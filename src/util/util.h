@@ -34,6 +34,15 @@ int util_fail(char *err, size_t cap, int code, const char *fmt, ...)
  *  empty one). */
 int util_mkdir_p(const char *path);
 
+/** Clocks, in seconds: the wall clock (CLOCK_REALTIME: times that other
+ *  processes and hosts compare, such as a signal's time), the monotonic
+ *  clock (durations), and the calling thread's CPU time (user and system;
+ *  0 where the clock is missing).  clock_gettime is async-signal-safe, so
+ *  these are too. */
+double util_wall_s(void);
+double util_mono_s(void);
+double util_thread_cpu_s(void);
+
 /** The longest path util_mkdir_p accepts, its terminating NUL included. */
 #define UTIL_PATH_MAX 4096
 
@@ -98,6 +107,14 @@ const char *util_names_join(const util_name_t *table, size_t count, char *buf,
 
 /** The number of entries of a name table (an array, not a pointer). */
 #define UTIL_COUNT(table) (sizeof(table) / sizeof((table)[0]))
+
+/** The signals that stop a run, by their names without "SIG": the first
+ *  UTIL_STOP_SIGNAL_CHOICES (USR1, USR2) may be chosen as the stop signal
+ *  (--stop-signal), TERM and INT always stop one.  The one table of them
+ *  in ftrain (the library's ckpt/stop.c names the same four for its own
+ *  messages). */
+extern const util_name_t util_signals[4];
+#define UTIL_STOP_SIGNAL_CHOICES 2
 
 /** Define the three functions of one enumeration's name table, as its
  *  module's header declares them:
