@@ -179,6 +179,7 @@ static void print_usage(FILE *out)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n%s\n%s\n", ckpt_forms, exit_codes);
     fprintf(out, "Run 'ckptctl help COMMAND' for a command's usage and options.\n");
+    fprintf(out, "ckptctl --version prints the version.\n");
 }
 
 static void print_command_help(FILE *out, const cmd_def_t *command)
@@ -283,8 +284,19 @@ static int parse_args(const cmd_def_t *command, int argc, char **argv, args_t *a
         }
         const char *value = NULL;
         const opt_def_t *opt = find_option(arg, &value);
-        if (!opt)
+        if (!opt) {
+            /* --json=1: a known option that takes no value. */
+            const char *eq = strchr(arg, '=');
+            const opt_def_t *bare = NULL;
+            if (eq) {
+                char name_only[64];
+                snprintf(name_only, sizeof name_only, "%.*s", (int)(eq - arg), arg);
+                bare = find_option(name_only, &value);
+            }
+            if (bare && !bare->value)
+                return ctl_usage_error(command->name, "option '%s' takes no value", bare->name);
             return ctl_usage_error(command->name, "unknown option '%s'", arg);
+        }
         if (!(command->opts & opt->bit))
             return ctl_usage_error(command->name, "option '%s' does not apply to '%s'",
                                    opt->name, command->name);
@@ -814,6 +826,10 @@ int main(int argc, char **argv)
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
         print_usage(stdout);
         return EXIT_GOOD;
+    }
+    if (strcmp(name, "--version") == 0) {
+        printf("ckptctl %s\n", FTRAIN_VERSION);
+        return flush_stdout(EXIT_GOOD);
     }
     const cmd_def_t *command = find_command(name);
     if (!command) {

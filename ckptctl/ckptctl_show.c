@@ -503,7 +503,7 @@ static void inspect_print(const char *dir, const ckpt_t *ckpt, json_t *record,
     printf("checkpoint   %s\n", dir);
     printf("step         %" PRIu64 "\n", ckpt_step(ckpt));
     printf("created      %s (%" PRId64 ")\n", when, ckpt_created(ckpt));
-    printf("world size   %d shards\n", ckpt_world_size(ckpt));
+    printf("world size   %d\n", ckpt_world_size(ckpt));
     printf("flat bytes   %" PRIu64 " (%s), stored %" PRIu64 " (%s)\n",
            ckpt_total_bytes(ckpt), raw, stored, stored_text);
     printf("manifest     %s\n", ckpt_manifest_checksummed(ckpt)
@@ -588,8 +588,9 @@ static bool find_missing(const char *dir, const ckpt_t *ckpt, held_t *held)
 /* " (3 of 4 shards present; missing: 1)" for a text line. */
 static void held_text(const held_t *held, char *buf, size_t cap)
 {
-    size_t len = (size_t)snprintf(buf, cap, "%d of %d shards present",
-                                  held->nshards - held->nmissing, held->nshards);
+    size_t len = (size_t)snprintf(buf, cap, "%d of %d shard%s present",
+                                  held->nshards - held->nmissing, held->nshards,
+                                  held->nshards == 1 ? "" : "s");
     for (int i = 0; i < held->nmissing && len < cap; i++) {
         if (i == SHARDS_NAMED_MAX) {
             len += (size_t)snprintf(buf + len, cap - len, ", ... (%d more)",
@@ -651,7 +652,8 @@ static void verify_report(const char *dir, const char *name, ckpt_t *ckpt, int r
     } else if (rc == CKPT_OK) {
         char raw[CTL_FIELD_MAX];
         ctl_fmt_bytes(ckpt_total_bytes(ckpt), raw, sizeof raw);
-        printf("%s: ok (%d shards, %s)\n", name, ckpt_world_size(ckpt), raw);
+        printf("%s: ok (%d shard%s, %s)\n", name, ckpt_world_size(ckpt),
+               ckpt_world_size(ckpt) == 1 ? "" : "s", raw);
     } else {
         printf("%s: %s: %s%s%s%s\n", name, status, why, held ? " (" : "", held_line,
                held ? ")" : "");

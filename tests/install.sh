@@ -150,7 +150,7 @@ like "$(LD_LIBRARY_PATH="$DP/lib" ldd "$T/ext/roundtrip" 2>&1 | grep libftrain-c
     "  the library loaded is the installed one"
 (cd "$T" && "$DP/bin/ckptctl" verify "$T/ext/ckpt") >"$T/out" 2>&1
 rc=$?
-ok "$([ "$rc" -eq 0 ] && grep -q '^step-00000007: ok (1 shards' "$T/out"; echo $?)" \
+ok "$([ "$rc" -eq 0 ] && grep -q '^step-00000007: ok (1 shard,' "$T/out"; echo $?)" \
     "the installed ckptctl verifies it (exit $rc)" || why "$(cat "$T/out")"
 # Where python3 looks: its sys.path, and the site directories it adds there
 # once they exist.

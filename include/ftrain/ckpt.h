@@ -42,6 +42,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ftrain/version.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -78,6 +80,11 @@ typedef enum {
 
 /** @return a static, lowercase name for an error code ("checksum mismatch"). */
 CKPT_API const char *ckpt_strerror(int err);
+
+/** @return the version of the library that is loaded, FTRAIN_VERSION_NUMBER
+ *  as it was built (ftrain/version.h): a program compares it with the
+ *  FTRAIN_VERSION_NUMBER it was compiled with. */
+CKPT_API int ckpt_version(void);
 
 /** @return the calling thread's last detailed error message ("" if none).
  *  It is not cleared by a successful call: read it only after a failure. */

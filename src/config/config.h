@@ -19,10 +19,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ftrain/version.h"
 #include "nn/model.h"
 #include "nn/optim.h"
 
-#define FTRAIN_VERSION "0.1.0"
 #define CONFIG_PATH_MAX 1024
 /* --hang-timeout not given: the limit is derived from the run (watchdog.h). */
 #define CONFIG_HANG_AUTO (-1.0)

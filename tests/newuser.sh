@@ -1,0 +1,39 @@
+#!/bin/sh
+# newuser.sh - what a new user tripped over, each fixed and kept fixed:
+# one version everywhere (ftrain --version, ckptctl --version, the loaded
+# library's ckpt_version()), ckptctl's --json=1 told that --json takes no
+# value, and counts that agree with their nouns ("1 shard").
+. "$(dirname "$0")/lib.sh"
+need_mpi
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+CTL="$BUILD/ckptctl"
+plan 8
+
+want=$(sed -n 's/^#define FTRAIN_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' \
+    "$SRC/include/ftrain/version.h" | paste -sd. -)
+like "$want" '^[0-9]+\.[0-9]+\.[0-9]+$' "include/ftrain/version.h gives a version ($want)"
+run "$FTRAIN" --version
+like "$(cat "$T/out")" "^ftrain $want( |\$)" "ftrain --version says $want" || why "$(cat "$T/out" "$T/err")"
+run "$CTL" --version
+is "$rc $(cat "$T/out")" "0 ckptctl $want" "ckptctl --version says $want, exit 0" || why "$(cat "$T/err")"
+
+num=$(echo "$want" | awk -F. '{ print $1 * 10000 + $2 * 100 + $3 }')
+got=$(python3 -c 'import ctypes, sys; print(ctypes.CDLL(sys.argv[1]).ckpt_version())' \
+    "$BUILD/libftrain-ckpt.so.1" 2>"$T/err")
+is "$got" "$num" "the loaded library's ckpt_version() is $num" || why "$(cat "$T/err")"
+
+run "$CTL" list --json=1 "$T"
+is "$rc $(cat "$T/err" | head -n 1)" "2 ckptctl: list: option '--json' takes no value" \
+    "list --json=1: exit 2, --json takes no value (not 'unknown option')"
+run "$CTL" list --jsn "$T"
+is "$rc $(head -n 1 "$T/err")" "2 ckptctl: list: unknown option '--jsn'" "  an unknown option is still named as such"
+
+mpi 1 --data line --layers 4 --steps 2 --ckpt-every 2 --run-dir "$T/run" >"$T/train.out" 2>&1 ||
+    why "$(tail -n 5 "$T/train.out")"
+run "$CTL" verify "$T/run"
+like "$(cat "$T/out")" '^step-00000002: ok \(1 shard, ' "verify of a world of one: '1 shard', not '1 shards'" ||
+    why "$(cat "$T/out" "$T/err")"
+run "$CTL" inspect "$T/run/ckpt/step-00000002"
+like "$(grep '^world size' "$T/out")" '^world size +1$' "inspect: 'world size   1', not 'world size 1 shards'" ||
+    why "$(head -n 12 "$T/out")"
+done_testing
