@@ -46,7 +46,7 @@ ok "$(! grep -Eq -- '( -c | -o |^ar |nvcc)' "$T/make.out"; echo $?)" \
 
 FILES="bin/ftrain bin/ckptctl lib/libftrain-ckpt.so.1.0.0 lib/libftrain-ckpt.a
 include/ftrain/ckpt.h include/ftrain/ckpt_local.h include/ftrain/ckpt_stop.h
-include/ftrain/exit_codes.h
+include/ftrain/exit_codes.h include/ftrain/version.h
 lib/pkgconfig/ftrain-ckpt.pc share/man/man1/ftrain.1 share/man/man1/ckptctl.1
 share/man/man3/libftrain-ckpt.3 share/ftrain/train.sbatch"
 absent=""
@@ -56,7 +56,7 @@ is "$(readlink "$DP/lib/libftrain-ckpt.so.1") $(readlink "$DP/lib/libftrain-ckpt
     "libftrain-ckpt.so.1.0.0 libftrain-ckpt.so.1" "  with the .so.1 and .so links"
 ok "$([ -x "$DP/bin/ftrain" ] && [ -x "$DP/bin/ckptctl" ] && [ -x "$DP/share/ftrain/train.sbatch" ]; echo $?)" \
     "  programs and the batch script executable"
-is "$(ls "$DP/include/ftrain" | tr '\n' ' ')" "ckpt.h ckpt_local.h ckpt_stop.h exit_codes.h local-addition.h " \
+is "$(ls "$DP/include/ftrain" | tr '\n' ' ')" "ckpt.h ckpt_local.h ckpt_stop.h exit_codes.h local-addition.h version.h " \
     "  only the public API's headers"
 like "$(cat "$DP/lib/pkgconfig/ftrain-ckpt.pc")" "^prefix=$P\$" "  the .pc file names PREFIX, not DESTDIR"
 like "$(grep '^Libs:' "$DP/lib/pkgconfig/ftrain-ckpt.pc")" '^Libs: -L\$\{libdir\} -lftrain-ckpt$' \
@@ -88,8 +88,8 @@ like "$(PC --static --libs ftrain-ckpt)" "-lzstd -lxxhash -ljansson -larchive -l
     "  --static adds zstd, xxhash, jansson, archive and pthread"
 
 mkdir -p "$T/ext"
-for h in ckpt.h ckpt_local.h ckpt_stop.h exit_codes.h; do
-    printf '#include <ftrain/%s>\n' "$h" >"$T/ext/only.c"
+for h in ckpt.h ckpt_local.h ckpt_stop.h exit_codes.h version.h; do
+    printf '#include <ftrain/%s>\nint only_this_header;\n' "$h" >"$T/ext/only.c"
     "$CC" -std=c11 -Wall -Wextra -pedantic -Werror -fsyntax-only $(PC --cflags ftrain-ckpt) \
         "$T/ext/only.c" >"$T/cc.out" 2>&1
     ok "$?" "the installed ftrain/$h compiles alone (-std=c11 -pedantic -Werror)" || why "$(cat "$T/cc.out")"
