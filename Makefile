@@ -2,6 +2,7 @@
 #
 #   make            build build/ftrain and build/ckptctl
 #   make check      install missing packages, build, run every test under prove
+#   make check-quick   the quick tier: every subsystem in a few minutes
 #   make demo       install missing packages, build, run the main job
 #   make bench      print speed figures beside the peers
 #   make SANITIZE=1 check   the suite under ASan + UBSan
@@ -194,9 +195,17 @@ $(BUILD)/tests/preload/%.so: tests/preload/%.c
 deps:
 	@sh scripts/deps.sh
 
+# The suite: tests/run.sh runs it under prove, in parallel where that is
+# safe, with each file's time and a guard that fails on a skip whose reason
+# is not in tests/skips-allowed.txt (docs/testing.md).  check-quick is the
+# inner loop's tier (tests/tiers.txt): a few minutes, every subsystem.
 check: deps
 	$(MAKE) all
-	BUILD=$(BUILD) prove -f --exec '' $(TESTS) $(filter-out tests/lib.sh,$(wildcard tests/*.sh))
+	BUILD=$(BUILD) sh tests/run.sh full
+
+check-quick: deps
+	$(MAKE) all
+	BUILD=$(BUILD) sh tests/run.sh quick
 
 demo: deps
 	$(MAKE) all
@@ -236,5 +245,5 @@ all: $(FUZZ_REPLAYS)
 # make install / make uninstall (PREFIX, DESTDIR): mk/install.mk.
 include mk/install.mk
 
-.PHONY: all deps check demo bench clean FORCE
+.PHONY: all deps check check-quick demo bench clean FORCE
 -include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)
