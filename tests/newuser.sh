@@ -2,12 +2,13 @@
 # newuser.sh - what a new user tripped over, each fixed and kept fixed:
 # one version everywhere (ftrain --version, ckptctl --version, the loaded
 # library's ckpt_version()), ckptctl's --json=1 told that --json takes no
-# value, and counts that agree with their nouns ("1 shard").
+# value, counts that agree with their nouns ("1 shard"), and a launch that
+# waits for a run directory's lock says so at once, not after 10 s.
 . "$(dirname "$0")/lib.sh"
 need_mpi
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 CTL="$BUILD/ckptctl"
-plan 8
+plan 9
 
 want=$(sed -n 's/^#define FTRAIN_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' \
     "$SRC/include/ftrain/version.h" | paste -sd. -)
@@ -36,4 +37,28 @@ like "$(cat "$T/out")" '^step-00000002: ok \(1 shard, ' "verify of a world of on
 run "$CTL" inspect "$T/run/ckpt/step-00000002"
 like "$(grep '^world size' "$T/out")" '^world size +1$' "inspect: 'world size   1', not 'world size 1 shards'" ||
     why "$(head -n 12 "$T/out")"
+
+# A lock held by another launch: the wait is announced at once, naming it.
+d="$T/locked"
+mkdir -p "$d"
+python3 - "$d/launch.lock" "$T/holder.ready" <<'PY' &
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, b"pid=4242 host=elsewhere job=77 started=1700000000\n")
+fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+open(sys.argv[2], "w").close()
+time.sleep(60)
+PY
+track_bg $!
+wait_for 10 test -f "$T/holder.ready"
+SLURM_JOB_ID=78 "$FTRAIN" --device cpu --data line --layers 4 --steps 2 --run-dir "$d" \
+    >"$T/lock.out" 2>"$T/lock.err" &
+waiter=$!
+track_bg "$waiter"
+said() { grep -q "run directory '$d' is in use by another launch (pid 4242 on host elsewhere, SLURM job 77); waiting up to 10 s" "$T/lock.err"; }
+t0=$(now)
+wait_for 5 said
+ok "$?" "a locked run directory: the wait is announced within $(secs "$t0" "$(now)") s, naming the holder" ||
+    why "$(cat "$T/lock.err")"
+kill -9 "$waiter" 2>/dev/null # it blocks TERM while it starts
 done_testing

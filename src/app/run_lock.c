@@ -84,6 +84,17 @@ int run_lock_take(const char *run_dir, const char *host, double wait_s, char *er
         }
         if (waited >= wait_s)
             break;
+        if (waited == 0) {
+            /* Say at once what the wait is for, not only when it fails. */
+            char text[HOLDER_MAX], pid[32], where[256], job[64];
+            read_holder(fd, text, sizeof text);
+            holder_field(text, "pid", pid, sizeof pid);
+            holder_field(text, "host", where, sizeof where);
+            holder_field(text, "job", job, sizeof job);
+            fprintf(stderr, "ftrain: run directory '%s' is in use by another launch (pid %s on "
+                    "host %s, SLURM job %s); waiting up to %.0f s for it to end\n", run_dir,
+                    pid[0] ? pid : "?", where[0] ? where : "?", job[0] ? job : "-", wait_s);
+        }
         nanosleep(&pause, NULL);
     }
     char text[HOLDER_MAX], pid[32], where[256], job[64], started[32], since[64] = "";
