@@ -2,6 +2,7 @@
 #
 #   make            build build/ftrain and build/ckptctl
 #   make check      install missing packages, build, run every test under prove
+#   make check-quick   the quick tier: every subsystem in a few minutes
 #   make demo       install missing packages, build, run the main job
 #   make bench      print speed figures beside the peers
 #   make SANITIZE=1 check   the suite under ASan + UBSan
@@ -51,12 +52,31 @@ ifeq ($(SANITIZE),thread)
   export TSAN_OPTIONS ?= suppressions=$(CURDIR)/tests/tsan.supp:halt_on_error=0:second_deadlock_stack=1:history_size=7
 endif
 
-CKPT_SRC   := $(filter-out ckpt/ckptctl%.c,$(wildcard ckpt/*.c))
-CKPTCTL_SRC := $(wildcard ckpt/ckptctl*.c)
-FTRAIN_SRC := $(filter-out src/main.c,$(wildcard src/*.c))
+# The layers of the house, bottom up.  A file may include headers of its
+# own folder and of the folders before it, never of one after it
+# (tests/layers.sh checks every #include against this list):
+#   include/ftrain  the installed API: libftrain-ckpt (ckpt.h, ckpt_local.h,
+#                   ckpt_stop.h) and the exit codes ftrain and its callers share
+#   ckpt/           the checkpoint library (no MPI, no model), libckpt.a and
+#                   libftrain-ckpt.so
+#   ckptctl/        the CLI over the public API
+#   src/util        error text, mkdir -p, names      (ftrain from here up)
+#   src/nn          model, optimizers, data, sampler
+#   src/config      the options: one table, parsing, checks, --help
+#   src/parallel    world, communicators (MPI, NCCL), device choice
+#   src/gpu         the CUDA model and kernels, the stub without CUDA
+#   src/fault       signals and the stop agreement, the watchdog
+#   src/state       what a checkpoint holds for ftrain, which one to resume
+#   src/tier        the node-local tier: placement, save phases, partners
+#   src/train       the loop, one step, setup, save paths, GPU mirror, metrics
+#   src/app         main, the launch lock
+SRC_LAYERS := util nn config parallel gpu fault state tier train app
+CKPT_SRC   := $(wildcard ckpt/*.c)
+CKPTCTL_SRC := $(wildcard ckptctl/*.c)
+FTRAIN_SRC := $(filter-out src/app/main.c,$(foreach l,$(SRC_LAYERS),$(wildcard src/$(l)/*.c)))
 TEST_SRC   := $(wildcard tests/*.c)
 CKPT_OBJ   := $(CKPT_SRC:%.c=$(BUILD)/%.o)
-CKPTCTL_OBJ := $(CKPTCTL_SRC:%.c=$(BUILD)/%.o)
+CKPTCTL_OBJ := $(CKPTCTL_SRC:ckptctl/%.c=$(BUILD)/ckptctl-obj/%.o)
 FTRAIN_OBJ := $(FTRAIN_SRC:%.c=$(BUILD)/%.o)
 TESTS      := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%.t)
 TOOLS      := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(wildcard tests/tools/*.c))
@@ -87,12 +107,17 @@ all: $(BUILD)/ftrain $(BUILD)/ckptctl $(CKPT_SO) $(CKPT_SO_LINKS) $(TESTS) $(TOO
 
 $(BUILD)/src/%.o: src/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) -Isrc $(MPI_CFLAGS) $(BLAS_CFLAGS) -c $< -o $@
 
 # The stubs of the GPU API (built without CUDA) ignore their arguments.
-$(BUILD)/src/gpu_stub.o: CFLAGS += -Wno-unused-parameter
+$(BUILD)/src/gpu/gpu_stub.o: CFLAGS += -Wno-unused-parameter
 
 $(BUILD)/ckpt/%.o: ckpt/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+# (Objects in ckptctl-obj/: $(BUILD)/ckptctl is the program.)
+$(BUILD)/ckptctl-obj/%.o: ckptctl/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -111,7 +136,7 @@ $(BUILD)/ckpt/shard.o $(BUILD)/pic/ckpt/shard.o: CFLAGS += -ftree-vectorize -fve
 
 $(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) -Itests -c $< -o $@
+	$(CC) $(CFLAGS) -Isrc $(MPI_CFLAGS) $(BLAS_CFLAGS) -Itests -c $< -o $@
 
 # An archive is written anew (rm first), and also when its member list
 # changes (LIB.members, rewritten only then): `ar r` into an old archive
@@ -143,7 +168,7 @@ $(BUILD)/libftrain.a: $(FTRAIN_OBJ) $(BUILD)/libftrain.members
 	rm -f $@
 	ar rcs $@ $(filter %.o,$^)
 
-$(BUILD)/ftrain: $(BUILD)/src/main.o $(BUILD)/libftrain.a $(BUILD)/libckpt.a
+$(BUILD)/ftrain: $(BUILD)/src/app/main.o $(BUILD)/libftrain.a $(BUILD)/libckpt.a
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_FTRAIN) $(LDLIBS_CKPT)
 
 $(BUILD)/ckptctl: $(CKPTCTL_OBJ) $(BUILD)/libckpt.a
@@ -170,9 +195,17 @@ $(BUILD)/tests/preload/%.so: tests/preload/%.c
 deps:
 	@sh scripts/deps.sh
 
+# The suite: tests/run.sh runs it under prove, in parallel where that is
+# safe, with each file's time and a guard that fails on a skip whose reason
+# is not in tests/skips-allowed.txt (docs/testing.md).  check-quick is the
+# inner loop's tier (tests/tiers.txt): a few minutes, every subsystem.
 check: deps
 	$(MAKE) all
-	BUILD=$(BUILD) prove -f --exec '' $(TESTS) $(filter-out tests/lib.sh,$(wildcard tests/*.sh))
+	BUILD=$(BUILD) sh tests/run.sh full
+
+check-quick: deps
+	$(MAKE) all
+	BUILD=$(BUILD) sh tests/run.sh quick
 
 demo: deps
 	$(MAKE) all
@@ -189,7 +222,7 @@ bench: deps
 # prerequisites, so only the sources and libraries of $^ are passed.
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libftrain.a $(BUILD)/libckpt.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(MPI_CFLAGS) $(BLAS_CFLAGS) $(filter %.c %.a,$^) -o $@ $(LDLIBS_FTRAIN) $(LDLIBS_CKPT)
+	$(CC) $(CFLAGS) -Isrc $(MPI_CFLAGS) $(BLAS_CFLAGS) $(filter %.c %.a,$^) -o $@ $(LDLIBS_FTRAIN) $(LDLIBS_CKPT)
 
 # Without BUILD given (command line or environment), the default build
 # directories; with it, only that one.  A BUILD that would name the source
@@ -212,5 +245,5 @@ all: $(FUZZ_REPLAYS)
 # make install / make uninstall (PREFIX, DESTDIR): mk/install.mk.
 include mk/install.mk
 
-.PHONY: all deps check demo bench clean FORCE
+.PHONY: all deps check check-quick demo bench clean FORCE
 -include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)

@@ -64,9 +64,9 @@
 #include <time.h>
 
 #include "ftrain/ckpt.h"
-#include "ftrain/comm.h"
-#include "ftrain/state.h"
-#include "ftrain/world.h"
+#include "parallel/comm.h"
+#include "state/state.h"
+#include "parallel/world.h"
 
 #include "bench_clock.h"
 

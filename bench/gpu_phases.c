@@ -57,13 +57,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "ftrain/gpu.h"
-#include "ftrain/model.h"
-#include "ftrain/optim.h"
+#include "gpu/gpu.h"
+#include "nn/model.h"
+#include "nn/optim.h"
 
 #include "bench_clock.h"
 
-/* As src/train_step.c: the fixed-point sums stay below 2^FIXED_SUM_BITS,
+/* As src/train/train_step.c: the fixed-point sums stay below 2^FIXED_SUM_BITS,
  * and the scale exponent is at most MAX_SCALE_EXP. */
 #define FIXED_SUM_BITS 62
 #define MAX_SCALE_EXP 1000

@@ -47,7 +47,7 @@
 #include "bench_clock.h"
 
 /* The largest piece of one MPI call (MPI counts are int), and the tier's
- * (src/comm.c, XFER_PIECE). */
+ * (src/parallel/comm.c, XFER_PIECE). */
 #define P2P_PIECE ((size_t)1 << 28)
 #define P2P_PIECE_SMALL ((size_t)4 << 20)
 /* BYTES at most: 64 GiB. */

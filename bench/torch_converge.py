@@ -9,7 +9,7 @@ and epochs as the ftrain run beside it) and prints one line:
 where metric is r2 for the regression sets (line, sine) and acc for
 Fashion-MNIST, computed over the same test set ftrain evaluates.
 
-The data sets are made exactly as ftrain's src/data.c makes them:
+The data sets are made exactly as ftrain's src/nn/data.c makes them:
   line  y = 0.7x + 0.3, train x = i/1000 (i < 1000), test x = 0.0005 + 0.01k
         (k < 100), each value computed in double and rounded to float once;
   sine  y = sin(2 pi x), train x = k/99 (k <= 99), test x = (k + 0.5)/99

@@ -178,3 +178,12 @@ uint64_t ckpt_slice_start(int rank, int world, uint64_t total)
     /* total * rank needs up to 53 + 16 bits. */
     return (uint64_t)((unsigned __int128)total * (unsigned)rank / (unsigned)world);
 }
+
+int ckpt_slice(int rank, int world, uint64_t total, uint64_t *lo, uint64_t *hi)
+{
+    if (world < 1 || rank < 0 || rank >= world || !lo || !hi)
+        return ckpt_seterr(CKPT_EINVAL, "slice of rank %d in a world of %d", rank, world);
+    *lo = ckpt_slice_start(rank, world, total);
+    *hi = ckpt_slice_start(rank + 1, world, total);
+    return CKPT_OK;
+}

@@ -2,7 +2,7 @@
  * stop.c - the stop path of the library (include/ftrain/ckpt_stop.h):
  * handlers that only record the first stop signal and its time, and the
  * agreement of all ranks on one stop step through the caller's collective.
- * ftrain's own src/stop.c keeps its start-up blocking and its names on top
+ * ftrain's own src/fault/stop.c keeps its start-up blocking and its names on top
  * of this core.
  *
  * INVARIANTS

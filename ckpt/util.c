@@ -112,6 +112,8 @@ const char *ckpt_last_error(void)
     return last_error;
 }
 
+int ckpt_version(void) { return FTRAIN_VERSION_NUMBER; }
+
 const char *ckpt_strerror(int err)
 {
     switch (err) {

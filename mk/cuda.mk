@@ -15,7 +15,7 @@
 # i.e. after the SANITIZE block):
 #   CUDA_ENABLED    1 when the GPU path is built, else empty
 #   CUDA_CFLAGS     add to CFLAGS: -DFTRAIN_CUDA=1 [-DFTRAIN_NCCL=1] -isystem ...
-#   CUDA_OBJ        add to FTRAIN_OBJ: $(BUILD)/src/*.o from src/*.cu
+#   CUDA_OBJ        add to FTRAIN_OBJ: $(BUILD)/src/gpu/*.o from src/gpu/*.cu
 #   CUDA_LDLIBS     add to LDLIBS_FTRAIN: -L... -rpath ... -lcudart -lcublas
 #                   [-lnccl] -lstdc++
 # and the rule $(BUILD)/src/%.o: src/%.cu.  With the GPU path off all four
@@ -87,7 +87,7 @@ ifneq ($(CUDA_ENABLED),)
   CUDA_NVCC_ALL = $(NVCCFLAGS) $(CUDA_GENCODE) $(CUDA_CFLAGS) -Iinclude -Isrc \
                   -MMD -MP
 
-  CUDA_OBJ := $(patsubst src/%.cu,$(BUILD)/src/%.o,$(wildcard src/*.cu))
+  CUDA_OBJ := $(patsubst src/%.cu,$(BUILD)/src/%.o,$(wildcard src/gpu/*.cu))
 
 $(BUILD)/src/%.o: src/%.cu
 	@mkdir -p $(@D)

@@ -15,7 +15,8 @@
 #   bin/ftrain, bin/ckptctl
 #   lib/libftrain-ckpt.so.1.0.0, lib/libftrain-ckpt.so.1 and .so (links),
 #   lib/libftrain-ckpt.a (the static library: BUILD's libckpt.a)
-#   include/ftrain/ckpt.h, ckpt_local.h, ckpt_stop.h (the public API only)
+#   include/ftrain/ckpt.h, ckpt_local.h, ckpt_stop.h, exit_codes.h (the
+#   public API only: every header of include/ftrain)
 #   lib/pkgconfig/ftrain-ckpt.pc
 #   share/man/man1/ftrain.1, share/man/man1/ckptctl.1,
 #   share/man/man3/libftrain-ckpt.3
@@ -77,7 +78,9 @@ PC_RPATH     ?= $(if $(filter $(patsubst %/,%,$(LIBDIR)),$(LOADER_DIRS)),0,1)
 comma := ,
 PC_LIBS_RPATH = $(if $(filter 1,$(PC_RPATH)),-Wl$(comma)-rpath$(comma)$${libdir} ,)
 
-INSTALL_HEADERS := include/ftrain/ckpt.h include/ftrain/ckpt_local.h include/ftrain/ckpt_stop.h
+# Every header of include/ftrain is installed (internal ones live beside
+# their sources under src/ and ckpt/).
+INSTALL_HEADERS := $(wildcard include/ftrain/*.h)
 INSTALL_MAN1    := man/ftrain.1 man/ckptctl.1
 INSTALL_MAN3    := man/libftrain-ckpt.3
 

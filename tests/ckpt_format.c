@@ -336,6 +336,33 @@ static void names_and_records(void)
        ckpt_last_error());
 }
 
+/* The public slice rule: floor(r * T / W), the slices of a world cover the
+ * flat space end to end, and bad arguments are refused, not asserted. */
+static void test_slice_rule(void)
+{
+    const uint64_t totals[] = {0, 1, 7, 4096, 1000003, (uint64_t)1 << 53};
+    int good = 1;
+    for (size_t i = 0; i < sizeof totals / sizeof totals[0]; i++)
+        for (int w = 1; w <= 9; w++) {
+            uint64_t end = 0;
+            for (int r = 0; r < w; r++) {
+                uint64_t lo = 1, hi = 0;
+                if (ckpt_slice(r, w, totals[i], &lo, &hi) != CKPT_OK || lo != end ||
+                    lo != (uint64_t)((unsigned __int128)totals[i] * (unsigned)r / (unsigned)w) ||
+                    hi < lo)
+                    good = 0;
+                end = hi;
+            }
+            if (end != totals[i])
+                good = 0;
+        }
+    ok(good, "ckpt_slice: floor(r*T/W), slices of worlds 1-9 cover [0, T) end to end");
+    uint64_t lo, hi;
+    ok(ckpt_slice(0, 0, 10, &lo, &hi) == CKPT_EINVAL && ckpt_slice(3, 3, 10, &lo, &hi) == CKPT_EINVAL &&
+           ckpt_slice(-1, 3, 10, &lo, &hi) == CKPT_EINVAL && ckpt_slice(0, 1, 10, NULL, &hi) == CKPT_EINVAL,
+       "ckpt_slice: a world of 0, a rank outside it, a NULL output: EINVAL");
+}
+
 int main(void)
 {
     ckpt_tensor_t t[NT], bad[2];
@@ -346,6 +373,7 @@ int main(void)
     const size_t frames[] = {7, 100, 4096, 4u << 20};
 
     tap_tmpdir(root, sizeof root, "ckpt_format");
+    test_slice_rule();
 
     /* Names and codes. */
     is_int(ckpt_dtype_size(CKPT_F32), 4, "f32 is 4 bytes");

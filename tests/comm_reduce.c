@@ -26,8 +26,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ftrain/comm.h"
-#include "ftrain/world.h"
+#include "parallel/comm.h"
+#include "parallel/world.h"
 #include "mpi_launch.h"
 #include "tap.h"
 

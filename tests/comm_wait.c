@@ -22,8 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ftrain/comm.h"
-#include "ftrain/world.h"
+#include "parallel/comm.h"
+#include "parallel/world.h"
 #include "mpi_launch.h"
 #include "tap.h"
 

@@ -23,8 +23,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "ftrain/comm.h"
-#include "ftrain/world.h"
+#include "parallel/comm.h"
+#include "parallel/world.h"
 #include "mpi_launch.h"
 #include "tap.h"
 

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ftrain/config.h"
+#include "config/config.h"
 #include "tap.h"
 
 /* Room for any message, one option's argument list and a value. */

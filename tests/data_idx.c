@@ -6,7 +6,7 @@
  * corrupt gzip, missing files) each give the right error code and a
  * message that names the file.
  */
-#include "ftrain/data.h"
+#include "nn/data.h"
 #include "tap.h"
 
 #include <errno.h>

@@ -13,9 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ftrain/comm_nccl.h"
-#include "ftrain/device.h"
-#include "ftrain/gpu.h"
+#include "parallel/comm_nccl.h"
+#include "parallel/device.h"
+#include "gpu/gpu.h"
 #include "tap.h"
 
 #ifdef FTRAIN_CUDA

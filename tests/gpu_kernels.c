@@ -17,11 +17,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "ftrain/device.h"
-#include "ftrain/gpu.h"
-#include "ftrain/model.h"
-#include "ftrain/optim.h"
-#include "ftrain/rng.h"
+#include "parallel/device.h"
+#include "gpu/gpu.h"
+#include "nn/model.h"
+#include "nn/optim.h"
+#include "nn/rng.h"
 #include "tap.h"
 
 #ifndef FTRAIN_CUDA

@@ -28,11 +28,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ftrain/comm.h"
-#include "ftrain/comm_nccl.h"
-#include "ftrain/device.h"
-#include "ftrain/gpu.h"
-#include "ftrain/world.h"
+#include "parallel/comm.h"
+#include "parallel/comm_nccl.h"
+#include "parallel/device.h"
+#include "gpu/gpu.h"
+#include "parallel/world.h"
 #include "mpi_launch.h"
 #include "tap.h"
 

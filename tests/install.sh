@@ -46,6 +46,7 @@ ok "$(! grep -Eq -- '( -c | -o |^ar |nvcc)' "$T/make.out"; echo $?)" \
 
 FILES="bin/ftrain bin/ckptctl lib/libftrain-ckpt.so.1.0.0 lib/libftrain-ckpt.a
 include/ftrain/ckpt.h include/ftrain/ckpt_local.h include/ftrain/ckpt_stop.h
+include/ftrain/exit_codes.h include/ftrain/version.h
 lib/pkgconfig/ftrain-ckpt.pc share/man/man1/ftrain.1 share/man/man1/ckptctl.1
 share/man/man3/libftrain-ckpt.3 share/ftrain/train.sbatch"
 absent=""
@@ -55,7 +56,7 @@ is "$(readlink "$DP/lib/libftrain-ckpt.so.1") $(readlink "$DP/lib/libftrain-ckpt
     "libftrain-ckpt.so.1.0.0 libftrain-ckpt.so.1" "  with the .so.1 and .so links"
 ok "$([ -x "$DP/bin/ftrain" ] && [ -x "$DP/bin/ckptctl" ] && [ -x "$DP/share/ftrain/train.sbatch" ]; echo $?)" \
     "  programs and the batch script executable"
-is "$(ls "$DP/include/ftrain" | tr '\n' ' ')" "ckpt.h ckpt_local.h ckpt_stop.h local-addition.h " \
+is "$(ls "$DP/include/ftrain" | tr '\n' ' ')" "ckpt.h ckpt_local.h ckpt_stop.h exit_codes.h local-addition.h version.h " \
     "  only the public API's headers"
 like "$(cat "$DP/lib/pkgconfig/ftrain-ckpt.pc")" "^prefix=$P\$" "  the .pc file names PREFIX, not DESTDIR"
 like "$(grep '^Libs:' "$DP/lib/pkgconfig/ftrain-ckpt.pc")" '^Libs: -L\$\{libdir\} -lftrain-ckpt$' \
@@ -87,8 +88,8 @@ like "$(PC --static --libs ftrain-ckpt)" "-lzstd -lxxhash -ljansson -larchive -l
     "  --static adds zstd, xxhash, jansson, archive and pthread"
 
 mkdir -p "$T/ext"
-for h in ckpt.h ckpt_local.h ckpt_stop.h; do
-    printf '#include <ftrain/%s>\n' "$h" >"$T/ext/only.c"
+for h in ckpt.h ckpt_local.h ckpt_stop.h exit_codes.h version.h; do
+    printf '#include <ftrain/%s>\nint only_this_header;\n' "$h" >"$T/ext/only.c"
     "$CC" -std=c11 -Wall -Wextra -pedantic -Werror -fsyntax-only $(PC --cflags ftrain-ckpt) \
         "$T/ext/only.c" >"$T/cc.out" 2>&1
     ok "$?" "the installed ftrain/$h compiles alone (-std=c11 -pedantic -Werror)" || why "$(cat "$T/cc.out")"
@@ -149,7 +150,7 @@ like "$(LD_LIBRARY_PATH="$DP/lib" ldd "$T/ext/roundtrip" 2>&1 | grep libftrain-c
     "  the library loaded is the installed one"
 (cd "$T" && "$DP/bin/ckptctl" verify "$T/ext/ckpt") >"$T/out" 2>&1
 rc=$?
-ok "$([ "$rc" -eq 0 ] && grep -q '^step-00000007: ok (1 shards' "$T/out"; echo $?)" \
+ok "$([ "$rc" -eq 0 ] && grep -q '^step-00000007: ok (1 shard,' "$T/out"; echo $?)" \
     "the installed ckptctl verifies it (exit $rc)" || why "$(cat "$T/out")"
 # Where python3 looks: its sys.path, and the site directories it adds there
 # once they exist.

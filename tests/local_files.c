@@ -1,6 +1,6 @@
 /*
  * local_files.c - the node-local tier's files for the save in place
- * (src/local_inplace.c), white-box: a file adopted into a save keeps its
+ * (src/tier/local_inplace.c), white-box: a file adopted into a save keeps its
  * mapping, read-only, while its step is sealed (tier_files_retire), and is
  * writable again, at the same address, with no new mapping, when the step
  * is taken back (tier_files_reclaim); a file replaced or removed meanwhile
@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../src/local_inplace_internal.h"
+#include "tier/local_inplace_internal.h"
 #include "ftrain/ckpt.h"
 #include "tap.h"
 

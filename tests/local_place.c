@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ftrain/local_tier.h"
+#include "tier/local_tier.h"
 #include "tap.h"
 
 #define MAXR 64

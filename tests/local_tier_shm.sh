@@ -1,7 +1,7 @@
 #!/bin/sh
 # local_tier_shm.sh - tests/local_tier.sh again with the fake nodes'
 # directories on /dev/shm, a memory file system, where the node-local tier
-# saves in place (src/local_inplace.c), with the partner exchange moved by
+# saves in place (src/tier/local_inplace.c), with the partner exchange moved by
 # the tier's helper thread (--ckpt-local-exchange thread): each scenario of
 # local_tier.sh (a lost node, a kill or a stop with a save in flight, a
 # failing save, the shard bytes equal to the shared tier's) then runs on

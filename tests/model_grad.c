@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ftrain/model.h"
-#include "ftrain/rng.h"
+#include "nn/model.h"
+#include "nn/rng.h"
 #include "tap.h"
 
 #define MAXW 64

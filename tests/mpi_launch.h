@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "ftrain/comm.h"
-#include "ftrain/world.h"
+#include "parallel/comm.h"
+#include "parallel/world.h"
 
 /* How long the relaunched ranks may take, in seconds, as timeout(1) reads it. */
 #define MPI_LAUNCH_TIMEOUT "120"

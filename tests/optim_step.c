@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ftrain/optim.h"
+#include "nn/optim.h"
 #include "tap.h"
 
 #define NP 7 /* not a multiple of 4: vector and scalar paths both run */

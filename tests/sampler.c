@@ -1,6 +1,6 @@
 /*
  * sampler.c - TAP tests of the global, world-size-invariant data order
- * (include/ftrain/sampler.h).
+ * (src/nn/sampler.h).
  *
  * What is checked, for several data set sizes, global batches and
  * micro-batches (including a short last step, n not a multiple of B, and a
@@ -21,7 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ftrain/sampler.h"
+#include "nn/sampler.h"
 #include "tap.h"
 
 typedef struct {

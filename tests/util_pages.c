@@ -7,9 +7,9 @@
 #include <stdint.h>
 #include <unistd.h>
 
-#include "ftrain/model.h"
-#include "ftrain/optim.h"
-#include "ftrain/util.h"
+#include "nn/model.h"
+#include "nn/optim.h"
+#include "util/util.h"
 #include "tap.h"
 
 static int on_page(const void *p)

@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ftrain/watchdog.h"
+#include "fault/watchdog.h"
 #include "tap.h"
 
 static void sleep_s(double s)

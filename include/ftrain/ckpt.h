@@ -42,6 +42,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ftrain/version.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -78,6 +80,11 @@ typedef enum {
 
 /** @return a static, lowercase name for an error code ("checksum mismatch"). */
 CKPT_API const char *ckpt_strerror(int err);
+
+/** @return the version of the library that is loaded, FTRAIN_VERSION_NUMBER
+ *  as it was built (ftrain/version.h): a program compares it with the
+ *  FTRAIN_VERSION_NUMBER it was compiled with. */
+CKPT_API int ckpt_version(void);
 
 /** @return the calling thread's last detailed error message ("" if none).
  *  It is not cleared by a successful call: read it only after a failure. */
@@ -174,6 +181,17 @@ typedef struct {
  *         duplicate name, overflow).
  */
 CKPT_API int ckpt_layout(ckpt_tensor_t *tensors, size_t ntensors, uint64_t *total_bytes);
+
+/**
+ * The format's slice rule (docs/checkpoint-format.md, section 2): writer
+ * `rank` of `world` holds bytes [*lo, *hi) of a flat space of total bytes,
+ * lo = floor(rank * total / world), hi = floor((rank + 1) * total / world).
+ * A caller that places data by rank (a partner copy, a node-local shard)
+ * takes the rule from here rather than deriving it again.
+ * @return CKPT_OK, or CKPT_EINVAL when world < 1, rank is outside
+ *         [0, world) or lo or hi is NULL.
+ */
+CKPT_API int ckpt_slice(int rank, int world, uint64_t total, uint64_t *lo, uint64_t *hi);
 
 /**
  * Phase one, local: write rank `rank` of `world`'s slice of the flat space

@@ -29,14 +29,15 @@
 #include <stdint.h>
 
 #include "ftrain/ckpt.h"
+#include "ftrain/exit_codes.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Exit codes of the contract. */
-#define CKPT_EXIT_DONE 0
-#define CKPT_EXIT_REQUEUE 75
+/* Exit codes of the contract (ftrain/exit_codes.h has them all). */
+#define CKPT_EXIT_DONE FTRAIN_EXIT_DONE
+#define CKPT_EXIT_REQUEUE FTRAIN_EXIT_REQUEUE
 
 /**
  * Install handlers for stop_signal (SIGUSR1 or SIGUSR2), SIGTERM and

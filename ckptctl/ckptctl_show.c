@@ -1,0 +1,834 @@
+/*
+ * ckptctl_show.c - the ckptctl commands that show what checkpoints hold and
+ * whether they are good, changing nothing: list, inspect and verify, and
+ * with --local list and verify of a node-local root (ckpt_local.h), whose
+ * steps hold only some shards.  Their output, text and --json, is
+ * specified in docs/ckptctl.md.
+ */
+#include "ckptctl.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ftrain/ckpt_local.h"
+
+/* Shard indices a text line names before "... (N more)". */
+#define SHARDS_NAMED_MAX 16
+
+/* A shard's byte range, "[<u64>, <u64>)". */
+#define RANGE_TEXT_MAX (sizeof "[, )" + 2 * sizeof "18446744073709551615")
+
+/* ---- list ---------------------------------------------------------------------- */
+
+/* Find an integer member named key in obj or one level of nested objects
+ * (a record keeps its epoch at the top or in a group of its own). */
+static bool record_int(json_t *obj, const char *key, long long *out)
+{
+    json_t *value = json_object_get(obj, key);
+    if (json_is_integer(value)) {
+        *out = json_integer_value(value);
+        return true;
+    }
+    const char *name;
+    json_t *member;
+    json_object_foreach (obj, name, member) {
+        value = json_is_object(member) ? json_object_get(member, key) : NULL;
+        if (json_is_integer(value)) {
+            *out = json_integer_value(value);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The epoch a committed checkpoint's record gives (read before --verify
+ * re-reads the shards, so that a checkpoint found corrupt then still shows
+ * it, as it shows its sizes).  @return false when it gives none or cannot
+ * be read (list shows "-"). */
+static bool entry_epoch(const char *root, const ckpt_entry_t *entry, long long *epoch)
+{
+    char path[CKPT_PATH_MAX];
+    ckpt_t *ckpt = NULL;
+    bool found = false;
+    if (entry->status != CKPT_ST_COMMITTED)
+        return false;
+    snprintf(path, sizeof path, "%s/%s", root, entry->name);
+    if (ckpt_open(path, &ckpt) == CKPT_OK) {
+        json_t *record = json_loads(ckpt_record_json(ckpt), 0, NULL);
+        found = record && record_int(record, "epoch", epoch);
+        json_decref(record);
+    }
+    ckpt_close(ckpt);
+    return found;
+}
+
+static const char *status_name(ckpt_status_t status)
+{
+    switch (status) {
+    case CKPT_ST_COMMITTED:
+        return "committed";
+    case CKPT_ST_INCOMPLETE:
+        return "incomplete";
+    default:
+        return "corrupt";
+    }
+}
+
+/* An array of the shard indices whose flag is want (present, or not). */
+static json_t *shard_indices_json(const ckpt_local_step_t *held, int want)
+{
+    json_t *list = json_array();
+    for (int i = 0; i < held->nshards; i++)
+        if (!!held->present[i] == want)
+            json_array_append_new(list, json_integer(i));
+    return list;
+}
+
+/* held: with --local, what the node holds of a committed step (NULL when
+ * not --local, or the step is not a sealed one). */
+static json_t *list_entry_json(const ckpt_entry_t *entry, bool have_epoch,
+                               long long epoch, bool local,
+                               const ckpt_local_step_t *held)
+{
+    char utc[CTL_FIELD_MAX];
+    bool dated = ctl_fmt_time_utc(entry->created, utc, sizeof utc);
+    /* Known only when a manifest was read; null otherwise. */
+    bool known = entry->world_size > 0;
+    json_t *obj = json_object();
+    json_object_set_new(obj, "name", ctl_json_str(entry->name));
+    json_object_set_new(obj, "step", ctl_json_uint(entry->step));
+    json_object_set_new(obj, "status", ctl_json_str(status_name(entry->status)));
+    json_object_set_new(obj, "latest", json_boolean(entry->is_latest));
+    json_object_set_new(obj, "epoch", have_epoch ? json_integer(epoch) : json_null());
+    json_object_set_new(obj, "world_size",
+                        known ? json_integer(entry->world_size) : json_null());
+    if (local) {
+        json_object_set_new(obj, "shards_present",
+                            held ? json_integer(held->npresent) : json_null());
+        json_object_set_new(obj, "present",
+                            held ? shard_indices_json(held, 1) : json_null());
+        json_object_set_new(obj, "missing",
+                            held ? shard_indices_json(held, 0) : json_null());
+    }
+    json_object_set_new(obj, "raw_bytes",
+                        known ? ctl_json_uint(entry->raw_bytes) : json_null());
+    json_object_set_new(obj, "file_bytes",
+                        known ? ctl_json_uint(entry->file_bytes) : json_null());
+    if (local)
+        json_object_set_new(obj, "held_bytes",
+                            held ? ctl_json_uint(held->present_bytes) : json_null());
+    json_object_set_new(obj, "created",
+                        known ? json_integer(entry->created) : json_null());
+    json_object_set_new(obj, "created_utc",
+                        known && dated ? ctl_json_str(utc) : json_null());
+    json_object_set_new(obj, "why",
+                        entry->status == CKPT_ST_COMMITTED ? json_null()
+                                                           : ctl_json_str(entry->why));
+    return obj;
+}
+
+/* One line of list; with --local (local), the shards present and the
+ * bytes held replace the stored size (held as list_entry_json's). */
+static void list_entry_print(const ckpt_entry_t *entry, bool have_epoch, long long epoch,
+                             bool local, const ckpt_local_step_t *held)
+{
+    char raw[CTL_FIELD_MAX], stored[CTL_FIELD_MAX], when[CTL_FIELD_MAX];
+    char epoch_text[CTL_FIELD_MAX], world[CTL_FIELD_MAX], shards[CTL_FIELD_MAX] = "";
+    bool committed = entry->status == CKPT_ST_COMMITTED;
+    /* As list_entry_json: the sizes and time are shown whenever the
+     * manifest was read, also for a checkpoint --verify found bad. */
+    bool known = entry->world_size > 0;
+    ctl_fmt_bytes(entry->raw_bytes, raw, sizeof raw);
+    ctl_fmt_bytes(local && held ? held->present_bytes : entry->file_bytes, stored,
+                  sizeof stored);
+    ctl_fmt_time_local(entry->created, when, sizeof when);
+    snprintf(epoch_text, sizeof epoch_text, have_epoch ? "%lld" : "-", epoch);
+    snprintf(world, sizeof world, entry->world_size > 0 ? "%d" : "-", entry->world_size);
+    if (local && held)
+        snprintf(shards, sizeof shards, " %4d of %-3d", held->npresent, held->nshards);
+    else if (local)
+        snprintf(shards, sizeof shards, " %11s", "-");
+    printf("%-20s %10" PRIu64 " %6s %5s%s %10s %10s  %-19s  %s%s%s%s\n", entry->name,
+           entry->step, epoch_text, world, shards, known ? raw : "-",
+           known && (!local || held) ? stored : "-", known ? when : "-",
+           status_name(entry->status), entry->is_latest ? " LATEST" : "",
+           committed || !entry->why[0] ? "" : ": ", committed ? "" : entry->why);
+}
+
+/* What a node-local root holds of the step of entry (NULL: nothing known). */
+static const ckpt_local_step_t *find_held(const ckpt_local_step_t *steps, size_t count,
+                                          const ckpt_entry_t *entry)
+{
+    if (entry->status != CKPT_ST_COMMITTED || entry->name[0] == '.')
+        return NULL;
+    for (size_t i = 0; i < count; i++)
+        if (steps[i].step == entry->step)
+            return &steps[i];
+    return NULL;
+}
+
+/* Is the directory dir of a listed step no longer there?  A step removed
+ * (by a prune, the trainer's or another ckptctl's) after the root was
+ * listed is gone, not damaged.  A prune renames a step before it deletes
+ * the files, so a step that failed because its files went is gone too. */
+static bool dir_gone(const char *dir)
+{
+    struct stat st;
+    return lstat(dir, &st) != 0 && errno == ENOENT;
+}
+
+/* dir_gone for the entry name of root. */
+static bool entry_gone(const char *root, const char *name)
+{
+    char dir[CKPT_PATH_MAX];
+    return snprintf(dir, sizeof dir, "%s/%s", root, name) < (int)sizeof dir &&
+           dir_gone(dir);
+}
+
+/* The status verify gives a checkpoint that failed with rc: a shard file
+ * missing (or no manifest) is incomplete, anything else corrupt. */
+static ckpt_status_t failed_status(int rc)
+{
+    return rc == CKPT_EINCOMPLETE || rc == CKPT_ENOTFOUND ? CKPT_ST_INCOMPLETE
+                                                          : CKPT_ST_CORRUPT;
+}
+
+/* list --verify: re-read a committed step of root as verify does (with
+ * --local (local), the shards present); a failure gives the entry verify's
+ * status, with the library's reason.  @return false when it failed. */
+static bool verify_entry(const char *root, ckpt_entry_t *entry, bool local)
+{
+    char dir[CKPT_PATH_MAX];
+    ckpt_t *ckpt = NULL;
+    if (entry->status != CKPT_ST_COMMITTED ||
+        snprintf(dir, sizeof dir, "%s/%s", root, entry->name) >= (int)sizeof dir)
+        return true;
+    int rc = local ? ckpt_local_verify(dir, NULL) : ckpt_open(dir, &ckpt);
+    if (rc == CKPT_OK && !local)
+        rc = ckpt_verify(ckpt);
+    ckpt_close(ckpt);
+    if (rc == CKPT_OK)
+        return true;
+    entry->status = failed_status(rc);
+    snprintf(entry->why, sizeof entry->why, "%s: %s", ckpt_strerror(rc),
+             ctl_lib_why(rc, "verify", dir));
+    return false;
+}
+
+int cmd_list(const args_t *args)
+{
+    const char *root = args->noperands ? args->operands[0] : ".";
+    bool json = args->set & OPT_JSON, local = args->set & OPT_LOCAL,
+         verify = args->set & OPT_VERIFY;
+    char run_root[CKPT_PATH_MAX];
+    if (!local) /* a node-local root is never taken for a run directory */
+        root = ctl_root_arg(root, run_root, sizeof run_root);
+    ckpt_entry_t *entries = NULL;
+    ckpt_local_step_t *steps = NULL;
+    size_t count = 0, nsteps = 0;
+    /* --verify re-reads each committed step here, as verify does, so that
+     * both call a checkpoint the same (and with --local only the shards
+     * present are read). */
+    int rc = ckpt_list(root, 0, &entries, &count);
+    if (rc != CKPT_OK)
+        return ctl_lib_fail("list", root, rc);
+    if (local && (rc = ckpt_local_scan(root, &steps, &nsteps)) != CKPT_OK) {
+        free(entries);
+        return ctl_lib_fail("list", root, rc);
+    }
+
+    json_t *list = json ? json_array() : NULL;
+    bool bad = false;
+    if (!json && count > 0 && local)
+        printf("%-20s %10s %6s %5s %11s %10s %10s  %-19s  %s\n", "NAME", "STEP", "EPOCH",
+               "WORLD", "PRESENT", "RAW", "HELD", "CREATED", "STATUS");
+    else if (!json && count > 0)
+        printf("%-20s %10s %6s %5s %10s %10s  %-19s  %s\n", "NAME", "STEP", "EPOCH",
+               "WORLD", "RAW", "STORED", "CREATED", "STATUS");
+    for (size_t i = 0; i < count; i++) {
+        long long epoch = -1;
+        bool have_epoch = entry_epoch(root, &entries[i], &epoch);
+        const ckpt_local_step_t *held = local ? find_held(steps, nsteps, &entries[i]) : NULL;
+        /* A committed checkpoint that does not verify is bad, incomplete
+         * or corrupt; an unfinished save is not. */
+        bool failed = verify && !verify_entry(root, &entries[i], local);
+        if (entries[i].status != CKPT_ST_COMMITTED && entry_gone(root, entries[i].name))
+            continue; /* removed since it was listed */
+        if (failed || entries[i].status == CKPT_ST_CORRUPT)
+            bad = true;
+        if (json)
+            json_array_append_new(list, list_entry_json(&entries[i], have_epoch, epoch,
+                                                        local, held));
+        else
+            list_entry_print(&entries[i], have_epoch, epoch, local, held);
+    }
+    ckpt_local_scan_free(steps, nsteps);
+    int result = bad ? EXIT_BAD : EXIT_GOOD;
+    if (json) {
+        json_t *doc = json_object();
+        json_object_set_new(doc, "root", ctl_json_str(root));
+        json_object_set_new(doc, "verified", json_boolean(args->set & OPT_VERIFY));
+        if (local)
+            json_object_set_new(doc, "local", json_true());
+        json_object_set_new(doc, "checkpoints", list);
+        int print_rc = ctl_json_print(doc);
+        if (print_rc != EXIT_GOOD)
+            result = print_rc;
+    } else if (count == 0) {
+        printf("no checkpoints in '%s'\n", root);
+    }
+    free(entries);
+    return result;
+}
+
+/* ---- inspect: the record ---------------------------------------------------------- */
+
+/* A flattened (dotted) record key; longer ones are cut. */
+#define RECORD_KEY_MAX 256
+/* Room for a record key and for a record string as shown, after escaping
+ * (ckpt_text_clean), and the NUL; what is longer is cut. */
+#define RECORD_KEY_SHOWN 1100
+#define RECORD_STRING_SHOWN 4100
+/* Bytes of a record value that is not a string shown, as compact JSON,
+ * before "..." (one record field must not fill the screen). */
+#define RECORD_JSON_SHOWN 200
+/* Objects nested deeper than this are printed as compact JSON, not
+ * flattened: a record is anyone's JSON, and jansson accepts 2048 levels. */
+#define RECORD_FLATTEN_DEPTH 8
+
+/* text with control characters written as \xNN, into buf: a record is
+ * anyone's JSON, and it must not drive the terminal. */
+static const char *clean(const char *text, char *buf, size_t cap)
+{
+    ckpt_text_clean(text, buf, cap);
+    return buf;
+}
+
+/* Print "  key value" for one record value that is not flattened further. */
+static void print_record_leaf(const char *key, json_t *value)
+{
+    char key_shown[RECORD_KEY_SHOWN];
+    clean(key, key_shown, sizeof key_shown);
+    if (json_is_string(value)) {
+        char string_shown[RECORD_STRING_SHOWN];
+        printf("  %-28s %s\n", key_shown,
+               clean(json_string_value(value), string_shown, sizeof string_shown));
+        return;
+    }
+    char *text = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY);
+    /* Room for the escape or character that straddles the cut, so that the
+     * first RECORD_JSON_SHOWN bytes are always there. */
+    char json_shown[RECORD_JSON_SHOWN + CTL_CLEAN_GROWTH];
+    printf("  %-28s %.*s%s\n", key_shown, RECORD_JSON_SHOWN,
+           text ? clean(text, json_shown, sizeof json_shown) : "?",
+           text && strlen(text) > RECORD_JSON_SHOWN ? "..." : "");
+    free(text);
+}
+
+/* Print one record value as "  prefix.key value", flattening objects. */
+static void print_record_value(const char *prefix, json_t *value, int depth)
+{
+    if (json_is_object(value) && json_object_size(value) > 0 &&
+        depth < RECORD_FLATTEN_DEPTH) {
+        const char *name;
+        json_t *member;
+        json_object_foreach (value, name, member) {
+            char key[RECORD_KEY_MAX];
+            snprintf(key, sizeof key, "%s.%s", prefix, name);
+            print_record_value(key, member, depth + 1);
+        }
+        return;
+    }
+    print_record_leaf(prefix, value);
+}
+
+/* Keys of a record section, NULL-terminated. */
+#define SECTION_KEYS_MAX 10
+
+/* Sections of the record shown by inspect, by top-level key. */
+static const struct {
+    const char *title;
+    const char *keys[SECTION_KEYS_MAX];
+} record_sections[] = {
+    {"data cursor",
+     {"epoch", "cursor", "steps_per_epoch", "samples_seen", "step", "rng", "schedule",
+      "data", NULL}},
+    {"lineage",
+     {"lineage", "slurm", "saved_at", "run_seconds", "ftrain_version", "world_size",
+      NULL}},
+    {"config", {"config", NULL}},
+};
+#define NSECTIONS (sizeof record_sections / sizeof record_sections[0])
+
+static bool in_section(const char *key)
+{
+    for (size_t s = 0; s < NSECTIONS; s++)
+        for (int i = 0; record_sections[s].keys[i]; i++)
+            if (strcmp(record_sections[s].keys[i], key) == 0)
+                return true;
+    return false;
+}
+
+static void print_record(json_t *record)
+{
+    for (size_t section = 0; section < NSECTIONS; section++) {
+        bool printed = false;
+        for (int i = 0; record_sections[section].keys[i]; i++) {
+            const char *key = record_sections[section].keys[i];
+            json_t *value = json_object_get(record, key);
+            if (!value)
+                continue;
+            if (!printed)
+                printf("\n%s:\n", record_sections[section].title);
+            printed = true;
+            print_record_value(key, value, 0);
+        }
+    }
+    bool printed = false;
+    const char *key;
+    json_t *value;
+    json_object_foreach (record, key, value) {
+        if (in_section(key))
+            continue;
+        if (!printed)
+            printf("\nrecord (other):\n");
+        printed = true;
+        print_record_value(key, value, 0);
+    }
+}
+
+/* ---- inspect ----------------------------------------------------------------------- */
+
+static json_t *tensors_json(const ckpt_t *ckpt)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; i < ckpt_num_tensors(ckpt); i++) {
+        const ckpt_tensor_t *tensor = ckpt_tensor_at(ckpt, i);
+        json_t *obj = json_object(), *shape = json_array();
+        for (int d = 0; d < tensor->ndim; d++)
+            json_array_append_new(shape, json_integer(tensor->shape[d]));
+        json_object_set_new(obj, "name", ctl_json_str(tensor->name));
+        json_object_set_new(obj, "dtype", ctl_json_str(ckpt_dtype_name(tensor->dtype)));
+        json_object_set_new(obj, "shape", shape);
+        json_object_set_new(obj, "offset", ctl_json_uint(tensor->offset));
+        json_object_set_new(obj, "nbytes", ctl_json_uint(tensor->nbytes));
+        json_array_append_new(list, obj);
+    }
+    return list;
+}
+
+static json_t *shards_json(const ckpt_t *ckpt)
+{
+    json_t *list = json_array();
+    for (int i = 0; i < ckpt_world_size(ckpt); i++) {
+        const ckpt_shard_info_t *shard = ckpt_shard_at(ckpt, i);
+        char file[CKPT_FILE_NAME_MAX];
+        ckpt_shard_name(i, file, sizeof file);
+        json_t *obj = json_object();
+        json_object_set_new(obj, "index", json_integer(i));
+        json_object_set_new(obj, "file", ctl_json_str(file));
+        json_object_set_new(obj, "raw_offset", ctl_json_uint(shard->raw_offset));
+        json_object_set_new(obj, "raw_bytes", ctl_json_uint(shard->raw_bytes));
+        json_object_set_new(obj, "file_bytes", ctl_json_uint(shard->file_bytes));
+        json_object_set_new(obj, "nframes", json_integer(shard->nframes));
+        json_object_set_new(obj, "xxh64", ctl_json_hex64(shard->xxh64));
+        json_array_append_new(list, obj);
+    }
+    return list;
+}
+
+/* inspect --json of the checkpoint at dir; the document takes record. */
+static int inspect_json(const char *dir, const ckpt_t *ckpt, json_t *record,
+                        uint64_t stored)
+{
+    char utc[CTL_FIELD_MAX];
+    bool dated = ctl_fmt_time_utc(ckpt_created(ckpt), utc, sizeof utc);
+    json_t *doc = json_object();
+    json_object_set_new(doc, "path", ctl_json_str(dir));
+    json_object_set_new(doc, "step", ctl_json_uint(ckpt_step(ckpt)));
+    json_object_set_new(doc, "created", json_integer(ckpt_created(ckpt)));
+    json_object_set_new(doc, "created_utc", dated ? ctl_json_str(utc) : json_null());
+    json_object_set_new(doc, "world_size", json_integer(ckpt_world_size(ckpt)));
+    json_object_set_new(doc, "total_bytes", ctl_json_uint(ckpt_total_bytes(ckpt)));
+    json_object_set_new(doc, "file_bytes", ctl_json_uint(stored));
+    json_object_set_new(doc, "manifest_checksum",
+                        ctl_json_str(ckpt_manifest_checksummed(ckpt) ? "verified" : "none"));
+    json_object_set_new(doc, "tensors", tensors_json(ckpt));
+    json_object_set_new(doc, "shards", shards_json(ckpt));
+    json_object_set_new(doc, "record", record);
+    return ctl_json_print(doc);
+}
+
+static void print_tensors(const ckpt_t *ckpt)
+{
+    printf("\ntensors (%zu):\n", ckpt_num_tensors(ckpt));
+    printf("  %-32s %-5s %-20s %14s %14s\n", "NAME", "DTYPE", "SHAPE", "OFFSET",
+           "BYTES");
+    for (size_t i = 0; i < ckpt_num_tensors(ckpt); i++) {
+        const ckpt_tensor_t *tensor = ckpt_tensor_at(ckpt, i);
+        char shape[CTL_SHAPE_TEXT_MAX];
+        ctl_shape_text(tensor, shape, sizeof shape);
+        printf("  %-32s %-5s %-20s %14" PRIu64 " %14" PRIu64 "\n", tensor->name,
+               ckpt_dtype_name(tensor->dtype), shape, tensor->offset, tensor->nbytes);
+    }
+}
+
+static void print_shards(const ckpt_t *ckpt)
+{
+    printf("\nshards (%d):\n", ckpt_world_size(ckpt));
+    printf("  %-16s %-31s %14s %7s  %s\n", "FILE", "RAW RANGE", "FILE BYTES", "FRAMES",
+           "XXH64");
+    for (int i = 0; i < ckpt_world_size(ckpt); i++) {
+        const ckpt_shard_info_t *shard = ckpt_shard_at(ckpt, i);
+        char file[CKPT_FILE_NAME_MAX], range[RANGE_TEXT_MAX];
+        ckpt_shard_name(i, file, sizeof file);
+        snprintf(range, sizeof range, "[%" PRIu64 ", %" PRIu64 ")", shard->raw_offset,
+                 shard->raw_offset + shard->raw_bytes);
+        printf("  %-16s %-31s %14" PRIu64 " %7u  %016" PRIx64 "\n", file, range,
+               shard->file_bytes, shard->nframes, shard->xxh64);
+    }
+}
+
+static void inspect_print(const char *dir, const ckpt_t *ckpt, json_t *record,
+                          uint64_t stored)
+{
+    char when[CTL_FIELD_MAX], raw[CTL_FIELD_MAX], stored_text[CTL_FIELD_MAX];
+    ctl_fmt_time_local(ckpt_created(ckpt), when, sizeof when);
+    ctl_fmt_bytes(ckpt_total_bytes(ckpt), raw, sizeof raw);
+    ctl_fmt_bytes(stored, stored_text, sizeof stored_text);
+    printf("checkpoint   %s\n", dir);
+    printf("step         %" PRIu64 "\n", ckpt_step(ckpt));
+    printf("created      %s (%" PRId64 ")\n", when, ckpt_created(ckpt));
+    printf("world size   %d\n", ckpt_world_size(ckpt));
+    printf("flat bytes   %" PRIu64 " (%s), stored %" PRIu64 " (%s)\n",
+           ckpt_total_bytes(ckpt), raw, stored, stored_text);
+    printf("manifest     %s\n", ckpt_manifest_checksummed(ckpt)
+                                    ? "checksum verified"
+                                    : "no checksum (written by an older ftrain)");
+    print_tensors(ckpt);
+    print_shards(ckpt);
+    print_record(record);
+}
+
+int cmd_inspect(const args_t *args)
+{
+    char dir[CKPT_PATH_MAX];
+    int result = ctl_resolve_ckpt("inspect", args->operands[0],
+                                  args->noperands > 1 ? args->operands[1] : NULL, true,
+                                  dir, sizeof dir);
+    if (result != EXIT_GOOD)
+        return result;
+    ckpt_t *ckpt = NULL;
+    int rc = ckpt_open(dir, &ckpt);
+    if (rc != CKPT_OK)
+        return ctl_lib_fail("inspect", dir, rc);
+
+    /* The record is the writer's text; one that does not parse shows empty. */
+    json_t *record = json_loads(ckpt_record_json(ckpt), 0, NULL);
+    if (!record)
+        record = json_object();
+    uint64_t stored = 0;
+    for (int i = 0; i < ckpt_world_size(ckpt); i++)
+        stored += ckpt_shard_at(ckpt, i)->file_bytes;
+
+    if (args->set & OPT_JSON) {
+        result = inspect_json(dir, ckpt, record, stored);
+    } else {
+        inspect_print(dir, ckpt, record, stored);
+        json_decref(record);
+    }
+    ckpt_close(ckpt);
+    return result;
+}
+
+/* ---- verify ------------------------------------------------------------------------ */
+
+/* What verify found so far. */
+typedef struct {
+    json_t *results; /* --json: one object per checkpoint; NULL for text */
+    size_t good;     /* checkpoints that verified */
+    size_t total;    /* checkpoints verified, good or bad */
+    size_t skipped;  /* temp dirs of unfinished saves */
+    size_t removed;  /* listed in the root, then removed before verified */
+    bool local;      /* --local: node-local steps, shards may be missing */
+} verify_tally_t;
+
+/* With --local, which shards of a step have no file (ckpt_local_verify's
+ * "missing"). */
+typedef struct {
+    int nshards;
+    int nmissing;
+    int *missing; /* nmissing indices, ascending */
+} held_t;
+
+/* Find the missing shards of the step at dir, whose manifest ckpt holds.
+ * @return false when out of memory. */
+static bool find_missing(const char *dir, const ckpt_t *ckpt, held_t *held)
+{
+    held->nshards = ckpt_world_size(ckpt);
+    held->nmissing = 0;
+    held->missing = malloc((size_t)held->nshards * sizeof *held->missing);
+    if (!held->missing)
+        return false;
+    for (int i = 0; i < held->nshards; i++) {
+        char name[CKPT_FILE_NAME_MAX], path[CKPT_PATH_MAX];
+        struct stat st;
+        ckpt_shard_name(i, name, sizeof name);
+        if (snprintf(path, sizeof path, "%s/%s", dir, name) < (int)sizeof path &&
+            lstat(path, &st) != 0 && errno == ENOENT)
+            held->missing[held->nmissing++] = i;
+    }
+    return true;
+}
+
+/* " (3 of 4 shards present; missing: 1)" for a text line. */
+static void held_text(const held_t *held, char *buf, size_t cap)
+{
+    size_t len = (size_t)snprintf(buf, cap, "%d of %d shard%s present",
+                                  held->nshards - held->nmissing, held->nshards,
+                                  held->nshards == 1 ? "" : "s");
+    for (int i = 0; i < held->nmissing && len < cap; i++) {
+        if (i == SHARDS_NAMED_MAX) {
+            len += (size_t)snprintf(buf + len, cap - len, ", ... (%d more)",
+                                    held->nmissing - i);
+            break;
+        }
+        len += (size_t)snprintf(buf + len, cap - len, "%s%d", i ? ", " : "; missing: ",
+                                held->missing[i]);
+    }
+}
+
+/* Report one checkpoint's verdict (rc, why) on stdout or into the results;
+ * ckpt is its open handle, or NULL when its manifest could not be read.
+ * With --local (local), held is what the step holds (NULL: unknown). */
+static void verify_report(const char *dir, const char *name, ckpt_t *ckpt, int rc,
+                          const char *why, json_t *results, bool local,
+                          const held_t *held)
+{
+    char held_line[CKPT_ENTRY_WHY_MAX] = "";
+    if (held)
+        held_text(held, held_line, sizeof held_line);
+    const char *status = rc == CKPT_OK ? "ok"
+                         : (rc == CKPT_EINCOMPLETE || rc == CKPT_ENOTFOUND)
+                             ? "incomplete"
+                             : "corrupt";
+    if (results) {
+        uint64_t named_step;
+        json_t *obj = json_object();
+        json_object_set_new(obj, "name", ctl_json_str(name));
+        json_object_set_new(obj, "path", ctl_json_str(dir));
+        json_object_set_new(obj, "step",
+                            ckpt ? ctl_json_uint(ckpt_step(ckpt))
+                            : ckpt_parse_dirname(name, 0, &named_step)
+                                ? ctl_json_uint(named_step)
+                                : json_null());
+        json_object_set_new(obj, "status", ctl_json_str(status));
+        json_object_set_new(obj, "ok", json_boolean(rc == CKPT_OK));
+        json_object_set_new(obj, "error",
+                            rc == CKPT_OK ? json_null() : ctl_json_str(ckpt_strerror(rc)));
+        json_object_set_new(obj, "why", rc == CKPT_OK ? json_null() : ctl_json_str(why));
+        json_object_set_new(obj, "world_size",
+                            ckpt ? json_integer(ckpt_world_size(ckpt)) : json_null());
+        json_object_set_new(obj, "total_bytes",
+                            ckpt ? ctl_json_uint(ckpt_total_bytes(ckpt)) : json_null());
+        if (local) {
+            json_t *missing = held ? json_array() : json_null();
+            for (int i = 0; held && i < held->nmissing; i++)
+                json_array_append_new(missing, json_integer(held->missing[i]));
+            json_object_set_new(obj, "shards_present",
+                                held ? json_integer(held->nshards - held->nmissing)
+                                     : json_null());
+            json_object_set_new(obj, "missing", missing);
+        }
+        json_array_append_new(results, obj);
+    } else if (rc == CKPT_OK && held) {
+        char raw[CTL_FIELD_MAX];
+        ctl_fmt_bytes(ckpt_total_bytes(ckpt), raw, sizeof raw);
+        printf("%s: ok (%s; %s)\n", name, held_line, raw);
+    } else if (rc == CKPT_OK) {
+        char raw[CTL_FIELD_MAX];
+        ctl_fmt_bytes(ckpt_total_bytes(ckpt), raw, sizeof raw);
+        printf("%s: ok (%d shard%s, %s)\n", name, ckpt_world_size(ckpt),
+               ckpt_world_size(ckpt) == 1 ? "" : "s", raw);
+    } else {
+        printf("%s: %s: %s%s%s%s\n", name, status, why, held ? " (" : "", held_line,
+               held ? ")" : "");
+    }
+}
+
+/* An entry of verify's output for a checkpoint it did not judge (status
+ * "removed" or "skipped", with why): text, or a JSON object whose fields are
+ * those of a verified one, null. */
+static void verify_not_judged(const char *name, const char *path, json_t *step,
+                              const char *status, const char *why, verify_tally_t *tally)
+{
+    if (!tally->results) {
+        printf("%s: %s: %s\n", name, status, why);
+        json_decref(step);
+        return;
+    }
+    json_t *obj = json_object();
+    json_object_set_new(obj, "name", ctl_json_str(name));
+    json_object_set_new(obj, "path", path ? ctl_json_str(path) : json_null());
+    json_object_set_new(obj, "step", step);
+    json_object_set_new(obj, "status", ctl_json_str(status));
+    json_object_set_new(obj, "ok", json_null());
+    json_object_set_new(obj, "error", json_null());
+    json_object_set_new(obj, "why", ctl_json_str(why));
+    json_object_set_new(obj, "world_size", json_null());
+    json_object_set_new(obj, "total_bytes", json_null());
+    if (tally->local) {
+        json_object_set_new(obj, "shards_present", json_null());
+        json_object_set_new(obj, "missing", json_null());
+    }
+    json_array_append_new(tally->results, obj);
+}
+
+/* Report a checkpoint of a root that went between the listing and its
+ * verification (a prune ran meanwhile): it is not counted, good or bad. */
+static void verify_removed(const char *dir, const char *name, verify_tally_t *tally)
+{
+    uint64_t step;
+    bool named = ckpt_parse_dirname(name, 0, &step);
+    tally->removed++;
+    verify_not_judged(name, dir, named ? ctl_json_uint(step) : json_null(), "removed",
+                      "gone since the root was listed (pruned meanwhile)", tally);
+}
+
+/* Verify the checkpoint at dir and count it: every shard, or with --local
+ * the shards present (ckpt_local_verify), the missing ones reported.  In a
+ * root (in_root), one whose directory went meanwhile is reported removed. */
+static void verify_one(const char *dir, const char *name, bool in_root,
+                       verify_tally_t *tally)
+{
+    ckpt_t *ckpt = NULL;
+    held_t held = {0, 0, NULL};
+    bool known = false;
+    int rc = ckpt_open(dir, &ckpt);
+    if (rc == CKPT_OK && tally->local) {
+        if (!(known = find_missing(dir, ckpt, &held)))
+            rc = CKPT_ENOMEM;
+        else
+            rc = ckpt_local_verify(dir, NULL);
+    } else if (rc == CKPT_OK) {
+        rc = ckpt_verify(ckpt);
+    }
+    if (rc != CKPT_OK && in_root && dir_gone(dir)) {
+        verify_removed(dir, name, tally);
+        free(held.missing);
+        ckpt_close(ckpt);
+        return;
+    }
+    verify_report(dir, name, ckpt, rc,
+                  rc == CKPT_OK ? "" : ctl_lib_why(rc, "verify", dir), tally->results,
+                  tally->local, known ? &held : NULL);
+    free(held.missing);
+    ckpt_close(ckpt);
+    tally->total++;
+    if (rc == CKPT_OK)
+        tally->good++;
+}
+
+/* Report a temp dir of an unfinished save under root, which is not counted. */
+static void verify_skip(const char *root, const ckpt_entry_t *entry,
+                        verify_tally_t *tally)
+{
+    char dir[CKPT_PATH_MAX];
+    bool fits = snprintf(dir, sizeof dir, "%s/%s", root, entry->name) < (int)sizeof dir;
+    tally->skipped++;
+    verify_not_judged(entry->name, fits ? dir : NULL, ctl_json_uint(entry->step), "skipped",
+                      "temp dir of an unfinished save", tally);
+}
+
+/* verify of every checkpoint under root. */
+static int verify_root(const char *root, verify_tally_t *tally)
+{
+    ckpt_entry_t *entries = NULL;
+    size_t count = 0;
+    int rc = ckpt_list(root, 0, &entries, &count);
+    if (rc != CKPT_OK)
+        return ctl_lib_fail("verify", root, rc);
+    for (size_t i = 0; i < count; i++) {
+        const ckpt_entry_t *entry = &entries[i];
+        char dir[CKPT_PATH_MAX];
+        uint64_t step;
+        if (ckpt_parse_dirname(entry->name, 1, &step)) {
+            verify_skip(root, entry, tally);
+            continue;
+        }
+        if (snprintf(dir, sizeof dir, "%s/%s", root, entry->name) >= (int)sizeof dir)
+            continue;
+        if (entry->is_link) { /* listed corrupt; never opened through the link */
+            verify_report(dir, entry->name, NULL, CKPT_ECORRUPT, entry->why,
+                          tally->results, tally->local, NULL);
+            tally->total++;
+            continue;
+        }
+        verify_one(dir, entry->name, true, tally);
+    }
+    free(entries);
+    if (tally->total > 0)
+        return EXIT_GOOD;
+    ctl_error("verify", root, "no checkpoints in this directory%s",
+              tally->skipped ? " (only temp dirs of unfinished saves)" : "");
+    /* --json still prints its (empty) document; verify_summary fails it. */
+    return tally->results ? EXIT_GOOD : EXIT_ERROR;
+}
+
+/* The document of verify --json, or the line saying how many were bad. */
+static int verify_summary(const char *arg, verify_tally_t *tally)
+{
+    int result = tally->good == tally->total && tally->total > 0 ? EXIT_GOOD : EXIT_BAD;
+    if (tally->results) {
+        json_t *doc = json_object();
+        json_object_set_new(doc, "path", ctl_json_str(arg));
+        json_object_set_new(doc, "ok", json_boolean(result == EXIT_GOOD));
+        json_object_set_new(doc, "good", json_integer((json_int_t)tally->good));
+        json_object_set_new(doc, "bad",
+                            json_integer((json_int_t)(tally->total - tally->good)));
+        json_object_set_new(doc, "skipped", json_integer((json_int_t)tally->skipped));
+        json_object_set_new(doc, "removed", json_integer((json_int_t)tally->removed));
+        if (tally->local)
+            json_object_set_new(doc, "local", json_true());
+        json_object_set_new(doc, "checkpoints", tally->results);
+        tally->results = NULL;
+        int print_rc = ctl_json_print(doc);
+        if (print_rc != EXIT_GOOD)
+            return print_rc;
+        if (tally->total == 0)
+            return EXIT_ERROR;
+    }
+    if (result != EXIT_GOOD)
+        ctl_error("verify", arg, "%zu of %zu checkpoints bad", tally->total - tally->good,
+                  tally->total);
+    return result;
+}
+
+int cmd_verify(const args_t *args)
+{
+    const char *arg = args->operands[0];
+    const char *step_arg = args->noperands > 1 ? args->operands[1] : NULL;
+    verify_tally_t tally = {(args->set & OPT_JSON) ? json_array() : NULL, 0, 0, 0, 0,
+                            !!(args->set & OPT_LOCAL)};
+    int result;
+    char run_root[CKPT_PATH_MAX];
+    if (!step_arg && !tally.local)
+        arg = ctl_root_arg(arg, run_root, sizeof run_root);
+    if (step_arg || ctl_is_checkpoint_dir(arg) || !ctl_is_dir(arg)) {
+        char dir[CKPT_PATH_MAX], base[CTL_BASE_NAME_MAX];
+        result = ctl_resolve_ckpt("verify", arg, step_arg, false, dir, sizeof dir);
+        if (result == EXIT_GOOD)
+            verify_one(dir, ctl_base_name(dir, base, sizeof base), false, &tally);
+    } else {
+        result = verify_root(arg, &tally);
+    }
+    if (result != EXIT_GOOD) {
+        json_decref(tally.results);
+        return result;
+    }
+    return verify_summary(arg, &tally);
+}

@@ -1,0 +1,83 @@
+/*
+ * train.h - the training loop.
+ *
+ * HowTo: once the world, the device and the communicator are agreed (main.c),
+ * every rank calls train_run(&cfg, &world, comm, gpu, &before, &res, err, sizeof err)
+ * with gpu NULL for the CPU.  It loads the data, builds the model and
+ * optimizer, resumes when asked, and trains until the configured end or an
+ * agreed stop.  Rank 0 prints progress and writes metrics; every rank
+ * returns the same code and result.
+ */
+#ifndef FTRAIN_TRAIN_H
+#define FTRAIN_TRAIN_H
+
+#include <stdint.h>
+
+#include "parallel/comm.h"
+#include "config/config.h"
+#include "gpu/gpu.h"
+#include "fault/watchdog.h"
+#include "parallel/world.h"
+
+/* A checkpoint root (the run directory's "ckpt") and a step directory in
+ * it; and the room for an error message. */
+#define TRAIN_CKPT_ROOT_MAX (CONFIG_PATH_MAX + sizeof "/ckpt")
+#define TRAIN_STEP_NAME_MAX 32 /* "step-" and up to 20 digits */
+#define TRAIN_CKPT_DIR_MAX (TRAIN_CKPT_ROOT_MAX + TRAIN_STEP_NAME_MAX)
+#define TRAIN_ERR_MAX 2048
+
+/* What train_run returns.  The trainer's own pieces return TRAIN_OK or one
+ * of the failures, with the message in their (err, cap) buffer. */
+typedef enum {
+    TRAIN_DONE = 0,     /* trained to the end */
+    TRAIN_STOPPED = 1,  /* a stop signal was agreed; see res.saved */
+    TRAIN_EFAIL = -1,   /* data, checkpoint, resume or collective failure */
+    TRAIN_EMISMATCH = -2 /* the checkpoint belongs to another architecture */
+} train_rc_t;
+
+/* Success of one piece of the trainer (never returned by train_run). */
+#define TRAIN_OK 0
+
+typedef struct {
+    int64_t step, epoch;
+    double loss, test_loss, test_acc;
+    double test_r2;           /* regression: R^2 over the test set */
+    int regression;           /* the data set is a regression (test_r2, not
+                                 test_acc, is its metric) */
+    int evaluated;            /* test_* are from an evaluation */
+    int64_t eval_step;        /* the step that evaluation was of */
+    uint64_t param_hash;
+    int stop_signal;          /* signal that stopped the run (0 none) */
+    double stop_time;         /* wall-clock time of the first signal */
+    int saved;                /* a checkpoint exists for the final step */
+    char ckpt[TRAIN_CKPT_DIR_MAX]; /* its directory */
+    double reduce_ms_per_step;/* gradient reduction time per step */
+    double control_ms_per_step;/* stop/control reduction time per step */
+    double samples_per_s;     /* training steps only: evaluations excluded, and
+                                 the first step when more than one ran */
+    double eval_seconds;      /* the loop's epoch evaluations took this long */
+    double first_step_seconds;/* this process's first step, when it was kept
+                                 out of samples_per_s; else 0 */
+    int async_saves;          /* --ckpt-async saves finished */
+    int async_failures;       /* of which failed (exit code 1) */
+    int async_skipped;        /* periodic saves skipped: one was in flight */
+    double async_stall_ms;    /* mean training stall per async save */
+    int local_sealed;         /* --ckpt-local saves sealed on every node */
+    int local_failed;         /* local saves that failed or did not start */
+    int local_skipped;        /* local saves skipped: one was in flight */
+    double local_stall_ms;    /* mean training stall per sealed local save */
+    double local_cpu_ms;      /* mean helper CPU per sealed local save (rank 0's) */
+} train_result_t;
+
+/** Run training on the CPU (gpu NULL) or on the GPU of gpu (then comm must
+ *  be a device-capable communicator, comm_open_nccl).  before: on rank 0,
+ *  the heartbeats an earlier launch left (watchdog_leftovers), from which
+ *  the recovery line measures the work lost; NULL or none elsewhere.
+ *  @return a train_rc_t; err holds the message on failure. */
+int train_run(const config_t *cfg, const world_t *world, comm_t *comm, gpu_ctx_t *gpu,
+              const watchdog_leftover_t *before, train_result_t *res, char *err, size_t cap);
+
+/** @return the 64-bit hash (xxh64, seed 0) of n floats' bytes. */
+uint64_t train_param_hash(const float *params, size_t n);
+
+#endif
