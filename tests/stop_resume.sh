@@ -161,6 +161,15 @@ D_USR2=$LASTDIR
 # MPI_Init, data loading and resume are done: the world lines come too late.
 # The run must stop after its first step (the first control reduction) with
 # exit 75; it must not hang or lose the signal.
+#
+# That the signal came before training is made sure of, not hoped for: the
+# rank is frozen (SIGSTOP), and the signal is sent only while the run
+# directory does not exist yet.  Rank 0 creates it (taking the run lock)
+# right after MPI_Init and before the ranks' first collective agreement,
+# which the frozen rank has then not reached: its pending USR1 is taken
+# when it goes on (SIGCONT), before its first control reduction.  A start
+# that was past that point already is a lost race: the run goes on, and
+# another is started (3 tries; none in 3 is a failure, not a skip).
 handlers_in() {
     _mp=$(pgrep -P "$MPI_PID" 2>/dev/null | head -n 1)
     [ -n "$_mp" ] || return 1
@@ -172,29 +181,44 @@ handlers_in() {
     done
     return 1
 }
-d="$T/startup"
-launch 3 "$d"
-if [ -d /proc/self ] && command -v pgrep >/dev/null 2>&1 && wait_for 20 handlers_in; then
-    kill -USR1 "$STARTUP_PID"
-    early=$(progress_lines "$d.out")
-    finish
-    stopped "signal during start-up" "$d" USR1
-    step=$(sed -n 's/^stop: .* at step \([0-9]*\):.*/\1/p' "$d.out")
+if [ -d /proc/self ] && command -v pgrep >/dev/null 2>&1; then
+    early=1 try=0 found=0
+    while [ "$early" -ne 0 ] && [ "$try" -lt 3 ]; do
+        try=$((try + 1))
+        d="$T/startup.$try"
+        launch 3 "$d"
+        if wait_for 20 handlers_in; then
+            found=1
+            kill -STOP "$STARTUP_PID"
+            if [ ! -e "$d" ]; then
+                early=0
+                kill -USR1 "$STARTUP_PID"
+            fi
+            kill -CONT "$STARTUP_PID"
+        fi
+        [ "$early" -eq 0 ] || diag "signal during start-up, try $try: the ranks were past MPI_Init before the signal; again"
+        finish
+    done
     if [ "$early" -eq 0 ]; then
+        stopped "signal during start-up (try $try)" "$d" USR1
+        step=$(sed -n 's/^stop: .* at step \([0-9]*\):.*/\1/p' "$d.out")
         is "$step" 1 "signal during start-up: the stop comes after the first step"
+        if [ "$RC" -eq 75 ]; then
+            resumed "signal during start-up, 3 -> 4" "$d" 4
+        else
+            ok 1 "signal during start-up: resume skipped, the stop failed"
+        fi
     else
-        skip "signal during start-up: stop step" "training had started before the signal was sent"
-    fi
-    if [ "$RC" -eq 75 ]; then
-        resumed "signal during start-up, 3 -> 4" "$d" 4
-    else
-        ok 1 "signal during start-up: resume skipped, the stop failed"
+        ok 1 "signal during start-up: sent before MPI_Init in one of $try tries" ||
+            why "$([ "$found" -eq 1 ] && echo "each time the run directory existed when the rank was frozen" ||
+                echo "no rank with a USR1 handler found in /proc")"
+        skip "signal during start-up: the stop comes after the first step" "the signal was never sent before training"
+        skip "signal during start-up: resume" "the signal was never sent before training"
     fi
 else
-    finish
-    skip "signal during start-up" "cannot find the ranks in /proc"
-    skip "signal during start-up: stop step" "cannot find the ranks in /proc"
-    skip "signal during start-up: resume" "cannot find the ranks in /proc"
+    skip "signal during start-up" "no /proc or no pgrep: cannot find the ranks"
+    skip "signal during start-up: stop step" "no /proc or no pgrep"
+    skip "signal during start-up: resume" "no /proc or no pgrep"
 fi
 
 # ---- a signal while a rank loads its libraries ---------------------------------
@@ -250,24 +274,33 @@ else
     ok 1 "signal at the end of epoch 1: resume skipped, the stop failed"
 fi
 
-# A signal during a long evaluation: the final one of a short fashion-mnist
-# run (10000 test samples; steps are 128 samples), sent as soon as the last
-# step's metrics row is written.  Either the run finishes (exit 0) with its
-# evaluation, or it stops (exit 75) and a resume evaluates; a finished run
-# must not report test_acc=nan.
+# A signal during the final evaluation of a short fashion-mnist run (10000
+# test samples; steps are 128 samples): that evaluation is cut short and the
+# run stops (exit 75) like any stop; the requeued run resumes at the last
+# step and only evaluates, ending with a test accuracy (never nan).
+# The signal is sent as soon as the last step's metrics row is written.
+# Rank 0 writes it before the step's --step-delay-ms sleep, so the signal
+# lands in that sleep (3 s: far longer than the polling latency of a loaded
+# machine), or in the final save or evaluation that follow it; the
+# evaluation checks for a signal before each of its chunks and is cut short
+# by one that came before it.  Without the delay the evaluation could be
+# over before the signal, and a run that never saw it would pass.
 FMNIST=/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz
 
 # last_eval_run DIR SECONDS RANKS ARGS...: start a 2-rank run of ARGS (its
 # last step is 2) under DIR, send USR1 to each rank in RANKS ("1", "0 1")
 # once step 2's metrics row is written (within SECONDS), wait for the end.
+# SENT is 1 when the signals went out.
 last_eval_run() {
     _d=$1 _w=$2 _rs=$3
     shift 3
     mkdir -p "$_d"
     : >"$_d.out"
+    SENT=0
     mpi_bg 2 "$@" --run-dir "$_d" >>"$_d.out" 2>"$_d.err"
     if wait_for "$_w" grep -q '"step":2,' "$_d/metrics.jsonl"; then
-        for _k in $_rs; do sig USR1 "$_d" "$_k"; done
+        SENT=1
+        for _k in $_rs; do sig USR1 "$_d" "$_k" || SENT=0; done
     fi
     finish
 }
@@ -275,48 +308,50 @@ last_eval_run() {
 test_acc() { sed -n 's/^done: .*test_acc=\([^ ]*\).*/\1/p' "$1" | tail -n 1; }
 # ends_with_acc RC ACC: 0 when RC is 0 and ACC is a number.
 ends_with_acc() { [ "$1" -eq 0 ] && printf '%s' "$2" | grep -Eq '^[0-9]+\.[0-9]+$'; }
+# cut_stop DIR: DIR.out shows the final evaluation cut short and the stop.
+cut_stop() {
+    grep -q '^eval: final evaluation cut short by a stop signal' "$1.out" &&
+        grep -q '^stop: signal USR1 ' "$1.out"
+}
 
 if [ -r "$FMNIST" ]; then
     d="$T/finaleval"
     FE="--data fashion-mnist --layers 256,256 --steps 2 --deterministic --log-every 1"
-    last_eval_run "$d" 40 1 $FE
-    acc=$(test_acc "$d.out")
-    if [ "$RC" -eq 75 ]; then
-        mpi 2 $FE --run-dir "$d" >"$d.res" 2>&1
-        RC=$?
-        acc=$(test_acc "$d.res")
-    fi
+    last_eval_run "$d" 40 1 $FE --step-delay-ms 3000
+    ok "$([ "$SENT" -eq 1 ] && [ "$RC" -eq 75 ] && cut_stop "$d" &&
+        ! grep -q 'evaluation failed' "$d.err"; echo $?)" \
+        "signal during the final evaluation: cut short, a stop (exit 75) with its stop line" ||
+        why "signal sent: $SENT; exit $RC" "$(grep -E '^(eval|stop|done|checkpoint)' "$d.out")" "$(tail -n 5 "$d.err")"
+    mpi 2 $FE --run-dir "$d" >"$d.res" 2>&1
+    RC=$?
+    acc=$(test_acc "$d.res")
     ends_with_acc "$RC" "$acc"
-    ok $? "signal during the final evaluation: the run ends (exit 0) with a test accuracy" ||
-        why "exit $RC, test_acc '$acc'" "$(grep -E '^(eval|stop|done|checkpoint)' "$d.out")"
+    ok $? "signal during the final evaluation: the resume evaluates and ends (exit 0, test_acc $acc)" ||
+        why "exit $RC, test_acc '$acc'" "$(grep -E '^(resume|eval|stop|done)' "$d.res")"
 else
     skip "signal during the final evaluation" "fashion-mnist is not installed"
+    skip "signal during the final evaluation: the resume evaluates" "fashion-mnist is not installed"
 fi
 
 # The same, with the signal sent to every rank at once (as srun and mpirun
-# forward it) and a model large enough that the final evaluation lasts about
-# a second: every rank's evaluation is cut short.  Each rank's "cut short"
-# vote is summed with the others; two of them once read as a device failure
-# (exit 1, "gpu evaluation failed") instead of a stop.
+# forward it) and a larger model: every rank's evaluation is cut short.
+# Each rank's "cut short" vote is summed with the others; two of them once
+# read as a device failure (exit 1, "gpu evaluation failed") instead of a
+# stop.
 if [ -r "$FMNIST" ]; then
     d="$T/evalall"
     FA="--data fashion-mnist --layers 1024,1024 --steps 2 --deterministic --log-every 1"
-    last_eval_run "$d" 60 "0 1" $FA
-    if [ "$RC" -eq 0 ]; then
-        skip "signal to every rank during the final evaluation" "the run had finished before the signals"
-        skip "... the resume evaluates" "the run had finished before the signals"
-    else
-        ok "$([ "$RC" -eq 75 ] && grep -q '^stop: signal USR1' "$d.out" &&
-            ! grep -q 'evaluation failed' "$d.err"; echo $?)" \
-            "signal to every rank during the final evaluation: a stop (exit 75), not a failure" ||
-            why "exit $RC" "$(tail -n 5 "$d.out")" "$(tail -n 5 "$d.err")"
-        mpi 2 $FA --run-dir "$d" >"$d.res" 2>&1
-        RC=$?
-        acc=$(test_acc "$d.res")
-        ends_with_acc "$RC" "$acc"
-        ok $? "... the resume evaluates and ends (exit 0, test_acc $acc)" ||
-            why "exit $RC" "$(tail -n 5 "$d.res")"
-    fi
+    last_eval_run "$d" 60 "0 1" $FA --step-delay-ms 3000
+    ok "$([ "$SENT" -eq 1 ] && [ "$RC" -eq 75 ] && cut_stop "$d" &&
+        ! grep -q 'evaluation failed' "$d.err"; echo $?)" \
+        "signal to every rank during the final evaluation: cut short, a stop (exit 75), not a failure" ||
+        why "signal sent: $SENT; exit $RC" "$(tail -n 5 "$d.out")" "$(tail -n 5 "$d.err")"
+    mpi 2 $FA --run-dir "$d" >"$d.res" 2>&1
+    RC=$?
+    acc=$(test_acc "$d.res")
+    ends_with_acc "$RC" "$acc"
+    ok $? "... the resume evaluates and ends (exit 0, test_acc $acc)" ||
+        why "exit $RC" "$(tail -n 5 "$d.res")"
 else
     skip "signal to every rank during the final evaluation" "fashion-mnist is not installed"
     skip "... the resume evaluates" "fashion-mnist is not installed"
@@ -450,7 +485,8 @@ mpi 2 $RUN --step-delay-ms 0 --run-dir "$d" >"$T/allbad.out" 2>"$T/allbad.err"
 rc=$?
 ok "$([ "$rc" -ne 0 ] && [ "$rc" -ne 75 ] && ! grep -q '^epoch ' "$T/allbad.out"; echo $?)" \
     "all checkpoints corrupt: refused with exit $rc, no training" || why "$(tail -n 3 "$T/allbad.out")"
-like "$(cat "$T/allbad.err")" "none is good|refus" "all checkpoints corrupt: a clear message" ||
+like "$(cat "$T/allbad.err")" "checkpoints exist under '[^']*' but none is good \\(.*\\); refusing to start over" \
+    "all checkpoints corrupt: the message says none is good and that it refuses to start over" ||
     why "$(cat "$T/allbad.err")"
 
 # ---- no run directory ---------------------------------------------------------
