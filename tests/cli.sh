@@ -1,14 +1,14 @@
 #!/bin/sh
 # cli.sh - ftrain's command line: usage errors exit 2 and name the option on
 # stderr; --help lists every option the parser accepts (checked against the
-# option table in src/config.c, both ways); --version; data files that are
+# option table in src/config/config.c, both ways); --version; data files that are
 # missing or truncated exit 1 naming the file (on several ranks, said once).
 #
 # Option errors are found before MPI starts, so these runs need no launcher.
 . "$(dirname "$0")/lib.sh"
 [ -x "$FTRAIN" ] || skip_all "$FTRAIN not built (make $FTRAIN)"
-SRC_CONFIG="$(dirname "$0")/../src/config.c"
-SRC_VERSION="$(dirname "$0")/../include/ftrain/config.h"
+SRC_CONFIG="$(dirname "$0")/../src/config/config.c"
+SRC_VERSION="$(dirname "$0")/../include/ftrain/version.h"
 
 # bad NAME WORD ARGS...: ftrain ARGS exits 2, says nothing on stdout, and its
 # stderr contains WORD (the option at fault).
@@ -128,13 +128,13 @@ MAN="$(dirname "$0")/../man/ftrain.1"
 like "$(sed -n '/^\.B \\-\\-quiet/,/^\.TP/p' "$MAN")" "resume, recovery, stop and summary" \
     "man/ftrain.1: --quiet says the same"
 
-# Golden consistency: the long options of the parser's table (src/config.c,
+# Golden consistency: the long options of the parser's table (src/config/config.c,
 # between 'config_opts[] = {' and '};') and the options --help names.
 if [ -r "$SRC_CONFIG" ]; then
     sed -n '/config_opts\[\] *= *{/,/^};/p' "$SRC_CONFIG" |
         sed -n 's/^[[:space:]]*{"\([a-z0-9-]*\)",.*/\1/p' | sort -u >"$T/table"
     n=$(wc -l <"$T/table")
-    ok "$([ "$n" -ge 20 ]; echo $?)" "found the option table in src/config.c ($n options)"
+    ok "$([ "$n" -ge 20 ]; echo $?)" "found the option table in src/config/config.c ($n options)"
     missing=""
     while read -r o; do
         grep -Eq -- "--$o([^a-z0-9-]|\$)" "$T/help" || missing="$missing --$o"
@@ -155,17 +155,17 @@ if [ -r "$SRC_CONFIG" ]; then
     done <"$T/table"
     is "$unknown" "" "no option of the table is called unknown by the parser"
 else
-    skip "help vs option table" "src/config.c not found"
-    skip "help lists parser options" "src/config.c not found"
-    skip "help options are parsed" "src/config.c not found"
-    skip "table options parse" "src/config.c not found"
+    skip "help vs option table" "src/config/config.c not found"
+    skip "help lists parser options" "src/config/config.c not found"
+    skip "help options are parsed" "src/config/config.c not found"
+    skip "table options parse" "src/config/config.c not found"
 fi
 
 # --version: exit 0 on stdout, and names the version from the header.
 "$FTRAIN" --version >"$T/ver" 2>"$T/err"
 is "$?" 0 "--version exits 0"
-want=$(sed -n 's/^#define FTRAIN_VERSION "\(.*\)"/\1/p' "$SRC_VERSION" 2>/dev/null)
-[ -n "$want" ] || want="[0-9]+\\.[0-9]+\\.[0-9]+"
+want=$(sed -n 's/^#define FTRAIN_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' "$SRC_VERSION" 2>/dev/null |
+    paste -sd. -)
 like "$(cat "$T/ver")" "^ftrain $want" "--version names ftrain $want"
 ok "$([ ! -s "$T/err" ]; echo $?)" "--version writes nothing to stderr"
 # --help among otherwise valid options still only prints the help.

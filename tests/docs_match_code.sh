@@ -3,7 +3,7 @@
 # are the code's: the size of the control reduction (CTL_N in train.c) in
 # docs/determinism.md and docs/benchmarks.md, and the weights' and biases'
 # RNG streams (MODEL_RNG_STREAM, MODEL_BIAS_RNG_STREAM in model.c) in
-# include/ftrain/rng.h and docs/determinism.md; the metrics.jsonl events
+# src/nn/rng.h and docs/determinism.md; the metrics.jsonl events
 # ftrain(1) lists are the ones src/ logs.
 # Reads the sources only; nothing is run.
 #
@@ -52,7 +52,7 @@ fi
 
 stream=$(sed -n 's/^#define MODEL_RNG_STREAM \(0x[0-9a-f]*\)u*$/\1/p' "$MODEL_C")
 bias=$(sed -n 's/^#define MODEL_BIAS_RNG_STREAM \(0x[0-9a-f]*\)u*$/\1/p' "$MODEL_C")
-rng_h=$(sed -n 1,12p "$SRC/include/ftrain/rng.h")
+rng_h=$(sed -n 1,12p "$SRC/src/nn/rng.h")
 if extracted "'#define MODEL_RNG_STREAM 0x...' from ${MODEL_C#"$SRC"/}" "$stream"; then
     like "$rng_h" "rng_make\(seed, $stream \+ l\)" \
         "rng.h: the weights' streams are MODEL_RNG_STREAM ($stream) + layer, as model.c uses"
