@@ -38,11 +38,6 @@ BOUND=15        # seconds from the stall to the job's end: HT, the diagnosis' 1.
 LIMIT=18        # seconds a stalled job may run at all before `timeout` ends it
 MARK="$T/stall.mark"
 
-now() { date +%s.%N; }
-# secs A B: B - A, to a tenth of a second.
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
-# below X LIMIT: 0 when X < LIMIT.
-below() { awk -v x="$1" -v l="$2" 'BEGIN { exit !(x < l) }'; }
 
 # stalled NAME RANKS STALL_RANK OP MATCH AFTER ARGS...: ftrain ARGS on RANKS
 # ranks under the shim, rank STALL_RANK stalling in OP on a file whose path

@@ -151,8 +151,8 @@ finish() {
 	t=$(($(date +%s) - t0))
 	tr=$(awk -v a="${t0r:-0}" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }')
 }
-# run NAME VAR=VALUE...: the case NAME to its end.
-run() {
+# run_case NAME VAR=VALUE...: the case NAME to its end (lib.sh's run is another thing).
+run_case() {
 	case_dir "$1"
 	shift
 	t0=$(date +%s) t0r=$EPOCHREALTIME
@@ -174,7 +174,7 @@ case_dir root
 mkdir -p "$ST/ssd/me/datasets"
 echo data >"$ST/ssd/me/datasets/imagenet.tar"
 echo 'mk_tier n1,n2,n3; exit 0' >"$ST/launch.1"
-run root FTRAIN_ARGS="--ckpt-local-every 100" FTRAIN_LOCAL_ROOT="$ST/ssd/me"
+run_case root FTRAIN_ARGS="--ckpt-local-every 100" FTRAIN_LOCAL_ROOT="$ST/ssd/me"
 like "$(launch_line 1)" "--ckpt-local $ST/ssd/me/ftrain-job-4242/%n( |\$)" \
 	"1. the tier is FTRAIN_LOCAL_ROOT/ftrain-job-<job id>/<node>" || show
 ok "$([ "$rc" = 0 ] && [ -f "$ST/ssd/me/datasets/imagenet.tar" ] && [ -d "$ST/ssd/me" ] && [ ! -e "$ST/ssd/me/ftrain-job-4242" ]; echo $?)" \
@@ -193,7 +193,7 @@ echo "srun: error: n2: task 1: Killed" >&2; exit 137
 EOF
 killed n3 2 >"$ST/launch.2"
 echo 'exit 0' >"$ST/launch.3"
-run hb
+run_case hb
 ok "$(says 'failure at step 12: a rank died: n2' && says 'failure at step start-up: a rank died: n3'; echo $?)" \
 	"2. a relaunch that dies at start-up fails at 'start-up', not at the launch before's step 12" || show
 ok "$([ "$rc" = 0 ] && says 'node n3 kept for one more try' && ! says 'deterministic'; echo $?)" \
@@ -203,7 +203,7 @@ mkdir -p "$ST/run/heartbeat"
 echo "ftrain-heartbeat 2 token 00000000000000bb rank 0 pid 7 seq 3 phase 4 step 30 idle 0.000 host n1" >"$ST/run/heartbeat/rank-0"
 killed n2 >"$ST/launch.1"
 echo 'exit 0' >"$ST/launch.2"
-run hb-job
+run_case hb-job
 ok "$(says 'failure at step start-up: a rank died: n2'; echo $?)" \
 	"  an earlier job's heartbeat (step 30) does not count for this job's first launch" || show
 
@@ -213,7 +213,7 @@ for l in srun mpirun; do
 	echo n1,n2,n3,n4 >"$ST/nodelist"
 	echo 'echo "srun: error: Node failure on n4" >&2; echo DOWN >"$ST/state.n4"; echo n1,n2,n3 >"$ST/nodelist"; exit 1' >"$ST/launch.1"
 	echo 'exit 0' >"$ST/launch.2"
-	run "tpn-$l" FTRAIN_LAUNCH=$l SLURM_NTASKS=8 SLURM_NPROCS=8 SLURM_TASKS_PER_NODE='2(x4)'
+	run_case "tpn-$l" FTRAIN_LAUNCH=$l SLURM_NTASKS=8 SLURM_NPROCS=8 SLURM_TASKS_PER_NODE='2(x4)'
 	if [ $l = srun ]; then
 		want="-N 3 --nodelist=n1,n2,n3 --ntasks-per-node=2 "
 	else
@@ -230,29 +230,29 @@ like "$(grep '^mpirun env' "$T/st-tpn-mpirun/stub.log" | sed -n 2p)" \
 # ---- 4. the tier is removed on every way out -------------------------------------------
 case_dir cap
 echo 'mk_tier n1,n2,n3; exit 75' >"$ST/launch.1"
-run cap SLURM_RESTART_COUNT=20 FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
+run_case cap SLURM_RESTART_COUNT=20 FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
 ok "$([ "$rc" = 75 ] && says 'restart cap reached' && [ -d "$ST/shm" ] && tier_gone; echo $?)" \
 	"4. exit 75 at the restart cap: the tier is removed (exit $rc)" || show
 case_dir term
 echo 'mk_tier n1,n2,n3; kill -TERM $PPID; sleep 0.5; exit 75' >"$ST/launch.1"
-run term FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
+run_case term FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
 ok "$([ "$rc" = 75 ] && says 'TERM came before' && tier_gone; echo $?)" \
 	"  TERM, then exit 75: the tier is removed (exit $rc)" || show
 case_dir held
 { echo 'mk_tier n1,n2,n3; echo ALLOCATED+DRAIN >"$ST/state.n3"'; killed n2; } >"$ST/launch.1"
 echo 'exit 0' >"$ST/launch.2"
-run held FTRAIN_MAX_RELAUNCHES=1 FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
+run_case held FTRAIN_MAX_RELAUNCHES=1 FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
 ok "$([ "$rc" = 0 ] && launch_line 2 | grep -q -- '-N 1 --nodelist=n1 ' &&
 	rm_step | grep -q -- '-N 3 --nodelist=n1,n2,n3 ' && tier_gone; echo $?)" \
 	"  relaunched on n1 alone (n2 left out, n3 drained): the tier is still removed on all three (exit $rc)" || show
 case_dir down
 echo 'mk_tier n1,n2,n3; echo DOWN >"$ST/state.n3"; exit 0' >"$ST/launch.1"
-run down FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
+run_case down FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
 ok "$([ "$rc" = 0 ] && rm_step | grep -q -- '-N 2 --nodelist=n1,n2 ' && says 'tier .*ftrain-job-4242 is left on n3 .*down'; echo $?)" \
 	"  a node SLURM says is DOWN: removed on the others, and the log says it is left on that one" || show
 case_dir noanswer
 echo 'mk_tier n1,n2,n3; touch "$ST/noanswer"; exit 0' >"$ST/launch.1"
-run noanswer FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
+run_case noanswer FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
 ok "$([ "$rc" = 0 ] && says 'SLURM did not say within 20 s' && rm_step | grep -q -- '--nodelist=n1,n2,n3 ' && tier_gone; echo $?)" \
 	"  a controller that does not answer at the end: said in the log, the tier removed on the job's nodes" || show
 
@@ -263,13 +263,13 @@ for i in 1 2 3 4; do
 		'echo "srun: error: n2: task 1: Exited with exit code 1" >&2' \
 		'echo "srun: error: n1: task 0: Killed" >&2' 'exit 1' >"$ST/launch.$i"
 done
-run user
+run_case user
 ok "$([ "$rc" = 1 ] && [ "$(launches)" = 1 ] && says 'not relaunching' && ! says 'kept for one more try|left out'; echo $?)" \
 	"5. 'task 1: Exited with exit code 1', then the others Killed: one launch, no node blamed (exit $rc)" || show
 case_dir killed-first
 { echo 'echo "srun: error: n2: task 1: Killed" >&2'; echo 'echo "srun: error: n1: task 0: Exited with exit code 1" >&2'; echo 'exit 137'; } >"$ST/launch.1"
 echo 'exit 0' >"$ST/launch.2"
-run killed-first
+run_case killed-first
 ok "$([ "$rc" = 0 ] && [ "$(launches)" = 2 ] && says 'a rank died: n2: task 1: Killed'; echo $?)" \
 	"  a rank Killed first (a task exiting after it): relaunched as before (exit $rc)" || show
 
@@ -278,7 +278,7 @@ case_dir states
 echo n1,n2,n3,n4,n5,n6 >"$ST/nodelist"
 echo 'echo DOWN >"$ST/state.n5"; echo "srun: error: Node failure on n6" >&2; exit 1' >"$ST/launch.1"
 echo 'exit 0' >"$ST/launch.2"
-run states
+run_case states
 prompt=$tr
 ok "$([ "$rc" = 0 ] && [ "$(grep -c '^scontrol show node' "$LOG")" = 1 ] && launch_line 2 | grep -q -- '-N 4 --nodelist=n1,n2,n3,n4 '; echo $?)" \
 	"6. 6 nodes: one 'scontrol show node' for the decision; n5 (DOWN) and n6 (failed) left out (exit $rc)" || show
@@ -286,7 +286,7 @@ case_dir slow
 echo n1,n2,n3,n4,n5,n6 >"$ST/nodelist"
 echo 'echo "srun: error: Node failure on n6" >&2; exit 1' >"$ST/launch.1"
 echo 'exit 0' >"$ST/launch.2"
-LIMIT=40 run slow SCONTROL_SLEEP=30 FTRAIN_SLURM_TIMEOUT=2
+LIMIT=40 run_case slow SCONTROL_SLEEP=30 FTRAIN_SLURM_TIMEOUT=2
 # The same case as the one above, whose controller answers at once, but
 # for the one query, which gives up after FTRAIN_SLURM_TIMEOUT=2 s: one
 # query, one warning, and at most 2 s longer than that case (1.5 s more are
@@ -338,19 +338,19 @@ ok "$(says 'ended by the forwarded USR1 \(status 138\) before it could take it' 
 # ---- 8. a signal while the script decides on a relaunch ---------------------------------------
 case_dir termrl
 { echo 'mk_tier n1,n2,n3; bs=$PPID; (sleep 1; kill -TERM $bs) &'; killed n2; } >"$ST/launch.1"
-run termrl SCONTROL_SLEEP=3 FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
+run_case termrl SCONTROL_SLEEP=3 FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
 ok "$([ "$rc" = 137 ] && [ "$(launches)" = 1 ] && says 'TERM came before relaunch 1 could start' && ! says 'TERM before launch' &&
 	tier_gone; echo $?)" \
 	"8. TERM during the decision: not relaunched, the failure's status kept, the tier removed (exit $rc)" || show
 case_dir usr1rl
 { echo 'mk_tier n1,n2,n3; bs=$PPID; (sleep 1; kill -USR1 $bs) &'; killed n2; } >"$ST/launch.1"
-run usr1rl SCONTROL_SLEEP=3 SLURM_RESTART_COUNT=20 FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
+run_case usr1rl SCONTROL_SLEEP=3 SLURM_RESTART_COUNT=20 FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
 ok "$([ "$rc" = 137 ] && [ "$(launches)" = 1 ] && says 'failed with status 137, then USR1 came.*restart cap reached' &&
 	! says 'checkpointed' && tier_gone; echo $?)" \
 	"  USR1 during the decision at the restart cap: not 'checkpointed', the failure's status kept, the tier removed (exit $rc)" || show
 case_dir usr1rq
 { echo 'bs=$PPID; (sleep 1; kill -USR1 $bs) &'; killed n2; } >"$ST/launch.1"
-run usr1rq SCONTROL_SLEEP=3
+run_case usr1rq SCONTROL_SLEEP=3
 ok "$([ "$(launches)" = 1 ] && grep -q '^scontrol requeue 4242' "$LOG" && says 'failed with status 137, then USR1 came.*: requeue job'; echo $?)" \
 	"  USR1 during the decision: requeued, saying the launch failed (exit $rc)" || show
 
@@ -367,7 +367,7 @@ for c in "srun --nodelist=n1,n3 --ntasks-per-node=1 " "mpirun --host n1:2,n3:2 -
 	echo 'echo "srun: error: Node failure on n2" >&2; echo DOWN >"$ST/state.n2"; exit 1' >"$ST/launch.1"
 	echo 'exit 0' >"$ST/launch.2"
 	# shellcheck disable=SC2086
-	run "per-$l-${extra:+given}" FTRAIN_LAUNCH="$l" SLURM_TASKS_PER_NODE='2(x3)' $extra
+	run_case "per-$l-${extra:+given}" FTRAIN_LAUNCH="$l" SLURM_TASKS_PER_NODE='2(x3)' $extra
 	n=$(printf '%s\n' "$want" | sed -E 's/.*(=|ppr:)([0-9]+).*/\2/')
 	ok "$([ "$rc" = 0 ] && launch_line 2 | grep -qF -- "$want" && says "\(on a relaunch $n\)"; echo $?)" \
 		"10. $l ${extra:-without -n or --ntasks-per-node} under --exclusive (SLURM_TASKS_PER_NODE=2(x3)): the relaunch has $n a node, and the start line says so" || show
@@ -377,7 +377,7 @@ done
 case_dir srunkilled
 echo 'exit 137' >"$ST/launch.1"
 echo 'exit 0' >"$ST/launch.2"
-run srunkilled
+run_case srunkilled
 ok "$([ "$rc" = 0 ] && [ "$(launches)" = 2 ] && says 'srun itself was killed by signal KILL \(status 137\)' &&
 	! says 'bad options' && launch_line 2 | grep -q -- '-N 3 --nodelist=n1,n2,n3 '; echo $?)" \
 	"11. srun killed (137, no rank's message): relaunched on every node, saying the launcher died (exit $rc)" || show
@@ -387,7 +387,7 @@ for i in 1 2; do
 		'echo "srun: Check SLURM_JOB_ID environment variable. Expired or invalid job 4242" >&2' 'exit 1' >"$ST/launch.$i"
 done
 echo 'exit 0' >"$ST/launch.3"
-run noctl
+run_case noctl
 ok "$([ "$rc" = 0 ] && [ "$(launches)" = 3 ] && says 'srun could not reach the SLURM controller' && ! says 'bad options|deterministic'; echo $?)" \
 	"  srun that cannot reach the controller (status 1), twice: relaunched within FTRAIN_MAX_RELAUNCHES, no deterministic fault (exit $rc)" || show
 
@@ -400,28 +400,28 @@ echo "ftrain-heartbeat 2 token 00000000000000cc rank 1 pid 9 seq 9 phase 6 step 
 echo "srun: error: n2: task 1: Killed" >&2; exit 137
 EOF2
 echo 'exit 0' >"$ST/launch.2"
-ARGS="--run-dir $ST/mine" run rdarg RUN_DIR=
+ARGS="--run-dir $ST/mine" run_case rdarg RUN_DIR=
 ok "$([ "$rc" = 0 ] && [ "$(run_dirs)" = "--run-dir $ST/mine" ] && says "run_dir $ST/mine " &&
 	says 'failure at step 12: ' && [ ! -e "$T/runs/4242" ]; echo $?)" \
 	"12. --run-dir DIR after the script's name, RUN_DIR unset: DIR is RUN_DIR, watched and passed once (exit $rc)" || { show; why "$(run_dirs)"; }
 case_dir rdeq
-run rdeq FTRAIN_ARGS="--run-dir=$ST/run"
+run_case rdeq FTRAIN_ARGS="--run-dir=$ST/run"
 ok "$([ "$rc" = 0 ] && [ "$(run_dirs)" = "--run-dir $ST/run" ]; echo $?)" \
 	"  --run-dir=RUN_DIR in FTRAIN_ARGS: the same directory, passed once (exit $rc)" || { show; why "$(run_dirs)"; }
 case_dir rdboth
-run rdboth FTRAIN_ARGS="--run-dir $ST/other"
+run_case rdboth FTRAIN_ARGS="--run-dir $ST/other"
 ok "$([ "$rc" = 2 ] && [ "$(launches)" = 0 ] && says "error: ftrain is given --run-dir $ST/other but RUN_DIR is $ST/run"; echo $?)" \
 	"  --run-dir in FTRAIN_ARGS that differs from RUN_DIR: refused (exit $rc), naming both" || show
 case_dir pct
-run pct RUN_DIR="$ST/r-%j-%x-%u-%%" SLURM_JOB_NAME=mnist SLURM_JOB_USER=ann
+run_case pct RUN_DIR="$ST/r-%j-%x-%u-%%" SLURM_JOB_NAME=mnist SLURM_JOB_USER=ann
 ok "$([ "$rc" = 0 ] && [ "$(run_dirs)" = "--run-dir $ST/r-4242-mnist-ann-%" ] && [ -d "$ST/r-4242-mnist-ann-%" ]; echo $?)" \
 	"  RUN_DIR with %j, %x, %u and %%: expanded as sbatch does (exit $rc)" || { show; why "$(run_dirs)"; }
 case_dir pcta
-run pcta RUN_DIR="$ST/sw-%A_%a" SLURM_ARRAY_JOB_ID=4242 SLURM_ARRAY_TASK_ID=1
+run_case pcta RUN_DIR="$ST/sw-%A_%a" SLURM_ARRAY_JOB_ID=4242 SLURM_ARRAY_TASK_ID=1
 ok "$([ "$rc" = 0 ] && [ "$(run_dirs)" = "--run-dir $ST/sw-4242_1" ]; echo $?)" \
 	"  RUN_DIR with %A_%a in an array task: sw-4242_1 (exit $rc)" || { show; why "$(run_dirs)"; }
 case_dir pctbad
-run pctbad RUN_DIR="$ST/r-%N"
+run_case pctbad RUN_DIR="$ST/r-%N"
 ok "$([ "$rc" = 2 ] && [ "$(launches)" = 0 ] && says "RUN_DIR '$ST/r-%N' holds '%N'" && [ ! -e "$ST/r-%N" ]; echo $?)" \
 	"  RUN_DIR with a pattern the script does not expand (%N): refused (exit $rc)" || show
 
@@ -429,7 +429,7 @@ ok "$([ "$rc" = 2 ] && [ "$(launches)" = 0 ] && says "RUN_DIR '$ST/r-%N' holds '
 case_dir minnodes
 echo n1,n2 >"$ST/nodelist"
 killed n2 >"$ST/launch.1"
-run minnodes FTRAIN_MIN_NODES=3 FTRAIN_MAX_RELAUNCHES=1 FTRAIN_REQUEUE_EXCLUDE=1
+run_case minnodes FTRAIN_MIN_NODES=3 FTRAIN_MAX_RELAUNCHES=1 FTRAIN_REQUEUE_EXCLUDE=1
 ok "$(says 'warning: FTRAIN_MIN_NODES=3 is more than the 2 node\(s\) this job has: an unplanned failure requeues'; echo $?)" \
 	"13. FTRAIN_MIN_NODES=3 on a 2-node job: a warning at the start" || show
 ok "$(says 'node n2 left out: the failure points at it' && says '1 healthy node\(s\) left \(n1\), fewer than FTRAIN_MIN_NODES=3: requeue job 4242 .*without node\(s\) n2' &&
@@ -439,13 +439,13 @@ ok "$([ "$rc" = 143 ] && grep -A1 '^scontrol requeue 4242$' "$LOG" | grep -q '^s
 	"  the requeued job gets ExcNodeList=n2, set after the requeue (exit $rc)" || { show; why "$(queries)"; }
 case_dir shortleft
 killed n2 >"$ST/launch.1"
-run shortleft SQUEUE_L=0:40 FTRAIN_MAX_RELAUNCHES=1 FTRAIN_REQUEUE_EXCLUDE=1
+run_case shortleft SQUEUE_L=0:40 FTRAIN_MAX_RELAUNCHES=1 FTRAIN_REQUEUE_EXCLUDE=1
 ok "$([ "$rc" = 143 ] && says '40 s left in the allocation, and a launch needs FTRAIN_RELAUNCH_NEED=60 s' &&
 	grep -q '^scontrol update JobId=4242 ExcNodeList=n2$' "$LOG"; echo $?)" \
 	"  too little time left: the log names FTRAIN_RELAUNCH_NEED (nothing was measured), and the requeue leaves n2 out (exit $rc)" || { show; why "$(queries)"; }
 case_dir noexclude
 killed n2 >"$ST/launch.1"
-run noexclude SQUEUE_L=0:40 FTRAIN_MAX_RELAUNCHES=1
+run_case noexclude SQUEUE_L=0:40 FTRAIN_MAX_RELAUNCHES=1
 ok "$([ "$rc" = 143 ] && ! grep -q 'ExcNodeList' "$LOG" &&
 	says 'the failures pointed at n2; the requeued job may run there again \(FTRAIN_REQUEUE_EXCLUDE=1 leaves them out\)'; echo $?)" \
 	"  by default (FTRAIN_REQUEUE_EXCLUDE unset) no ExcNodeList: the log names n2 and the option (exit $rc)" || { show; why "$(queries)"; }
@@ -453,12 +453,12 @@ ok "$([ "$rc" = 143 ] && ! grep -q 'ExcNodeList' "$LOG" &&
 # ---- 14. after a TERM no step runs: the clean-up's message --------------------------------------
 case_dir termnostep
 echo 'mk_tier n1,n2,n3; kill -TERM $PPID; sleep 0.5; exit 75' >"$ST/launch.1"
-run termnostep SRUN_RM_FAIL=1 FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
+run_case termnostep SRUN_RM_FAIL=1 FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
 ok "$([ "$rc" = 75 ] && ! says 'could not remove' && says "ftrain's ranks removed it at their end \(--ckpt-local-remove-at-end\)"; echo $?)" \
 	"14. TERM, exit 75, no step for the clean-up: no warning that the tier is left (ftrain removed it) (exit $rc)" || show
 case_dir termfail
 { echo 'mk_tier n1,n2,n3; kill -TERM $PPID; sleep 0.5'; killed n2; } >"$ST/launch.1"
-run termfail SRUN_RM_FAIL=1 FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
+run_case termfail SRUN_RM_FAIL=1 FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm"
 ok "$([ "$rc" = 137 ] && says 'warning: could not remove the node-local tier'; echo $?)" \
 	"  TERM, then a failure (137): the warning stays (exit $rc)" || show
 
@@ -485,7 +485,7 @@ arr_case() { # NAME VAR=VALUE...: the case, with the tier under $ST/shm
 	case_dir "$name"
 	{ echo 'mk_tier n1,n2,n3'; killed n2; } >"$ST/launch.1"
 	echo 'exit 75' >"$ST/launch.2"
-	run "$name" FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm" "$@"
+	run_case "$name" FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$ST/shm" "$@"
 }
 queries() { grep -E '^(scontrol (show job|requeue|update)|squeue) ' "$LOG"; }
 arr_case arr-own SLURM_ARRAY_JOB_ID=4242 SLURM_ARRAY_TASK_ID=1 STUB_ARRAY="4242 1"
