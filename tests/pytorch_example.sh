@@ -8,8 +8,9 @@
 #      `ckptctl inspect` reads (data position and RNG state in the record);
 #   2. resumed on 2 processes (world 3 -> 2); SIGUSR1 to rank 0: exit 75
 #      again;
-#   3. resumed on 2 under `python3 -m torch.distributed.run`: finishes
-#      (exit 0) at the last step;
+#   3. resumed on 2 under `python3 -m torch.distributed.run` (a static
+#      rendezvous on 127.0.0.1, checked first): finishes (exit 0) at the
+#      last step;
 #   4. a copy of the run directory as it was after 1, resumed on 2 without
 #      a stop: the same param_hash as 2 + 3, so a stop and resume on the same
 #      world size changes no bit of the weights.
@@ -143,9 +144,36 @@ ok $? "ckptctl verify: the second stop step ${stop2:-?} is good" || why "$(cat "
 # ---- 3. resumed on 2 under torch.distributed.run, to the end -------------
 # --redirects 2 --tee 2: Debian 12's torch 1.13 under Python 3.11 fails to
 # parse their default "0" (docs/python.md); this keeps stdout as it is.
+# A static rendezvous on 127.0.0.1 (--nnodes 1 --node_rank 0 --master_addr
+# --master_port), not --standalone: torch 1.13's c10d rendezvous gives the
+# workers this host's fully qualified name as MASTER_ADDR, and on a machine
+# whose host name does not resolve (no "127.0.1.1 <hostname>" line in
+# /etc/hosts) they wait for it until the timeout and never say why.
+# First the rendezvous's own means (a TCPStore server and a client meeting
+# on 127.0.0.1, as torch.distributed.run starts them; on another free port,
+# so no socket of the probe's can stand in the way of the run's), so that
+# a machine where it cannot work fails here, saying why, not 150 s later.
+probe=$(free_port)
+timeout -k 5 60 "$PY" - "$probe" >"$T/store.out" 2>&1 <<'PYEOF'
+import sys
+from datetime import timedelta
+import torch.distributed as dist
+port = int(sys.argv[1])
+server = dist.TCPStore("127.0.0.1", port, 2, True, timedelta(seconds=20))
+client = dist.TCPStore("127.0.0.1", port, 2, False, timedelta(seconds=20))
+client.set("probe", "ok")
+print(server.get("probe").decode())
+PYEOF
+src=$?
+port=$(free_port)
+[ "$src" = 0 ] && [ "$(tail -n 1 "$T/store.out")" = ok ]
+ok $? "the rendezvous can work here: a TCPStore on 127.0.0.1:$probe answers" ||
+    why "exit $src: a TCPStore server and client on 127.0.0.1 could not meet, so the" \
+        "static rendezvous of torch.distributed.run below cannot either:" "$(tail -n 5 "$T/store.out")"
 # shellcheck disable=SC2086
 env -u RANK -u WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT timeout -k 5 150 \
-    "$PY" -m torch.distributed.run --standalone --nproc_per_node 2 --redirects 2 --tee 2 \
+    "$PY" -m torch.distributed.run --nnodes 1 --node_rank 0 --master_addr 127.0.0.1 \
+    --master_port "$port" --nproc_per_node 2 --redirects 2 --tee 2 \
     "$PROG" --run-dir "$run" $ARGS >"$T/l3.out" 2>&1
 rc=$?
 is "$rc" 0 "torch.distributed.run on 2: finished, exit 0" || why "$(tail -n 30 "$T/l3.out")"
