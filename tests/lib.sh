@@ -53,6 +53,8 @@
 #                   to it too (to look for sanitizer reports at the end).
 #   now             seconds since the epoch with nanoseconds (date +%s.%N).
 #   secs A B        B - A to a tenth of a second;  below X LIMIT: X < LIMIT.
+#   hold_lock FILE HOLDER  a process holding FILE's fcntl lock, as another launch
+#                   would (HOLDER_PID; stopped when the test ends).
 #   wait_for SECONDS CMD...  poll CMD every 0.05 s until it succeeds; returns
 #                   1 after SECONDS.
 #   wait_line FILE REGEX SECONDS  poll FILE every 0.2 s until a line of it
@@ -302,6 +304,26 @@ with open(p, "r+b") as f:
     f.seek(n // 2)
     f.write(bytes([b[0] ^ 0xFF]))
 EOF
+}
+
+# hold_lock FILE HOLDER: a process that holds FILE's lock (fcntl, as
+# ftrain's launch.lock is taken) with the holder text HOLDER in it, as a
+# launch on another host would; HOLDER_PID is its pid (tracked: it is
+# stopped when the test ends).  Returns 1 when it has not taken the lock
+# within 10 s.
+hold_lock() {
+    rm -f "$T/.lock-held"
+    python3 - "$1" "$2" "$T/.lock-held" <<'PY' &
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, sys.argv[2].encode() + b"\n")
+fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+open(sys.argv[3], "w").close()
+time.sleep(120)
+PY
+    HOLDER_PID=$!
+    track_bg "$HOLDER_PID"
+    wait_for 10 test -f "$T/.lock-held"
 }
 
 wait_for() {

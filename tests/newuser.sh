@@ -41,16 +41,7 @@ like "$(grep '^world size' "$T/out")" '^world size +1$' "inspect: 'world size   
 # A lock held by another launch: the wait is announced at once, naming it.
 d="$T/locked"
 mkdir -p "$d"
-python3 - "$d/launch.lock" "$T/holder.ready" <<'PY' &
-import fcntl, os, sys, time
-fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
-os.write(fd, b"pid=4242 host=elsewhere job=77 started=1700000000\n")
-fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-open(sys.argv[2], "w").close()
-time.sleep(60)
-PY
-track_bg $!
-wait_for 10 test -f "$T/holder.ready"
+hold_lock "$d/launch.lock" "pid=4242 host=elsewhere job=77 started=1700000000"
 SLURM_JOB_ID=78 "$FTRAIN" --device cpu --data line --layers 4 --steps 2 --run-dir "$d" \
     >"$T/lock.out" 2>"$T/lock.err" &
 waiter=$!

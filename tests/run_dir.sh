@@ -100,17 +100,8 @@ is "$rc" 0 "  the first launch trains on to its end" || why "$(tail -n 3 "$d.1.e
 # hold it): a launch of job 77 goes on with a warning, one of job 78 not.
 d="$T/lost"
 mkdir -p "$d"
-python3 - "$d/launch.lock" "$T/holder.ready" <<'EOF' &
-import fcntl, os, sys, time
-fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
-os.write(fd, b"pid=4242 host=gone job=77 started=1700000000\n")
-fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-open(sys.argv[2], "w").close()
-time.sleep(60)
-EOF
-holder=$!
-track_bg "$holder"
-wait_for 10 test -f "$T/holder.ready"
+hold_lock "$d/launch.lock" "pid=4242 host=gone job=77 started=1700000000"
+holder=$HOLDER_PID
 SLURM_JOB_ID=78 mpi 1 $TINY --steps 3 --run-dir "$d" >"$d.78.out" 2>"$d.78.err"
 rc=$?
 ok "$([ "$rc" -eq 1 ] && grep -q "in use by another launch: pid 4242 on host gone (SLURM job 77, since 2023-11-14 22:13:20 UTC)" "$d.78.err"; echo $?)" \
