@@ -258,7 +258,14 @@ if [ "$was_up" = 0 ]; then
 	lab_down=1
 	r=0
 	for p in $pids; do
-		case $(cat "/proc/$p/comm" 2>/dev/null) in slurmctld | slurmd) grep -q '^State:.*Z' "/proc/$p/status" || r=1 ;; esac
+		# Still there and not a zombie: not stopped.  (A daemon that ends
+		# between the two reads is stopped: its status file is gone.)
+		case $(cat "/proc/$p/comm" 2>/dev/null) in
+		slurmctld | slurmd)
+			st=$(grep '^State:' "/proc/$p/status" 2>/dev/null) || st="gone"
+			case $st in gone | *Z*) ;; *) r=1 ;; esac
+			;;
+		esac
 	done
 	ok $r "lab-down.sh stopped the cluster's daemons"
 else
