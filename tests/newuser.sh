@@ -2,13 +2,14 @@
 # newuser.sh - what a new user tripped over, each fixed and kept fixed:
 # one version everywhere (ftrain --version, ckptctl --version, the loaded
 # library's ckpt_version()), ckptctl's --json=1 told that --json takes no
-# value, counts that agree with their nouns ("1 shard"), and a launch that
-# waits for a run directory's lock says so at once, not after 10 s.
+# value, counts that agree with their nouns ("1 shard"), a checkpoint root
+# given as the run directory is refused, and a launch that waits for a run
+# directory's lock says so at once, not after 10 s.
 . "$(dirname "$0")/lib.sh"
 need_mpi
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 CTL="$BUILD/ckptctl"
-plan 9
+plan 11
 
 want=$(sed -n 's/^#define FTRAIN_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' \
     "$SRC/include/ftrain/version.h" | paste -sd. -)
@@ -37,6 +38,15 @@ like "$(cat "$T/out")" '^step-00000002: ok \(1 shard, ' "verify of a world of on
 run "$CTL" inspect "$T/run/ckpt/step-00000002"
 like "$(grep '^world size' "$T/out")" '^world size +1$' "inspect: 'world size   1', not 'world size 1 shards'" ||
     why "$(head -n 12 "$T/out")"
+
+# A checkpoint root given as the run directory (RUN/ckpt for RUN): refused,
+# pointing at RUN, and nothing written into the root.
+ls -A "$T/run/ckpt" >"$T/root.before"
+run "$FTRAIN" --device cpu --data line --layers 4 --steps 4 --run-dir "$T/run/ckpt/"
+is "$rc $(grep -c "is a checkpoint root (it holds LATEST or step-N), not a run directory; give the directory that holds it (--run-dir '$T/run')" "$T/err")" "1 1" \
+    "--run-dir RUN/ckpt/: exit 1, naming RUN as the run directory" || why "$(cat "$T/err")"
+ls -A "$T/run/ckpt" >"$T/root.after"
+is "$(cat "$T/root.after")" "$(cat "$T/root.before")" "  and nothing is written into the checkpoint root"
 
 # A lock held by another launch: the wait is announced at once, naming it.
 d="$T/locked"

@@ -3,6 +3,7 @@
  */
 #include "app/run_lock.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -61,8 +62,39 @@ static void write_holder(int fd, const char *host)
     }
 }
 
+/* 1 when dir holds what only a checkpoint root holds: LATEST, or a
+ * step-<N> entry. */
+static int is_ckpt_root(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/LATEST", dir);
+    if (access(path, F_OK) == 0)
+        return 1;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int found = 0;
+    for (struct dirent *e; !found && (e = readdir(d));)
+        found = strncmp(e->d_name, "step-", 5) == 0 && e->d_name[5] >= '0' && e->d_name[5] <= '9';
+    closedir(d);
+    return found;
+}
+
 int run_lock_take(const char *run_dir, const char *host, double wait_s, char *err, size_t cap)
 {
+    if (is_ckpt_root(run_dir)) {
+        char parent[4096];
+        snprintf(parent, sizeof parent, "%s", run_dir);
+        size_t n = strlen(parent);
+        while (n > 1 && parent[n - 1] == '/')
+            parent[--n] = '\0';
+        char *slash = strrchr(parent, '/');
+        const char *up = slash ? (slash == parent ? "/" : (*slash = '\0', parent)) : ".";
+        return util_fail(err, cap, RUN_LOCK_EROOT,
+                         "--run-dir '%s' is a checkpoint root (it holds LATEST or step-N), not a "
+                         "run directory; give the directory that holds it (--run-dir '%s'), "
+                         "whose checkpoints are in its ckpt/", run_dir, up);
+    }
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", run_dir, RUN_LOCK_NAME);
     if (util_mkdir_p(run_dir) != 0)

@@ -26,13 +26,18 @@
 
 typedef enum {
     RUN_LOCK_OK = 0,     /* held, or nothing to hold (no locks here) */
-    RUN_LOCK_EBUSY = -1  /* another launch holds it (err names it) */
+    RUN_LOCK_EBUSY = -1, /* another launch holds it (err names it) */
+    RUN_LOCK_EROOT = -2  /* the directory is a checkpoint root, not a run
+                            directory (err names its run directory) */
 } run_lock_err_t;
 
 /** Rank 0: take the run directory's lock (making run_dir if it is
  *  missing), waiting up to wait_s seconds; host names this process.  The
  *  lock is held until run_lock_release or the process ends.
- *  @return RUN_LOCK_OK, or RUN_LOCK_EBUSY with err set. */
+ *  A directory that is itself a checkpoint root (it holds LATEST or a
+ *  step-N directory: RUN/ckpt given for RUN) is refused before anything is
+ *  written into it.
+ *  @return RUN_LOCK_OK, or RUN_LOCK_EBUSY or RUN_LOCK_EROOT with err set. */
 int run_lock_take(const char *run_dir, const char *host, double wait_s, char *err,
                   size_t cap);
 
