@@ -314,48 +314,38 @@ cut_stop() {
         grep -q '^stop: signal USR1 ' "$1.out"
 }
 
-if [ -r "$FMNIST" ]; then
-    d="$T/finaleval"
-    FE="--data fashion-mnist --layers 256,256 --steps 2 --deterministic --log-every 1"
-    last_eval_run "$d" 40 1 $FE --step-delay-ms 3000
+# final_eval_case NAME RANKS SECONDS LAYERS: a run whose USR1 (to RANKS)
+# lands just before its final evaluation must stop there (cut short, exit
+# 75, its stop line, no "evaluation failed"), and its resume must evaluate
+# and end.
+final_eval_case() {
+    _name=$1 _ranks=$2 _secs=$3
+    d="$T/fe-$(echo "$_ranks" | tr -d ' ')"
+    FE="--data fashion-mnist --layers $4 --steps 2 --deterministic --log-every 1"
+    if [ ! -r "$FMNIST" ]; then
+        skip "$_name" "fashion-mnist is not installed"
+        skip "$_name: the resume evaluates" "fashion-mnist is not installed"
+        return
+    fi
+    last_eval_run "$d" "$_secs" "$_ranks" $FE --step-delay-ms 3000
     ok "$([ "$SENT" -eq 1 ] && [ "$RC" -eq 75 ] && cut_stop "$d" &&
         ! grep -q 'evaluation failed' "$d.err"; echo $?)" \
-        "signal during the final evaluation: cut short, a stop (exit 75) with its stop line" ||
+        "$_name: cut short, a stop (exit 75) with its stop line, not a failure" ||
         why "signal sent: $SENT; exit $RC" "$(grep -E '^(eval|stop|done|checkpoint)' "$d.out")" "$(tail -n 5 "$d.err")"
     mpi 2 $FE --run-dir "$d" >"$d.res" 2>&1
     RC=$?
     acc=$(test_acc "$d.res")
     ends_with_acc "$RC" "$acc"
-    ok $? "signal during the final evaluation: the resume evaluates and ends (exit 0, test_acc $acc)" ||
+    ok $? "$_name: the resume evaluates and ends (exit 0, test_acc $acc)" ||
         why "exit $RC, test_acc '$acc'" "$(grep -E '^(resume|eval|stop|done)' "$d.res")"
-else
-    skip "signal during the final evaluation" "fashion-mnist is not installed"
-    skip "signal during the final evaluation: the resume evaluates" "fashion-mnist is not installed"
-fi
-
+}
+final_eval_case "signal during the final evaluation" 1 40 256,256
 # The same, with the signal sent to every rank at once (as srun and mpirun
 # forward it) and a larger model: every rank's evaluation is cut short.
 # Each rank's "cut short" vote is summed with the others; two of them once
 # read as a device failure (exit 1, "gpu evaluation failed") instead of a
 # stop.
-if [ -r "$FMNIST" ]; then
-    d="$T/evalall"
-    FA="--data fashion-mnist --layers 1024,1024 --steps 2 --deterministic --log-every 1"
-    last_eval_run "$d" 60 "0 1" $FA --step-delay-ms 3000
-    ok "$([ "$SENT" -eq 1 ] && [ "$RC" -eq 75 ] && cut_stop "$d" &&
-        ! grep -q 'evaluation failed' "$d.err"; echo $?)" \
-        "signal to every rank during the final evaluation: cut short, a stop (exit 75), not a failure" ||
-        why "signal sent: $SENT; exit $RC" "$(tail -n 5 "$d.out")" "$(tail -n 5 "$d.err")"
-    mpi 2 $FA --run-dir "$d" >"$d.res" 2>&1
-    RC=$?
-    acc=$(test_acc "$d.res")
-    ends_with_acc "$RC" "$acc"
-    ok $? "... the resume evaluates and ends (exit 0, test_acc $acc)" ||
-        why "exit $RC" "$(tail -n 5 "$d.res")"
-else
-    skip "signal to every rank during the final evaluation" "fashion-mnist is not installed"
-    skip "... the resume evaluates" "fashion-mnist is not installed"
-fi
+final_eval_case "signal to every rank during the final evaluation" "0 1" 60 1024,1024
 
 # ---- a second signal while the stop's checkpoint is being written -----------
 # A 1M-parameter model (12 MB of state) saved at zstd level 19 makes the
