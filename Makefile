@@ -54,7 +54,7 @@ endif
 
 # The layers of the house, bottom up.  A file may include headers of its
 # own folder and of the folders before it, never of one after it
-# (tests/layers.sh checks every #include against this list):
+# (tests/house/layers.sh checks every #include against this list):
 #   include/ftrain  the installed API: libftrain-ckpt (ckpt.h, ckpt_local.h,
 #                   ckpt_stop.h) and the exit codes ftrain and its callers share
 #   ckpt/           the checkpoint library (no MPI, no model), libckpt.a and
@@ -74,7 +74,9 @@ SRC_LAYERS := util nn config parallel gpu fault state tier train app
 CKPT_SRC   := $(wildcard ckpt/*.c)
 CKPTCTL_SRC := $(wildcard ckptctl/*.c)
 FTRAIN_SRC := $(filter-out src/app/main.c,$(foreach l,$(SRC_LAYERS),$(wildcard src/$(l)/*.c)))
-TEST_SRC   := $(wildcard tests/*.c)
+# Tests live in tests/SUBJECT/ (one folder per subsystem, docs/testing.md);
+# tests/tools and tests/preload hold helpers the tests run, not tests.
+TEST_SRC   := $(filter-out tests/tools/% tests/preload/%,$(wildcard tests/*/*.c))
 CKPT_OBJ   := $(CKPT_SRC:%.c=$(BUILD)/%.o)
 CKPTCTL_OBJ := $(CKPTCTL_SRC:ckptctl/%.c=$(BUILD)/ckptctl-obj/%.o)
 FTRAIN_OBJ := $(FTRAIN_SRC:%.c=$(BUILD)/%.o)
@@ -95,7 +97,7 @@ LDLIBS_FTRAIN += $(CUDA_LDLIBS)
 # ("libckpt", the static archive's name, is taken by other checkpoint
 # libraries, BLCR's among them.)  Its objects are compiled apart from the
 # archive's: -fPIC, and -fvisibility=hidden so that only the functions the
-# public headers mark CKPT_API are exported (tests/shared_lib.sh checks).
+# public headers mark CKPT_API are exported (tests/ckpt/shared_lib.sh checks).
 CKPT_SO_MAJOR   := 1
 CKPT_SO_VERSION := 1.0.0
 CKPT_SONAME     := libftrain-ckpt.so.$(CKPT_SO_MAJOR)
@@ -174,8 +176,8 @@ $(BUILD)/ftrain: $(BUILD)/src/app/main.o $(BUILD)/libftrain.a $(BUILD)/libckpt.a
 $(BUILD)/ckptctl: $(CKPTCTL_OBJ) $(BUILD)/libckpt.a
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_CKPT) -lm
 
-# Tests named ckpt_*.c use only the checkpoint library (no MPI, no BLAS).
-$(BUILD)/tests/ckpt_%.t: $(BUILD)/tests/ckpt_%.o $(BUILD)/libckpt.a
+# The checkpoint library's tests (tests/ckpt/) use only it (no MPI, no BLAS).
+$(BUILD)/tests/ckpt/%.t: $(BUILD)/tests/ckpt/%.o $(BUILD)/libckpt.a
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_CKPT) -lm
 
 $(BUILD)/tests/%.t: $(BUILD)/tests/%.o $(BUILD)/libftrain.a $(BUILD)/libckpt.a

@@ -27,7 +27,7 @@
 #                       runs per failure kind (5)
 #   BENCH_RELAUNCH_ROUNDS  section 10: jobs per failure kind (3)
 #   FTRAIN_SLURM_LAB    section 10: the test cluster's directory, as for
-#                       tests/slurm/lab-up.sh (/tmp/ftrain-slurm-lab)
+#                       tests/slurm/lab/lab-up.sh (/tmp/ftrain-slurm-lab)
 #   BENCH_STOP_LAYERS   hidden layers of the section 6 MLP (chosen from
 #                       BENCH_CKPT_MB: 8192,8192,2048 for 1024, about 1 GiB of
 #                       parameters and Adam moments)
@@ -270,7 +270,7 @@ check_settings() {
 cleanup() {
     [ -n "$BACKGROUND_PID" ] && kill -9 "$BACKGROUND_PID" 2>/dev/null
     [ -n "$RELAUNCH_JOB" ] && SLURM_CONF=$LAB/etc/slurm.conf scancel "$RELAUNCH_JOB" 2>/dev/null
-    [ "$RELAUNCH_LAB_STARTED" = 1 ] && "$SCRIPT_DIR/../tests/slurm/lab-down.sh" >/dev/null 2>&1
+    [ "$RELAUNCH_LAB_STARTED" = 1 ] && "$SCRIPT_DIR/../tests/slurm/lab/lab-down.sh" >/dev/null 2>&1
     rm -rf "$SCRATCH"
 }
 
@@ -1170,12 +1170,12 @@ RELAUNCH_RUN="--device cpu --data line --layers 8 --global-batch 32 --micro-batc
 # relaunch_unavailable: why section 10 cannot run here ("" when it can).
 relaunch_unavailable() {
     if [ "$(id -u)" != 0 ]; then
-        echo "needs root: the test cluster runs slurmctld and slurmd (tests/slurm/lab-up.sh)"
+        echo "needs root: the test cluster runs slurmctld and slurmd (tests/slurm/lab/lab-up.sh)"
         return
     fi
     for _ru_command in slurmctld slurmd sbatch srun scontrol scancel squeue munge flock; do
         if ! command -v "$_ru_command" >/dev/null 2>&1; then
-            echo "'$_ru_command' not found: SLURM is not installed (tests/slurm/lab-up.sh installs it)"
+            echo "'$_ru_command' not found: SLURM is not installed (tests/slurm/lab/lab-up.sh installs it)"
             return
         fi
     done
@@ -1343,7 +1343,7 @@ relaunch_kind() {
 # and let the other users of it have the lock.
 relaunch_lab_release() {
     if [ "$RELAUNCH_LAB_STARTED" = 1 ]; then
-        "$SCRIPT_DIR/../tests/slurm/lab-down.sh" >/dev/null 2>&1 9>&-
+        "$SCRIPT_DIR/../tests/slurm/lab/lab-down.sh" >/dev/null 2>&1 9>&-
         RELAUNCH_LAB_STARTED=0
         echo "  the test cluster was started by this section and is stopped again"
     fi
@@ -1374,7 +1374,7 @@ section_10_relaunch() {
         RELAUNCH_LAB_STARTED=1
         echo "  test cluster: $LAB (started for this section)"
     fi
-    if ! "$SCRIPT_DIR/../tests/slurm/lab-up.sh" >"$SCRATCH/lab-up.log" 2>&1 9>&-; then
+    if ! "$SCRIPT_DIR/../tests/slurm/lab/lab-up.sh" >"$SCRATCH/lab-up.log" 2>&1 9>&-; then
         fail "the test cluster did not come up: $(tail -n 1 "$SCRATCH/lab-up.log")"
         relaunch_lab_release
         return

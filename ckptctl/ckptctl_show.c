@@ -296,6 +296,8 @@ int cmd_list(const args_t *args)
 /* Bytes of a record value that is not a string shown, as compact JSON,
  * before "..." (one record field must not fill the screen). */
 #define RECORD_JSON_SHOWN 200
+/* A record string longer than this shows its head and its length. */
+#define RECORD_STRING_HEAD 120
 /* Objects nested deeper than this are printed as compact JSON, not
  * flattened: a record is anyone's JSON, and jansson accepts 2048 levels. */
 #define RECORD_FLATTEN_DEPTH 8
@@ -308,25 +310,114 @@ static const char *clean(const char *text, char *buf, size_t cap)
     return buf;
 }
 
-/* Print "  key value" for one record value that is not flattened further. */
+/* A real in the shortest form that reads back as the same double (0.9,
+ * not jansson's 0.90000000000000002), with ".0" when it would read as an
+ * integer. */
+static void format_real(double v, char *buf, size_t cap)
+{
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(buf, cap, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    if (!strpbrk(buf, ".eEni") && strlen(buf) + 3 <= cap)
+        strcat(buf, ".0");
+}
+
+/* Compact JSON of a record value, reals in their shortest form, cut after
+ * cap - 1 bytes (*cut set): what a leaf shows. */
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    bool cut;
+} shown_t;
+
+static void shown_put(shown_t *out, const char *text)
+{
+    size_t n = strlen(text);
+    size_t room = out->cap - 1 - out->len;
+    if (n > room) {
+        n = room;
+        out->cut = true;
+    }
+    memcpy(out->buf + out->len, text, n);
+    out->len += n;
+    out->buf[out->len] = '\0';
+}
+
+static void shown_json(shown_t *out, json_t *value, int depth)
+{
+    if (out->cut)
+        return;
+    if (json_is_real(value)) {
+        char real[32];
+        format_real(json_real_value(value), real, sizeof real);
+        shown_put(out, real);
+    } else if (json_is_array(value) && depth < RECORD_FLATTEN_DEPTH) {
+        size_t i;
+        json_t *item;
+        shown_put(out, "[");
+        json_array_foreach (value, i, item) {
+            if (i > 0)
+                shown_put(out, ",");
+            shown_json(out, item, depth + 1);
+        }
+        shown_put(out, "]");
+    } else if (json_is_object(value) && depth < RECORD_FLATTEN_DEPTH) {
+        const char *name;
+        json_t *member;
+        bool first = true;
+        shown_put(out, "{");
+        json_object_foreach (value, name, member) {
+            json_t *key = json_string(name);
+            char *text = key ? json_dumps(key, JSON_ENCODE_ANY) : NULL;
+            shown_put(out, first ? "" : ",");
+            shown_put(out, text ? text : "?");
+            shown_put(out, ":");
+            free(text);
+            json_decref(key);
+            shown_json(out, member, depth + 1);
+            first = false;
+        }
+        shown_put(out, "}");
+    } else {
+        char *text = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY);
+        shown_put(out, text ? text : "?");
+        free(text);
+    }
+}
+
+/* Print "  key value" for one record value that is not flattened further.
+ * A string longer than RECORD_STRING_HEAD bytes (a binary value in base64,
+ * say) shows its head and its length; --json has it whole. */
 static void print_record_leaf(const char *key, json_t *value)
 {
     char key_shown[RECORD_KEY_SHOWN];
     clean(key, key_shown, sizeof key_shown);
     if (json_is_string(value)) {
         char string_shown[RECORD_STRING_SHOWN];
-        printf("  %-28s %s\n", key_shown,
-               clean(json_string_value(value), string_shown, sizeof string_shown));
+        size_t len = json_string_length(value);
+        if (len <= RECORD_STRING_HEAD) {
+            printf("  %-28s %s\n", key_shown,
+                   clean(json_string_value(value), string_shown, sizeof string_shown));
+            return;
+        }
+        char head[RECORD_STRING_HEAD + 1];
+        memcpy(head, json_string_value(value), RECORD_STRING_HEAD);
+        head[RECORD_STRING_HEAD] = '\0';
+        printf("  %-28s %s... (%zu bytes; inspect --json shows it whole)\n", key_shown,
+               clean(head, string_shown, sizeof string_shown), len);
         return;
     }
-    char *text = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY);
+    char text[RECORD_JSON_SHOWN + 1];
+    shown_t out = {text, 0, sizeof text, false};
+    text[0] = '\0';
+    shown_json(&out, value, 0);
     /* Room for the escape or character that straddles the cut, so that the
      * first RECORD_JSON_SHOWN bytes are always there. */
     char json_shown[RECORD_JSON_SHOWN + CTL_CLEAN_GROWTH];
-    printf("  %-28s %.*s%s\n", key_shown, RECORD_JSON_SHOWN,
-           text ? clean(text, json_shown, sizeof json_shown) : "?",
-           text && strlen(text) > RECORD_JSON_SHOWN ? "..." : "");
-    free(text);
+    printf("  %-28s %s%s\n", key_shown, clean(text, json_shown, sizeof json_shown),
+           out.cut ? "..." : "");
 }
 
 /* Print one record value as "  prefix.key value", flattening objects. */

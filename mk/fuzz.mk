@@ -9,7 +9,7 @@
 #   make fuzz-build               only build the targets
 #   make fuzz-replays             $(BUILD)/fuzz/replay-<target> (gcc, no
 #                                 libFuzzer): each target's properties over
-#                                 the files given, for tests/fuzz_corpus.sh
+#                                 the files given, for tests/ckpt/fuzz_corpus.sh
 #   make fuzz-clean               remove build-fuzz/
 #
 # Targets (fuzz/<target>.c, each names its properties at its top):

@@ -11,7 +11,7 @@ python3-numpy python3-torch python3-zstandard python3-xxhash man-db bzip2 xz-uti
 # python3-numpy and python3-torch: the Python binding's tests and the
 # PyTorch example run in make check (and PyTorch is the benchmark's peer);
 # python3-zstandard and python3-xxhash: the format test's independent reader
-# (tests/format_spec.sh), written from docs/checkpoint-format.md alone;
+# (tests/ckpt/format_spec.sh), written from docs/checkpoint-format.md alone;
 # man-db renders the man pages' check; bzip2 and xz-utils make the refused-filter archives.
 
 missing=""

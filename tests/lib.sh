@@ -3,7 +3,7 @@
 #
 # HowTo: in a test script
 #
-#     . "$(dirname "$0")/lib.sh"
+#     . "$(dirname "$0")/../lib.sh"   (from tests/SUBJECT/NAME.sh)
 #     plan 3                      # or no plan, and `done_testing` at the end
 #     ok "$cond_rc" "name"        # ok 0 "x" passes, any other number fails
 #     is "$got" "$want" "name"

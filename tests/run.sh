@@ -9,10 +9,11 @@
 # how to run a single test by hand.
 #
 # Tiers:
-#   full    every test: $BUILD/tests/NAME.t for each tests/NAME.c, and every
-#           tests/*.sh but lib.sh (the helpers) and run.sh (this runner).  The
+#   full    every test: $BUILD/tests/SUBJECT/NAME.t for each
+#           tests/SUBJECT/NAME.c, and every tests/SUBJECT/NAME.sh (SUBJECT is
+#           a subsystem's folder; tools/ and preload/ are no subjects).  The
 #           list comes from the file system, so a new test is in it at once.
-#           A tests/NAME.c whose $BUILD/tests/NAME.t is not built is an error.
+#           A C test that is not built is an error; so are two tests of one NAME.
 #   quick   the tests named "quick NAME" in tests/tiers.txt: a few minutes on
 #           2 cores, yet every subsystem.  A name there that is not a test
 #           is an error, so a renamed test cannot quietly leave the tier.
@@ -95,20 +96,26 @@ trap 'rm -rf "$S"' EXIT
 trap 'exit 130' INT TERM
 
 # ---- the full list: "NAME PATH" lines, from the file system ----------------
+# Tests live one folder down, by subject (tests/ckpt/, tests/train/, ...);
+# tools/ and preload/ hold programs the tests run, slurm/lab/ the test
+# cluster's scripts: none of them is a test.  NAME is the file's name
+# alone, so two subjects cannot both have a test of one name.
 : >"$S/all"
-for c in "$TD"/*.c; do
+for c in "$TD"/*/*.c; do
     [ -f "$c" ] || continue
+    case $c in "$TD"/tools/* | "$TD"/preload/*) continue ;; esac
+    rel=${c#"$TD"/}
     n=$(basename "$c" .c)
-    [ -x "$BUILD/tests/$n.t" ] || die "$BUILD/tests/$n.t is not built (make BUILD=$BUILD all)"
-    echo "$n.t $BUILD/tests/$n.t" >>"$S/all"
+    [ -x "$BUILD/tests/${rel%.c}.t" ] || die "$BUILD/tests/${rel%.c}.t is not built (make BUILD=$BUILD all)"
+    echo "$n.t $BUILD/tests/${rel%.c}.t" >>"$S/all"
 done
-for s in "$TD"/*.sh; do
+for s in "$TD"/*/*.sh; do
     [ -f "$s" ] || continue
-    n=$(basename "$s")
-    case $n in lib.sh | run.sh) continue ;; esac
-    echo "$n $s" >>"$S/all"
+    echo "$(basename "$s") $s" >>"$S/all"
 done
-[ -s "$S/all" ] || die "no tests found: no $TD/*.c (built as $BUILD/tests/*.t) and no $TD/*.sh"
+[ -s "$S/all" ] || die "no tests found: no $TD/SUBJECT/*.c (built as $BUILD/tests/SUBJECT/*.t) and no $TD/SUBJECT/*.sh"
+dup=$(cut -d' ' -f1 "$S/all" | sort | uniq -d | head -n 1)
+[ -z "$dup" ] || die "two tests are named $dup: $(awk -v n="$dup" '$1 == n { printf "%s ", $2 }' "$S/all")(names must be unique)"
 
 # ---- tests/tiers.txt: KIND NAME lines; every NAME must be a test -----------
 : >"$S/quick"
@@ -126,9 +133,9 @@ while IFS= read -r line || [ -n "$line" ]; do
     *) die "$TIERS:$lineno: unknown kind '$kind' (quick, serial or alone)" ;;
     esac
     case $name in
-    *.t) src=$TD/${name%.t}.c ;;
-    *.sh) src=$TD/$name ;;
-    *) die "$TIERS:$lineno: '$name' is no test's name (NAME.t for $TD/NAME.c, NAME.sh)" ;;
+    *.t) src=$TD/SUBJECT/${name%.t}.c ;;
+    *.sh) src=$TD/SUBJECT/$name ;;
+    *) die "$TIERS:$lineno: '$name' is no test's name (NAME.t for $TD/SUBJECT/NAME.c, NAME.sh)" ;;
     esac
     awk -v n="$name" '$1 == n { f = 1 } END { exit !f }' "$S/all" ||
         die "$TIERS:$lineno: $kind test '$name' does not exist: no $src (renamed or removed?)"
@@ -187,7 +194,7 @@ export FTRAIN_TEST_LOGS="$LOGS"
 echo "# run.sh: tier $tier: $(wc -l <"$S/order") files, prove -j $JOBS;" \
     "$(wc -l <"$S/ser") serial beside the rest, $(wc -l <"$S/alo") alone at the end; TAP logs in $LOGS/"
 start=$(date +%s)
-# The paths have no blanks (tests/NAME.sh, $BUILD/tests/NAME.t; BUILD was
+# The paths have no blanks (tests/SUBJECT/NAME.sh, $BUILD/tests/SUBJECT/NAME.t; BUILD was
 # checked), so word splitting is safe here.
 # shellcheck disable=SC2046
 prove -f --timer -j "$JOBS" --exec "sh $self --wrap" "$@" $(cut -d' ' -f2 "$S/order") 8>&-

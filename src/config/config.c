@@ -98,7 +98,7 @@ static const config_enum_t data_sets = {data_set_parse, data_set_names, NULL, "d
 
 #define FIELD(member) .offset = offsetof(config_t, member), .size = sizeof(((config_t *)0)->member)
 
-/* Each row's first line must stay {"name", ...: tests/cli.sh reads the
+/* Each row's first line must stay {"name", ...: tests/train/cli.sh reads the
  * names from here to compare them with --help. */
 static const config_option_t config_opts[] = {
     {"data", .kind = CONFIG_ARG_CHOICE, FIELD(data), .names = &data_sets, .metavar = "NAME",

@@ -1,5 +1,5 @@
 """binding_checks.py - one-process checks of the ftrain_ckpt binding, for
-tests/python_binding.sh.
+tests/python/python_binding.sh.
 
 Usage: binding_checks.py WORKDIR
 Prints "plan N" first (N is PLAN below: how many checks a full run makes),

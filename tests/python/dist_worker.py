@@ -1,4 +1,4 @@
-"""dist_worker.py - one rank of tests/python_binding.sh's torch.distributed
+"""dist_worker.py - one rank of tests/python/python_binding.sh's torch.distributed
 checks (gloo; rank and world from RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
 
 Usage: dist_worker.py save|load WORKDIR

@@ -4,7 +4,7 @@ checkpoint format, written from docs/checkpoint-format.md alone.
 
 It shares no code with ckpt/ and does not load libftrain-ckpt: it parses the
 manifest, the shard files and their frames with the Python standard library,
-zstandard and xxhash only, so that tests/format_spec.sh can check that the
+zstandard and xxhash only, so that tests/ckpt/format_spec.sh can check that the
 document is enough to read what ftrain writes.  Where the document was not
 enough, the comments say "DOC:" and what the bytes actually were.
 

@@ -1,5 +1,5 @@
 """numpy_checks.py - the ftrain_ckpt binding used with numpy alone, and
-load_state(strict=False), for tests/python_numpy.sh.
+load_state(strict=False), for tests/python/python_numpy.sh.
 
 Usage: numpy_checks.py numpy WORKDIR    (torch must not be importable)
        numpy_checks.py strict WORKDIR   (needs torch)

@@ -1,0 +1,66 @@
+#!/bin/sh
+# man_pages.sh - the manual pages in man/ say what the programs and headers
+# do: every option of `ftrain --help` is in ftrain.1; every command of
+# `ckptctl --help` and every option of each `ckptctl help COMMAND` is in
+# ckptctl.1; every function the public headers declare is in
+# libftrain-ckpt.3; and each page renders without a warning (`man
+# --warnings`, when man is installed).  tests/house/install.sh renders the
+# installed copies.
+. "$(dirname "$0")/../lib.sh"
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+MAN=$SRC/man
+CC=${CC:-cc}
+[ -x "$BUILD/ftrain" ] && [ -x "$BUILD/ckptctl" ] || skip_all "$BUILD/ftrain or $BUILD/ckptctl not built"
+
+# text PAGE: the page's source with its escapes for '-' undone and font
+# changes removed, as the words a reader sees.
+text() {
+    sed -e 's/\\-/-/g' -e 's/\\f[BIRP]//g' -e 's/\\(+-/+-/g' "$1"
+}
+
+# missing WORDS_FILE PAGE: the words of WORDS_FILE that PAGE lacks (whole
+# words: "--data" is not found in "--data-dir").
+missing() {
+    text "$2" >"$T/page.txt"
+    while IFS= read -r w; do
+        grep -Eq -- "(^|[^a-z0-9-])$w([^a-z0-9-]|\$)" "$T/page.txt" || printf '%s ' "$w"
+    done <"$1"
+}
+
+"$BUILD/ftrain" --help | grep -o -- '--[a-z][a-z0-9-]*' | sort -u >"$T/ftrain-opts"
+n=$(wc -l <"$T/ftrain-opts" | tr -d ' ')
+is "$(missing "$T/ftrain-opts" "$MAN/ftrain.1")" "" "ftrain.1 documents all $n options of ftrain --help"
+
+"$BUILD/ckptctl" --help | sed -n '/^commands:/,/^$/s/^  \([a-z][a-z]*\) .*/\1/p' >"$T/ckptctl-cmds"
+n=$(wc -l <"$T/ckptctl-cmds" | tr -d ' ')
+ok "$([ "$n" -ge 8 ]; echo $?)" "ckptctl --help lists $n commands"
+is "$(missing "$T/ckptctl-cmds" "$MAN/ckptctl.1")" "" "ckptctl.1 documents every command"
+: >"$T/ckptctl-opts"
+while read -r c; do
+    "$BUILD/ckptctl" help "$c" | grep -o -- '--[a-z][a-z0-9-]*' >>"$T/ckptctl-opts"
+done <"$T/ckptctl-cmds"
+sort -u "$T/ckptctl-opts" -o "$T/ckptctl-opts"
+n=$(wc -l <"$T/ckptctl-opts" | tr -d ' ')
+is "$(missing "$T/ckptctl-opts" "$MAN/ckptctl.1")" "" "ckptctl.1 documents all $n options of the commands"
+
+printf '#include "ftrain/ckpt.h"\n#include "ftrain/ckpt_local.h"\n#include "ftrain/ckpt_stop.h"\n' |
+    "$CC" -std=c11 -E -P -I"$SRC/include" -x c - 2>/dev/null |
+    grep -o 'ckpt_[a-z0-9_]*[[:space:]]*(' | tr -d ' \t(' | sort -u >"$T/functions"
+n=$(wc -l <"$T/functions" | tr -d ' ')
+ok "$([ "$n" -ge 40 ]; echo $?)" "the public headers declare $n functions"
+is "$(missing "$T/functions" "$MAN/libftrain-ckpt.3")" "" "libftrain-ckpt.3 names every one"
+
+if command -v man >/dev/null 2>&1; then
+    for page in ftrain.1 ckptctl.1 libftrain-ckpt.3; do
+        MANWIDTH=80 man --warnings -l "$MAN/$page" >"$T/out" 2>"$T/err"
+        rc=$?
+        ok "$([ "$rc" -eq 0 ] && [ ! -s "$T/err" ] && [ -s "$T/out" ]; echo $?)" \
+            "man --warnings -l $page: renders, no warning (exit $rc)" || why "$(head -n 20 "$T/err")"
+    done
+else
+    for page in ftrain.1 ckptctl.1 libftrain-ckpt.3; do
+        skip "man --warnings -l $page" "man is not installed"
+    done
+fi
+
+done_testing

@@ -1,0 +1,274 @@
+#!/bin/sh
+# pytorch_example.sh - examples/pytorch_ddp.py, a PyTorch DDP program made
+# requeue-safe with the Python binding, stopped and resumed (TAP).
+#
+# On this machine (ranks started with torchrun's variables, gloo):
+#   1. 3 processes; SIGUSR1 to rank 1 only: all three exit 75 after the
+#      same step, one committed checkpoint that `ckptctl verify` accepts and
+#      `ckptctl inspect` reads (data position and RNG state in the record);
+#   2. resumed on 2 processes (world 3 -> 2); SIGUSR1 to rank 0: exit 75
+#      again;
+#   3. resumed on 2 under `python3 -m torch.distributed.run` (a static
+#      rendezvous on 127.0.0.1, checked first): finishes (exit 0) at the
+#      last step;
+#   4. a copy of the run directory as it was after 1, resumed on 2 without
+#      a stop: the same param_hash as 2 + 3, so a stop and resume on the same
+#      world size changes no bit of the weights.
+# Under SLURM (the one-machine test cluster of tests/slurm/lab/lab-up.sh; needs
+# root and the SLURM packages, else skipped with the reason), holding
+# $LAB.lock as the other SLURM tests do:
+#   5. slurm/train.sbatch with FTRAIN_PROGRAM running the example on 2 nodes;
+#      `scancel --batch --signal=USR1`: the script forwards it, the ranks
+#      checkpoint and exit 75, the job requeues itself, the requeued run
+#      resumes (world 2 -> 2) and finishes.
+#
+# Skips when the python ($PYTHON, default /usr/bin/python3) lacks numpy or
+# torch with gloo, or the library is not built ($BUILD/libftrain-ckpt.so.1
+# or FTRAIN_CKPT_LIB).  About a minute on a busy 2-core machine for 1-4
+# (each process imports torch), and about another for 5.
+. "$(dirname "$0")/../lib.sh"
+
+PY=${PYTHON:-/usr/bin/python3}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+PROG=$root/examples/pytorch_ddp.py
+[ -x "$PY" ] || skip_all "$PY not found (set PYTHON)"
+"$PY" -c 'import numpy' 2>/dev/null || skip_all "$PY has no numpy (apt-get install python3-numpy)"
+"$PY" -c 'import torch.distributed as d; assert d.is_available() and d.is_gloo_available()' 2>/dev/null ||
+    skip_all "$PY has no torch with torch.distributed on gloo (apt-get install python3-torch)"
+case $BUILD in /*) bdir=$BUILD ;; *) bdir=$root/$BUILD ;; esac
+if [ -n "${FTRAIN_CKPT_LIB:-}" ]; then
+    [ -f "$FTRAIN_CKPT_LIB" ] || skip_all "FTRAIN_CKPT_LIB=$FTRAIN_CKPT_LIB does not exist"
+    case $FTRAIN_CKPT_LIB in /*) ;; *) FTRAIN_CKPT_LIB=$(pwd)/$FTRAIN_CKPT_LIB ;; esac
+else
+    [ -f "$bdir/libftrain-ckpt.so.1" ] || skip_all "$BUILD/libftrain-ckpt.so.1 not built (make $BUILD/libftrain-ckpt.so.1)"
+    FTRAIN_CKPT_LIB=$bdir/libftrain-ckpt.so.1
+fi
+[ -x "$bdir/ckptctl" ] || skip_all "$BUILD/ckptctl not built (make)"
+export FTRAIN_CKPT_LIB GLOO_SOCKET_IFNAME=lo PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1
+STEPS=300
+ARGS="--steps $STEPS --log-every 25 --step-delay 0.01"
+
+free_port() {
+    "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# start_ranks N RUN_DIR TAG: N ranks of the example with torchrun's
+# variables, in the background, each bounded by timeout; output in
+# $T/TAG-<rank>.out, the wrappers' pids in $pids.
+start_ranks() {
+    _n=$1 _dir=$2 _tag=$3
+    _port=$(free_port)
+    pids=""
+    _r=0
+    while [ "$_r" -lt "$_n" ]; do
+        # shellcheck disable=SC2086
+        RANK=$_r LOCAL_RANK=$_r WORLD_SIZE=$_n LOCAL_WORLD_SIZE=$_n MASTER_ADDR=127.0.0.1 \
+            MASTER_PORT=$_port timeout -k 5 120 "$PY" "$PROG" --run-dir "$_dir" $ARGS \
+            >"$T/$_tag-$_r.out" 2>&1 &
+        pids="$pids $!"
+        _r=$((_r + 1))
+    done
+}
+
+wait_all() { # the exit codes of $pids, in rank order, into $rcs
+    rcs=""
+    for _p in $pids; do
+        wait "$_p"
+        rcs="$rcs $?"
+    done
+    rcs=${rcs# }
+}
+
+pid_of() { # TAG RANK: the pid the rank printed in its "world:" line
+    sed -n "s/^world: rank $2 of .* pid \([0-9]*\).*/\1/p" "$T/$1-$2.out" | head -n 1
+}
+
+logged_past() { # FILE STEP: a progress line at or past STEP
+    awk -v s="$2" '$1 == "step" { split($2, a, "/"); if (a[1] + 0 >= s) f = 1 } END { exit !f }' "$1"
+}
+
+show() { # TAG N: the ranks' last lines, for a failure
+    _i=0
+    while [ "$_i" -lt "$2" ]; do
+        why "--- $1 rank $_i ---" "$(tail -n 15 "$T/$1-$_i.out")"
+        _i=$((_i + 1))
+    done
+}
+
+run=$T/run
+# ---- 1. 3 ranks, USR1 to rank 1 --------------------------------------------
+start_ranks 3 "$run" l1
+if wait_for 100 logged_past "$T/l1-0.out" 50 && pid=$(pid_of l1 1) && [ -n "$pid" ]; then
+    kill -USR1 "$pid"
+    ok $? "3 ranks training; SIGUSR1 sent to rank 1 only (pid $pid)"
+else
+    ok 1 "3 ranks training (step 50 logged)"
+fi
+wait_all
+is "$rcs" "75 75 75" "every rank exited 75" || show l1 3
+stop1=$(sed -n 's/^stop: signal USR1 .*at step \([0-9]*\).*/\1/p' "$T/l1-0.out")
+like "$(grep '^stop:' "$T/l1-0.out")" "^stop: signal USR1 \\(another rank's\\) at step [0-9]+: checkpoint committed" \
+    "rank 0 reports the stop it was not signalled for"
+step_dir=$run/ckpt/$(printf 'step-%08d' "${stop1:-0}")
+"$bdir/ckptctl" verify "$step_dir" >"$T/verify1" 2>&1
+ok $? "ckptctl verify: the stop step ${stop1:-?} is committed and good" || why "$(cat "$T/verify1")"
+"$bdir/ckptctl" inspect --json "$step_dir" >"$T/inspect1" 2>&1
+"$PY" - "$T/inspect1" "${stop1:-0}" >"$T/judge1" 2>&1 <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = d["record"]
+ok = (d["world_size"] == 3 and r["step"] == int(sys.argv[2]) and "epoch" in r and "cursor" in r
+      and "torch" in r["rng"] and any(t["name"] == "optim/0/exp_avg" for t in d["tensors"]))
+print("ok" if ok else f"bad: {d}")
+EOF
+is "$(cat "$T/judge1")" ok "ckptctl inspect: 3 shards; record with step, epoch, cursor, RNG; Adam's moments"
+cp -a "$run" "$T/ref"
+
+# ---- 2. resumed on 2, USR1 to rank 0 --------------------------------------
+start_ranks 2 "$run" l2
+if wait_for 100 logged_past "$T/l2-0.out" $((${stop1:-0} + 50)) && pid=$(pid_of l2 0) && [ -n "$pid" ]; then
+    kill -USR1 "$pid"
+    ok $? "resumed on 2 ranks and training; SIGUSR1 sent to rank 0"
+else
+    ok 1 "resumed on 2 ranks and training"
+fi
+wait_all
+is "$rcs" "75 75" "both ranks exited 75" || show l2 2
+like "$(grep '^resume:' "$T/l2-0.out")" "^resume: from .*step-0*${stop1:-x} step ${stop1:-x} .*world 3 -> 2" \
+    "the resume took the stop step, world 3 -> 2"
+stop2=$(sed -n 's/^stop: signal USR1 .*at step \([0-9]*\).*/\1/p' "$T/l2-0.out")
+"$bdir/ckptctl" verify "$run/ckpt/$(printf 'step-%08d' "${stop2:-0}")" >"$T/verify2" 2>&1
+ok $? "ckptctl verify: the second stop step ${stop2:-?} is good" || why "$(cat "$T/verify2")"
+
+# ---- 3. resumed on 2 under torch.distributed.run, to the end -------------
+# --redirects 2 --tee 2: Debian 12's torch 1.13 under Python 3.11 fails to
+# parse their default "0" (docs/python.md); this keeps stdout as it is.
+# A static rendezvous on 127.0.0.1 (--nnodes 1 --node_rank 0 --master_addr
+# --master_port), not --standalone: torch 1.13's c10d rendezvous gives the
+# workers this host's fully qualified name as MASTER_ADDR, and on a machine
+# whose host name does not resolve (no "127.0.1.1 <hostname>" line in
+# /etc/hosts) they wait for it until the timeout and never say why.
+# First the rendezvous's own means (a TCPStore server and a client meeting
+# on 127.0.0.1, as torch.distributed.run starts them; on another free port,
+# so no socket of the probe's can stand in the way of the run's), so that
+# a machine where it cannot work fails here, saying why, not 150 s later.
+probe=$(free_port)
+timeout -k 5 60 "$PY" - "$probe" >"$T/store.out" 2>&1 <<'PYEOF'
+import sys
+from datetime import timedelta
+import torch.distributed as dist
+port = int(sys.argv[1])
+server = dist.TCPStore("127.0.0.1", port, 2, True, timedelta(seconds=20))
+client = dist.TCPStore("127.0.0.1", port, 2, False, timedelta(seconds=20))
+client.set("probe", "ok")
+print(server.get("probe").decode())
+PYEOF
+src=$?
+port=$(free_port)
+[ "$src" = 0 ] && [ "$(tail -n 1 "$T/store.out")" = ok ]
+ok $? "the rendezvous can work here: a TCPStore on 127.0.0.1:$probe answers" ||
+    why "exit $src: a TCPStore server and client on 127.0.0.1 could not meet, so the" \
+        "static rendezvous of torch.distributed.run below cannot either:" "$(tail -n 5 "$T/store.out")"
+# shellcheck disable=SC2086
+env -u RANK -u WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT timeout -k 5 150 \
+    "$PY" -m torch.distributed.run --nnodes 1 --node_rank 0 --master_addr 127.0.0.1 \
+    --master_port "$port" --nproc_per_node 2 --redirects 2 --tee 2 \
+    "$PROG" --run-dir "$run" $ARGS >"$T/l3.out" 2>&1
+rc=$?
+is "$rc" 0 "torch.distributed.run on 2: finished, exit 0" || why "$(tail -n 30 "$T/l3.out")"
+like "$(grep '^resume:' "$T/l3.out")" "step ${stop2:-x} .*world 2 -> 2" "it resumed from the second stop"
+done3=$(grep "^done: step=$STEPS " "$T/l3.out")
+hash3=${done3##*param_hash=}
+like "$done3" "^done: step=$STEPS .*param_hash=[0-9a-f]{16}" "it trained to step $STEPS"
+
+# ---- 4. the same from step $stop1 on 2 ranks, without a stop ---------------
+start_ranks 2 "$T/ref" r
+wait_all
+is "$rcs" "0 0" "reference: resumed from the copy on 2 ranks, ran to the end" || show r 2
+ref=$(grep "^done: step=$STEPS " "$T/r-0.out")
+hashr=${ref##*param_hash=}
+[ -n "$hash3" ] && [ "$hash3" = "$hashr" ]
+ok $? "stopped at ${stop2:-?} and resumed on 2 = uninterrupted on 2: same param_hash ($hash3 / $hashr)"
+
+# ---- 5. under SLURM: slurm/train.sbatch with FTRAIN_PROGRAM --------------
+slurm_part() {
+    export FTRAIN_SLURM_LAB=${FTRAIN_SLURM_LAB:-/tmp/ftrain-slurm-lab}
+    LAB=$FTRAIN_SLURM_LAB
+    [ "$(id -u)" = 0 ] || { skip "SLURM: train.sbatch with FTRAIN_PROGRAM" "needs root to run the test cluster"; return; }
+    for c in slurmctld slurmd sbatch scontrol scancel munge flock; do
+        command -v "$c" >/dev/null 2>&1 ||
+            { skip "SLURM: train.sbatch with FTRAIN_PROGRAM" "'$c' not found (apt-get install slurmd slurmctld slurm-client munge)"; return; }
+    done
+    # A missing FTRAIN_PROGRAM or a cluster held too long is a failure, not
+    # a skip: either would hide the part this test is for.
+    if ! grep -q 'FTRAIN_PROGRAM' "$root/slurm/train.sbatch"; then
+        ok 1 "SLURM: train.sbatch with FTRAIN_PROGRAM (slurm/train.sbatch has no FTRAIN_PROGRAM)"
+        return
+    fi
+    exec 9>"$LAB.lock"
+    if ! flock -w 900 9; then
+        ok 1 "SLURM: train.sbatch with FTRAIN_PROGRAM (another test held $LAB.lock for 900 s)"
+        return
+    fi
+    was_up=0
+    pidf=$LAB/run/slurmctld.pid
+    [ -n "$(cat "$pidf" 2>/dev/null)" ] && [ "$(cat "/proc/$(cat "$pidf")/comm" 2>/dev/null)" = slurmctld ] && was_up=1
+    FTRAIN_SLURM_CLEAN=1 "$root/tests/slurm/lab/lab-up.sh" >"$T/lab-up.log" 2>&1 9>&-
+    if ! ok $? "SLURM: the test cluster is up"; then
+        why "$(tail -n 20 "$T/lab-up.log")"
+        return
+    fi
+    # shellcheck disable=SC1091
+    . "$LAB/env"
+    # An interrupted test still cancels its job and stops a cluster it started.
+    job=""
+    trap 'slurm_cleanup; _tap_cleanup' EXIT
+    srun_dir=$T/slurm-run
+    out=$T/job.out
+    chmod 755 "$T"
+    # The fake nodes' names do not resolve: the ranks meet on this host.
+    job=$(FTRAIN_ARGS= FTRAIN_PROGRAM="$PY $PROG" RUN_DIR=$srun_dir FTRAIN_TASKS_PER_NODE=1 FTRAIN_MAX_RESTARTS=1 \
+        MASTER_ADDR=127.0.0.1 sbatch --parsable -N 2 --time=5 --signal=B:USR1@30 -o "$out" -J pyddp \
+        "$root/slurm/train.sbatch" $ARGS 2>"$T/sbatch.err")
+    ok $? "SLURM: sbatch -N 2 slurm/train.sbatch with FTRAIN_PROGRAM=python3 examples/pytorch_ddp.py (job ${job:-none})" ||
+        why "$(cat "$T/sbatch.err")"
+    if [ -n "$job" ]; then
+        if wait_for 120 logged_past "$out" 50; then
+            scancel --batch --signal=USR1 "$job"
+            ok $? "SLURM: the ranks train; scancel --batch --signal=USR1 $job"
+        else
+            ok 1 "SLURM: the ranks train (step 50 logged)"
+        fi
+        wait_for 60 grep -Eq "train\\.sbatch.* exited with status" "$out"
+        like "$(grep -E 'train\.sbatch.* exited with status' "$out" | head -n 1)" "exited with status 75 \\(after USR1\\)" \
+            "SLURM: the batch shell forwarded USR1; the program exited 75"
+        s=$(sed -n 's/^stop: signal USR1 .*at step \([0-9]*\).*/\1/p' "$out" | head -n 1)
+        "$bdir/ckptctl" verify "$srun_dir/ckpt/$(printf 'step-%08d' "${s:-0}")" >"$T/verify5" 2>&1
+        ok $? "SLURM: the stop step ${s:-?} is committed and good" || why "$(cat "$T/verify5")"
+        wait_for 90 grep -Eq "^resume: .*world 2 -> 2" "$out"
+        ok $? "SLURM: the job requeued itself and the new run resumed (world 2 -> 2)"
+        end=$(($(date +%s) + 120))
+        while [ "$(date +%s)" -le "$end" ]; do
+            state=$(scontrol -o show job "$job" 2>/dev/null | tr ' ' '\n' | sed -n 's/^JobState=//p')
+            case $state in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | "") break ;; esac
+            sleep 1
+        done
+        grep -q "^done: step=$STEPS " "$out" && [ "$state" = COMPLETED ] &&
+            grep -q 'train\.sbatch.*done: training finished' "$out"
+        ok $? "SLURM: the requeued job finished (JobState=${state:-gone})" || why "$(tail -n 30 "$out")"
+    fi
+    slurm_cleanup
+    trap _tap_cleanup EXIT
+    flock -u 9
+}
+slurm_cleanup() {
+    [ -n "${job:-}" ] && scancel "$job" 2>/dev/null
+    job=""
+    if [ "${was_up:-1}" = 0 ]; then
+        "$root/tests/slurm/lab/lab-down.sh" >/dev/null 2>&1 9>&-
+        was_up=1
+    fi
+}
+slurm_part
+done_testing

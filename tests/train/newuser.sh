@@ -1,0 +1,65 @@
+#!/bin/sh
+# newuser.sh - what a new user tripped over, each fixed and kept fixed:
+# one version everywhere (ftrain --version, ckptctl --version, the loaded
+# library's ckpt_version()), ckptctl's --json=1 told that --json takes no
+# value, counts that agree with their nouns ("1 shard"), a checkpoint root
+# given as the run directory is refused, and a launch that waits for a run
+# directory's lock says so at once, not after 10 s.
+. "$(dirname "$0")/../lib.sh"
+need_mpi
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+CTL="$BUILD/ckptctl"
+plan 11
+
+want=$(sed -n 's/^#define FTRAIN_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' \
+    "$SRC/include/ftrain/version.h" | paste -sd. -)
+like "$want" '^[0-9]+\.[0-9]+\.[0-9]+$' "include/ftrain/version.h gives a version ($want)"
+run "$FTRAIN" --version
+like "$(cat "$T/out")" "^ftrain $want( |\$)" "ftrain --version says $want" || why "$(cat "$T/out" "$T/err")"
+run "$CTL" --version
+is "$rc $(cat "$T/out")" "0 ckptctl $want" "ckptctl --version says $want, exit 0" || why "$(cat "$T/err")"
+
+num=$(echo "$want" | awk -F. '{ print $1 * 10000 + $2 * 100 + $3 }')
+got=$(python3 -c 'import ctypes, sys; print(ctypes.CDLL(sys.argv[1]).ckpt_version())' \
+    "$BUILD/libftrain-ckpt.so.1" 2>"$T/err")
+is "$got" "$num" "the loaded library's ckpt_version() is $num" || why "$(cat "$T/err")"
+
+run "$CTL" list --json=1 "$T"
+is "$rc $(cat "$T/err" | head -n 1)" "2 ckptctl: list: option '--json' takes no value" \
+    "list --json=1: exit 2, --json takes no value (not 'unknown option')"
+run "$CTL" list --jsn "$T"
+is "$rc $(head -n 1 "$T/err")" "2 ckptctl: list: unknown option '--jsn'" "  an unknown option is still named as such"
+
+mpi 1 --data line --layers 4 --steps 2 --ckpt-every 2 --run-dir "$T/run" >"$T/train.out" 2>&1 ||
+    why "$(tail -n 5 "$T/train.out")"
+run "$CTL" verify "$T/run"
+like "$(cat "$T/out")" '^step-00000002: ok \(1 shard, ' "verify of a world of one: '1 shard', not '1 shards'" ||
+    why "$(cat "$T/out" "$T/err")"
+run "$CTL" inspect "$T/run/ckpt/step-00000002"
+like "$(grep '^world size' "$T/out")" '^world size +1$' "inspect: 'world size   1', not 'world size 1 shards'" ||
+    why "$(head -n 12 "$T/out")"
+
+# A checkpoint root given as the run directory (RUN/ckpt for RUN): refused,
+# pointing at RUN, and nothing written into the root.
+ls -A "$T/run/ckpt" >"$T/root.before"
+run "$FTRAIN" --device cpu --data line --layers 4 --steps 4 --run-dir "$T/run/ckpt/"
+is "$rc $(grep -c "is a checkpoint root (it holds LATEST or step-N), not a run directory; give the directory that holds it (--run-dir '$T/run')" "$T/err")" "1 1" \
+    "--run-dir RUN/ckpt/: exit 1, naming RUN as the run directory" || why "$(cat "$T/err")"
+ls -A "$T/run/ckpt" >"$T/root.after"
+is "$(cat "$T/root.after")" "$(cat "$T/root.before")" "  and nothing is written into the checkpoint root"
+
+# A lock held by another launch: the wait is announced at once, naming it.
+d="$T/locked"
+mkdir -p "$d"
+hold_lock "$d/launch.lock" "pid=4242 host=elsewhere job=77 started=1700000000"
+SLURM_JOB_ID=78 "$FTRAIN" --device cpu --data line --layers 4 --steps 2 --run-dir "$d" \
+    >"$T/lock.out" 2>"$T/lock.err" &
+waiter=$!
+track_bg "$waiter"
+said() { grep -q "run directory '$d' is in use by another launch (pid 4242 on host elsewhere, SLURM job 77); waiting up to 10 s" "$T/lock.err"; }
+t0=$(now)
+wait_for 5 said
+ok "$?" "a locked run directory: the wait is announced within $(secs "$t0" "$(now)") s, naming the holder" ||
+    why "$(cat "$T/lock.err")"
+kill -9 "$waiter" 2>/dev/null # it blocks TERM while it starts
+done_testing
