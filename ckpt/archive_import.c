@@ -667,8 +667,10 @@ static int make_tmp_dir(import_t *im, char *tmp, size_t cap, const char **tmp_na
 static int check_import(const char *archive_path, const char *root, const char *out,
                         size_t cap)
 {
-    if (!archive_path || !root || !*archive_path || !*root)
-        return ckpt_seterr(CKPT_EINVAL, "import: missing archive or root path");
+    if (!archive_path || !*archive_path)
+        return ckpt_seterr(CKPT_EINVAL, "import: no archive path (NULL or empty)");
+    if (!root || !*root)
+        return ckpt_seterr(CKPT_EINVAL, "import: no root path (NULL or empty)");
     /* Room for "<root>/.import-XXXXXX/step-<N>/<shard name>". */
     if (strlen(root) + 2 * CKPT_FILE_NAME_MAX >= CKPT_PATH_MAX)
         return ckpt_seterr(CKPT_EINVAL, "import: '%s': path too long", root);

@@ -316,6 +316,12 @@ static int parse_args(const cmd_def_t *command, int argc, char **argv, args_t *a
     if (args->noperands > command->max_operands)
         return ctl_usage_error(command->name, "too many arguments (usage: ckptctl %s %s)",
                                command->name, command->synopsis);
+    /* An empty argument (an unset shell variable, say) names no path: say
+     * which one, before any of them is looked at. */
+    for (int i = 0; i < args->noperands; i++)
+        if (!args->operands[i][0])
+            return ctl_usage_error(command->name, "argument %d is empty (usage: ckptctl %s %s)",
+                                   i + 1, command->name, command->synopsis);
     return EXIT_GOOD;
 }
 
@@ -557,7 +563,9 @@ static bool parse_step(const char *text, uint64_t *step)
 {
     if (strncmp(text, STEP_PREFIX, strlen(STEP_PREFIX)) == 0)
         text += strlen(STEP_PREFIX);
-    return parse_digits(text, step);
+    /* A step is at most INT64_MAX (docs/checkpoint-format.md): a larger
+     * number is no step, as --step says too. */
+    return parse_digits(text, step) && *step <= (uint64_t)INT64_MAX;
 }
 
 bool ctl_is_dir(const char *path)
@@ -737,7 +745,8 @@ static int resolve_root_step(const char *what, const char *root, const char *ste
     uint64_t step;
     char run_root[CKPT_PATH_MAX];
     if (!parse_step(step_arg, &step))
-        return ctl_usage_error(what, "'%s' is not a step number", step_arg);
+        return ctl_usage_error(what, "'%s' is not a step number (0 to %" PRId64 ")", step_arg,
+                               INT64_MAX);
     root = ctl_root_arg(root, run_root, sizeof run_root);
     if (step_path(root, step, out, cap) != EXIT_GOOD) {
         ctl_error(what, root, "path too long");
@@ -798,6 +807,9 @@ int ctl_resolve_ckpt(const char *what, const char *arg, const char *step_arg,
     }
     if (resolve_root_slash_step(arg, out, cap) == EXIT_GOOD)
         return EXIT_GOOD;
+    if (path_exists(arg))
+        return ctl_usage_error(what, "'%s' is a file, not a checkpoint directory (give a step "
+                               "directory, ROOT STEP or ROOT)", arg);
     ctl_error(what, arg, "no such checkpoint (give a step directory, ROOT STEP or ROOT)");
     return EXIT_ERROR;
 }

@@ -17,7 +17,7 @@ C=$BUILD/ckptctl
 MK=$BUILD/tests/tools/ckpt_mkfixture
 [ -x "$C" ] && [ -x "$MK" ] || skip_all "$C or $MK not built"
 
-plan 64
+plan 80
 
 # snapshot DIR: every entry under DIR with its type, mode and link
 # target, then the size and checksum of every file: equal snapshots are
@@ -82,8 +82,13 @@ usage verify "'99999999999999999999' is not a step number" \
 refused 3 "'$T/nosuch': no such checkpoint" "verify of a missing path" verify "$T/nosuch"
 refused 3 "'$R/step-00000099': no such checkpoint" "verify ROOT 99 (no such step)" \
     verify "$R" 99
-refused 3 "'$T/s10.tar': no such checkpoint" "verify of a file (an archive) for a checkpoint" \
-    verify "$T/s10.tar"
+usage verify "'$T/s10.tar' is a file, not a checkpoint directory" \
+    "verify of a file (an archive) for a checkpoint" verify "$T/s10.tar"
+usage verify "'$R/step-00000010/manifest.json' is a file" "verify of a file inside a checkpoint" \
+    verify "$R/step-00000010/manifest.json"
+usage verify "'9223372036854775808' is not a step number \(0 to 9223372036854775807\)" \
+    "verify ROOT 2^63 (past the largest step, as --step says)" verify "$R" 9223372036854775808
+usage verify "argument 1 is empty" "verify '' (an unset variable)" verify ""
 mkdir "$T/empty"
 refused 3 "'$T/empty': no checkpoints in this directory" "verify of a directory without checkpoints" \
     verify "$T/empty"
@@ -96,6 +101,9 @@ usage import "unknown option '--bogus'" "import with an unknown option" \
     import --bogus "$T/s20.tar" "$T/new"
 usage import "option '--force' does not apply to 'import'" "import with export's --force" \
     import --force "$T/s20.tar" "$T/new"
+usage import "argument 2 is empty" "import FILE '' (an unset variable for DIR)" \
+    import "$T/s20.tar" ""
+usage import "argument 1 is empty" "import '' DIR (an unset variable for FILE)" import "" "$T/new"
 refused 3 "'$T/nosuch.tar': cannot open archive '$T/nosuch.tar': No such file" \
     "import of a missing archive" import "$T/nosuch.tar" "$T/new"
 refused 1 "'$T/empty': not a readable tar archive" "import of a directory for the archive" \
