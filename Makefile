@@ -183,6 +183,25 @@ $(BUILD)/tests/ckpt/%.t: $(BUILD)/tests/ckpt/%.o $(BUILD)/libckpt.a
 $(BUILD)/tests/%.t: $(BUILD)/tests/%.o $(BUILD)/libftrain.a $(BUILD)/libckpt.a
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_FTRAIN) $(LDLIBS_CKPT)
 
+# ftrain-supervise (supervise/, the top layer beside src/app): its objects
+# in libsupervise.a, and its tests (tests/supervise/) linked with it.  It
+# may include headers of the SRC layers SUPERVISE_USES only (tests/layers.sh
+# checks), written "supervise/x.h" and "layer/x.h" (-I. -Isrc).
+SUPERVISE_USES := util fault
+SUPERVISE_SRC  := $(wildcard supervise/*.c)
+SUPERVISE_OBJ  := $(SUPERVISE_SRC:%.c=$(BUILD)/%.o)
+MEMBERS_libsupervise = $(SUPERVISE_OBJ)
+all: $(BUILD)/libsupervise.a
+$(BUILD)/supervise/%.o: supervise/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -I. -Isrc -c $< -o $@
+$(BUILD)/libsupervise.a: $(SUPERVISE_OBJ) $(BUILD)/libsupervise.members
+	rm -f $@
+	ar rcs $@ $(filter %.o,$^)
+$(BUILD)/tests/supervise/%.o: CFLAGS += -I.
+$(BUILD)/tests/supervise/%.t: $(BUILD)/tests/supervise/%.o $(BUILD)/libsupervise.a $(BUILD)/libftrain.a $(BUILD)/libckpt.a
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_FTRAIN) $(LDLIBS_CKPT)
+
 # Helper programs the tests run (fixture makers), not tests themselves.
 $(BUILD)/tests/tools/%: tests/tools/%.c $(BUILD)/libckpt.a
 	@mkdir -p $(@D)

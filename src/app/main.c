@@ -5,7 +5,8 @@
  * Exit codes: include/ftrain/exit_codes.h (the table: docs/exit-codes.md).
  * 0 done, 75 requeue me (a committed stop checkpoint), 76 a hang the
  * watchdog ended, 2 bad options, 1 any other failure, 128+N stopped by
- * signal N with no run directory (nothing saved).
+ * signal N with no run directory (nothing saved).  A failure also leaves a
+ * structured record in RUN/failures (fault/failure.h) for the supervisor.
  */
 #include <cblas.h>
 #include <math.h>
@@ -25,6 +26,7 @@
 #include "parallel/device.h"
 #include "gpu/gpu.h"
 #include "app/run_lock.h"
+#include "fault/failure.h"
 #include "fault/stop.h"
 #include "train/train.h"
 #include "fault/watchdog.h"
@@ -204,6 +206,34 @@ static void end_job_on_hang(const char *report, void *arg)
     _exit(FTRAIN_EXIT_HANG);
 }
 
+/* ---- failure records ------------------------------------------------------- */
+
+/* Where this rank was when its failure was found (watchdog_where). */
+typedef struct {
+    watchdog_phase_t phase;
+    int64_t step;
+} where_t;
+
+/* Write this rank's failure record of kind with msg into the run directory
+ * (none without --run-dir); one that cannot be written is a warning: the
+ * exit code still says that the launch failed. */
+static void note_failure(const config_t *cfg, int rank, failure_kind_t kind, const where_t *at,
+                         const char *msg)
+{
+    if (!cfg->run_dir[0])
+        return;
+    failure_t rec;
+    char err[512];
+    failure_init(&rec, kind, rank);
+    if (at) {
+        rec.phase = at->phase;
+        rec.step = at->phase == WATCHDOG_START ? FAILURE_NO_STEP : at->step;
+    }
+    failure_set_message(&rec, msg);
+    if (failure_write(cfg->run_dir, &rec, err, sizeof err) != FAILURE_OK)
+        fprintf(stderr, "ftrain: warning: rank %d: %s\n", rank, err);
+}
+
 /* One rank at the start: who it is, and when (the job's token). */
 typedef struct {
     watchdog_peer_t peer;
@@ -234,6 +264,7 @@ static void start_watchdog(const config_t *cfg, const world_t *world)
         .rank = world->rank, .size = world->size, .peers = gathered ? peers : NULL,
         .timeout_s = cfg->hang_timeout, .heartbeat_dir = gathered ? dir : NULL,
         .token = token, .fire = end_job_on_hang, .stop_requested = stop_local_signal,
+        .run_dir = cfg->run_dir,
     };
     hang_world = world;
     char err[TRAIN_ERR_MAX];
@@ -298,18 +329,23 @@ static void print_result(const config_t *cfg, const train_result_t *res)
                res->local_stall_ms, res->local_cpu_ms);
 }
 
-/* Report the outcome of train_run (rc, res, err) and map it to the exit
- * code.  Collective on failure. */
+/* Report the outcome of train_run (rc, res, err; the rank was at *at when
+ * it returned) and map it to the exit code.  Collective on failure. */
 static int report_outcome(const config_t *cfg, const world_t *world, int rc,
-                          const train_result_t *res, const char *err)
+                          const train_result_t *res, const char *err, const where_t *at)
 {
     if (rc != TRAIN_DONE && rc != TRAIN_STOPPED) {
         /* Every rank returns the same failure; rank 0 reports it, and other
          * ranks only when their message differs (a local cause) or when
-         * that cannot be known in time. */
+         * that cannot be known in time; the same ranks write a record.
+         * The return code tells a refused resume (another architecture)
+         * from the rest, which train_run does not classify yet. */
         int same = world_same_text(world, err, SAME_TEXT_TIMEOUT_S); /* every rank takes part */
-        if (world->rank == 0 || same != 1)
+        if (world->rank == 0 || same != 1) {
             fprintf(stderr, "ftrain: rank %d: %s\n", world->rank, err);
+            note_failure(cfg, world->rank,
+                         rc == TRAIN_EMISMATCH ? FAILURE_RESUME_REFUSED : FAILURE_OTHER, at, err);
+        }
         return FTRAIN_EXIT_FAILURE;
     }
     if (world->rank == 0)
@@ -317,9 +353,13 @@ static int report_outcome(const config_t *cfg, const world_t *world, int rc,
     if (rc == TRAIN_STOPPED)
         return res->saved ? FTRAIN_EXIT_REQUEUE : FTRAIN_EXIT_SIGNAL(res->stop_signal);
     if (res->async_failures) {
-        if (world->rank == 0)
-            fprintf(stderr, "ftrain: %d asynchronous checkpoint%s failed (see above)\n",
-                    res->async_failures, res->async_failures == 1 ? "" : "s");
+        if (world->rank == 0) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "%d asynchronous checkpoint%s failed",
+                     res->async_failures, res->async_failures == 1 ? "" : "s");
+            fprintf(stderr, "ftrain: %s (see above)\n", msg);
+            note_failure(cfg, world->rank, FAILURE_IO, at, msg);
+        }
         return FTRAIN_EXIT_FAILURE;
     }
     return FTRAIN_EXIT_DONE;
@@ -397,6 +437,8 @@ int main(int argc, char **argv)
             if (world.rank == 0)
                 fprintf(stderr, "ftrain: %s\n", locked == RUN_LOCK_OK
                         ? "the ranks could not agree on the run directory's lock" : err);
+            if (locked != RUN_LOCK_OK)
+                note_failure(&cfg, world.rank, FAILURE_RUN_LOCK, NULL, err);
             world_free(&world);
             return FTRAIN_EXIT_FAILURE;
         }
@@ -420,11 +462,15 @@ int main(int argc, char **argv)
     if (agreed == AGREE_OK) {
         atomic_store(&hang_comm, comm);
         outcome = train_run(&cfg, &world, comm, gpu, &before, &res, err, sizeof err);
+        where_t at;
+        watchdog_where(&at.phase, &at.step);
         watchdog_phase(WATCHDOG_FINISH, 0);
-        code = report_outcome(&cfg, &world, outcome, &res, err);
+        code = report_outcome(&cfg, &world, outcome, &res, err, &at);
     } else {
-        if (err[0])
+        if (err[0]) {
             fprintf(stderr, "ftrain: %s\n", err);
+            note_failure(&cfg, world.rank, FAILURE_DEVICE, NULL, err);
+        }
         if (agreed == AGREE_EABORT)
             world_abort(&world, FTRAIN_EXIT_FAILURE);
         code = FTRAIN_EXIT_FAILURE;

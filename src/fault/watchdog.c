@@ -8,9 +8,11 @@
  * diagnosis reads every rank's heartbeat twice, WATCHDOG_LOOKS periods apart: a
  * heartbeat that did not change belongs to a rank that is stopped, dead or
  * cut off; among the live ones, the rank(s) furthest behind in (step,
- * phase) are the ones the others wait for.
+ * phase) are the ones the others wait for.  The first rank named is the
+ * culprit of the failure record (fault/failure.h) written before fire.
  */
 #include "fault/watchdog.h"
+#include "fault/failure.h"
 #include "util/util.h"
 
 #include <dirent.h>
@@ -18,6 +20,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +63,8 @@ static struct {
     double group_since;      /* when the load or save (or other phase) began */
     watchdog_seen_t seen;
     unsigned long long beats;
+    char run_dir[HB_PATH_MAX]; /* "" : no failure record */
+    failure_launch_t launch;   /* read from the environment at the start */
 } wd = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static double max2(double a, double b) { return a > b ? a : b; }
@@ -157,6 +162,14 @@ void watchdog_phase(watchdog_phase_t phase, int64_t step)
         wd.step = step;
         wd.since = now;
     }
+    pthread_mutex_unlock(&wd.lock);
+}
+
+void watchdog_where(watchdog_phase_t *phase, int64_t *step)
+{
+    pthread_mutex_lock(&wd.lock);
+    *phase = wd.running ? wd.phase : WATCHDOG_START;
+    *step = wd.running ? wd.step : 0;
     pthread_mutex_unlock(&wd.lock);
 }
 
@@ -337,11 +350,26 @@ static long long position(long long step, int phase)
     return step * WATCHDOG_PHASES + phase;
 }
 
+/* The rank a hang points at (the first one its report names), for the
+ * failure record. */
+typedef struct {
+    int rank; /* FAILURE_NO_RANK: none named */
+    char host[64];
+} culprit_t;
+
+static void name_culprit(culprit_t *c, int rank, const char *host)
+{
+    if (c->rank != FAILURE_NO_RANK)
+        return;
+    c->rank = rank;
+    snprintf(c->host, sizeof c->host, "%s", host);
+}
+
 /* Name the ranks whose heartbeat stopped (first[] and then[] were read
- * wd.look_s apart) and, among the others, those furthest behind.
- * @return how many ranks were named. */
+ * wd.look_s apart) and, among the others, those furthest behind; the
+ * first one named into *culprit.  @return how many ranks were named. */
 static int name_ranks(const beat_t *first, const beat_t *then, long long mine, char *report,
-                      size_t cap)
+                      size_t cap, culprit_t *culprit)
 {
     int named = 0, size = wd.opts.size;
     long long low = mine, high = mine;
@@ -353,6 +381,7 @@ static int name_ranks(const beat_t *first, const beat_t *then, long long mine, c
         if (!b->valid) {
             add(report, cap, "ftrain: hang: rank %d (host %s, pid %d) left no heartbeat: it "
                 "never got this far, or it is gone\n", r, host_of(r, NULL), pid_of(r, NULL));
+            name_culprit(culprit, r, host_of(r, NULL));
             named++;
         } else if (!first[r].valid || first[r].seq == b->seq) {
             add(report, cap, "ftrain: hang: rank %d (host %s, pid %d) stopped making "
@@ -360,6 +389,7 @@ static int name_ranks(const beat_t *first, const beat_t *then, long long mine, c
                 "dead or cut off); its last heartbeat had it in %s\n", r, b->host, b->pid,
                 wd.look_s,
                 watchdog_phase_text((watchdog_phase_t)b->phase, b->step, where, sizeof where));
+            name_culprit(culprit, r, b->host);
             named++;
         } else {
             long long p = position(b->step, b->phase);
@@ -380,14 +410,16 @@ static int name_ranks(const beat_t *first, const beat_t *then, long long mine, c
             pid_of(r, r == wd.opts.rank ? NULL : b),
             watchdog_phase_text((watchdog_phase_t)phase, p / WATCHDOG_PHASES, where,
                                 sizeof where));
+        name_culprit(culprit, r, host_of(r, r == wd.opts.rank ? NULL : b));
         named++;
     }
     return named;
 }
 
-/* The report of a hang in phase/step after idle seconds (limit allowed). */
+/* The report of a hang in phase/step after idle seconds (limit allowed),
+ * and the rank it points at into *culprit. */
 static void diagnose(watchdog_phase_t phase, int64_t step, double idle, double limit,
-                     char *report, size_t cap)
+                     char *report, size_t cap, culprit_t *culprit)
 {
     char where[128];
     int me = wd.opts.rank;
@@ -419,12 +451,64 @@ static void diagnose(watchdog_phase_t phase, int64_t step, double idle, double l
     }
     for (int r = 0; r < wd.opts.size; r++)
         read_beat(r, &then[r]);
-    if (!name_ranks(first, then, position(step, phase), report, cap))
+    if (!name_ranks(first, then, position(step, phase), report, cap, culprit))
         add(report, cap, "ftrain: hang: every rank is alive and at the same point: that phase "
             "is slower than the limit on every rank, or the communication itself is stuck "
             "(network, MPI or NCCL)\n");
     free(first);
     free(then);
+}
+
+/* The most the hang's verdict waits for its failure record: a hang may be
+ * the shared file system's, and the job must end all the same. */
+#define RECORD_WAIT_S 5.0
+
+/* The hang's failure record, handed to the thread that writes it. */
+static struct {
+    failure_t rec;
+    char err[512];
+    atomic_int done;
+} hang_rec;
+
+static void *record_writer(void *unused)
+{
+    (void)unused;
+    if (failure_write(wd.run_dir, &hang_rec.rec, hang_rec.err, sizeof hang_rec.err) !=
+        FAILURE_OK)
+        fprintf(stderr, "ftrain: warning: rank %d: %s\n", wd.opts.rank, hang_rec.err);
+    atomic_store(&hang_rec.done, 1);
+    return NULL;
+}
+
+/* Write the hang's failure record (kind "hang", the culprit the report
+ * named) into the run directory, on a thread of its own, waiting at most
+ * RECORD_WAIT_S for it; a record that cannot be written is said on stderr,
+ * and the hang is ended all the same. */
+static void write_hang_record(watchdog_phase_t phase, int64_t step, const culprit_t *culprit,
+                              const char *report)
+{
+    if (!wd.run_dir[0])
+        return;
+    failure_t *rec = &hang_rec.rec;
+    failure_init(rec, FAILURE_HANG, wd.opts.rank);
+    rec->launch = wd.launch;
+    if (wd.peers)
+        snprintf(rec->host, sizeof rec->host, "%s", wd.peers[wd.opts.rank].host);
+    rec->step = step;
+    rec->phase = phase;
+    rec->culprit_rank = culprit->rank;
+    snprintf(rec->culprit_host, sizeof rec->culprit_host, "%s", culprit->host);
+    failure_set_message(rec, report);
+    pthread_t writer;
+    if (pthread_create(&writer, NULL, record_writer, NULL) != 0) {
+        record_writer(NULL);
+        return;
+    }
+    pthread_detach(writer);
+    struct timespec tick = {0, (long)(TICK_S * 1e9)};
+    for (double end = util_mono_s() + RECORD_WAIT_S;
+         !atomic_load(&hang_rec.done) && util_mono_s() < end;)
+        nanosleep(&tick, NULL);
 }
 
 /* ---- the thread -------------------------------------------------------------- */
@@ -465,11 +549,13 @@ static void *watch(void *unused)
         }
         if (wd.opts.timeout_s != 0 && idle > limit) {
             static char report[WATCHDOG_REPORT_MAX];
-            diagnose(phase, step, idle, limit, report, sizeof report);
+            culprit_t culprit = {.rank = FAILURE_NO_RANK};
+            diagnose(phase, step, idle, limit, report, sizeof report, &culprit);
             if (stopping && limit < full)
                 add(report, sizeof report, "ftrain: hang: a stop signal came while this rank "
                     "waited: a rank that is dead or stopped cannot take part in the stop, so "
                     "the limit was %.1f s\n", limit);
+            write_hang_record(phase, step, &culprit, report);
             wd.opts.fire(report, wd.opts.arg); /* ends the job; if not, we are done */
             return NULL;
         }
@@ -495,6 +581,10 @@ int watchdog_start(const watchdog_opts_t *opts, char *err, size_t cap)
         snprintf(wd.dir, sizeof wd.dir, "%s", opts->heartbeat_dir);
     wd.beat_s = watchdog_beat_period(opts->timeout_s);
     wd.look_s = WATCHDOG_LOOKS * wd.beat_s;
+    wd.run_dir[0] = '\0';
+    if (opts->run_dir && opts->run_dir[0])
+        snprintf(wd.run_dir, sizeof wd.run_dir, "%s", opts->run_dir);
+    failure_launch_from_env(&wd.launch);
     wd.phase = WATCHDOG_START;
     wd.step = 0;
     wd.since = util_mono_s();

@@ -13,8 +13,10 @@
  *     is stopped or dead cannot answer a message, but its file stays;
  *   - when the current phase has lasted longer than its allowance
  *     (watchdog_allowance), reads the heartbeats, names the rank(s) that
- *     stopped or fell behind, and calls opts.fire(report) once.  fire ends
- *     the job (the trainer's choice; this module never exits).
+ *     stopped or fell behind, writes a failure record of kind "hang" naming
+ *     the first of them as the culprit (when opts.run_dir is set:
+ *     fault/failure.h), and calls opts.fire(report) once.  fire ends the
+ *     job (the trainer's choice; this module never exits).
  * Signal handlers and the training loop are untouched: the thread only
  * reads what watchdog_phase recorded.
  */
@@ -90,6 +92,8 @@ typedef struct {
     int (*stop_requested)(void);  /* NULL, or non-zero once a stop signal came
                                      (async-signal-safe to read) */
     void *arg;
+    const char *run_dir;          /* NULL or "": no failure record; else a hang
+                                     writes one (fault/failure.h) before fire */
 } watchdog_opts_t;
 
 typedef enum { WATCHDOG_OK = 0, WATCHDOG_EFAIL = -1 } watchdog_err_t;
@@ -100,6 +104,9 @@ typedef enum { WATCHDOG_OK = 0, WATCHDOG_EFAIL = -1 } watchdog_err_t;
 int watchdog_start(const watchdog_opts_t *opts, char *err, size_t cap);
 /** This rank enters phase for step (progress).  A no-op when not started. */
 void watchdog_phase(watchdog_phase_t phase, int64_t step);
+/** Where this rank is: the phase and step of its last watchdog_phase
+ *  (WATCHDOG_START and 0 when not started).  For a failure record. */
+void watchdog_where(watchdog_phase_t *phase, int64_t *step);
 /** Stop and join the thread, remove this rank's heartbeat.  Accepts "not
  *  started". */
 void watchdog_stop(void);

@@ -6,7 +6,8 @@
 #    non-zero, naming the rank, its host and the signal.
 # 2. SIGSTOP to one of 3 ranks (a hang: alive, but no progress): the
 #    watchdog ends the job after --hang-timeout with exit 76 and names the
-#    stopped rank and where the others waited.
+#    stopped rank and where the others waited, in its output and in a
+#    failure record (RUN/failures, docs/failure-records.md).
 #    After 1 and 2: `ckptctl verify` accepts the newest checkpoint, and a
 #    deterministic resume on 2 ranks ends with the uninterrupted run's
 #    param_hash.
@@ -88,6 +89,8 @@ if start_run stop --hang-timeout 3; then
         "  a waiting rank says where it waited"
     like "$(cat "$d.err")" "hang: rank 1 \(host [^,]+, pid $victim\) stopped making progress" \
         "  and names the stopped rank, its host and pid"
+    like "$(cat "$d"/failures/*.json 2>/dev/null)" '"kind":"hang",.*"culprit":\{"rank":1,"host":"[^"]+"\}' \
+        "  a waiting rank's failure record (RUN/failures) says hang, with rank 1 as the culprit"
     after_failure "stopped"
 else
     ok 1 "SIGSTOP to rank 1: the run did not get going" || why "$(tail -n 5 "$d.err")"
