@@ -437,7 +437,9 @@ int main(int argc, char **argv)
             if (world.rank == 0)
                 fprintf(stderr, "ftrain: %s\n", locked == RUN_LOCK_OK
                         ? "the ranks could not agree on the run directory's lock" : err);
-            if (locked != RUN_LOCK_OK)
+            /* A checkpoint root given for the run directory is no run
+             * directory: nothing is written into it, a record neither. */
+            if (locked == RUN_LOCK_EBUSY)
                 note_failure(&cfg, world.rank, FAILURE_RUN_LOCK, NULL, err);
             world_free(&world);
             return FTRAIN_EXIT_FAILURE;

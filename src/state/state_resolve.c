@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -220,6 +221,92 @@ static int decide_named(const char *dir, const char *root, const newest_t *newes
     return verdict;
 }
 
+/* 1 when path is a directory. */
+static int is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The checkpoint root a directory stands for: dir/ckpt for a run
+ * directory (it holds one), else dir itself, into out. */
+static void root_of(const char *dir, char *out, size_t cap)
+{
+    char sub[STATE_PATH_MAX + 32];
+    snprintf(sub, sizeof sub, "%s/ckpt", dir);
+    snprintf(out, cap, "%s", is_dir(sub) ? sub : dir);
+}
+
+/* "42" or "step-42" (any number of digits, at most INT64_MAX) into *step.
+ * @return 1 when text is one. */
+static int parse_step_arg(const char *text, uint64_t *step)
+{
+    if (strncmp(text, "step-", 5) == 0)
+        text += 5;
+    if (!*text || strlen(text) > 19 || strspn(text, "0123456789") != strlen(text))
+        return 0;
+    errno = 0;
+    unsigned long long v = strtoull(text, NULL, 10);
+    if (errno || v > (unsigned long long)INT64_MAX)
+        return 0;
+    *step = v;
+    return 1;
+}
+
+/* --resume ARG in the forms ckptctl takes (docs/ckptctl.md, "Naming a
+ * checkpoint"): a step directory as it is; a checkpoint root, or a run
+ * directory (for its ckpt/), for the newest checkpoint there that
+ * verifies; ROOT/N or ROOT/step-N, ROOT a root or a run directory, for
+ * step N.  dir gets the step directory to load.  @return STATE_OK, or
+ * STATE_EFAIL with the refusal in dir. */
+static int resume_arg_dir(const char *arg, char *dir, size_t cap)
+{
+    /* Room for ARG's root and a step name in it, and for "/ckpt". */
+    char path[STATE_PATH_MAX + 32], root[STATE_PATH_MAX + 32];
+    if (strlen(arg) >= STATE_PATH_MAX) {
+        snprintf(dir, cap, "--resume: the path is too long (%zu bytes, at most %d)",
+                 strlen(arg), STATE_PATH_MAX - 1);
+        return STATE_EFAIL;
+    }
+    snprintf(path, sizeof path, "%s/manifest.json", arg);
+    const char *base = strrchr(arg, '/') ? strrchr(arg, '/') + 1 : arg;
+    uint64_t step;
+    if (!is_dir(arg) && parse_step_arg(base, &step)) {
+        char parent[STATE_PATH_MAX + 32], name[CKPT_FILE_NAME_MAX];
+        snprintf(parent, sizeof parent, "%.*s", base > arg ? (int)(base - arg - 1) : 1,
+                 base > arg ? arg : ".");
+        if (!parent[0])
+            snprintf(parent, sizeof parent, "/");
+        root_of(parent, root, sizeof root);
+        ckpt_step_dirname(step, name, sizeof name);
+        snprintf(dir, cap, "%s/%s", root, name);
+        if (is_dir(dir))
+            return STATE_OK;
+        snprintf(dir, cap, "--resume '%.400s': '%.400s' holds no step %llu (ckptctl list "
+                 "'%.400s' shows what it holds)", arg, root, (unsigned long long)step, root);
+        return STATE_EFAIL;
+    }
+    uint64_t ignored;
+    if (!is_dir(arg) || access(path, F_OK) == 0 || ckpt_parse_dirname(base, 0, &ignored)) {
+        snprintf(dir, cap, "%s", arg); /* a checkpoint, or what ckpt_open will name */
+        return STATE_OK;
+    }
+    root_of(arg, root, sizeof root);
+    int rc = ckpt_latest_good(root, dir, cap, state_report_skip, NULL);
+    if (rc == CKPT_OK) {
+        printf("resume: --resume '%s': the newest checkpoint that verifies in '%s' is %s\n",
+               arg, root, dir);
+        return STATE_OK;
+    }
+    if (rc == CKPT_ENOTFOUND)
+        snprintf(dir, cap, "--resume '%.500s': no checkpoint in '%.500s' (give a step "
+                 "directory, a checkpoint root, a run directory or ROOT/STEP)", arg, root);
+    else
+        snprintf(dir, cap, "--resume '%.500s': no checkpoint in '%.500s' verifies: %.400s",
+                 arg, root, ckpt_last_error());
+    return STATE_EFAIL;
+}
+
 /* Rank 0's decision for cfg->resume: STATE_OK with the path in found,
  * STATE_FRESH, or STATE_EFAIL with the refusal in found. */
 static int state_decide(const config_t *cfg, const char *root, char *found, size_t cap)
@@ -228,8 +315,14 @@ static int state_decide(const config_t *cfg, const char *root, char *found, size
     newest.have = state_newest_step(root, &newest.step, newest.name, sizeof newest.name);
     if (strcmp(cfg->resume, "auto") == 0)
         return decide_auto(root, found, cap);
-    if (strcmp(cfg->resume, "none") != 0)
-        return decide_named(cfg->resume, root, &newest, found, cap);
+    if (strcmp(cfg->resume, "none") != 0) {
+        char dir[STATE_PATH_MAX + STATE_MSG_MAX];
+        if (resume_arg_dir(cfg->resume, dir, sizeof dir) != STATE_OK) {
+            snprintf(found, cap, "%s", dir);
+            return STATE_EFAIL;
+        }
+        return decide_named(dir, root, &newest, found, cap);
+    }
     if (!newest.have)
         return STATE_FRESH;
     /* A fresh run would save steps that exist, or be pruned away beside

@@ -3,13 +3,14 @@
 # one version everywhere (ftrain --version, ckptctl --version, the loaded
 # library's ckpt_version()), ckptctl's --json=1 told that --json takes no
 # value, counts that agree with their nouns ("1 shard"), a checkpoint root
-# given as the run directory is refused, and a launch that waits for a run
+# given as the run directory is refused, --resume takes ckptctl's forms
+# (RUN, RUN/ckpt, RUN/N, RUN/ckpt/step-N), and a launch that waits for a run
 # directory's lock says so at once, not after 10 s.
 . "$(dirname "$0")/../lib.sh"
 need_mpi
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 CTL="$BUILD/ckptctl"
-plan 11
+plan 19
 
 want=$(sed -n 's/^#define FTRAIN_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' \
     "$SRC/include/ftrain/version.h" | paste -sd. -)
@@ -39,6 +40,23 @@ run "$CTL" inspect "$T/run/ckpt/step-00000002"
 like "$(grep '^world size' "$T/out")" '^world size +1$' "inspect: 'world size   1', not 'world size 1 shards'" ||
     why "$(head -n 12 "$T/out")"
 
+# --resume takes the forms ckptctl takes: a run directory or a checkpoint
+# root (the newest checkpoint there that verifies), ROOT/N and ROOT/step-N
+# (ROOT a root or a run directory), and the step directory itself.
+for form in "$T/run" "$T/run/ckpt" "$T/run/ckpt/2" "$T/run/2" "$T/run/step-2" \
+    "$T/run/ckpt/step-00000002"; do
+    run "$FTRAIN" --device cpu --data line --layers 4 --steps 3 --resume "$form"
+    is "$rc $(grep -c "^resume: from $T/run/ckpt/step-00000002 step 2 " "$T/out")" "0 1" \
+        "--resume ${form#"$T"/}: resumes from run/ckpt/step-00000002" || why "$(cat "$T/out" "$T/err")"
+done
+run "$FTRAIN" --device cpu --data line --layers 4 --steps 3 --resume "$T/run/7"
+is "$rc $(grep -c "^ftrain: rank 0: --resume '$T/run/7': '$T/run/ckpt' holds no step 7 (ckptctl list '$T/run/ckpt' shows what it holds)$" "$T/err")" "1 1" \
+    "--resume RUN/7 (no such step): exit 1, naming the root and the step" || why "$(cat "$T/err")"
+mkdir "$T/nockpt"
+run "$FTRAIN" --device cpu --data line --layers 4 --steps 3 --resume "$T/nockpt"
+is "$rc $(grep -c "no checkpoint in '$T/nockpt' (give a step directory, a checkpoint root, a run directory or ROOT/STEP)" "$T/err")" "1 1" \
+    "--resume of a directory without checkpoints: exit 1, saying which forms it takes" || why "$(cat "$T/err")"
+
 # A checkpoint root given as the run directory (RUN/ckpt for RUN): refused,
 # pointing at RUN, and nothing written into the root.
 ls -A "$T/run/ckpt" >"$T/root.before"
@@ -46,7 +64,7 @@ run "$FTRAIN" --device cpu --data line --layers 4 --steps 4 --run-dir "$T/run/ck
 is "$rc $(grep -c "is a checkpoint root (it holds LATEST or step-N), not a run directory; give the directory that holds it (--run-dir '$T/run')" "$T/err")" "1 1" \
     "--run-dir RUN/ckpt/: exit 1, naming RUN as the run directory" || why "$(cat "$T/err")"
 ls -A "$T/run/ckpt" >"$T/root.after"
-is "$(cat "$T/root.after")" "$(cat "$T/root.before")" "  and nothing is written into the checkpoint root"
+is "$(cat "$T/root.after")" "$(cat "$T/root.before")" "  and nothing is written into the checkpoint root" || why "$(diff "$T/root.before" "$T/root.after")"
 
 # A lock held by another launch: the wait is announced at once, naming it.
 d="$T/locked"
