@@ -92,14 +92,14 @@ FTRAIN_OBJ    += $(CUDA_OBJ)
 LDLIBS_FTRAIN += $(CUDA_LDLIBS)
 
 # The checkpoint library as a shared library for other trainers (README,
-# "Using the library from another trainer"): libftrain-ckpt.so.1.0.0 with
-# the SONAME libftrain-ckpt.so.1, and the .so.1 and .so links beside it.
+# "Using the library from another trainer"): libftrain-ckpt.so.2.0.0 with
+# the SONAME libftrain-ckpt.so.2, and the .so.2 and .so links beside it.
 # ("libckpt", the static archive's name, is taken by other checkpoint
 # libraries, BLCR's among them.)  Its objects are compiled apart from the
 # archive's: -fPIC, and -fvisibility=hidden so that only the functions the
 # public headers mark CKPT_API are exported (tests/ckpt/shared_lib.sh checks).
-CKPT_SO_MAJOR   := 1
-CKPT_SO_VERSION := 1.0.0
+CKPT_SO_MAJOR   := 2
+CKPT_SO_VERSION := 2.0.0
 CKPT_SONAME     := libftrain-ckpt.so.$(CKPT_SO_MAJOR)
 CKPT_SO         := $(BUILD)/libftrain-ckpt.so.$(CKPT_SO_VERSION)
 CKPT_SO_LINKS   := $(BUILD)/$(CKPT_SONAME) $(BUILD)/libftrain-ckpt.so
@@ -185,7 +185,7 @@ $(BUILD)/tests/%.t: $(BUILD)/tests/%.o $(BUILD)/libftrain.a $(BUILD)/libckpt.a
 
 # ftrain-supervise (supervise/, the top layer beside src/app): its objects
 # in libsupervise.a, and its tests (tests/supervise/) linked with it.  It
-# may include headers of the SRC layers SUPERVISE_USES only (tests/layers.sh
+# may include headers of the SRC layers SUPERVISE_USES only (tests/house/layers.sh
 # checks), written "supervise/x.h" and "layer/x.h" (-I. -Isrc).
 SUPERVISE_USES := util fault
 SUPERVISE_SRC  := $(wildcard supervise/*.c)

@@ -153,8 +153,7 @@ def main():
                     dt = time.perf_counter() - t0
                 else:
                     table, n, keep, _total = ckm._table(state)
-                    opts = _lib.Opts()
-                    lib.ckpt_opts_default(ctypes.byref(opts))
+                    opts = ckm._default_options()
                     c_step = step
                     t0 = time.perf_counter()
                     rc = lib.ckpt_save(os.fsencode(root), step, table, n, b"{}",

@@ -1415,7 +1415,7 @@ section_5_python_binding() {
         echo "  skipped: ${TORCH_WHY:-no raw state}"
         return 0
     fi
-    FTRAIN_CKPT_LIB="$BUILD/libftrain-ckpt.so.1" timeout 1800 "$PYTHON_BIN" "$SCRIPT_DIR/py_ckpt.py" \
+    FTRAIN_CKPT_LIB="$BUILD/libftrain-ckpt.so.2" timeout 1800 "$PYTHON_BIN" "$SCRIPT_DIR/py_ckpt.py" \
         --raw "$SCRATCH/raw.bin" --repeat "$REPEAT" --dir "$SCRATCH" --ckpt-bench "$CKPT_BENCH" ||
         echo "  py_ckpt.py failed (exit $?)"
 }

@@ -94,6 +94,7 @@ static void fill_entry(DIR *dir, const char *root, const char *name,
 {
     struct stat st;
     memset(entry, 0, sizeof *entry);
+    entry->size = sizeof *entry;
     assert(strlen(name) < sizeof entry->name); /* a name ckpt_parse_dirname took */
     strcpy(entry->name, name);
     entry->step = step;
@@ -116,7 +117,8 @@ static void fill_entry(DIR *dir, const char *root, const char *name,
     entry->is_latest = strcmp(latest, entry->name) == 0;
 }
 
-int ckpt_list(const char *root, int verify, ckpt_entry_t **out, size_t *nentries)
+int ckpt_list_sized(const char *root, int verify, size_t entry_size, ckpt_entry_t **out,
+                    size_t *nentries)
 {
     int rc = CKPT_OK;
     DIR *dir;
@@ -130,6 +132,10 @@ int ckpt_list(const char *root, int verify, ckpt_entry_t **out, size_t *nentries
         return ckpt_seterr(CKPT_EINVAL, "list: NULL argument");
     *out = NULL;
     *nentries = 0;
+    /* One size is known so far; a later version with a longer entry fills
+     * an array of a shorter one at its stride, up to its size. */
+    if ((rc = ckpt_check_size("ckpt_entry_t", entry_size, sizeof *entries, "")) != CKPT_OK)
+        return rc;
     dir = opendir(root);
     if (!dir)
         return ckpt_seterr(errno == ENOENT || errno == ENOTDIR

@@ -27,8 +27,17 @@
 #define OPTS_LEVEL_MAX 19     /* zstd's highest regular level */
 #define OPTS_THREADS_MAX 256
 
-void ckpt_opts_default(ckpt_opts_t *opts)
+int ckpt_opts_init(ckpt_opts_t *opts, size_t size)
 {
+    int rc;
+    if (!opts)
+        return ckpt_seterr(CKPT_EINVAL, "opts_init: NULL options");
+    /* An unknown size is kept, so that a save given these options is
+     * refused with the same message. */
+    if (size >= sizeof opts->size)
+        opts->size = size;
+    if ((rc = ckpt_check_size("ckpt_opts_t", size, sizeof *opts, "")) != CKPT_OK)
+        return rc;
     /* Level 1: higher levels cost far more time for little gain on
      * shuffled float data; see docs/checkpoint-format.md. */
     opts->level = 1;
@@ -40,10 +49,16 @@ void ckpt_opts_default(ckpt_opts_t *opts)
     opts->fsync = 1;
     opts->direct = 1;
     opts->adapt = 1;
+    return CKPT_OK;
 }
 
 int ckpt_check_opts(const ckpt_opts_t *opts)
 {
+    /* The size first: no other field is read from options of another size. */
+    int rc = ckpt_check_size("ckpt_opts_t", opts->size, sizeof *opts,
+                             ", or the options were not filled by ckpt_opts_default()");
+    if (rc != CKPT_OK)
+        return rc;
     if (opts->level < 0 || opts->level > OPTS_LEVEL_MAX)
         return ckpt_seterr(CKPT_EINVAL, "zstd level %d is not in 0..%d "
                            "(0: stored)", opts->level, OPTS_LEVEL_MAX);

@@ -134,6 +134,16 @@ const char *ckpt_strerror(int err)
     }
 }
 
+int ckpt_check_size(const char *type, size_t given, size_t known, const char *hint)
+{
+    if (given == known)
+        return CKPT_OK;
+    return ckpt_seterr(CKPT_EINVAL, "%s of %zu bytes is not a size this library "
+                       "(libftrain-ckpt %s) knows: its %s has %zu bytes; the program "
+                       "was compiled against another ftrain/ckpt.h%s", type, given,
+                       FTRAIN_VERSION, type, known, hint);
+}
+
 /* ---- names ------------------------------------------------------------ */
 
 int ckpt_name_printable(const char *name)

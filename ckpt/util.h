@@ -36,6 +36,13 @@ int ckpt_seterr(int rc, const char *fmt, ...)
  * call.  errno is preserved. */
 int ckpt_seterr_errno(int rc, const char *what, const char *path);
 
+/* Is given, the size field of a public structure named type (ckpt_opts_t,
+ * ckpt_entry_t), a size of it that this library knows?  So far only known,
+ * its sizeof here: a later version that appends fields accepts the sizes of
+ * the earlier ones as well.  hint ends the message (may be "").
+ * @return CKPT_OK, or CKPT_EINVAL with a message naming both sizes. */
+int ckpt_check_size(const char *type, size_t given, size_t known, const char *hint);
+
 /* ---- names ------------------------------------------------------------ */
 
 #define CKPT_LATEST_NAME "LATEST"

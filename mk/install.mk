@@ -13,7 +13,7 @@
 #
 # Installed, under PREFIX:
 #   bin/ftrain, bin/ckptctl
-#   lib/libftrain-ckpt.so.1.0.0, lib/libftrain-ckpt.so.1 and .so (links),
+#   lib/libftrain-ckpt.so.2.0.0, lib/libftrain-ckpt.so.2 and .so (links),
 #   lib/libftrain-ckpt.a (the static library: BUILD's libckpt.a)
 #   include/ftrain/ckpt.h, ckpt_local.h, ckpt_stop.h, exit_codes.h (the
 #   public API only: every header of include/ftrain)

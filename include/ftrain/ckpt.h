@@ -31,6 +31,25 @@
  * status; ckpt_latest_good() finds the newest one that verifies; ckpt_prune()
  * keeps the last K; ckpt_verify() re-reads every byte.
  *
+ * HowTo (structures that grow).  The two structures a caller allocates and
+ * the library reads or fills, ckpt_opts_t and ckpt_entry_t, begin with a
+ * `size_t size`: the size of the structure as the caller was compiled.
+ * ckpt_opts_default(&opts) is a macro that passes sizeof opts to
+ * ckpt_opts_init(), and ckpt_list() one that passes sizeof(ckpt_entry_t) to
+ * ckpt_list_sized(), so a caller writes neither size by hand.  A later
+ * version of this library may append fields under the same SONAME: it
+ * keeps accepting every size an earlier version wrote (the fields such a
+ * caller lacks take their defaults, an entry is filled up to its size) and
+ * refuses, with CKPT_EINVAL and a message naming both sizes, a size it does
+ * not know, such as that of a program compiled against a newer header than
+ * the library it loaded, or of options never filled by ckpt_opts_default().
+ * A leading size was chosen over opaque handles with setters and getters:
+ * the structures stay plain data that a caller may keep on its stack and
+ * copy, that a language binding (ctypes) mirrors field by field, and whose
+ * growth costs one size check per call.  ckpt_tensor_t, ckpt_coll_t,
+ * ckpt_shard_info_t and ckpt_local_step_t have no size: their layout is part
+ * of the SONAME (a change of it is a new major version).
+ *
  * Errors.  Every function returns CKPT_OK (0) or a negative ckpt_err_t code;
  * ckpt_strerror() names it, and ckpt_last_error() gives a message naming the
  * file and what is wrong for the calling thread's last failure.  Nothing here
@@ -133,6 +152,10 @@ typedef struct {
 } ckpt_coll_t;
 
 typedef struct {
+    size_t size;          /* sizeof(ckpt_opts_t) as the caller was compiled:
+                             set by ckpt_opts_default(), checked by every
+                             call that takes options (see "structures that
+                             grow" above); fields are only appended */
     int level;            /* zstd level 1..19 (default 1); 0 stores frames
                              uncompressed (still checksummed, seekable) */
     int threads;          /* frame encoder threads per rank (default: the
@@ -154,8 +177,20 @@ typedef struct {
                              0 gives reproducible files */
 } ckpt_opts_t;
 
-/** Fill opts with the defaults above. */
-CKPT_API void ckpt_opts_default(ckpt_opts_t *opts);
+/**
+ * Fill the first size bytes of opts with the defaults above and set
+ * opts->size to size, the caller's sizeof(ckpt_opts_t); call it through
+ * ckpt_opts_default(), which passes that size.  On a size this library does
+ * not know, opts->size is still set to it (when it has room for the field),
+ * so that a call given these options is refused as well.
+ * @return CKPT_OK, or CKPT_EINVAL (opts NULL, or size not that of a
+ *         ckpt_opts_t this library knows: the message names both sizes).
+ */
+CKPT_API int ckpt_opts_init(ckpt_opts_t *opts, size_t size);
+
+/** Fill opts (a ckpt_opts_t *) with the defaults, for the ckpt_opts_t this
+ *  program was compiled with.  @return as ckpt_opts_init. */
+#define ckpt_opts_default(opts) ckpt_opts_init((opts), sizeof *(opts))
 
 /* What one rank wrote; gathered to rank 0 by ckpt_commit. */
 typedef struct {
@@ -336,6 +371,9 @@ typedef enum {
 #define CKPT_ENTRY_WHY_MAX 256
 
 typedef struct {
+    size_t size;                   /* the entry size the caller asked for
+                                      (ckpt_list_sized); fields are only
+                                      appended */
     char name[CKPT_FILE_NAME_MAX]; /* "step-00000042" or ".tmp-step-..." */
     uint64_t step;
     ckpt_status_t status;
@@ -350,12 +388,21 @@ typedef struct {
 
 /**
  * List checkpoints under root, sorted by step (incomplete temp dirs too).
- * With verify != 0 every committed one is fully verified.
- * *out is malloc'd; free() it.
- * @return CKPT_OK, or CKPT_ENOTFOUND (no such root) / CKPT_EIO / CKPT_ENOMEM.
+ * With verify != 0 every committed one is fully verified.  *out is an array
+ * of *nentries entries of entry_size bytes each (the caller's
+ * sizeof(ckpt_entry_t)), each with its size field set to entry_size; it is
+ * malloc'd: free() it.  Call it through ckpt_list(), which passes that size.
+ * @return CKPT_OK, or CKPT_ENOTFOUND (no such root) / CKPT_EIO / CKPT_ENOMEM
+ *         / CKPT_EINVAL (root, out or nentries NULL, or entry_size not that
+ *         of a ckpt_entry_t this library knows: the message names both).
  */
-CKPT_API int ckpt_list(const char *root, int verify, ckpt_entry_t **out,
-                       size_t *nentries);
+CKPT_API int ckpt_list_sized(const char *root, int verify, size_t entry_size,
+                             ckpt_entry_t **out, size_t *nentries);
+
+/** ckpt_list_sized() for the ckpt_entry_t this program was compiled with:
+ *  ckpt_list(root, verify, &entries, &n).  @return as ckpt_list_sized. */
+#define ckpt_list(root, verify, out, nentries) \
+    ckpt_list_sized((root), (verify), sizeof(ckpt_entry_t), (out), (nentries))
 
 /**
  * Find the newest checkpoint that fully verifies, writing its directory to

@@ -1,6 +1,7 @@
 /*
  * ckpt_local.h - the node-local checkpoint tier (docs/checkpoint-format.md,
- * "The node-local tier").
+ * "The node-local tier"): a store on each node, and the flush from the
+ * nodes' stores into the shared tier.
  *
  * A node-local root has the layout of any checkpoint root, and the same
  * manifest and shard formats, but a committed step directory holds only the
@@ -11,33 +12,42 @@
  * checkpoint.  The commit point per node is the rename of
  * .tmp-step-<N> to step-<N>, made only after every rank's own shard and
  * partner copy is written and checked (the trainer's vote): a half-written
- * local checkpoint is never visible.
+ * local checkpoint is never visible.  A node-local root has no LATEST file;
+ * readers use ckpt_local_scan().
  *
- * HowTo (one save, on every node):
+ * HowTo, the node store (one save, on every node; ckpt/local.c):
  *   1. each rank: ckpt_shard_write(local_root, step, rank, world, ...) as for
  *      the shared tier (same shard, same info);
  *   2. the rank that keeps rank r's partner copy: ckpt_shard_put(local_root,
  *      step, r, bytes, len, info_of_r.xxh64);
  *   3. all: agree that 1 and 2 succeeded everywhere; then one rank per node:
  *      ckpt_local_seal(local_root, step, ..., infos of all shards, world).
- * Steps 1 and 2 in place (stored shards in mapped files on a memory file
- * system, with no buffer): 1. the slice at CKPT_STORED_DATA_OFFSET of a
- * file of ckpt_stored_shard_bytes(), ckpt_stored_shard_finish(), fsync,
- * ckpt_shard_adopt(); 2. the copy received into such a file,
- * ckpt_shard_check(), fsync, ckpt_shard_adopt().  A file can be taken back
- * out of a step about to be pruned (ckpt_local_reclaim) and reused.
  * Restore: ckpt_local_scan() on each node, pick a step whose shards the
  * nodes hold between them, then ckpt_open() the step directory (shards open
- * lazily) and ckpt_read_range() the ranges of the shards present.
- * After a resume from step S (from either tier), one rank per node calls
+ * lazily) and ckpt_read_range() the ranges of the shards present;
+ * ckpt_local_verify() reads a node's step whole.  After a resume from step
+ * S (from either tier), one rank per node calls
  * ckpt_local_drop_after(local_root, S) before the first save: a step-<N>
  * with N > S left from before the failure would make that save's
  * ckpt_shard_write fail with CKPT_EEXIST (it refuses to write a step that
  * is committed), and its temp dir could hold leftovers of a crashed save.
- * Flush: ckpt_local_flush() copies one step from the node roots into the
- * shared tier, as a complete checkpoint.
  *
- * A node-local root has no LATEST file; readers use ckpt_local_scan().
+ * HowTo, in place (steps 1 and 2 without a buffer: stored shards in mapped
+ * files on a memory file system; also ckpt/local.c):
+ *   1. own shard: put the slice at CKPT_STORED_DATA_OFFSET of a file of
+ *      ckpt_stored_shard_bytes() bytes, ckpt_stored_shard_finish(), fsync,
+ *      ckpt_shard_adopt();
+ *   2. partner copy: receive it into such a file, ckpt_shard_check() (or
+ *      ckpt_shard_check_sum() over bytes hashed as they arrived), fsync,
+ *      ckpt_shard_adopt();
+ *   then step 3 as above.  A file can be taken back out of a step about to
+ *   be pruned (ckpt_local_reclaim) and reused for a later save.
+ *
+ * HowTo, the flush (ckpt/flush.c): ckpt_local_flush() copies one sealed
+ * step from the step directories of several node-local roots (paths this
+ * process can read) into the shared tier, as a complete checkpoint that any
+ * reader opens; it writes nothing there unless every shard is held by some
+ * root.
  */
 #ifndef FTRAIN_CKPT_LOCAL_H
 #define FTRAIN_CKPT_LOCAL_H

@@ -1,17 +1,17 @@
-"""_lib.py - find and load libftrain-ckpt.so.1 and declare its C API.
+"""_lib.py - find and load libftrain-ckpt.so.2 and declare its C API.
 
 The library is looked for, first match wins:
 
 1. FTRAIN_CKPT_LIB, a path: only there (a wrong path is an error, never
    silently replaced by another copy);
 2. the source tree this package sits in (``python/`` beside ``include/``):
-   ``$BUILD/libftrain-ckpt.so.1``, BUILD taken from the environment as the
+   ``$BUILD/libftrain-ckpt.so.2``, BUILD taken from the environment as the
    Makefile does (default ``build``, relative to the tree's root);
 3. the library installed with this package: ``make install`` writes its
    LIBDIR into ``_installed.py`` beside this file (a PREFIX such as
    ``/opt/ftrain`` is in no loader path);
 4. ``ctypes.util.find_library("ftrain-ckpt")`` (ldconfig's cache: an
-   installed copy), then ``libftrain-ckpt.so.1`` through the dynamic loader
+   installed copy), then ``libftrain-ckpt.so.2`` through the dynamic loader
    (LD_LIBRARY_PATH, the default directories).
 
 Loading is lazy: ``import ftrain_ckpt`` never fails for want of the
@@ -19,7 +19,12 @@ library; the first call that needs it raises LibraryNotFoundError naming
 every place tried.
 
 The structures below mirror include/ftrain/ckpt.h field by field; the
-SONAME's major version (.1) is the promise that they keep this layout.
+SONAME's major version (.2) is the promise that they keep this layout.
+Opts and Entry begin with their size, as the C structures do: the binding
+passes ctypes.sizeof(Opts) to ckpt_opts_init and ctypes.sizeof(Entry) to
+ckpt_list_sized, so a library whose structures differ from these refuses
+them (CKPT_EINVAL) rather than read or write past them, and checks the
+size the library wrote back (checkpoint.py).
 """
 import ctypes
 import ctypes.util
@@ -27,7 +32,7 @@ import operator
 import os
 import threading
 
-SONAME = "libftrain-ckpt.so.1"
+SONAME = "libftrain-ckpt.so.2"
 
 # Constants of include/ftrain/ckpt.h.
 MAX_DIMS = 4
@@ -62,7 +67,7 @@ def integer(what, value, lo=None, hi=None):
 
 
 class LibraryNotFoundError(ImportError):
-    """libftrain-ckpt.so.1 could not be loaded from any place tried."""
+    """libftrain-ckpt.so.2 could not be loaded from any place tried."""
 
 
 class Tensor(ctypes.Structure):
@@ -79,8 +84,9 @@ class Tensor(ctypes.Structure):
 
 
 class Opts(ctypes.Structure):
-    """ckpt_opts_t."""
+    """ckpt_opts_t (size: ctypes.sizeof(Opts), set by ckpt_opts_init)."""
     _fields_ = [
+        ("size", ctypes.c_size_t),
         ("level", ctypes.c_int),
         ("threads", ctypes.c_int),
         ("shuffle", ctypes.c_int),
@@ -123,8 +129,9 @@ class Coll(ctypes.Structure):
 
 
 class Entry(ctypes.Structure):
-    """ckpt_entry_t."""
+    """ckpt_entry_t (size: the entry size ckpt_list_sized was given)."""
     _fields_ = [
+        ("size", ctypes.c_size_t),
         ("name", ctypes.c_char * FILE_NAME_MAX),
         ("step", ctypes.c_uint64),
         ("status", ctypes.c_int),
@@ -148,7 +155,7 @@ _API = {
     "ckpt_strerror": (_str, [_c.c_int]),
     "ckpt_last_error": (_str, []),
     "ckpt_dtype_size": (_c.c_size_t, [_c.c_int]),
-    "ckpt_opts_default": (None, [_P(Opts)]),
+    "ckpt_opts_init": (_c.c_int, [_P(Opts), _c.c_size_t]),
     "ckpt_layout": (_c.c_int, [_P(Tensor), _c.c_size_t, _P(_c.c_uint64)]),
     "ckpt_shard_write": (_c.c_int, [_str, _c.c_uint64, _c.c_int, _c.c_int, _P(Tensor),
                                     _c.c_size_t, _P(Opts), _P(ShardInfo)]),
@@ -170,7 +177,8 @@ _API = {
     "ckpt_read_tensor": (_c.c_int, [_vp, _str, _vp, _c.c_uint64]),
     "ckpt_verify": (_c.c_int, [_vp]),
     "ckpt_step_dirname": (None, [_c.c_uint64, _c.c_char_p, _c.c_size_t]),
-    "ckpt_list": (_c.c_int, [_str, _c.c_int, _P(_P(Entry)), _P(_c.c_size_t)]),
+    "ckpt_list_sized": (_c.c_int, [_str, _c.c_int, _c.c_size_t, _P(_P(Entry)),
+                                   _P(_c.c_size_t)]),
     "ckpt_latest_good": (_c.c_int, [_str, _c.c_char_p, _c.c_size_t, REPORT, _vp]),
     "ckpt_prune": (_c.c_int, [_str, _c.c_int, _str, _P(_c.c_int)]),
     "ckpt_prune_keep_good": (_c.c_int, [_str, _c.c_int, _str, _P(_c.c_int), _c.c_char_p,

@@ -154,9 +154,23 @@ def as_array(name, value):
                     f"{type(value).__name__}")
 
 
-def _options(options):
+def _default_options():
+    """A ckpt_opts_t (_lib.Opts) holding the library's defaults.  Its size is
+    ctypes.sizeof(_lib.Opts): the library refuses one it does not know
+    (InvalidArgumentError naming both sizes), and the size it stores must
+    be the one given."""
     opts = _lib.Opts()
-    _lib.load().ckpt_opts_default(ctypes.byref(opts))
+    size = ctypes.sizeof(_lib.Opts)
+    check(_lib.load().ckpt_opts_init(ctypes.byref(opts), size), "ckpt_opts_init")
+    if opts.size != size:
+        raise error(EINVAL, "ckpt_opts_init",
+                    detail=f"the library set the options' size to {opts.size}, "
+                           f"the binding's ckpt_opts_t has {size} bytes")
+    return opts
+
+
+def _options(options):
+    opts = _default_options()
     for key, value in options.items():
         if key not in _OPTION_FIELDS:
             raise TypeError(f"unknown checkpoint option '{key}' (known: "
@@ -312,9 +326,8 @@ def save(root, step, tensors, record=None, *, comm=None, **options):
     except (TypeError, ValueError, OSError, CkptError) as e:
         # Take part in the commit all the same: the other ranks are in it.
         empty = (_lib.Tensor * 1)()
-        pending = PendingSave(root, step, c, empty, 0, [], 0, _lib.Opts(),
+        pending = PendingSave(root, step, c, empty, 0, [], 0, _default_options(),
                               OK, None, e)
-        _lib.load().ckpt_opts_default(ctypes.byref(pending._opts))
     return pending.commit(record)
 
 
@@ -567,12 +580,17 @@ def list_checkpoints(root, verify=False):
     lib = _lib.load()
     arr = ctypes.POINTER(_lib.Entry)()
     n = ctypes.c_size_t(0)
-    check(lib.ckpt_list(_fs(root), 1 if verify else 0, ctypes.byref(arr), ctypes.byref(n)),
-          "ckpt_list")
+    size = ctypes.sizeof(_lib.Entry)
+    check(lib.ckpt_list_sized(_fs(root), 1 if verify else 0, size, ctypes.byref(arr),
+                              ctypes.byref(n)), "ckpt_list_sized")
     try:
         out = []
         for i in range(n.value):
             e = arr[i]
+            if e.size != size:
+                raise error(EINVAL, "ckpt_list_sized",
+                            detail=f"entry {i} has size {e.size}, the binding's "
+                                   f"ckpt_entry_t has {size} bytes")
             name = e.name.decode("utf-8", "replace")
             out.append(Entry(name, os.path.join(os.fspath(root), name), int(e.step),
                              _STATUS[e.status] if 0 <= e.status < 3 else str(e.status),

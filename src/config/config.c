@@ -1,12 +1,11 @@
 /*
- * config.c - options, defaults, validation and the help text.
- *
- * Every option is one row of config_opts[] below: the same row parses the
- * option, checks its range, gives its default and prints its --help line,
- * so none of these can drift from the others.  Parsing is strict: a number
+ * config.c - parsing and validation of the options: each value read by its
+ * row of the option table (config_table.c) and checked strictly (a number
  * must be a whole (or finite) number in range, an enumeration one of its
- * names.  Conflicting options are refused by config_check(), so the rest
- * of the program can trust a config_t.
+ * names), the defaults applied from the table, the command line walked
+ * with getopt_long, and conflicting options refused by config_check(), so
+ * the rest of the program can trust a config_t.  Also the options written
+ * back as JSON.  The --help text is config_help.c's.
  */
 #include "config/config.h"
 
@@ -21,301 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/config_internal.h"
 #include "nn/data.h"
 #include "util/util.h"
-
-/* ---- enumerations ---------------------------------------------------------
- * Activations, initialisations, optimizers, schedules and data sets have
- * their one name table in their own module, the stop signals theirs in
- * util.h (util_signals); the ones below are the command line's own. */
-
-/* Kept as text in config_t (device_choose() reads it); the values only
- * give the table its shape. */
-static const util_name_t device_names[] = {
-    {.name = "auto", .value = 0},
-    {.name = "cpu", .value = 1},
-    {.name = "cuda", .value = 2},
-};
-
-static const util_name_t exchange_names[] = {
-    {.name = "auto", .value = CONFIG_EXCHANGE_AUTO},
-    {.name = "thread", .value = CONFIG_EXCHANGE_THREAD},
-    {.name = "steps", .value = CONFIG_EXCHANGE_STEPS},
-};
-
-static int exchange_parse(const char *name)
-{
-    return util_name_parse(exchange_names, UTIL_COUNT(exchange_names), name);
-}
-
-static const char *exchange_names_join(char *buf, size_t cap)
-{
-    return util_names_join(exchange_names, UTIL_COUNT(exchange_names), buf, cap);
-}
-
-static int stop_signal_parse(const char *name)
-{
-    return util_name_parse(util_signals, UTIL_STOP_SIGNAL_CHOICES, name);
-}
-
-static const char *stop_signal_names(char *buf, size_t cap)
-{
-    return util_names_join(util_signals, UTIL_STOP_SIGNAL_CHOICES, buf, cap);
-}
-
-static int device_parse(const char *name)
-{
-    return util_name_parse(device_names, UTIL_COUNT(device_names), name);
-}
-
-static const char *device_names_join(char *buf, size_t cap)
-{
-    return util_names_join(device_names, UTIL_COUNT(device_names), buf, cap);
-}
-
-static const config_enum_t activations = {model_act_parse, model_act_names, NULL, NULL};
-static const config_enum_t inits = {model_init_parse, model_init_names, NULL, NULL};
-static const config_enum_t optimizers = {optim_kind_parse, optim_kind_names, NULL, NULL};
-static const config_enum_t schedules = {optim_sched_parse, optim_sched_names, NULL, NULL};
-static const config_enum_t stop_signals = {stop_signal_parse, stop_signal_names, "SIG", NULL};
-static const config_enum_t exchanges = {exchange_parse, exchange_names_join, NULL, NULL};
-static const config_enum_t devices = {device_parse, device_names_join, NULL, NULL};
-static const config_enum_t data_sets = {data_set_parse, data_set_names, NULL, "data set"};
-
-/* ---- the option table ------------------------------------------------------ */
-
-/* A cap on step counts: far above any real run, it keeps steps times the
- * batch size and the like from overflowing further on. */
-#define STEPS_CAP (INT64_C(1) << 40)
-#define BATCH_MAX (1 << 20)
-#define LAYER_WIDTH_MAX 65536
-/* The output layer is one of the model's MODEL_MAX_LAYERS. */
-#define HIDDEN_LAYERS_MAX (MODEL_MAX_LAYERS - 1)
-/* Room a run directory keeps for "/ckpt/step-<N>/shard-<R>.ftsh" and the
- * like, and a trace prefix for ".<rank>". */
-#define RUN_DIR_SUFFIX_MAX 64
-#define TRACE_SUFFIX_MAX 16
-
-#define FIELD(member) .offset = offsetof(config_t, member), .size = sizeof(((config_t *)0)->member)
-
-/* Each row's first line must stay {"name", ...: tests/train/cli.sh reads the
- * names from here to compare them with --help. */
-static const config_option_t config_opts[] = {
-    {"data", .kind = CONFIG_ARG_CHOICE, FIELD(data), .names = &data_sets, .metavar = "NAME",
-     .default_text = "fashion-mnist", .section = "data and model",
-     .help = "fashion-mnist (default), line, sine"},
-    {"data-dir", .kind = CONFIG_ARG_TEXT, FIELD(data_dir),
-     .text = {0, 1, "empty (leave it out for the default) or too long"},
-     .metavar = "DIR",
-     .help = "where the fashion-mnist IDX .gz files are\n(default " DATA_FMNIST_DIR ")"},
-    {"layers", .kind = CONFIG_ARG_LAYERS, FIELD(hidden), .metavar = "L1,L2,...",
-     .default_text = "256,128",
-     .help = "hidden layer widths (default 256,128; 'none' for\na linear model)"},
-    {"activation", .kind = CONFIG_ARG_ENUM, FIELD(act), .names = &activations, .metavar = "A",
-     .default_text = "relu", .help = "relu (default) or tanh"},
-    {"init", .kind = CONFIG_ARG_ENUM, FIELD(init), .names = &inits, .metavar = "I",
-     .default_text = "torch",
-     .help = "initial parameters: torch (default: PyTorch's\n"
-             "nn.Linear, weights and biases U(-b, b) with\n"
-             "b = 1/sqrt(fan_in)); kaiming (b = sqrt(6/fan_in))\n"
-             "and xavier (b = sqrt(6/(fan_in+fan_out))) draw\n"
-             "weights only, biases 0: the earlier rules of relu\n"
-             "and tanh nets"},
-    {"optimizer", .kind = CONFIG_ARG_ENUM, FIELD(opt.kind), .names = &optimizers, .metavar = "O",
-     .default_text = "adam", .section = "optimisation", .help = "sgd, adam (default), adamw"},
-    {"lr", .kind = CONFIG_ARG_REAL, FIELD(opt.lr), .reals = {0, 1000, CONFIG_OPEN_MIN},
-     .metavar = "X", .default_text = "0.001", .help = "learning rate (default 0.001)"},
-    {"momentum", .kind = CONFIG_ARG_REAL, FIELD(opt.momentum), .reals = {0, 1, CONFIG_OPEN_MAX},
-     .metavar = "X", .default_text = "0.9", .help = "SGD momentum (default 0.9)"},
-    {"weight-decay", .kind = CONFIG_ARG_REAL, FIELD(opt.weight_decay), .reals = {0, 10, 0},
-     .metavar = "X", .default_text = "0",
-     .help = "L2 (sgd, adam) or decoupled (adamw) decay (default 0)"},
-    {"schedule", .kind = CONFIG_ARG_ENUM, FIELD(opt.schedule), .names = &schedules,
-     .metavar = "S", .default_text = "constant", .help = "constant (default) or cosine"},
-    {"warmup", .kind = CONFIG_ARG_INT, FIELD(opt.warmup_steps), .ints = {0, STEPS_CAP},
-     .max_is_cap = 1, .metavar = "N", .default_text = "0",
-     .help = "cosine: linear warm-up steps (default 0)"},
-    {"min-lr", .kind = CONFIG_ARG_REAL, FIELD(opt.min_lr), .reals = {0, 1000, 0}, .max_is_cap = 1,
-     .metavar = "X", .default_text = "0", .help = "cosine: final learning rate (default 0)"},
-    {"epochs", .kind = CONFIG_ARG_INT, FIELD(epochs), .ints = {1, 1000000}, .max_is_cap = 1,
-     .metavar = "N", .default_text = "1", .help = "how long to train (default 1 epoch)"},
-    {"steps", .kind = CONFIG_ARG_INT, FIELD(steps), .ints = {1, STEPS_CAP}, .max_is_cap = 1,
-     .metavar = "N", .join = " | "},
-    {"global-batch", .kind = CONFIG_ARG_INT, FIELD(global_batch), .ints = {1, BATCH_MAX},
-     .metavar = "N", .default_text = "128",
-     .help = "samples per step, whatever the world size (128)"},
-    {"micro-batch", .kind = CONFIG_ARG_INT, FIELD(micro_batch), .ints = {1, BATCH_MAX},
-     .metavar = "N", .default_text = "16",
-     .help = "samples per micro-batch; divides the global batch (16)"},
-    {"seed", .kind = CONFIG_ARG_INT, FIELD(seed), .ints = {0, INT64_MAX}, .max_is_cap = 1,
-     .metavar = "N", .default_text = "42", .help = "run seed: init, data order (default 42)"},
-    {"deterministic", .kind = CONFIG_ARG_FLAG, FIELD(deterministic),
-     .help = "bit-identical results for any world size"},
-    {"device", .kind = CONFIG_ARG_CHOICE, FIELD(device), .names = &devices, .metavar = "D",
-     .default_text = "auto",
-     .help = "auto (default: cuda when every rank can have a GPU\n"
-             "of its own, else cpu for all), cpu, cuda (one GPU\n"
-             "per local rank, or an error)"},
-    {"threads", .kind = CONFIG_ARG_INT, FIELD(threads), .ints = {1, 1024}, .metavar = "N",
-     .help = "BLAS threads per rank (default: the cores of the\n"
-             "rank's CPU affinity / the ranks sharing them; 1\n"
-             "with --deterministic)"},
-    {"run-dir", .kind = CONFIG_ARG_TEXT, FIELD(run_dir),
-     .text = {RUN_DIR_SUFFIX_MAX, 1, "empty or too long"}, .metavar = "DIR",
-     .section = "run directory and checkpoints",
-     .help = "checkpoints in DIR/ckpt, metrics in DIR/metrics.jsonl"},
-    {"resume", .kind = CONFIG_ARG_TEXT, FIELD(resume),
-     .text = {0, 1, "expected auto, none or a checkpoint directory"}, .metavar = "R",
-     .default_text = "auto", .help = "auto (default with --run-dir), none, or a step dir"},
-    {"ckpt-every", .kind = CONFIG_ARG_INT, FIELD(ckpt_every), .ints = {1, STEPS_CAP},
-     .max_is_cap = 1, .unit = "a whole number of steps", .metavar = "N",
-     .help = "save every N steps"},
-    {"ckpt-interval", .kind = CONFIG_ARG_REAL, FIELD(ckpt_interval),
-     .reals = {0, 1e9, CONFIG_OPEN_MIN}, .max_is_cap = 1, .unit = "seconds", .metavar = "SEC",
-     .help = "save when SEC seconds passed since the last save"},
-    {"ckpt-keep", .kind = CONFIG_ARG_INT, FIELD(ckpt_keep), .ints = {1, 1000000},
-     .max_is_cap = 1, .metavar = "K", .default_text = "3",
-     .help = "committed checkpoints to keep (default 3)"},
-    {"ckpt-async", .kind = CONFIG_ARG_FLAG, FIELD(ckpt_async),
-     .help = "write periodic saves in the background"},
-    {"ckpt-level", .kind = CONFIG_ARG_INT, FIELD(ckpt_level), .ints = {0, 19},
-     .unit = "a zstd level", .metavar = "N", .default_text = "1",
-     .help = "zstd level 1..19 (default 1); 0 stores frames\n"
-             "uncompressed (fast storage, slow CPUs)"},
-    {"ckpt-threads", .kind = CONFIG_ARG_INT, FIELD(ckpt_threads), .ints = {1, 64},
-     .metavar = "N",
-     .help = "compression threads per rank (default: as\n--threads without --deterministic)"},
-    {"ckpt-buffered", .kind = CONFIG_ARG_FLAG, FIELD(ckpt_buffered),
-     .help = "write shards through the page cache instead of\n"
-             "O_DIRECT (for filesystems where that is faster)"},
-    {"ckpt-no-adapt", .kind = CONFIG_ARG_FLAG, FIELD(ckpt_no_adapt),
-     .help = "compress every frame even when the disk waits for\n"
-             "the compressors (by default such frames are stored\n"
-             "uncompressed); gives reproducible shard bytes"},
-    {"ckpt-local", .kind = CONFIG_ARG_TEXT, FIELD(ckpt_local),
-     .text = {0, 1, "empty or too long"}, .metavar = "DIR", .section = "node-local tier",
-     .help = "node-local checkpoints in DIR on each node (%n: the\n"
-             "node's name), with a partner copy on another node"},
-    {"ckpt-local-every", .kind = CONFIG_ARG_INT, FIELD(ckpt_local_every), .ints = {1, STEPS_CAP},
-     .max_is_cap = 1, .unit = "a whole number of steps", .metavar = "N",
-     .help = "local checkpoint every N steps"},
-    {"ckpt-local-interval", .kind = CONFIG_ARG_REAL, FIELD(ckpt_local_interval),
-     .reals = {0, 1e9, CONFIG_OPEN_MIN}, .max_is_cap = 1, .unit = "seconds", .metavar = "SEC",
-     .help = "local checkpoint SEC seconds after the last"},
-    {"ckpt-local-keep", .kind = CONFIG_ARG_INT, FIELD(ckpt_local_keep), .ints = {1, 2},
-     .metavar = "K", .default_text = "2", .help = "local checkpoints each node keeps (1 or 2; 2)"},
-    {"ckpt-local-level", .kind = CONFIG_ARG_INT, FIELD(ckpt_local_level), .ints = {0, 19},
-     .unit = "a zstd level", .metavar = "N", .default_text = "0",
-     .help = "zstd level of local shards (default 0: stored)"},
-    {"ckpt-local-exchange", .kind = CONFIG_ARG_ENUM, FIELD(ckpt_local_exchange),
-     .names = &exchanges, .metavar = "WHO", .default_text = "auto",
-     .help = "who moves the partner copies: thread (the tier's\n"
-             "helper thread, MPI_THREAD_MULTIPLE), steps (the\n"
-             "training thread at step boundaries) or auto (default:\n"
-             "thread where every rank has a core to spare: a GPU\n"
-             "run, or fewer BLAS threads than its cores)"},
-    {"ckpt-flush-every", .kind = CONFIG_ARG_INT, FIELD(ckpt_flush_every), .ints = {1, STEPS_CAP},
-     .max_is_cap = 1, .unit = "a whole number of local checkpoints", .metavar = "K",
-     .help = "every K-th local checkpoint also goes to the shared\n"
-             "tier (with --ckpt-async, in the background)"},
-    {"ckpt-local-remove-at-end", .kind = CONFIG_ARG_FLAG, FIELD(ckpt_local_remove_at_end),
-     .help = "when the run ends with its newest state on the\n"
-             "shared tier (done, or a stop whose checkpoint\n"
-             "committed), each node removes its --ckpt-local\n"
-             "directory (the batch script passes it)"},
-    {"stop-signal", .kind = CONFIG_ARG_ENUM, FIELD(stop_signal), .names = &stop_signals,
-     .metavar = "SIG", .default_text = "USR1", .section = "signals and output",
-     .help = "USR1 (default) or USR2: stop, checkpoint, exit 75"},
-    {"grace", .kind = CONFIG_ARG_REAL, FIELD(grace), .reals = {0, 1e6, CONFIG_OPEN_MIN},
-     .max_is_cap = 1, .unit = "seconds", .metavar = "SEC", .default_text = "30",
-     .help = "warn when a stop takes longer (default 30)"},
-    {"hang-timeout", .kind = CONFIG_ARG_REAL, FIELD(hang_timeout), .reals = {0, 1e6, 0},
-     .max_is_cap = 1, .unit = "seconds", .metavar = "SEC",
-     .help = "end the job (exit 76) when a rank makes no progress\n"
-             "for SEC seconds (0: never; default: 10x the longest\n"
-             "step, evaluation or save seen, at least 45)"},
-    {"log-every", .kind = CONFIG_ARG_INT, FIELD(log_every), .ints = {1, STEPS_CAP},
-     .max_is_cap = 1, .metavar = "N",
-     .help = "steps between progress lines (default: 10 a epoch)"},
-    {"step-delay-ms", .kind = CONFIG_ARG_INT, FIELD(step_delay_ms), .ints = {0, 600000},
-     .unit = "milliseconds", .metavar = "MS", .help = "sleep per step (for tests and demos)"},
-    {"ckpt-local-copy-delay-ms", .kind = CONFIG_ARG_INT, FIELD(ckpt_local_copy_delay_ms),
-     .ints = {0, 600000}, .unit = "milliseconds", .metavar = "MS",
-     .help = "a local save's helper waits MS, then copies\n"
-             "the state (tests)"},
-    {"mtbf", .kind = CONFIG_ARG_REAL, FIELD(mtbf_hours), .reals = {0, 1e6, CONFIG_OPEN_MIN},
-     .max_is_cap = 1, .unit = "hours", .metavar = "H", .default_text = "24",
-     .help = "the job's mean time between failures, for the\n"
-             "checkpoint interval it implies (Young/Daly; 24)"},
-    {"fault", .kind = CONFIG_ARG_TEXT, FIELD(fault), .text = {0, 1, "expected KIND@STEP[:RANK]"},
-     .metavar = "F",
-     .help = "inject a failure (tests): KIND@STEP[:RANK], KIND\n"
-             "kill, segv, abort or stop, raised by RANK (default\n"
-             "every rank) once STEP steps are done"},
-    {"trace-samples", .kind = CONFIG_ARG_TEXT, FIELD(trace_samples),
-     .text = {TRACE_SUFFIX_MAX, 1, "empty or too long"}, .metavar = "PFX",
-     .help = "append each rank's trained sample indices to\n"
-             "PFX.<rank> as 'epoch step index...' lines (tests)"},
-    {"quiet", .kind = CONFIG_ARG_FLAG, FIELD(quiet),
-     .help = "only the resume, recovery, stop and summary\n(done:) lines"},
-    {"help", .kind = CONFIG_ARG_ACTION, .action = CONFIG_HELP},
-    {"version", .kind = CONFIG_ARG_ACTION, .action = CONFIG_VERSION, .join = ", "},
-};
-#define NOPTIONS UTIL_COUNT(config_opts)
-
-#define GIVEN_BITS (sizeof(((config_given_t *)0)->rows) * CHAR_BIT)
-_Static_assert(NOPTIONS <= GIVEN_BITS, "config_given_t has one bit per option");
-
-static const char help_head[] =
-    "usage: ftrain [options]\n"
-    "       mpirun -n N ftrain [options]     srun --mpi=pmix ftrain [options]\n"
-    "\n"
-    "Data-parallel training of an MLP that stops on SIGUSR1/SIGTERM/SIGINT with a\n"
-    "collective checkpoint (exit 75) and resumes on any number of ranks.\n"
-    "\n";
-
-static const char help_tail[] =
-    "\n"
-    "exit codes: 0 finished, 75 stopped after a committed checkpoint (requeue\n"
-    "me), 76 a hang (the watchdog ended the job), 2 bad options, 1 any other\n"
-    "failure, 128+signal when stopped without a run directory.\n";
-
-/* ---- table lookups --------------------------------------------------------- */
-
-const config_option_t *config_options(size_t *count)
-{
-    if (count)
-        *count = NOPTIONS;
-    return config_opts;
-}
-
-const config_option_t *config_option_find(const char *long_name)
-{
-    for (size_t i = 0; long_name && i < NOPTIONS; i++)
-        if (strcmp(config_opts[i].name, long_name) == 0)
-            return &config_opts[i];
-    return NULL;
-}
-
-static uint64_t row_bit(const config_option_t *row)
-{
-    return UINT64_C(1) << (size_t)(row - config_opts);
-}
-
-int config_given_add(config_given_t *given, const char *long_name)
-{
-    const config_option_t *row = config_option_find(long_name);
-    if (!row)
-        return CONFIG_EUSAGE;
-    given->rows |= row_bit(row);
-    return CONFIG_RUN;
-}
-
-int config_given_has(const config_given_t *given, const char *long_name)
-{
-    const config_option_t *row = config_option_find(long_name);
-    return given && row && (given->rows & row_bit(row)) != 0;
-}
 
 static int takes_value(const config_option_t *row)
 {
@@ -553,8 +260,10 @@ void config_defaults(config_t *cfg)
     cfg->mtbf_hours = 24;
     cfg->ckpt_local_keep = 2;
     cfg->fault_rank = -1;
-    for (size_t i = 0; i < NOPTIONS; i++) {
-        const config_option_t *row = &config_opts[i];
+    size_t count;
+    const config_option_t *rows = config_options(&count);
+    for (size_t i = 0; i < count; i++) {
+        const config_option_t *row = &rows[i];
         char err[DEFAULT_ERR_MAX];
         if (!row->default_text ||
             apply_value(cfg, row, row->default_text, err, sizeof err) == CONFIG_RUN)
@@ -565,85 +274,32 @@ void config_defaults(config_t *cfg)
     }
 }
 
-/* ---- help ------------------------------------------------------------------ */
-
-/* "  --name META" takes HELP_NAMES_WIDTH columns, then one blank, then the
- * help text; its further lines start at HELP_TEXT_COLUMN. */
-#define HELP_MARGIN 2
-#define HELP_NAMES_WIDTH 22
-#define HELP_TEXT_COLUMN (HELP_MARGIN + HELP_NAMES_WIDTH + 1)
-
-/* Print "[sep]-x, --name META" and @return the columns it took. */
-static int print_option_names(FILE *out, const config_option_t *row, const char *sep)
-{
-    int width = fprintf(out, "%s", sep);
-    if (row->short_name)
-        width += fprintf(out, "-%c, ", row->short_name);
-    width += fprintf(out, "--%s", row->name);
-    if (row->metavar)
-        width += fprintf(out, " %s", row->metavar);
-    return width;
-}
-
-/* The row at `first` and the rows joined to it, on one help line. */
-static void print_help_row(FILE *out, size_t first)
-{
-    const config_option_t *row = &config_opts[first];
-    int width = fprintf(out, "%*s", HELP_MARGIN, "") + print_option_names(out, row, "");
-    for (size_t next = first + 1; next < NOPTIONS && config_opts[next].join; next++)
-        width += print_option_names(out, &config_opts[next], config_opts[next].join);
-    if (!row->help) {
-        fputc('\n', out);
-        return;
-    }
-    int pad = HELP_TEXT_COLUMN - width;
-    fprintf(out, "%*s", pad > 1 ? pad : 1, "");
-    for (const char *line = row->help;;) {
-        const char *newline = strchr(line, '\n');
-        size_t len = newline ? (size_t)(newline - line) : strlen(line);
-        fprintf(out, "%.*s\n", (int)len, line);
-        if (!newline)
-            break;
-        fprintf(out, "%*s", HELP_TEXT_COLUMN, "");
-        line = newline + 1;
-    }
-}
-
-void config_usage(FILE *out)
-{
-    fputs(help_head, out);
-    for (size_t i = 0; i < NOPTIONS; i++) {
-        if (config_opts[i].join)
-            continue; /* printed on the line of the row it joins */
-        if (config_opts[i].section)
-            fprintf(out, "%s:\n", config_opts[i].section);
-        print_help_row(out, i);
-    }
-    fputs(help_tail, out);
-}
-
 /* ---- parsing --------------------------------------------------------------- */
 
 /* getopt_long's value for a long option: above every short option's char. */
 #define LONG_OPTION_BASE 256
 /* Each short option's letter, with ':' when it takes a value. */
-#define SHORT_OPTIONS_MAX (2 * NOPTIONS + 1)
+#define SHORT_OPTIONS_MAX (2 * CONFIG_OPTIONS_MAX + 1)
 
 static const config_option_t *row_of_getopt(int val)
 {
-    if (val >= LONG_OPTION_BASE && (size_t)(val - LONG_OPTION_BASE) < NOPTIONS)
-        return &config_opts[val - LONG_OPTION_BASE];
-    for (size_t i = 0; val > 0 && i < NOPTIONS; i++)
-        if (config_opts[i].short_name == val)
-            return &config_opts[i];
+    size_t count;
+    const config_option_t *rows = config_options(&count);
+    if (val >= LONG_OPTION_BASE && (size_t)(val - LONG_OPTION_BASE) < count)
+        return &rows[val - LONG_OPTION_BASE];
+    for (size_t i = 0; val > 0 && i < count; i++)
+        if (rows[i].short_name == val)
+            return &rows[i];
     return NULL;
 }
 
+/* longs holds CONFIG_OPTIONS_MAX + 1 entries, shorts SHORT_OPTIONS_MAX. */
 static void build_getopt_tables(struct option *longs, char *shorts)
 {
-    size_t nshort = 0;
-    for (size_t i = 0; i < NOPTIONS; i++) {
-        const config_option_t *row = &config_opts[i];
+    size_t nshort = 0, count;
+    const config_option_t *rows = config_options(&count);
+    for (size_t i = 0; i < count; i++) {
+        const config_option_t *row = &rows[i];
         int has_arg = takes_value(row) ? required_argument : no_argument;
         longs[i] = (struct option){row->name, has_arg, NULL, LONG_OPTION_BASE + (int)i};
         if (row->short_name) {
@@ -652,7 +308,7 @@ static void build_getopt_tables(struct option *longs, char *shorts)
                 shorts[nshort++] = ':';
         }
     }
-    longs[NOPTIONS] = (struct option){0, 0, 0, 0};
+    longs[count] = (struct option){0, 0, 0, 0};
     shorts[nshort] = '\0';
 }
 
@@ -680,7 +336,7 @@ static int refuse_getopt_error(char **argv, char *err, size_t cap)
 int config_parse_options(config_t *cfg, config_given_t *given, int argc, char **argv,
                          char *err, size_t cap)
 {
-    struct option longs[NOPTIONS + 1];
+    struct option longs[CONFIG_OPTIONS_MAX + 1];
     char shorts[SHORT_OPTIONS_MAX];
     build_getopt_tables(longs, shorts);
     optind = 0; /* 0, not 1: also forgets a cluster left by an earlier call */
@@ -692,7 +348,7 @@ int config_parse_options(config_t *cfg, config_given_t *given, int argc, char **
         const config_option_t *row = val == '?' ? NULL : row_of_getopt(val);
         if (!row)
             return refuse_getopt_error(argv, err, cap);
-        given->rows |= row_bit(row);
+        given->rows |= config_row_bit(row);
         if (row->kind == CONFIG_ARG_ACTION)
             return row->action;
         int rc = apply_value(cfg, row, optarg, err, cap);

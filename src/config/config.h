@@ -6,8 +6,9 @@
  * or CONFIG_EUSAGE (err says what is wrong; exit 2).  config_to_json()
  * writes the trajectory-defining options for checkpoints and metrics.
  *
- * Every option is one row of one table (config_options()): the row drives
- * its parsing, range check, default and --help line.  config_parse() is
+ * Every option is one row of one table (config_options(), config_table.c):
+ * the row drives its parsing and range check (config.c), its default and
+ * its --help line (config_help.c).  config_parse() is
  * config_parse_options() (each option alone), then config_check() (options
  * against each other), then the values one option implies for another
  * (--steps sets epochs to 0; no --run-dir means --resume none).
@@ -42,6 +43,22 @@ enum {
     CONFIG_EXCHANGE_THREAD = 1, /* the tier's helper thread (MPI_THREAD_MULTIPLE) */
     CONFIG_EXCHANGE_STEPS = 2   /* the training thread, at step boundaries */
 };
+
+/** What --device asks for.  config_t keeps the name as text (device_choose()
+ *  of the parallel layer parses it); this is the one table of the names:
+ *  "auto", "cpu", "cuda". */
+typedef enum {
+    CONFIG_DEVICE_AUTO = 0, /* a GPU when one can serve every rank, else the CPU */
+    CONFIG_DEVICE_CPU = 1,
+    CONFIG_DEVICE_CUDA = 2  /* a GPU per local rank, or an error */
+} config_device_t;
+
+/** _name: "unknown" for a value outside the table; _parse: the value, or -1
+ *  for an unknown name; _names: "auto, cpu or cuda" into buf, for messages
+ *  (returns buf). */
+const char *config_device_name(config_device_t device);
+int config_device_parse(const char *name);
+const char *config_device_names(char *buf, size_t cap);
 
 typedef struct {
     /* data and model */

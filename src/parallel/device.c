@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "config/config.h"
 #include "util/util.h"
 
 #ifdef FTRAIN_CUDA
@@ -29,10 +30,6 @@
 #define FTRAIN_MIN_CC 80
 /* A GPU's name, as cudaDeviceProp.name holds it. */
 #define DEVICE_GPU_NAME_MAX 256
-
-static const util_name_t device_wants[] = {
-    {"auto", DEVICE_WANT_AUTO}, {"cpu", DEVICE_WANT_CPU}, {"cuda", DEVICE_WANT_CUDA},
-};
 
 int device_cuda_built(void)
 {
@@ -138,15 +135,15 @@ int device_choose(const char *want, int local_rank, int local_size, device_kind_
         return util_fail(why, cap, DEVICE_EINVAL, "device: bad arguments");
     *kind = DEVICE_CPU;
     *ordinal = -1;
-    int wanted = device_want_parse(want);
+    int wanted = config_device_parse(want); /* the names are config's */
     if (wanted < 0)
         return util_fail(why, cap, DEVICE_EINVAL, "unknown device '%s' (expected %s)", want,
-                         device_want_names(names, sizeof names));
-    if (wanted == DEVICE_WANT_CPU) {
+                         config_device_names(names, sizeof names));
+    if (wanted == CONFIG_DEVICE_CPU) {
         snprintf(why, cap, "cpu: --device cpu");
         return DEVICE_OK;
     }
-    if (!device_cuda_built() && wanted == DEVICE_WANT_CUDA)
+    if (!device_cuda_built() && wanted == CONFIG_DEVICE_CUDA)
         return util_fail(why, cap, DEVICE_ENODEV,
                          "--device cuda: built without CUDA (rebuild with CUDA=1)");
     if (!device_cuda_built()) {
@@ -158,7 +155,7 @@ int device_choose(const char *want, int local_rank, int local_size, device_kind_
     char cant[DEVICE_WHY_MAX + 64];
     int count = 0;
     gpu_unusable(local_rank, &count, cant, sizeof cant);
-    if (cant[0] && wanted == DEVICE_WANT_CUDA)
+    if (cant[0] && wanted == CONFIG_DEVICE_CUDA)
         return util_fail(why, cap, DEVICE_ENODEV, "--device cuda: %s", cant);
     if (cant[0]) {
         snprintf(why, cap, "cpu: %s", cant);
@@ -335,6 +332,3 @@ const char *device_strerror(int err)
 {
     return util_name_of(device_errors, UTIL_COUNT(device_errors), err, "unknown error");
 }
-
-/* device_want_name(), device_want_parse(), device_want_names(). */
-UTIL_NAME_FUNCTIONS(device_want, device_want_t, device_wants)

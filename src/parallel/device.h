@@ -24,9 +24,6 @@
 
 typedef enum { DEVICE_CPU = 0, DEVICE_CUDA = 1 } device_kind_t;
 
-/** What --device asks for. */
-typedef enum { DEVICE_WANT_AUTO = 0, DEVICE_WANT_CPU = 1, DEVICE_WANT_CUDA = 2 } device_want_t;
-
 /** Room for a `why` line of device_choose(). */
 #define DEVICE_WHY_MAX 512
 
@@ -128,13 +125,5 @@ int device_nccl_warning(char *buf, size_t cap);
 
 /** @return a static name for an error code. */
 const char *device_strerror(int err);
-
-/** The one name table of --device: "auto", "cpu", "cuda".  _name:
- *  "unknown" for a value outside the table; _parse: the value, or -1 for an
- *  unknown name; _names: "auto, cpu or cuda" into buf, for messages
- *  (returns buf). */
-const char *device_want_name(device_want_t want);
-int device_want_parse(const char *name);
-const char *device_want_names(char *buf, size_t cap);
 
 #endif

@@ -3,7 +3,9 @@
  * by 1..5 simulated ranks (threads sharing an in-process collective), reads
  * of every tensor and of random ranges, loads by other world sizes, shuffle on
  * and off, frame sizes down to a few bytes so tensors span many frames, a
- * rank failing phase one, EEXIST on re-save, and list/latest_good/prune.
+ * rank failing phase one, EEXIST on re-save, and list/latest_good/prune;
+ * the size fields of ckpt_opts_t and ckpt_entry_t, and a size the library
+ * does not know refused with a message naming it.
  */
 #include <dirent.h>
 #include <pthread.h>
@@ -363,6 +365,70 @@ static void test_slice_rule(void)
        "ckpt_slice: a world of 0, a rank outside it, a NULL output: EINVAL");
 }
 
+/* The structures that may grow (ckpt.h, "structures that grow"): their
+ * size field is filled and checked, and a size the library does not know
+ * is refused with CKPT_EINVAL, a message naming both sizes, and nothing
+ * written. */
+static void test_struct_sizes(void)
+{
+    union { /* room for a ckpt_opts_t of a newer header */
+        ckpt_opts_t opts;
+        unsigned char bytes[sizeof(ckpt_opts_t) + 64];
+    } big;
+    ckpt_opts_t o;
+    ckpt_tensor_t t;
+    ckpt_entry_t *v = NULL;
+    size_t n = 0;
+    float data[4] = {1, 2, 3, 4};
+    char sroot[512], msg[64];
+
+    is_int(ckpt_opts_default(&o), CKPT_OK, "ckpt_opts_default: CKPT_OK");
+    is_int(o.size, sizeof o, "  and the options hold the caller's sizeof(ckpt_opts_t)");
+    is_int(ckpt_opts_init(&big.opts, sizeof big.opts + 16), CKPT_EINVAL,
+           "ckpt_opts_init with a larger size (a newer header): CKPT_EINVAL");
+    snprintf(msg, sizeof msg, "ckpt_opts_t of %zu bytes is not a size", sizeof big.opts + 16);
+    ok(strstr(ckpt_last_error(), msg) != NULL, "  the message names the size: %s",
+       ckpt_last_error());
+    snprintf(msg, sizeof msg, "its ckpt_opts_t has %zu bytes", sizeof big.opts);
+    ok(strstr(ckpt_last_error(), msg) != NULL, "  and the library's");
+    is_int(big.opts.size, sizeof big.opts + 16, "  and the size is kept in the options");
+    is_int(ckpt_opts_init(&o, sizeof o - sizeof(int)), CKPT_EINVAL,
+           "ckpt_opts_init with a smaller size: CKPT_EINVAL");
+    is_int(ckpt_opts_init(NULL, sizeof o), CKPT_EINVAL, "ckpt_opts_init(NULL): CKPT_EINVAL");
+
+    snprintf(sroot, sizeof sroot, "%s/sizes", root);
+    one_tensor(&t, "w", data);
+    ckpt_opts_default(&o);
+    o.fsync = 0;
+    o.size = sizeof o + 8;
+    is_int(ckpt_save(sroot, 1, &t, 1, "{}", &o, NULL), CKPT_EINVAL,
+           "ckpt_save with options of a size the library does not know: CKPT_EINVAL");
+    snprintf(msg, sizeof msg, "ckpt_opts_t of %zu bytes", sizeof o + 8);
+    ok(strstr(ckpt_last_error(), msg) && strstr(ckpt_last_error(), "ftrain/ckpt.h"),
+       "  the message names the size and the header: %s", ckpt_last_error());
+    ok(!exists(sroot, "step-00000001") && !exists(sroot, ".tmp-step-00000001"),
+       "  and no step was written");
+    o.size = 0; /* options not filled by ckpt_opts_default */
+    is_int(ckpt_save(sroot, 1, &t, 1, "{}", &o, NULL), CKPT_EINVAL,
+           "ckpt_save with options never filled (size 0): CKPT_EINVAL");
+    ok(strstr(ckpt_last_error(), "not filled by ckpt_opts_default()") != NULL,
+       "  the message says how to fill them: %s", ckpt_last_error());
+
+    ckpt_opts_default(&o);
+    o.fsync = 0;
+    is_int(ckpt_save(sroot, 1, &t, 1, "{}", &o, NULL), CKPT_OK, "the same save, size right");
+    is_int(ckpt_list(sroot, 0, &v, &n), CKPT_OK, "ckpt_list");
+    ok(n == 1 && v[0].size == sizeof(ckpt_entry_t) && v[0].step == 1,
+       "  each entry holds the caller's sizeof(ckpt_entry_t)");
+    free(v);
+    v = NULL;
+    is_int(ckpt_list_sized(sroot, 0, sizeof(ckpt_entry_t) + 8, &v, &n), CKPT_EINVAL,
+           "ckpt_list_sized with an entry size the library does not know: CKPT_EINVAL");
+    snprintf(msg, sizeof msg, "ckpt_entry_t of %zu bytes", sizeof(ckpt_entry_t) + 8);
+    ok(strstr(ckpt_last_error(), msg) != NULL && v == NULL && n == 0,
+       "  the message names the size, and nothing is returned: %s", ckpt_last_error());
+}
+
 int main(void)
 {
     ckpt_tensor_t t[NT], bad[2];
@@ -374,6 +440,7 @@ int main(void)
 
     tap_tmpdir(root, sizeof root, "ckpt_format");
     test_slice_rule();
+    test_struct_sizes();
 
     /* Names and codes. */
     is_int(ckpt_dtype_size(CKPT_F32), 4, "f32 is 4 bytes");

@@ -104,9 +104,9 @@ dump_cmp() {
 # XXH64" from libftrain-ckpt's read_range; empty without numpy/the library.
 HAVE_BIND=0
 case $BUILD in /*) _bdir=$BUILD ;; *) _bdir=$(pwd)/$BUILD ;; esac
-if [ -f "$_bdir/libftrain-ckpt.so.1" ] && "$PY" -c 'import numpy' 2>/dev/null; then
+if [ -f "$_bdir/libftrain-ckpt.so.2" ] && "$PY" -c 'import numpy' 2>/dev/null; then
     HAVE_BIND=1
-    export FTRAIN_CKPT_LIB="$_bdir/libftrain-ckpt.so.1"
+    export FTRAIN_CKPT_LIB="$_bdir/libftrain-ckpt.so.2"
 fi
 bind() {
     PYTHONPATH="$HERE/../../python" "$PY" -c '
@@ -178,7 +178,7 @@ for c in "$C1" "$C3" "$C2" "$S2"; do
         ok $? "$n: every tensor's bytes hash as libftrain-ckpt reads them" ||
             why "$(diff "$T/$n.hash" "$T/$n.bind" | head -n 10)"
     else
-        skip "$n: every tensor's bytes hash as libftrain-ckpt reads them" "no numpy or $BUILD/libftrain-ckpt.so.1"
+        skip "$n: every tensor's bytes hash as libftrain-ckpt reads them" "no numpy or $BUILD/libftrain-ckpt.so.2"
     fi
     is "$(sed -n 's/^param_xxh64 //p' "$T/$n.dump")" "$(hash_of "$T/$n.out")" \
         "$n: XXH64 of the model/ tensors' bytes is the param_hash of ftrain's done: line"
@@ -437,7 +437,7 @@ for i, kw in enumerate([dict(frame_bytes=64), dict(level=0, frame_bytes=100),
         i=$((i + 1))
     done
 else
-    for i in 1 2 3 4 5; do skip "binding case $i" "no numpy or $BUILD/libftrain-ckpt.so.1"; done
+    for i in 1 2 3 4 5; do skip "binding case $i" "no numpy or $BUILD/libftrain-ckpt.so.2"; done
 fi
 
 done_testing

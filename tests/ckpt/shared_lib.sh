@@ -1,7 +1,7 @@
 #!/bin/sh
 # shared_lib.sh - the checkpoint library as a shared library,
-# $BUILD/libftrain-ckpt.so.1.0.0: its SONAME is libftrain-ckpt.so.1 and the
-# .so.1 and .so links lead to it; it exports exactly the functions that the
+# $BUILD/libftrain-ckpt.so.2.0.0: its SONAME is libftrain-ckpt.so.2 and the
+# .so.2 and .so links lead to it; it exports exactly the functions that the
 # public headers (include/ftrain/ckpt.h, ckpt_local.h, ckpt_stop.h) declare,
 # as the compiler reads them, and nothing else: none of the internal ckpt_*
 # helpers its files share (which the static libckpt.a does hold); it needs
@@ -9,7 +9,7 @@
 # -lftrain-ckpt) runs.
 . "$(dirname "$0")/../lib.sh"
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-SO=$BUILD/libftrain-ckpt.so.1.0.0
+SO=$BUILD/libftrain-ckpt.so.2.0.0
 CC=${CC:-cc}
 [ -f "$SO" ] || skip_all "$SO not built (make $SO)"
 for tool in nm readelf "$CC"; do
@@ -17,11 +17,11 @@ for tool in nm readelf "$CC"; do
 done
 plan 9
 
-is "$(readelf -d "$SO" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')" libftrain-ckpt.so.1 \
-    "SONAME is libftrain-ckpt.so.1"
-is "$(readlink "$BUILD/libftrain-ckpt.so.1") $(readlink "$BUILD/libftrain-ckpt.so")" \
-    "libftrain-ckpt.so.1.0.0 libftrain-ckpt.so.1" \
-    "links: libftrain-ckpt.so.1 -> libftrain-ckpt.so.1.0.0, libftrain-ckpt.so -> libftrain-ckpt.so.1"
+is "$(readelf -d "$SO" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')" libftrain-ckpt.so.2 \
+    "SONAME is libftrain-ckpt.so.2"
+is "$(readlink "$BUILD/libftrain-ckpt.so.2") $(readlink "$BUILD/libftrain-ckpt.so")" \
+    "libftrain-ckpt.so.2.0.0 libftrain-ckpt.so.2" \
+    "links: libftrain-ckpt.so.2 -> libftrain-ckpt.so.2.0.0, libftrain-ckpt.so -> libftrain-ckpt.so.2"
 
 # The functions the headers declare: the preprocessed headers (no comments,
 # no HowTo examples) hold a name followed by "(" only where one is declared.

@@ -17,7 +17,7 @@
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 case $BUILD in /*) B=$BUILD ;; *) B=$SRC/$BUILD ;; esac
 CC=${CC:-cc}
-for f in ftrain ckptctl libftrain-ckpt.so.1.0.0 libckpt.a; do
+for f in ftrain ckptctl libftrain-ckpt.so.2.0.0 libckpt.a; do
     [ -e "$B/$f" ] || skip_all "$B/$f not built (make BUILD=$BUILD all)"
 done
 command -v pkg-config >/dev/null 2>&1 || skip_all "pkg-config not installed"
@@ -44,7 +44,7 @@ ok "$rc" "make install DESTDIR=... PREFIX=$P (exit $rc)" || why "$(tail -n 20 "$
 ok "$(! grep -Eq -- '( -c | -o |^ar |nvcc)' "$T/make.out"; echo $?)" \
     "  it only copies: nothing is compiled or linked" || why "$(grep -E -- '( -c | -o |^ar )' "$T/make.out" | head -n 5)"
 
-FILES="bin/ftrain bin/ckptctl lib/libftrain-ckpt.so.1.0.0 lib/libftrain-ckpt.a
+FILES="bin/ftrain bin/ckptctl lib/libftrain-ckpt.so.2.0.0 lib/libftrain-ckpt.a
 include/ftrain/ckpt.h include/ftrain/ckpt_local.h include/ftrain/ckpt_stop.h
 include/ftrain/exit_codes.h include/ftrain/version.h
 lib/pkgconfig/ftrain-ckpt.pc share/man/man1/ftrain.1 share/man/man1/ckptctl.1
@@ -52,8 +52,8 @@ share/man/man3/libftrain-ckpt.3 share/ftrain/train.sbatch"
 absent=""
 for f in $FILES; do [ -f "$DP/$f" ] && [ ! -L "$DP/$f" ] || absent="$absent $f"; done
 is "$absent" "" "every file is installed under DESTDIR$P"
-is "$(readlink "$DP/lib/libftrain-ckpt.so.1") $(readlink "$DP/lib/libftrain-ckpt.so")" \
-    "libftrain-ckpt.so.1.0.0 libftrain-ckpt.so.1" "  with the .so.1 and .so links"
+is "$(readlink "$DP/lib/libftrain-ckpt.so.2") $(readlink "$DP/lib/libftrain-ckpt.so")" \
+    "libftrain-ckpt.so.2.0.0 libftrain-ckpt.so.2" "  with the .so.2 and .so links"
 ok "$([ -x "$DP/bin/ftrain" ] && [ -x "$DP/bin/ckptctl" ] && [ -x "$DP/share/ftrain/train.sbatch" ]; echo $?)" \
     "  programs and the batch script executable"
 is "$(ls "$DP/include/ftrain" | tr '\n' ' ')" "ckpt.h ckpt_local.h ckpt_stop.h exit_codes.h local-addition.h version.h " \
@@ -141,12 +141,12 @@ EOF
 (cd "$T/ext" && "$CC" -std=c11 -Wall -Wextra -Werror roundtrip.c -o roundtrip $flags) >"$T/cc.out" 2>&1
 ok "$?" "a program outside the tree builds with pkg-config's flags alone" || why "$(cat "$T/cc.out")"
 is "$(readelf -d "$T/ext/roundtrip" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(libftrain-ckpt[^]]*\)\]/\1/p')" \
-    libftrain-ckpt.so.1 "  linked against libftrain-ckpt.so.1 (the SONAME)"
+    libftrain-ckpt.so.2 "  linked against libftrain-ckpt.so.2 (the SONAME)"
 out=$(LD_LIBRARY_PATH="$DP/lib" "$T/ext/roundtrip" "$T/ext/ckpt" 2>&1)
 rc=$?
 is "$out (exit $rc)" "step 7, 2 tensors, same (exit 0)" \
     "  it saves 2 tensors with ckpt_save and reads them back (installed library)"
-like "$(LD_LIBRARY_PATH="$DP/lib" ldd "$T/ext/roundtrip" 2>&1 | grep libftrain-ckpt)" "=> $DP/lib/libftrain-ckpt.so.1 " \
+like "$(LD_LIBRARY_PATH="$DP/lib" ldd "$T/ext/roundtrip" 2>&1 | grep libftrain-ckpt)" "=> $DP/lib/libftrain-ckpt.so.2 " \
     "  the library loaded is the installed one"
 (cd "$T" && "$DP/bin/ckptctl" verify "$T/ext/ckpt") >"$T/out" 2>&1
 rc=$?
@@ -164,7 +164,7 @@ if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import numpy' 2>/dev/null; th
     pyfinal=${PYDIR#$D}
     on_path "${pyfinal%/ftrain_ckpt}"
     ok $? "the Python package is installed in a directory on python3's sys.path ($pyfinal)"
-    out=$(cd "$T" && PYTHONPATH="${PYDIR%/ftrain_ckpt}" FTRAIN_CKPT_LIB="$DP/lib/libftrain-ckpt.so.1" \
+    out=$(cd "$T" && PYTHONPATH="${PYDIR%/ftrain_ckpt}" FTRAIN_CKPT_LIB="$DP/lib/libftrain-ckpt.so.2" \
         PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c 'import sys, ftrain_ckpt as fc
 c = fc.Checkpoint(sys.argv[1]); c.verify(); print(c.step, len(c.tensors), fc.__file__.startswith(sys.argv[2]))' \
         "$T/ext/ckpt/step-00000007" "$PYDIR" 2>&1)
@@ -178,7 +178,7 @@ fi
 make_here -n install DESTDIR="$T/multi" PREFIX=/usr LIBDIR=/usr/lib/x86_64-linux-gnu
 pyline=$(grep "python/ftrain_ckpt/.*\.py" "$T/make.out")
 pyto=$(printf '%s\n' "$pyline" | sed -n "s|.* '$T/multi\(/.*\)/ftrain_ckpt/'\$|\1|p")
-like "$(grep 'libftrain-ckpt.so.1.0.0' "$T/make.out" | head -n 1)" "$T/multi/usr/lib/x86_64-linux-gnu/" \
+like "$(grep 'libftrain-ckpt.so.2.0.0' "$T/make.out" | head -n 1)" "$T/multi/usr/lib/x86_64-linux-gnu/" \
     "make install LIBDIR=<multiarch>: the library goes into LIBDIR"
 if [ -x /usr/bin/python3 ]; then
     ok "$([ -n "$pyto" ] && on_path "$pyto"; echo $?)" \
@@ -249,7 +249,7 @@ if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import numpy' 2>/dev/null && 
     out=$(cd "$T" && env -u FTRAIN_CKPT_LIB -u LD_LIBRARY_PATH PYTHONPATH="${PYDIR2%/ftrain_ckpt}" \
         PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c 'import sys, ftrain_ckpt as fc
 c = fc.Checkpoint(sys.argv[1]); c.verify(); print(c.step, fc.library_path())' "$T/ext/ckpt2/step-00000007" 2>&1)
-    is "$out" "7 $P2/lib/libftrain-ckpt.so.1" \
+    is "$out" "7 $P2/lib/libftrain-ckpt.so.2" \
         "  the installed Python package loads the library installed with it (no FTRAIN_CKPT_LIB)" || why "$out"
 else
     skip "the installed Python package finds its library" "/usr/bin/python3 with numpy is not installed"

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "config/config.h"
 #include "parallel/comm_nccl.h"
 #include "parallel/device.h"
 #include "gpu/gpu.h"
@@ -75,9 +76,9 @@ int main(void)
            "NULL kind: invalid");
     is_int(device_choose(NULL, 0, 1, &kind, &ord, NULL, 0), DEVICE_EINVAL,
            "NULL want and no message buffer: invalid, no crash");
-    is_int(device_want_parse(device_want_name(DEVICE_WANT_CUDA)), DEVICE_WANT_CUDA,
-           "cuda round trip");
-    is_str(device_want_names(info, sizeof info), "auto, cpu or cuda", "device names");
+    is_int(config_device_parse(config_device_name(CONFIG_DEVICE_CUDA)), CONFIG_DEVICE_CUDA,
+           "cuda round trip (config's one table of the device names)");
+    is_str(config_device_names(info, sizeof info), "auto, cpu or cuda", "device names");
 
     why[0] = 'x';
     is_int(device_gpu_count(why, sizeof why), 0, "no GPU counted");

@@ -22,7 +22,7 @@
 #
 # Skips, with the reason, when the python ($PYTHON, default /usr/bin/python3)
 # lacks numpy or torch with gloo, or when the library is not built
-# ($BUILD/libftrain-ckpt.so.1, or FTRAIN_CKPT_LIB).  Takes 30-60 s on a
+# ($BUILD/libftrain-ckpt.so.2, or FTRAIN_CKPT_LIB).  Takes 30-60 s on a
 # busy 2-core machine (each process imports torch).
 . "$(dirname "$0")/../lib.sh"
 
@@ -37,8 +37,8 @@ if [ -n "${FTRAIN_CKPT_LIB:-}" ]; then
     from_tree=0
 else
     case $BUILD in /*) bdir=$BUILD ;; *) bdir=$(pwd)/$BUILD ;; esac
-    [ -f "$bdir/libftrain-ckpt.so.1" ] || skip_all "$BUILD/libftrain-ckpt.so.1 not built (make $BUILD/libftrain-ckpt.so.1)"
-    FTRAIN_CKPT_LIB=$bdir/libftrain-ckpt.so.1
+    [ -f "$bdir/libftrain-ckpt.so.2" ] || skip_all "$BUILD/libftrain-ckpt.so.2 not built (make $BUILD/libftrain-ckpt.so.2)"
+    FTRAIN_CKPT_LIB=$bdir/libftrain-ckpt.so.2
     from_tree=1
 fi
 export FTRAIN_CKPT_LIB
@@ -125,7 +125,7 @@ try:
     fc.library_path()
 except fc.LibraryNotFoundError as e:
     print("refused:", e)' 2>&1)
-like "$got" "^refused: cannot load libftrain-ckpt.so.1; tried: .*nowhere.so \\(FTRAIN_CKPT_LIB\\): no such file" \
+like "$got" "^refused: cannot load libftrain-ckpt.so.2; tried: .*nowhere.so \\(FTRAIN_CKPT_LIB\\): no such file" \
     "a wrong FTRAIN_CKPT_LIB is an error naming it, not a silent fallback"
 # Found nowhere: the message names every step tried, ldconfig's cache
 # (find_library) too, also when it had no entry.
@@ -135,7 +135,7 @@ try:
     print(fc.library_path())
 except fc.LibraryNotFoundError as e:
     print("refused:", e)' 2>&1)
-like "$got" "^refused: cannot load libftrain-ckpt.so.1; tried: .*nobuild/libftrain-ckpt.so.1 \(the source tree's \\\$BUILD\): no such file; .*ctypes.util.find_library.*; libftrain-ckpt.so.1 \(the dynamic loader\)" \
+like "$got" "^refused: cannot load libftrain-ckpt.so.2; tried: .*nobuild/libftrain-ckpt.so.2 \(the source tree's \\\$BUILD\): no such file; .*ctypes.util.find_library.*; libftrain-ckpt.so.2 \(the dynamic loader\)" \
     "a library found nowhere: the message names \$BUILD, ldconfig's cache and the loader" || why "$got"
 
 # ---- 2. three writers, one signalled while it starts -------------------------

@@ -17,7 +17,7 @@
 #      they were; a shape or dtype that differs is refused either way.
 #
 # Skips, with the reason, when the python ($PYTHON, default /usr/bin/python3)
-# lacks numpy, or when the library is not built ($BUILD/libftrain-ckpt.so.1,
+# lacks numpy, or when the library is not built ($BUILD/libftrain-ckpt.so.2,
 # or FTRAIN_CKPT_LIB).
 . "$(dirname "$0")/../lib.sh"
 
@@ -29,9 +29,9 @@ if [ -n "${FTRAIN_CKPT_LIB:-}" ]; then
     [ -f "$FTRAIN_CKPT_LIB" ] || skip_all "FTRAIN_CKPT_LIB=$FTRAIN_CKPT_LIB does not exist"
 else
     case $BUILD in /*) bdir=$BUILD ;; *) bdir=$(pwd)/$BUILD ;; esac
-    [ -f "$bdir/libftrain-ckpt.so.1" ] ||
-        skip_all "$BUILD/libftrain-ckpt.so.1 not built (make $BUILD/libftrain-ckpt.so.1)"
-    FTRAIN_CKPT_LIB=$bdir/libftrain-ckpt.so.1
+    [ -f "$bdir/libftrain-ckpt.so.2" ] ||
+        skip_all "$BUILD/libftrain-ckpt.so.2 not built (make $BUILD/libftrain-ckpt.so.2)"
+    FTRAIN_CKPT_LIB=$bdir/libftrain-ckpt.so.2
 fi
 export FTRAIN_CKPT_LIB
 export PYTHONDONTWRITEBYTECODE=1 # no __pycache__ in the source tree

@@ -23,7 +23,7 @@
 #      resumes (world 2 -> 2) and finishes.
 #
 # Skips when the python ($PYTHON, default /usr/bin/python3) lacks numpy or
-# torch with gloo, or the library is not built ($BUILD/libftrain-ckpt.so.1
+# torch with gloo, or the library is not built ($BUILD/libftrain-ckpt.so.2
 # or FTRAIN_CKPT_LIB).  About a minute on a busy 2-core machine for 1-4
 # (each process imports torch), and about another for 5.
 . "$(dirname "$0")/../lib.sh"
@@ -41,8 +41,8 @@ if [ -n "${FTRAIN_CKPT_LIB:-}" ]; then
     [ -f "$FTRAIN_CKPT_LIB" ] || skip_all "FTRAIN_CKPT_LIB=$FTRAIN_CKPT_LIB does not exist"
     case $FTRAIN_CKPT_LIB in /*) ;; *) FTRAIN_CKPT_LIB=$(pwd)/$FTRAIN_CKPT_LIB ;; esac
 else
-    [ -f "$bdir/libftrain-ckpt.so.1" ] || skip_all "$BUILD/libftrain-ckpt.so.1 not built (make $BUILD/libftrain-ckpt.so.1)"
-    FTRAIN_CKPT_LIB=$bdir/libftrain-ckpt.so.1
+    [ -f "$bdir/libftrain-ckpt.so.2" ] || skip_all "$BUILD/libftrain-ckpt.so.2 not built (make $BUILD/libftrain-ckpt.so.2)"
+    FTRAIN_CKPT_LIB=$bdir/libftrain-ckpt.so.2
 fi
 [ -x "$bdir/ckptctl" ] || skip_all "$BUILD/ckptctl not built (make)"
 export FTRAIN_CKPT_LIB GLOO_SOCKET_IFNAME=lo PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1

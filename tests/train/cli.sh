@@ -1,13 +1,13 @@
 #!/bin/sh
 # cli.sh - ftrain's command line: usage errors exit 2 and name the option on
 # stderr; --help lists every option the parser accepts (checked against the
-# option table in src/config/config.c, both ways); --version; data files that are
+# option table in src/config/config_table.c, both ways); --version; data files that are
 # missing or truncated exit 1 naming the file (on several ranks, said once).
 #
 # Option errors are found before MPI starts, so these runs need no launcher.
 . "$(dirname "$0")/../lib.sh"
 [ -x "$FTRAIN" ] || skip_all "$FTRAIN not built (make $FTRAIN)"
-SRC_CONFIG="$(dirname "$0")/../../src/config/config.c"
+SRC_CONFIG="$(dirname "$0")/../../src/config/config_table.c"
 SRC_VERSION="$(dirname "$0")/../../include/ftrain/version.h"
 
 # bad NAME WORD ARGS...: ftrain ARGS exits 2, says nothing on stdout, and its
@@ -128,13 +128,13 @@ MAN="$(dirname "$0")/../../man/ftrain.1"
 like "$(sed -n '/^\.B \\-\\-quiet/,/^\.TP/p' "$MAN")" "resume, recovery, stop and summary" \
     "man/ftrain.1: --quiet says the same"
 
-# Golden consistency: the long options of the parser's table (src/config/config.c,
+# Golden consistency: the long options of the parser's table (src/config/config_table.c,
 # between 'config_opts[] = {' and '};') and the options --help names.
 if [ -r "$SRC_CONFIG" ]; then
     sed -n '/config_opts\[\] *= *{/,/^};/p' "$SRC_CONFIG" |
         sed -n 's/^[[:space:]]*{"\([a-z0-9-]*\)",.*/\1/p' | sort -u >"$T/table"
     n=$(wc -l <"$T/table")
-    ok "$([ "$n" -ge 20 ]; echo $?)" "found the option table in src/config/config.c ($n options)"
+    ok "$([ "$n" -ge 20 ]; echo $?)" "found the option table in src/config/config_table.c ($n options)"
     missing=""
     while read -r o; do
         grep -Eq -- "--$o([^a-z0-9-]|\$)" "$T/help" || missing="$missing --$o"
@@ -155,10 +155,10 @@ if [ -r "$SRC_CONFIG" ]; then
     done <"$T/table"
     is "$unknown" "" "no option of the table is called unknown by the parser"
 else
-    skip "help vs option table" "src/config/config.c not found"
-    skip "help lists parser options" "src/config/config.c not found"
-    skip "help options are parsed" "src/config/config.c not found"
-    skip "table options parse" "src/config/config.c not found"
+    skip "help vs option table" "src/config/config_table.c not found"
+    skip "help lists parser options" "src/config/config_table.c not found"
+    skip "help options are parsed" "src/config/config_table.c not found"
+    skip "table options parse" "src/config/config_table.c not found"
 fi
 
 # --version: exit 0 on stdout, and names the version from the header.

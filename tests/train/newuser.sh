@@ -22,7 +22,7 @@ is "$rc $(cat "$T/out")" "0 ckptctl $want" "ckptctl --version says $want, exit 0
 
 num=$(echo "$want" | awk -F. '{ print $1 * 10000 + $2 * 100 + $3 }')
 got=$(python3 -c 'import ctypes, sys; print(ctypes.CDLL(sys.argv[1]).ckpt_version())' \
-    "$BUILD/libftrain-ckpt.so.1" 2>"$T/err")
+    "$BUILD/libftrain-ckpt.so.2" 2>"$T/err")
 is "$got" "$num" "the loaded library's ckpt_version() is $num" || why "$(cat "$T/err")"
 
 run "$CTL" list --json=1 "$T"
