@@ -39,12 +39,39 @@ _Static_assert(WHY_DETAIL_MAX < CKPT_ENTRY_WHY_MAX, "room for the error's name")
 
 /* ---- listing ---------------------------------------------------------- */
 
+/* Parse the name of a directory set aside (set_aside below): a step
+ * directory's name and ".corrupt", or ".corrupt-<k>" with k in
+ * 2..CORRUPT_TRIES_MAX written without leading zeros.  @return 1 and *step
+ * on a match. */
+static int parse_set_aside(const char *name, uint64_t *step)
+{
+    const char *dot = strstr(name, ".corrupt");
+    char base[CKPT_FILE_NAME_MAX];
+    if (!dot || dot == name || (size_t)(dot - name) >= sizeof base)
+        return 0;
+    const char *tail = dot + strlen(".corrupt");
+    if (*tail) {
+        if (tail[0] != '-' || tail[1] < '1' || tail[1] > '9' ||
+            strspn(tail + 1, "0123456789") != strlen(tail + 1) || strlen(tail + 1) > 4)
+            return 0;
+        long k = strtol(tail + 1, NULL, 10);
+        if (k < 2 || k > CORRUPT_TRIES_MAX)
+            return 0;
+    }
+    memcpy(base, name, (size_t)(dot - name));
+    base[dot - name] = '\0';
+    return ckpt_parse_dirname(base, 0, step);
+}
+
 static int cmp_entry(const void *left, const void *right)
 {
     const ckpt_entry_t *one = left, *other = right;
     if (one->step != other->step)
         return one->step < other->step ? -1 : 1;
-    return strcmp(one->name, other->name);
+    /* A step's live entries come before what was set aside of it, so
+     * that a caller's "newest entry" is never a set-aside one. */
+    int aside = (one->status == CKPT_ST_SET_ASIDE) - (other->status == CKPT_ST_SET_ASIDE);
+    return aside ? aside : strcmp(one->name, other->name);
 }
 
 /* Set entry's reason to rc's name and the thread's last message. */
@@ -84,6 +111,19 @@ static void inspect_step(const char *root, int verify, ckpt_entry_t *entry)
     if (rc != CKPT_OK)
         set_why(entry, rc);
     ckpt_close(ckpt);
+}
+
+/* Fill entry for name, a directory set aside as damaged: never opened. */
+static void fill_set_aside(const char *name, uint64_t step, ckpt_entry_t *entry)
+{
+    memset(entry, 0, sizeof *entry);
+    entry->size = sizeof *entry;
+    assert(strlen(name) < sizeof entry->name); /* ckpt_list skips longer names */
+    strcpy(entry->name, name);
+    entry->step = step;
+    entry->status = CKPT_ST_SET_ASIDE;
+    snprintf(entry->why, sizeof entry->why, "set aside as damaged when a run resumed from "
+             "an older checkpoint; kept for inspection, never read");
 }
 
 /* Fill entry for name, a step directory (tmp 0) or a temp dir (tmp 1) in
@@ -144,11 +184,14 @@ int ckpt_list_sized(const char *root, int verify, size_t entry_size, ckpt_entry_
     if (!ckpt_latest_read(root, latest, sizeof latest, &latest_step))
         latest[0] = '\0';
     while ((errno = 0, dirent = readdir(dir)) != NULL) {
-        int tmp = 0;
+        int tmp = 0, aside = 0;
         if (!ckpt_parse_dirname(dirent->d_name, 0, &step)) {
-            if (!ckpt_parse_dirname(dirent->d_name, 1, &step))
+            if (ckpt_parse_dirname(dirent->d_name, 1, &step))
+                tmp = 1;
+            else if ((verify & CKPT_LIST_SET_ASIDE) && parse_set_aside(dirent->d_name, &step))
+                aside = 1;
+            else
                 continue;
-            tmp = 1;
         }
         if (count == cap) {
             ckpt_entry_t *grown = ckpt_grow(entries, &cap, sizeof *entries, 16);
@@ -158,8 +201,11 @@ int ckpt_list_sized(const char *root, int verify, size_t entry_size, ckpt_entry_
             }
             entries = grown;
         }
-        fill_entry(dir, root, dirent->d_name, step, tmp, verify, latest,
-                   &entries[count++]);
+        if (aside)
+            fill_set_aside(dirent->d_name, step, &entries[count++]);
+        else
+            fill_entry(dir, root, dirent->d_name, step, tmp, verify & CKPT_LIST_VERIFY,
+                       latest, &entries[count++]);
     }
     if (rc == CKPT_OK && errno != 0)
         rc = ckpt_seterr(CKPT_EIO, "%s: readdir: %s", root, strerror(errno));
@@ -411,6 +457,31 @@ static int prune(const char *root, int keep, const char *in_use,
             nremoved++;
         else if (rc == CKPT_ENOTFOUND)
             rc = CKPT_OK;
+    }
+    if (nremoved > 0)
+        (void)ckpt_fsync_dir(root);
+    if (removed)
+        *removed = nremoved;
+    free(entries);
+    return rc;
+}
+
+int ckpt_prune_set_aside(const char *root, int *removed)
+{
+    ckpt_entry_t *entries = NULL;
+    size_t nentries = 0;
+    int rc, nremoved = 0;
+    if (removed)
+        *removed = 0;
+    if ((rc = ckpt_list(root, CKPT_LIST_SET_ASIDE, &entries, &nentries)) != CKPT_OK)
+        return rc;
+    for (size_t i = 0; i < nentries && rc == CKPT_OK; i++) {
+        char path[CKPT_PATH_MAX];
+        if (entries[i].status != CKPT_ST_SET_ASIDE)
+            continue;
+        if ((rc = ckpt_path_join(path, sizeof path, root, entries[i].name)) == CKPT_OK &&
+            (rc = ckpt_remove_tree(AT_FDCWD, path, path)) == CKPT_OK)
+            nremoved++;
     }
     if (nremoved > 0)
         (void)ckpt_fsync_dir(root);

@@ -55,6 +55,8 @@ static const opt_def_t options[] = {
     {OPT_TO, "--to", "DIR", "the shared root to write into (required)"},
     {OPT_STEP, "--step", "N",
      "the step (default: the newest the roots hold completely)"},
+    {OPT_SET_ASIDE, "--set-aside", NULL,
+     "also remove the checkpoints set aside as damaged (step-<N>.corrupt)"},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 
@@ -123,15 +125,17 @@ static const cmd_def_t commands[] = {
      "directory (ftrain --run-dir) stands for its ckpt/; a checkpoint is not a\n"
      "root.  A refused import leaves nothing, not even the DIR it created.",
      0, 2, 2, cmd_import},
-    {"prune", "[--keep K] DIR",
+    {"prune", "[--keep K] [--set-aside] DIR",
      "remove all but the newest K committed checkpoints (default 3)",
      "Remove all but the newest K committed checkpoints under DIR, and temp\n"
      "dirs of crashed saves older than the newest committed step.  The\n"
      "checkpoint LATEST names is never removed, nor the newest one that\n"
      "verifies (checkpoints are read, newest first, until one does).  K is\n"
-     "from 1 to 2147483647.  A run directory (ftrain --run-dir) stands for its\n"
+     "from 1 to 2147483647.  Checkpoints set aside as damaged (step-<N>.corrupt,\n"
+     "left by a resume from an older one) stay for inspection unless\n"
+     "--set-aside is given.  A run directory (ftrain --run-dir) stands for its\n"
      "ckpt/; a checkpoint is not a root.",
-     OPT_KEEP, 1, 1, cmd_prune},
+     OPT_KEEP | OPT_SET_ASIDE, 1, 1, cmd_prune},
     {"flush", "[--json] LOCAL_ROOT... --to DIR [--step N]",
      "copy a step from node-local roots into the root DIR, complete",
      "Assemble one complete checkpoint from the step directories of the\n"

@@ -45,7 +45,8 @@ enum {
     OPT_FORCE = 1u << 3,
     OPT_LOCAL = 1u << 4,
     OPT_TO = 1u << 5,
-    OPT_STEP = 1u << 6
+    OPT_STEP = 1u << 6,
+    OPT_SET_ASIDE = 1u << 7
 };
 
 /* A command's parsed arguments. */

@@ -155,6 +155,12 @@ static void print_prune_summary(const char *root, int removed, const ckpt_entry_
         kept += after[j].status == CKPT_ST_COMMITTED;
     printf("removed %d, %zu committed checkpoint%s left in '%s'\n", removed, kept,
            kept == 1 ? "" : "s", root);
+    size_t aside = 0;
+    for (size_t j = 0; j < nafter; j++)
+        aside += after[j].status == CKPT_ST_SET_ASIDE;
+    if (aside)
+        printf("%zu set aside as damaged left for inspection (prune --set-aside removes "
+               "them)\n", aside);
     const char *newest = NULL; /* the newest committed checkpoint before */
     for (size_t i = 0; i < nbefore; i++)
         if (before[i].status == CKPT_ST_COMMITTED)
@@ -179,7 +185,7 @@ int cmd_prune(const args_t *args)
     int result = ctl_check_root("prune", root, false);
     if (result != EXIT_GOOD)
         return result;
-    int rc = ckpt_list(root, 0, &before, &nbefore);
+    int rc = ckpt_list(root, CKPT_LIST_SET_ASIDE, &before, &nbefore);
     if (rc != CKPT_OK)
         return ctl_lib_fail("prune", root, rc);
     /* Never remove the checkpoint LATEST names, even when it is not among
@@ -192,6 +198,10 @@ int cmd_prune(const args_t *args)
      * would otherwise count among the K and the only good one could go. */
     char good[CKPT_PATH_MAX];
     rc = ckpt_prune_keep_good(root, keep, in_use, &removed, good, sizeof good);
+    int removed_aside = 0;
+    if (rc == CKPT_OK && (args->set & OPT_SET_ASIDE))
+        rc = ckpt_prune_set_aside(root, &removed_aside);
+    removed += removed_aside;
     /* The listing below replaces the library's message: keep it for the
      * end (a message is at most a path and some words). */
     char why[PRUNE_WHY_MAX] = "";
@@ -200,7 +210,7 @@ int cmd_prune(const args_t *args)
     /* What is gone is what a second listing lacks, said on failure too:
      * what went before it stays gone.  If that listing fails, only the
      * count is known. */
-    if (ckpt_list(root, 0, &after, &nafter) == CKPT_OK)
+    if (ckpt_list(root, CKPT_LIST_SET_ASIDE, &after, &nafter) == CKPT_OK)
         print_removed(before, nbefore, after, nafter);
     if (rc == CKPT_OK) {
         print_prune_summary(root, removed, before, nbefore, after, nafter, good);

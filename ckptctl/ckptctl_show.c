@@ -73,6 +73,8 @@ static const char *status_name(ckpt_status_t status)
         return "committed";
     case CKPT_ST_INCOMPLETE:
         return "incomplete";
+    case CKPT_ST_SET_ASIDE:
+        return "set-aside";
     default:
         return "corrupt";
     }
@@ -133,8 +135,8 @@ static json_t *list_entry_json(const ckpt_entry_t *entry, bool have_epoch,
 
 /* One line of list; with --local (local), the shards present and the
  * bytes held replace the stored size (held as list_entry_json's). */
-static void list_entry_print(const ckpt_entry_t *entry, bool have_epoch, long long epoch,
-                             bool local, const ckpt_local_step_t *held)
+static void list_entry_print(const ckpt_entry_t *entry, int name_width, bool have_epoch,
+                             long long epoch, bool local, const ckpt_local_step_t *held)
 {
     char raw[CTL_FIELD_MAX], stored[CTL_FIELD_MAX], when[CTL_FIELD_MAX];
     char epoch_text[CTL_FIELD_MAX], world[CTL_FIELD_MAX], shards[CTL_FIELD_MAX] = "";
@@ -152,7 +154,7 @@ static void list_entry_print(const ckpt_entry_t *entry, bool have_epoch, long lo
         snprintf(shards, sizeof shards, " %4d of %-3d", held->npresent, held->nshards);
     else if (local)
         snprintf(shards, sizeof shards, " %11s", "-");
-    printf("%-20s %10" PRIu64 " %6s %5s%s %10s %10s  %-19s  %s%s%s%s\n", entry->name,
+    printf("%-*s %10" PRIu64 " %6s %5s%s %10s %10s  %-19s  %s%s%s%s\n", name_width, entry->name,
            entry->step, epoch_text, world, shards, known ? raw : "-",
            known && (!local || held) ? stored : "-", known ? when : "-",
            status_name(entry->status), entry->is_latest ? " LATEST" : "",
@@ -233,7 +235,7 @@ int cmd_list(const args_t *args)
     /* --verify re-reads each committed step here, as verify does, so that
      * both call a checkpoint the same (and with --local only the shards
      * present are read). */
-    int rc = ckpt_list(root, 0, &entries, &count);
+    int rc = ckpt_list(root, CKPT_LIST_SET_ASIDE, &entries, &count);
     if (rc != CKPT_OK)
         return ctl_lib_fail("list", root, rc);
     if (local && (rc = ckpt_local_scan(root, &steps, &nsteps)) != CKPT_OK) {
@@ -243,11 +245,16 @@ int cmd_list(const args_t *args)
 
     json_t *list = json ? json_array() : NULL;
     bool bad = false;
+    /* The name column fits the longest name (step-<N>.corrupt-<k>). */
+    int w = 20;
+    for (size_t i = 0; i < count; i++)
+        if ((int)strlen(entries[i].name) > w)
+            w = (int)strlen(entries[i].name);
     if (!json && count > 0 && local)
-        printf("%-20s %10s %6s %5s %11s %10s %10s  %-19s  %s\n", "NAME", "STEP", "EPOCH",
+        printf("%-*s %10s %6s %5s %11s %10s %10s  %-19s  %s\n", w, "NAME", "STEP", "EPOCH",
                "WORLD", "PRESENT", "RAW", "HELD", "CREATED", "STATUS");
     else if (!json && count > 0)
-        printf("%-20s %10s %6s %5s %10s %10s  %-19s  %s\n", "NAME", "STEP", "EPOCH",
+        printf("%-*s %10s %6s %5s %10s %10s  %-19s  %s\n", w, "NAME", "STEP", "EPOCH",
                "WORLD", "RAW", "STORED", "CREATED", "STATUS");
     for (size_t i = 0; i < count; i++) {
         long long epoch = -1;
@@ -264,7 +271,7 @@ int cmd_list(const args_t *args)
             json_array_append_new(list, list_entry_json(&entries[i], have_epoch, epoch,
                                                         local, held));
         else
-            list_entry_print(&entries[i], have_epoch, epoch, local, held);
+            list_entry_print(&entries[i], w, have_epoch, epoch, local, held);
     }
     ckpt_local_scan_free(steps, nsteps);
     int result = bad ? EXIT_BAD : EXIT_GOOD;
@@ -840,7 +847,7 @@ static int verify_root(const char *root, verify_tally_t *tally)
 {
     ckpt_entry_t *entries = NULL;
     size_t count = 0;
-    int rc = ckpt_list(root, 0, &entries, &count);
+    int rc = ckpt_list(root, CKPT_LIST_SET_ASIDE, &entries, &count);
     if (rc != CKPT_OK)
         return ctl_lib_fail("verify", root, rc);
     for (size_t i = 0; i < count; i++) {
@@ -849,6 +856,13 @@ static int verify_root(const char *root, verify_tally_t *tally)
         uint64_t step;
         if (ckpt_parse_dirname(entry->name, 1, &step)) {
             verify_skip(root, entry, tally);
+            continue;
+        }
+        if (entry->status == CKPT_ST_SET_ASIDE) { /* known bad: shown, not counted */
+            bool fits = snprintf(dir, sizeof dir, "%s/%s", root, entry->name) < (int)sizeof dir;
+            tally->skipped++;
+            verify_not_judged(entry->name, fits ? dir : NULL, ctl_json_uint(entry->step),
+                              "set-aside", entry->why, tally);
             continue;
         }
         if (snprintf(dir, sizeof dir, "%s/%s", root, entry->name) >= (int)sizeof dir)

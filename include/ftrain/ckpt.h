@@ -364,8 +364,15 @@ CKPT_API size_t ckpt_text_clean(const char *text, char *buf, size_t cap);
 typedef enum {
     CKPT_ST_COMMITTED = 0,  /* manifest present and valid (not re-verified) */
     CKPT_ST_INCOMPLETE = 1, /* temp dir or step dir without manifest */
-    CKPT_ST_CORRUPT = 2     /* manifest invalid, or verify failed */
+    CKPT_ST_CORRUPT = 2,    /* manifest invalid, or verify failed */
+    CKPT_ST_SET_ASIDE = 3   /* step-<N>.corrupt[-k]: moved out of the way as
+                               damaged (ckpt_set_aside_after); never read.
+                               Listed only with CKPT_LIST_SET_ASIDE */
 } ckpt_status_t;
+
+/* Flags of ckpt_list (its verify argument; 0 and 1 keep their meaning). */
+#define CKPT_LIST_VERIFY 1    /* fully verify every committed checkpoint */
+#define CKPT_LIST_SET_ASIDE 2 /* also the directories set aside as damaged */
 
 /* Room for an entry's reason, with its NUL. */
 #define CKPT_ENTRY_WHY_MAX 256
@@ -388,7 +395,11 @@ typedef struct {
 
 /**
  * List checkpoints under root, sorted by step (incomplete temp dirs too).
- * With verify != 0 every committed one is fully verified.  *out is an array
+ * verify holds flags: with CKPT_LIST_VERIFY (1) every committed one is
+ * fully verified; with CKPT_LIST_SET_ASIDE the directories set aside as
+ * damaged (step-<N>.corrupt[-k]) are listed too, as CKPT_ST_SET_ASIDE,
+ * after any other entry of their step, with nothing read from them.  Other
+ * bits are ignored.  *out is an array
  * of *nentries entries of entry_size bytes each (the caller's
  * sizeof(ckpt_entry_t)), each with its size field set to entry_size; it is
  * malloc'd: free() it.  Call it through ckpt_list(), which passes that size.
@@ -440,6 +451,16 @@ CKPT_API int ckpt_set_aside_after(const char *root, uint64_t step,
  * @return CKPT_OK or CKPT_EIO.
  */
 CKPT_API int ckpt_prune(const char *root, int keep, const char *in_use, int *removed);
+
+/**
+ * Remove every directory set aside as damaged (step-<N>.corrupt[-k],
+ * ckpt_set_aside_after) under root: they are kept for inspection only, and
+ * nothing reads them.  Nothing else is touched.  *removed gets the count
+ * when not NULL.
+ * @return CKPT_OK (also when there is none), CKPT_ENOTFOUND (no such
+ *         root) or CKPT_EIO (what was removed stays removed).
+ */
+CKPT_API int ckpt_prune_set_aside(const char *root, int *removed);
 
 /**
  * ckpt_prune that also never removes the newest checkpoint that verifies

@@ -56,7 +56,7 @@ Entry = collections.namedtuple(
 Entry.__doc__ = """One entry of list_checkpoints(): status is "committed",
 "incomplete" or "corrupt"; why says what is wrong when it is not committed."""
 
-_STATUS = ("committed", "incomplete", "corrupt")
+_STATUS = ("committed", "incomplete", "corrupt", "set-aside")
 
 _OPTION_FIELDS = ("level", "threads", "shuffle", "frame_bytes", "fsync", "direct", "adapt")
 
@@ -593,7 +593,7 @@ def list_checkpoints(root, verify=False):
                                    f"ckpt_entry_t has {size} bytes")
             name = e.name.decode("utf-8", "replace")
             out.append(Entry(name, os.path.join(os.fspath(root), name), int(e.step),
-                             _STATUS[e.status] if 0 <= e.status < 3 else str(e.status),
+                             _STATUS[e.status] if 0 <= e.status < len(_STATUS) else str(e.status),
                              bool(e.is_latest), bool(e.is_link), int(e.world_size),
                              int(e.raw_bytes), int(e.file_bytes), int(e.created),
                              e.why.decode("utf-8", "replace")))

@@ -369,6 +369,39 @@ int main(void)
             ckpt_list(r5, 0, &v, &n);
             ok(n == 2 && v[1].step == 21, "list shows steps 20 and 21 only");
             free(v);
+            /* With CKPT_LIST_SET_ASIDE, the two set aside too, after the
+             * live entries, never opened; a name that only looks like one
+             * is not listed. */
+            snprintf(p, sizeof p, "%s/step-00000022.corruptx", r5);
+            mkdir(p, 0755);
+            snprintf(p, sizeof p, "%s/step-00000022.corrupt-0", r5);
+            mkdir(p, 0755);
+            v = NULL;
+            n = 0;
+            is_int(ckpt_list(r5, CKPT_LIST_SET_ASIDE, &v, &n), CKPT_OK,
+                   "list with CKPT_LIST_SET_ASIDE");
+            ok(n == 4 && v[2].status == CKPT_ST_SET_ASIDE && v[2].step == 22 &&
+                   strcmp(v[2].name, "step-00000022.corrupt") == 0 &&
+                   v[3].status == CKPT_ST_SET_ASIDE &&
+                   strcmp(v[3].name, "step-00000022.corrupt-2") == 0 && v[3].world_size == 0,
+               "  shows step-00000022.corrupt and .corrupt-2 as set aside (not the look-alikes)");
+            free(v);
+            int nremoved = -1;
+            is_int(ckpt_prune_set_aside(r5, &nremoved), CKPT_OK, "prune_set_aside");
+            ok(nremoved == 2, "  removed the 2 set aside (%d)", nremoved);
+            snprintf(p, sizeof p, "%s/step-00000022.corrupt", r5);
+            snprintf(q, sizeof q, "%s/step-00000022.corruptx", r5);
+            ok(!exists(p) && exists(q), "  and nothing else (the look-alike stays)");
+            v = NULL;
+            n = 0;
+            ckpt_list(r5, CKPT_LIST_SET_ASIDE, &v, &n);
+            ok(n == 2 && v[0].step == 20 && v[1].step == 21, "  steps 20 and 21 are left");
+            free(v);
+            is_int(ckpt_prune_set_aside(r5, &nremoved), CKPT_OK, "prune_set_aside again");
+            ok(nremoved == 0, "  removes nothing (%d)", nremoved);
+            snprintf(p, sizeof p, "%s/no-such-root", r5);
+            is_int(ckpt_prune_set_aside(p, &nremoved), CKPT_ENOTFOUND,
+                   "prune_set_aside of a missing root: CKPT_ENOTFOUND");
         }
         /* LATEST names a step that no longer exists: the next commit of an
          * older step moves it back. */

@@ -266,6 +266,38 @@ run "$C" inspect "$T/dm3/step-00000004"
 ok "$([ "$rc" -eq 1 ] && grep -q "^ckptctl: inspect: '$T/dm3/step-00000004': " "$T/err"; echo $?)" \
     "inspect of a bad checkpoint: the same form (exit $rc)" || shown
 
+# Checkpoints set aside as damaged (step-<N>.corrupt, .corrupt-2: what a
+# resume from an older one leaves, ckpt_set_aside_after's names) are
+# shown by list and verify, never counted as bad, and removed by prune
+# only with --set-aside.
+SA=$T/aside
+for st in 10 20 30; do "$MK" "$SA" $st --mb 0 >/dev/null; done
+mv "$SA/step-00000030" "$SA/step-00000030.corrupt"
+"$MK" "$SA" 30 --mb 0 >/dev/null && mv "$SA/step-00000030" "$SA/step-00000030.corrupt-2"
+run "$C" list "$SA"
+ok "$([ "$rc" -eq 0 ] && grep -q '^step-00000030\.corrupt  *30  *-  *-  *-  *-  *-  *set-aside: set aside as damaged' "$T/out" &&
+    grep -q '^step-00000030\.corrupt-2  *30 .* set-aside: ' "$T/out"; echo $?)" \
+    "list shows both set aside, status set-aside, exit $rc (not a corrupt checkpoint)" || shown
+run "$C" list --json "$SA"
+is "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print([(c["name"], c["status"]) for c in d["checkpoints"] if c["step"] == 30])' "$T/out")" \
+    "[('step-00000030.corrupt', 'set-aside'), ('step-00000030.corrupt-2', 'set-aside')]" \
+    "list --json: the same entries" || shown
+run "$C" verify "$SA"
+ok "$([ "$rc" -eq 0 ] && grep -q '^step-00000030\.corrupt: set-aside: ' "$T/out" &&
+    grep -q '^step-00000020: ok' "$T/out"; echo $?)" \
+    "verify of the root shows them, not verified, and exits $rc on the good ones" || shown
+run "$C" prune --keep 1 "$SA"
+ok "$([ "$rc" -eq 0 ] && [ -d "$SA/step-00000030.corrupt" ] && [ -d "$SA/step-00000030.corrupt-2" ] &&
+    grep -q '^2 set aside as damaged left for inspection (prune --set-aside removes them)$' "$T/out"; echo $?)" \
+    "prune keeps them without --set-aside, and says how to remove them" || shown
+run "$C" prune --keep 1 --set-aside "$SA"
+ok "$([ "$rc" -eq 0 ] && [ ! -e "$SA/step-00000030.corrupt" ] && [ ! -e "$SA/step-00000030.corrupt-2" ] &&
+    [ -d "$SA/step-00000020" ] && grep -q '^removed step-00000030.corrupt-2$' "$T/out"; echo $?)" \
+    "prune --set-aside removes them, and only them (step 20 kept)" || shown
+run "$C" verify --set-aside "$SA"
+is "$rc $(head -n 1 "$T/err")" "2 ckptctl: verify: option '--set-aside' does not apply to 'verify'" \
+    "--set-aside is prune's only" || shown
+
 ! grep -q -e 'Sanitizer' -e 'runtime error:' "$T/all-err" 2>/dev/null
 ok $? "no sanitizer report in any run"
 done_testing
