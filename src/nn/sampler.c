@@ -27,11 +27,24 @@ int sampler_init(sampler_t *smp, int64_t samples, int64_t global_batch,
                          (long long)micro_batch, (long long)global_batch);
     /* Every step would take the whole set, not B samples: the run would
      * say one batch and train another (its samples/s too). */
-    if (global_batch > samples)
+    if (global_batch > samples) {
+        /* The advice must be a value the option check accepts: a multiple
+         * of the micro-batch (one exists: micro_batch <= samples here, or
+         * the set is smaller than one micro-batch). */
+        long long fit = (long long)(samples / micro_batch * micro_batch);
+        if (fit == 0)
+            return util_fail(err, cap, SAMPLER_EINVAL,
+                             "--micro-batch %lld is larger than the training set, which has "
+                             "%lld samples: give --micro-batch %lld or less (and a "
+                             "--global-batch it divides)",
+                             (long long)micro_batch, (long long)samples, (long long)samples);
         return util_fail(err, cap, SAMPLER_EINVAL,
                          "--global-batch %lld is larger than the training set, which has "
-                         "%lld samples: give --global-batch %lld or less",
-                         (long long)global_batch, (long long)samples, (long long)samples);
+                         "%lld samples: give --global-batch %lld or less, a multiple of "
+                         "--micro-batch %lld",
+                         (long long)global_batch, (long long)samples, fit,
+                         (long long)micro_batch);
+    }
     if ((uint64_t)samples > SIZE_MAX / sizeof *smp->perm)
         return util_fail(err, cap, SAMPLER_ENOMEM,
                          "sampler: a permutation of %lld samples does not fit in memory",

@@ -273,14 +273,20 @@ int main(void)
             {100, 32, 0, "micro = 0", small},     {100, 32, -8, "micro < 0", small},
             {100, 32, 33, "micro > B", "larger than the global batch"},
             /* Each step would train the n samples, not B, under B's name. */
-            {7, 16, 16, "B > n",
-             "--global-batch 16 is larger than the training set, which has 7 samples"},
+            {7, 16, 16, "micro = B > n",
+             "--micro-batch 16 is larger than the training set, which has 7 samples: give "
+             "--micro-batch 7 or less"},
             {1000, 4096, 16, "B = 4096 > n = 1000",
-             "--global-batch 4096 is larger than the training set, which has 1000 samples"},
+             "--global-batch 4096 is larger than the training set, which has 1000 samples: "
+             "give --global-batch 992 or less, a multiple of --micro-batch 16"},
+            /* sine's 100 samples and the defaults: the advice is a value the
+             * option check takes (a multiple of the micro-batch), not 100. */
+            {100, 128, 16, "B = 128 > n = 100",
+             "give --global-batch 96 or less, a multiple of --micro-batch 16"},
         };
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
             sampler_t s;
-            char err[256] = "";
+            char err[320] = "";
             is_int(sampler_init(&s, bad[i].n, bad[i].b, bad[i].m, 1, err, sizeof err),
                    SAMPLER_EINVAL, "refuses %s", bad[i].what);
             ok(strstr(err, bad[i].says) != NULL, "%s: the message says why: %s", bad[i].what,
@@ -288,6 +294,9 @@ int main(void)
             sampler_free(&s); /* must be safe after a refusal */
         }
         sampler_t s;
+        is_int(sampler_init(&s, 100, 96, 16, 1, NULL, 0), SAMPLER_OK,
+               "accepts the advice for n = 100: B = 96 of micro 16");
+        sampler_free(&s);
         is_int(sampler_init(&s, 100, 32, 32, 1, NULL, 0), SAMPLER_OK, "accepts micro = B");
         sampler_free(&s);
         is_int(sampler_init(&s, 100, 100, 20, 1, NULL, 0), SAMPLER_OK, "accepts B = n");
