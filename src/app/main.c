@@ -403,6 +403,10 @@ static int parse_options(config_t *cfg, int argc, char **argv, int *exit_code)
 
 int main(int argc, char **argv)
 {
+    /* Line by line, as on a terminal: with `> log 2>&1` a fully buffered
+     * stdout would put the world and device lines after the error they
+     * came before. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     config_t cfg;
     config_defaults(&cfg);
     /* Handlers first, so a signal during start-up is not lost. */

@@ -11,6 +11,7 @@
  */
 #include "parallel/device.h"
 
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,6 +50,18 @@ int device_nccl_built(void)
 #endif
 }
 
+#ifdef FTRAIN_CUDA
+/* Is the NVIDIA driver's library (libcuda.so.1, which the CUDA runtime
+ * loads) on this machine? */
+static int nvidia_driver_present(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (lib)
+        dlclose(lib);
+    return lib != NULL;
+}
+#endif
+
 int device_gpu_count(char *why, size_t cap)
 {
     if (why && cap)
@@ -57,7 +70,12 @@ int device_gpu_count(char *why, size_t cap)
     int count = 0;
     cudaError_t cerr = cudaGetDeviceCount(&count);
     if (cerr != cudaSuccess) {
-        if (why && cap)
+        /* Without any NVIDIA driver (a CPU-only machine) the runtime says
+         * "driver version is insufficient", which reads like a driver to
+         * fix: say what it is.  With a driver, its answer stands. */
+        if (why && cap && cerr == cudaErrorInsufficientDriver && !nvidia_driver_present())
+            snprintf(why, cap, "no NVIDIA driver on this machine");
+        else if (why && cap)
             snprintf(why, cap, "cudaGetDeviceCount: %s", cudaGetErrorString(cerr));
         /* Clear the sticky last error for later callers. */
         cudaGetLastError();

@@ -8,6 +8,7 @@
  * side of device_choose is checked by gpu_kernels.c where a GPU exists.
  * device_find_shared (ranks on one physical GPU) is checked on made-up refs.
  */
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -24,6 +25,15 @@
 #else
 #define BUILT_CUDA 0
 #endif
+
+/* Is the NVIDIA driver's library on this machine (a CPU-only one has none)? */
+static int driver_present(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (lib)
+        dlclose(lib);
+    return lib != NULL;
+}
 #ifdef FTRAIN_NCCL
 #define BUILT_NCCL 1
 #else
@@ -48,7 +58,11 @@ int main(void)
     is_int(rc, DEVICE_OK, "--device auto without a GPU: ok");
     ok(kind == DEVICE_CPU && ord == -1, "--device auto without a GPU: the CPU");
     ok(strncmp(why, "cpu:", 4) == 0, "auto: says cpu ('%s')", why);
-    if (BUILT_CUDA)
+    if (BUILT_CUDA && !driver_present())
+        ok(strstr(why, "no GPU visible (no NVIDIA driver on this machine)") != NULL,
+           "auto on a machine without a driver: says so, not CUDA's 'driver version is "
+           "insufficient' ('%s')", why);
+    else if (BUILT_CUDA)
         ok(strstr(why, "no GPU") && strstr(why, "cudaGetDeviceCount"),
            "auto: reason names no GPU and CUDA's answer");
     else

@@ -10,7 +10,7 @@
 need_mpi
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 CTL="$BUILD/ckptctl"
-plan 19
+plan 20
 
 want=$(sed -n 's/^#define FTRAIN_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' \
     "$SRC/include/ftrain/version.h" | paste -sd. -)
@@ -56,6 +56,15 @@ mkdir "$T/nockpt"
 run "$FTRAIN" --device cpu --data line --layers 4 --steps 3 --resume "$T/nockpt"
 is "$rc $(grep -c "no checkpoint in '$T/nockpt' (give a step directory, a checkpoint root, a run directory or ROOT/STEP)" "$T/err")" "1 1" \
     "--resume of a directory without checkpoints: exit 1, saying which forms it takes" || why "$(cat "$T/err")"
+
+# Output to one file (> log 2>&1) keeps the terminal's order: the device
+# line before the error that followed it.
+"$FTRAIN" --device cpu --data fashion-mnist --data-dir "$T/nodata" --steps 2 >"$T/both.log" 2>&1
+dev=$(grep -n '^device: ' "$T/both.log" | head -n 1 | cut -d: -f1)
+bad=$(grep -n "nodata/train-images-idx3-ubyte.gz: cannot open" "$T/both.log" | head -n 1 | cut -d: -f1)
+ok "$([ -n "$dev" ] && [ -n "$bad" ] && [ "$dev" -lt "$bad" ]; echo $?)" \
+    "> log 2>&1: the device line (line ${dev:-none}) comes before the error (line ${bad:-none})" ||
+    why "$(cat "$T/both.log")"
 
 # A checkpoint root given as the run directory (RUN/ckpt for RUN): refused,
 # pointing at RUN, and nothing written into the root.
