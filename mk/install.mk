@@ -1,6 +1,7 @@
-# install.mk - make install / make uninstall: the programs, the checkpoint
-# library for other trainers (shared and static, headers, pkg-config file),
-# the manual pages, the batch script and the Python binding.  See README.md,
+# install.mk - make install / make uninstall: the programs (ftrain, ckptctl,
+# ftrain-plot), the checkpoint library for other trainers (shared and
+# static, headers, pkg-config file), the manual pages, the batch script and
+# the Python binding.  See README.md,
 # "Using the library from another trainer", and docs/python.md.
 #
 #   make install                       into PREFIX (default /usr/local)
@@ -12,14 +13,15 @@
 #                                      nothing else
 #
 # Installed, under PREFIX:
-#   bin/ftrain, bin/ckptctl
+#   bin/ftrain, bin/ckptctl, bin/ftrain-plot (scripts/ftrain-plot, its
+#   first line naming PYTHON_FOR_INSTALL when that is an absolute path)
 #   lib/libftrain-ckpt.so.2.0.0, lib/libftrain-ckpt.so.2 and .so (links),
 #   lib/libftrain-ckpt.a (the static library: BUILD's libckpt.a)
 #   include/ftrain/ckpt.h, ckpt_local.h, ckpt_stop.h, exit_codes.h (the
 #   public API only: every header of include/ftrain)
 #   lib/pkgconfig/ftrain-ckpt.pc
 #   share/man/man1/ftrain.1, share/man/man1/ckptctl.1,
-#   share/man/man3/libftrain-ckpt.3
+#   share/man/man1/ftrain-plot.1, share/man/man3/libftrain-ckpt.3
 #   share/ftrain/train.sbatch, whose default ftrain becomes bin/ftrain of
 #   PREFIX when the submit directory has no build/ftrain (docs/slurm.md)
 #   the Python binding python/ftrain_ckpt/*.py into PYTHONDIR/ftrain_ckpt/:
@@ -66,6 +68,9 @@ PYTHONDIR := $(PREFIX)/lib/python3/dist-packages
 endif
 endif
 INSTALL_PY   := $(wildcard python/ftrain_ckpt/*.py)
+# ftrain-plot (standard library only) runs with that interpreter when it is
+# an absolute path, else with the python3 first on PATH.
+PLOT_PYTHON  := $(if $(filter /%,$(PYTHON_FOR_INSTALL)),$(PYTHON_FOR_INSTALL),/usr/bin/env python3)
 # Where the dynamic loader finds a library without being told (Debian's
 # defaults and ld.so.conf's /usr/local/lib).  For any other LIBDIR the .pc
 # file's Libs carry -Wl,-rpath,LIBDIR, so that a program linked with
@@ -81,11 +86,11 @@ PC_LIBS_RPATH = $(if $(filter 1,$(PC_RPATH)),-Wl$(comma)-rpath$(comma)$${libdir}
 # Every header of include/ftrain is installed (internal ones live beside
 # their sources under src/ and ckpt/).
 INSTALL_HEADERS := $(wildcard include/ftrain/*.h)
-INSTALL_MAN1    := man/ftrain.1 man/ckptctl.1
+INSTALL_MAN1    := man/ftrain.1 man/ckptctl.1 man/ftrain-plot.1
 INSTALL_MAN3    := man/libftrain-ckpt.3
 
 # Every file install writes, without DESTDIR: what uninstall removes.
-INSTALLED := $(BINDIR)/ftrain $(BINDIR)/ckptctl \
+INSTALLED := $(BINDIR)/ftrain $(BINDIR)/ckptctl $(BINDIR)/ftrain-plot \
              $(LIBDIR)/$(notdir $(CKPT_SO)) $(LIBDIR)/$(CKPT_SONAME) \
              $(LIBDIR)/libftrain-ckpt.so $(LIBDIR)/libftrain-ckpt.a \
              $(INSTALL_HEADERS:include/%=$(INCLUDEDIR)/%) \
@@ -116,6 +121,9 @@ install: $(BUILD)/ftrain $(BUILD)/ckptctl $(CKPT_SO) $(BUILD)/libckpt.a
 	    '$(DESTDIR)$(PKGCONFIGDIR)' '$(DESTDIR)$(MANDIR)/man1' '$(DESTDIR)$(MANDIR)/man3' \
 	    '$(DESTDIR)$(DATADIR)'
 	$(INSTALL) -m 755 $(BUILD)/ftrain $(BUILD)/ckptctl '$(DESTDIR)$(BINDIR)/'
+	sed '1s|^#!/usr/bin/env python3$$|#!$(PLOT_PYTHON)|' scripts/ftrain-plot \
+	    >'$(DESTDIR)$(BINDIR)/ftrain-plot'
+	chmod 755 '$(DESTDIR)$(BINDIR)/ftrain-plot'
 	$(INSTALL) -m 755 $(CKPT_SO) '$(DESTDIR)$(LIBDIR)/'
 	ln -sfn $(notdir $(CKPT_SO)) '$(DESTDIR)$(LIBDIR)/$(CKPT_SONAME)'
 	ln -sfn $(CKPT_SONAME) '$(DESTDIR)$(LIBDIR)/libftrain-ckpt.so'

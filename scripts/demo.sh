@@ -5,7 +5,7 @@
 # rank mid-epoch; the ranks agree, checkpoint collectively and exit 75.  It
 # resumes on 3 ranks, is stopped again, resumes on 2 ranks and finishes.
 # Then an uninterrupted 4-rank run shows the same final param_hash, and the
-# loss curve of the whole run is drawn to runs/demo/loss.svg.
+# loss curve of the whole run is drawn to runs/demo/loss.svg by ftrain-plot.
 set -eu
 B=${BUILD:-build}
 RUN=${DEMO_DIR:-runs/demo}
@@ -79,7 +79,7 @@ cat "$REF.log"
 
 h1=$(sed -n 's/^done: .*param_hash=\([0-9a-f]*\)$/\1/p' "$RUN/seg3.log")
 h2=$(sed -n 's/^done: .*param_hash=\([0-9a-f]*\)$/\1/p' "$REF.log")
-python3 scripts/plot_loss.py "$RUN/metrics.jsonl" "$RUN/loss.svg" "$REF/metrics.jsonl"
+python3 scripts/ftrain-plot "$RUN" --reference "$REF"
 say "result"
 echo "stopped twice, resumed 4 -> 3 -> 2 ranks: param_hash=$h1"
 echo "uninterrupted on 4 ranks:                 param_hash=$h2"

@@ -7,7 +7,9 @@
 # ftrain-ckpt` (pointed into DESTDIR) writes a 2-tensor checkpoint with
 # ckpt_save and reads it back, against the installed shared library, and
 # the installed ckptctl verifies it; the installed ftrain trains from outside
-# the source tree; the installed train.sbatch finds the installed ftrain;
+# the source tree, and the installed ftrain-plot (run by its own first line)
+# prints its --help and plots that run; the installed train.sbatch finds
+# the installed ftrain;
 # uninstall removes exactly what install wrote; bad PREFIX and DESTDIR are
 # refused.  The manual page's first example, compiled as it stands, runs in
 # an empty directory.  The Python package goes into a directory on
@@ -44,17 +46,18 @@ ok "$rc" "make install DESTDIR=... PREFIX=$P (exit $rc)" || why "$(tail -n 20 "$
 ok "$(! grep -Eq -- '( -c | -o |^ar |nvcc)' "$T/make.out"; echo $?)" \
     "  it only copies: nothing is compiled or linked" || why "$(grep -E -- '( -c | -o |^ar )' "$T/make.out" | head -n 5)"
 
-FILES="bin/ftrain bin/ckptctl lib/libftrain-ckpt.so.2.0.0 lib/libftrain-ckpt.a
+FILES="bin/ftrain bin/ckptctl bin/ftrain-plot lib/libftrain-ckpt.so.2.0.0 lib/libftrain-ckpt.a
 include/ftrain/ckpt.h include/ftrain/ckpt_local.h include/ftrain/ckpt_stop.h
 include/ftrain/exit_codes.h include/ftrain/version.h
 lib/pkgconfig/ftrain-ckpt.pc share/man/man1/ftrain.1 share/man/man1/ckptctl.1
-share/man/man3/libftrain-ckpt.3 share/ftrain/train.sbatch"
+share/man/man1/ftrain-plot.1 share/man/man3/libftrain-ckpt.3 share/ftrain/train.sbatch"
 absent=""
 for f in $FILES; do [ -f "$DP/$f" ] && [ ! -L "$DP/$f" ] || absent="$absent $f"; done
 is "$absent" "" "every file is installed under DESTDIR$P"
 is "$(readlink "$DP/lib/libftrain-ckpt.so.2") $(readlink "$DP/lib/libftrain-ckpt.so")" \
     "libftrain-ckpt.so.2.0.0 libftrain-ckpt.so.2" "  with the .so.2 and .so links"
-ok "$([ -x "$DP/bin/ftrain" ] && [ -x "$DP/bin/ckptctl" ] && [ -x "$DP/share/ftrain/train.sbatch" ]; echo $?)" \
+ok "$([ -x "$DP/bin/ftrain" ] && [ -x "$DP/bin/ckptctl" ] && [ -x "$DP/bin/ftrain-plot" ] &&
+      [ -x "$DP/share/ftrain/train.sbatch" ]; echo $?)" \
     "  programs and the batch script executable"
 is "$(ls "$DP/include/ftrain" | tr '\n' ' ')" "ckpt.h ckpt_local.h ckpt_stop.h exit_codes.h local-addition.h version.h " \
     "  only the public API's headers"
@@ -66,14 +69,14 @@ like "$(grep '^installed_ftrain=' "$DP/share/ftrain/train.sbatch")" "^installed_
 
 # ---- the manual pages ---------------------------------------------------------
 if command -v man >/dev/null 2>&1; then
-    for page in man1/ftrain.1 man1/ckptctl.1 man3/libftrain-ckpt.3; do
+    for page in man1/ftrain.1 man1/ckptctl.1 man1/ftrain-plot.1 man3/libftrain-ckpt.3; do
         MANWIDTH=80 man --warnings -l "$DP/share/man/$page" >"$T/out" 2>"$T/err"
         rc=$?
         ok "$([ "$rc" -eq 0 ] && [ ! -s "$T/err" ] && [ -s "$T/out" ]; echo $?)" \
             "man --warnings -l share/man/$page: renders without a warning" || why "$(head -n 20 "$T/err")"
     done
 else
-    for page in man1/ftrain.1 man1/ckptctl.1 man3/libftrain-ckpt.3; do
+    for page in man1/ftrain.1 man1/ckptctl.1 man1/ftrain-plot.1 man3/libftrain-ckpt.3; do
         skip "man --warnings -l share/man/$page" "man is not installed"
     done
 fi
@@ -217,6 +220,18 @@ ok "$([ "$rc" -eq 0 ] && grep -q '^done: step=6 ' "$T/out"; echo $?)" \
     "the installed ftrain trains, run from outside the source tree (exit $rc)" || why "$(cat "$T/out")"
 (cd "$T" && "$DP/bin/ckptctl" list "$T/run") >"$T/out" 2>&1
 like "$(cat "$T/out")" "step-00000006 .*committed LATEST" "  and the installed ckptctl lists its run directory"
+# ftrain-plot is a Python script: its first line is the interpreter
+# install chose (Debian's python3, else the one on PATH).
+if [ -x /usr/bin/python3 ]; then want_py='#!/usr/bin/python3'; else want_py='#!/usr/bin/env python3'; fi
+is "$(head -n 1 "$DP/bin/ftrain-plot")" "$want_py" "the installed ftrain-plot runs with $want_py"
+(cd "$T" && "$DP/bin/ftrain-plot" --help) >"$T/out" 2>&1
+rc=$?
+ok "$([ "$rc" -eq 0 ] && grep -q '^usage: ftrain-plot RUN_DIR' "$T/out"; echo $?)" \
+    "  it runs: --help prints its usage, exit 0 (exit $rc)" || why "$(cat "$T/out")"
+(cd "$T" && "$DP/bin/ftrain-plot" "$T/run") >"$T/out" 2>&1
+rc=$?
+ok "$([ "$rc" -eq 0 ] && grep -q '^<svg ' "$T/run/loss.svg"; echo $?)" \
+    "  and plots the installed ftrain's run directory to RUN_DIR/loss.svg (exit $rc)" || why "$(cat "$T/out")"
 
 # A real prefix, to run the installed script as SLURM would: it must find
 # the installed ftrain with no FTRAIN, no build/ in the submit directory,
@@ -268,6 +283,8 @@ is "$(cd "$D" && find . ! -type d | sort | tr '\n' ' ')" \
 like "$(cat "$T/make.out")" "kept '$DP/include/ftrain': it holds files ftrain did not install" \
     "  a directory of ftrain's that holds other files is kept, saying so"
 ok "$([ ! -e "$DP/share/ftrain" ]; echo $?)" "  its own empty directory (share/ftrain) is removed"
+ok "$([ ! -e "$DP/bin/ftrain-plot" ] && [ ! -e "$DP/share/man/man1/ftrain-plot.1" ]; echo $?)" \
+    "  bin/ftrain-plot and its manual page are removed"
 
 # ---- bad directories ------------------------------------------------------------
 make_here install DESTDIR="$T/bad" PREFIX=usr/local

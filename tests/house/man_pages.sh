@@ -3,7 +3,8 @@
 # do: every option of `ftrain --help` is in ftrain.1; every command of
 # `ckptctl --help` and every option of each `ckptctl help COMMAND` is in
 # ckptctl.1; every function the public headers declare is in
-# libftrain-ckpt.3; and each page renders without a warning (`man
+# libftrain-ckpt.3; every option of `ftrain-plot --help` is in
+# ftrain-plot.1; and each page renders without a warning (`man
 # --warnings`, when man is installed).  tests/house/install.sh renders the
 # installed copies.
 . "$(dirname "$0")/../lib.sh"
@@ -50,15 +51,27 @@ n=$(wc -l <"$T/functions" | tr -d ' ')
 ok "$([ "$n" -ge 40 ]; echo $?)" "the public headers declare $n functions"
 is "$(missing "$T/functions" "$MAN/libftrain-ckpt.3")" "" "libftrain-ckpt.3 names every one"
 
+# ftrain-plot is a Python script (scripts/ftrain-plot), run with Debian's python3.
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=$(command -v python3)
+if [ -n "$PY" ]; then
+    "$PY" "$SRC/scripts/ftrain-plot" --help | grep -o -- '--[a-z][a-z0-9-]*' | sort -u >"$T/plot-opts"
+    n=$(wc -l <"$T/plot-opts" | tr -d ' ')
+    ok "$([ "$n" -ge 3 ]; echo $?)" "ftrain-plot --help lists $n options"
+    is "$(missing "$T/plot-opts" "$MAN/ftrain-plot.1")" "" "ftrain-plot.1 documents every one"
+else
+    skip_n 2 "ftrain-plot.1 documents the options of ftrain-plot --help" "python3 is not installed"
+fi
+
 if command -v man >/dev/null 2>&1; then
-    for page in ftrain.1 ckptctl.1 libftrain-ckpt.3; do
+    for page in ftrain.1 ckptctl.1 ftrain-plot.1 libftrain-ckpt.3; do
         MANWIDTH=80 man --warnings -l "$MAN/$page" >"$T/out" 2>"$T/err"
         rc=$?
         ok "$([ "$rc" -eq 0 ] && [ ! -s "$T/err" ] && [ -s "$T/out" ]; echo $?)" \
             "man --warnings -l $page: renders, no warning (exit $rc)" || why "$(head -n 20 "$T/err")"
     done
 else
-    for page in ftrain.1 ckptctl.1 libftrain-ckpt.3; do
+    for page in ftrain.1 ckptctl.1 ftrain-plot.1 libftrain-ckpt.3; do
         skip "man --warnings -l $page" "man is not installed"
     done
 fi
