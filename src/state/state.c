@@ -509,13 +509,20 @@ static int state_check_format_arch(const state_t *st, json_t *rec, char *err, si
     model_arch_string(mine, mine_str, sizeof mine_str);
     if (!fp || strcmp(fp, mine_fp) != 0)
         return util_fail(err, cap, STATE_EMISMATCH,
-                         "architecture differs: the checkpoint has %s, this run asks for %s",
+                         "architecture differs: the checkpoint has %s, this run asks for %s "
+                         "(resume with the checkpoint's --layers and --activation, or use a "
+                         "new --run-dir to train this architecture from the start)",
                          theirs ? printable(theirs, their_str, sizeof their_str) : "(unknown)",
                          mine_str);
     return STATE_OK;
 }
 
-/* Every option but --epochs/--steps must be the run's (R4). */
+/* Room for the list of options that differ, in a refusal. */
+#define STATE_DIFFS_MAX 1536
+
+/* Every option but --epochs/--steps must be the run's (R4).  A refusal
+ * names every option that differs, each with both values, so that one
+ * retry can fix them all. */
 static int state_check_options(const state_t *st, json_t *rec, char *err, size_t cap)
 {
     char cfgbuf[STATE_CONFIG_JSON_MAX];
@@ -525,25 +532,40 @@ static int state_check_options(const state_t *st, json_t *rec, char *err, size_t
     json_t *ours = json_loads(cfgbuf, 0, NULL);
     const char *key;
     json_t *val;
-    int rc = STATE_OK;
+    char diffs[STATE_DIFFS_MAX] = "";
+    size_t used = 0;
+    int ndiff = 0;
     json_object_foreach(ours, key, val) {
         if (!strcmp(key, "epochs") || !strcmp(key, "steps"))
             continue;
         json_t *their_val = json_object_get(theirs, key);
-        if (!their_val || !json_equal(their_val, val)) {
-            char *their_text = their_val ? json_dumps(their_val, JSON_ENCODE_ANY) : NULL;
-            char *our_text = json_dumps(val, JSON_ENCODE_ANY);
-            rc = util_fail(err, cap, STATE_EMISMATCH,
-                           "option '%s' differs: the checkpoint has %s, this run has %s "
-                           "(use the same options, or a new --run-dir)",
-                           key, their_text ? their_text : "nothing", our_text ? our_text : "?");
-            free(their_text);
-            free(our_text);
-            break;
+        if (their_val && json_equal(their_val, val))
+            continue;
+        char *their_text = their_val ? json_dumps(their_val, JSON_ENCODE_ANY) : NULL;
+        char *our_text = json_dumps(val, JSON_ENCODE_ANY);
+        char name[STATE_QUOTE_MAX + 1];
+        printable(key, name, sizeof name);
+        for (char *c = name; *c; c++) /* the record's key, as the option is written */
+            if (*c == '_')
+                *c = '-';
+        if (used < sizeof diffs) {
+            int n = snprintf(diffs + used, sizeof diffs - used,
+                             "%s--%s (the checkpoint has %s, this run %s)", ndiff ? "; " : "",
+                             name, their_text ? their_text : "nothing", our_text ? our_text : "?");
+            used += n > 0 ? (size_t)n : 0;
         }
+        ndiff++;
+        free(their_text);
+        free(our_text);
     }
     json_decref(ours);
-    return rc;
+    if (!ndiff)
+        return STATE_OK;
+    return util_fail(err, cap, STATE_EMISMATCH,
+                     "%d option%s differ%s from the checkpoint's: %s%s; resume with the "
+                     "checkpoint's options (ckptctl inspect shows them under config:), or use "
+                     "a new --run-dir", ndiff, ndiff == 1 ? "" : "s", ndiff == 1 ? "s" : "",
+                     diffs, used >= sizeof diffs ? "..." : "");
 }
 
 /* Compare the checkpoint's record with this run; R4. */

@@ -10,7 +10,7 @@
 need_mpi
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 CTL="$BUILD/ckptctl"
-plan 20
+plan 22
 
 want=$(sed -n 's/^#define FTRAIN_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' \
     "$SRC/include/ftrain/version.h" | paste -sd. -)
@@ -56,6 +56,15 @@ mkdir "$T/nockpt"
 run "$FTRAIN" --device cpu --data line --layers 4 --steps 3 --resume "$T/nockpt"
 is "$rc $(grep -c "no checkpoint in '$T/nockpt' (give a step directory, a checkpoint root, a run directory or ROOT/STEP)" "$T/err")" "1 1" \
     "--resume of a directory without checkpoints: exit 1, saying which forms it takes" || why "$(cat "$T/err")"
+
+# A resume refusal names every option that differs (not the first one
+# only), and the architecture's says how to go on.
+run "$FTRAIN" --device cpu --data line --layers 4 --steps 4 --run-dir "$T/run" --lr 0.01 --optimizer sgd
+is "$rc $(grep -c "2 options differ from the checkpoint's: --lr (the checkpoint has 0.001, this run 0.01); --optimizer (the checkpoint has \"adam\", this run \"sgd\"); resume with the checkpoint's options" "$T/err")" "1 1" \
+    "a resume with another --lr and --optimizer: exit 1, naming both" || why "$(cat "$T/err")"
+run "$FTRAIN" --device cpu --data line --layers 5 --steps 4 --run-dir "$T/run"
+is "$rc $(grep -c "architecture differs: the checkpoint has 1-4-1 relu mse, this run asks for 1-5-1 relu mse (resume with the checkpoint's --layers and --activation, or use a new --run-dir" "$T/err")" "1 1" \
+    "a resume with other --layers: exit 1, naming both and what to do" || why "$(cat "$T/err")"
 
 # Output to one file (> log 2>&1) keeps the terminal's order: the device
 # line before the error that followed it.
