@@ -60,8 +60,8 @@ static void progress_local(trainer_t *t, const char *when);
  * the small host tensors. */
 static int download_into_snapshot(trainer_t *t, async_save_t *save, char *err, size_t cap)
 {
-    const float *host[ASYNC_PLACED_MAX] = {model_params(t->model), optim_state_m(t->opt),
-                                           optim_state_v(t->opt)};
+    const float *host[ASYNC_PLACED_MAX] = {model_params(t->nn.model), optim_state_m(t->nn.opt),
+                                           optim_state_v(t->nn.opt)};
     float *dst[ASYNC_PLACED_MAX] = {NULL, NULL, NULL};
     for (int i = 0; i < ASYNC_PLACED_MAX; i++) {
         size_t offset = 0;
@@ -71,10 +71,10 @@ static int download_into_snapshot(trainer_t *t, async_save_t *save, char *err, s
             host[i] = NULL;
     }
     if (!save->copy || !dst[0])
-        return gpu_mirror_download(t->gpu, err, cap); /* no snapshot yet: the usual way */
-    int rc = gpu_mirror_download_to(t->gpu, dst[0], dst[1], dst[2], err, cap);
+        return gpu_mirror_download(t->dev.mirror, err, cap); /* no snapshot yet: the usual way */
+    int rc = gpu_mirror_download_to(t->dev.mirror, dst[0], dst[1], dst[2], err, cap);
     if (rc == TRAIN_OK)
-        async_save_placed(save, host, ASYNC_PLACED_MAX, t->n_params);
+        async_save_placed(save, host, ASYNC_PLACED_MAX, t->nn.n_params);
     return rc;
 }
 
@@ -85,16 +85,16 @@ static int download_state(trainer_t *t, int64_t step, async_save_t *into, char *
 {
     err[0] = '\0';
     int rc = TRAIN_OK;
-    if (t->device_failed) {
+    if (t->dev.failed) {
         snprintf(err, cap, "gpu: a device call failed: %s", gpu_last_error());
         rc = TRAIN_EFAIL;
-    } else if (t->gpu) {
+    } else if (t->dev.mirror) {
         /* The download writes the host state, which a local save's helper
          * may still be copying (a CPU run's host state is written only by
          * the update: step_update waits there). */
-        if (t->tier_on)
-            tier_save_settle(&t->tier);
-        rc = into ? download_into_snapshot(t, into, err, cap) : gpu_mirror_download(t->gpu, err, cap);
+        if (t->local.on)
+            tier_save_settle(&t->local.tier);
+        rc = into ? download_into_snapshot(t, into, err, cap) : gpu_mirror_download(t->dev.mirror, err, cap);
     }
     if (comm_any_failed(t->comm, rc)) {
         if (!err[0])
@@ -103,12 +103,12 @@ static int download_state(trainer_t *t, int64_t step, async_save_t *into, char *
     }
     state_t *st = &t->state;
     st->step = step;
-    st->epoch = step / t->steps_per_epoch;
-    st->cursor = (step % t->steps_per_epoch) * t->cfg->global_batch;
+    st->epoch = step / t->run.steps_per_epoch;
+    st->cursor = (step % t->run.steps_per_epoch) * t->cfg->global_batch;
     /* A stop at an epoch end saves before that epoch's evaluation; the
      * record says so, and the resumed run evaluates first. */
-    st->eval_pending = step > 0 && step % t->steps_per_epoch == 0 && t->evaluated_step != step;
-    st->run_seconds = t->run_base + (t->run_start > 0 ? now_s() - t->run_start : 0);
+    st->eval_pending = step > 0 && step % t->run.steps_per_epoch == 0 && t->run.evaluated_step != step;
+    st->run_seconds = t->clock.run_base + (t->clock.run_start > 0 ? util_mono_s() - t->clock.run_start : 0);
     return TRAIN_OK;
 }
 
@@ -116,9 +116,9 @@ static int download_state(trainer_t *t, int64_t step, async_save_t *into, char *
  * counts from now. */
 static void remember_commit(trainer_t *t, int64_t step, const char *dir, train_result_t *res)
 {
-    if (step > t->last_saved)
-        t->last_saved = step;
-    t->last_save_time = now_s();
+    if (step > t->ckpt.last_saved)
+        t->ckpt.last_saved = step;
+    t->ckpt.last_time = util_mono_s();
     snprintf(res->ckpt, sizeof res->ckpt, "%s", dir);
 }
 
@@ -132,8 +132,8 @@ static void prune_and_report(trainer_t *t, int64_t step, const char *dir, const 
     if (t->rank != 0)
         return;
     int removed = 0;
-    int spare = t->state.resumed_from[0] && step <= t->resumed_step;
-    ckpt_prune(t->ckpt_root, t->cfg->ckpt_keep, spare ? t->state.resumed_from : NULL,
+    int spare = t->state.resumed_from[0] && step <= t->run.resumed_step;
+    ckpt_prune(t->ckpt.root, t->cfg->ckpt_keep, spare ? t->state.resumed_from : NULL,
                &removed);
     if (!t->cfg->quiet)
         printf("checkpoint: %s committed %s%s\n", dir, how, removed ? " (older ones pruned)" : "");
@@ -147,15 +147,15 @@ static int save_checkpoint(trainer_t *t, int64_t step, train_result_t *res, char
 {
     watchdog_phase(WATCHDOG_SAVE, step);
     step_settle(t); /* the last step's GPU work is not the save's */
-    double t0 = now_s();
+    double t0 = util_mono_s();
     char dir[TRAIN_CKPT_DIR_MAX], how[REPORT_MAX], extra[REPORT_MAX];
     if (download_state(t, step, NULL, err, cap) != TRAIN_OK ||
-        state_save(&t->state, t->comm, t->ckpt_root, t->cfg->ckpt_level, dir, sizeof dir, err,
+        state_save(&t->state, t->comm, t->ckpt.root, t->cfg->ckpt_level, dir, sizeof dir, err,
                    cap) != STATE_OK)
         return TRAIN_EFAIL;
-    double dt = now_s() - t0;
-    if (t->gpu) {
-        double copy_ms = 1e3 * gpu_mirror_copy_seconds(t->gpu);
+    double dt = util_mono_s() - t0;
+    if (t->dev.mirror) {
+        double copy_ms = 1e3 * gpu_mirror_copy_seconds(t->dev.mirror);
         snprintf(how, sizeof how, "in %.3f s (GPU copy %.1f ms)", dt, copy_ms);
         snprintf(extra, sizeof extra, "\"seconds\":%.4f,\"gpu_copy_ms\":%.3f", dt, copy_ms);
     } else {
@@ -176,19 +176,19 @@ static void start_async_save(trainer_t *t, int64_t step)
     char err[TRAIN_ERR_MAX];
     watchdog_phase(WATCHDOG_SAVE, step);
     step_settle(t);
-    double t0 = now_s();
-    int rc = download_state(t, step, &t->async, err, sizeof err);
+    double t0 = util_mono_s();
+    int rc = download_state(t, step, &t->async.save, err, sizeof err);
     if (rc == TRAIN_OK)
-        rc = async_save_start(&t->async, &t->state, t->comm, t->ckpt_root, t->cfg->ckpt_level,
-                              t0, t->gpu ? gpu_mirror_copy_seconds(t->gpu) : -1, err,
+        rc = async_save_start(&t->async.save, &t->state, t->comm, t->ckpt.root, t->cfg->ckpt_level,
+                              t0, t->dev.mirror ? gpu_mirror_copy_seconds(t->dev.mirror) : -1, err,
                               sizeof err);
     if (rc != TRAIN_OK) {
-        t->async_failures++;
+        t->async.failures++;
         if (t->rank == 0)
             fprintf(stderr, "ftrain: asynchronous checkpoint of step %lld not started: %s\n",
                     (long long)step, err);
     }
-    t->last_save_time = now_s();
+    t->ckpt.last_time = util_mono_s();
 }
 
 /* Collective, when a save is in flight: wait for the writer and commit.  A
@@ -198,20 +198,20 @@ static void start_async_save(trainer_t *t, int64_t step)
  * apart from the training stall; at a step boundary it is stall. */
 static void commit_async_save(trainer_t *t, train_result_t *res, int after_training)
 {
-    if (!t->async.in_flight)
+    if (!t->async.save.in_flight)
         return;
-    watchdog_phase(WATCHDOG_SAVE, t->async.step);
+    watchdog_phase(WATCHDOG_SAVE, t->async.save.step);
     async_commit_t done;
     char err[TRAIN_ERR_MAX] = "";
-    int rc = async_save_commit(&t->async, t->comm, &done, err, sizeof err);
+    int rc = async_save_commit(&t->async.save, t->comm, &done, err, sizeof err);
     if (!after_training) {
         done.stall_seconds += done.writer_wait_seconds;
         done.writer_wait_seconds = 0;
     }
-    t->async_saves++;
-    t->async_stall_seconds += done.stall_seconds;
+    t->async.saves++;
+    t->async.stall_seconds += done.stall_seconds;
     if (rc != TRAIN_OK) {
-        t->async_failures++;
+        t->async.failures++;
         if (t->rank == 0)
             fprintf(stderr, "ftrain: asynchronous checkpoint of step %lld failed: %s\n",
                     (long long)done.step, err);
@@ -254,17 +254,17 @@ static void warn_other_signal(trainer_t *t)
 {
     int sig = 0;
     int n = stop_other_signals(&sig);
-    if (n == t->other_signals_seen)
+    if (n == t->log.other_signals_seen)
         return;
     char times[32] = "";
-    if (n - t->other_signals_seen > 1)
-        snprintf(times, sizeof times, " %d times", n - t->other_signals_seen);
+    if (n - t->log.other_signals_seen > 1)
+        snprintf(times, sizeof times, " %d times", n - t->log.other_signals_seen);
     fprintf(stderr,
             "ftrain: warning: rank %d got SIG%s%s, which is not the stop signal "
             "(--stop-signal %s): ignored; SIG%s, TERM or INT stop the run with a checkpoint\n",
             t->rank, stop_signal_name(sig), times, stop_signal_name(t->cfg->stop_signal),
             stop_signal_name(t->cfg->stop_signal));
-    t->other_signals_seen = n;
+    t->log.other_signals_seen = n;
 }
 
 /* Collective, once a stop is agreed: which rank saw a signal first (the
@@ -298,8 +298,8 @@ static void report_stop(trainer_t *t, const stop_info_t *stop, double save_began
     const char *name = config_signal_name(stop->signo);
     printf("stop: signal %s (first seen by rank %d) at step %lld: agreed %.3f s after "
            "the signal, checkpoint %.3f s, total %.3f s; longest step %.3f s%s\n",
-           name, stop->first_rank, (long long)t->step, stop->agreed - stop->signalled,
-           end - save_began, total, t->longest_gap,
+           name, stop->first_rank, (long long)t->run.step, stop->agreed - stop->signalled,
+           end - save_began, total, t->stats.longest_gap,
            res->saved ? "" : " (no run directory: nothing saved)");
     if (total > cfg->grace)
         fprintf(stderr, "ftrain: warning: the stop took %.1f s, more than --grace %.1f s: "
@@ -307,8 +307,8 @@ static void report_stop(trainer_t *t, const stop_info_t *stop, double save_began
     char extra[REPORT_MAX];
     snprintf(extra, sizeof extra,
              "\"signal\":\"%s\",\"seconds\":%.4f,\"longest_step_seconds\":%.4f", name, total,
-             t->longest_gap);
-    metrics_event(&t->metrics, "stop", t->step, t->size, extra);
+             t->stats.longest_gap);
+    metrics_event(&t->metrics, "stop", t->run.step, t->size, extra);
     fflush(stdout);
 }
 
@@ -320,12 +320,12 @@ static int stop_save_failed(const trainer_t *t, const stop_info_t *stop, char *e
 {
     char why[TRAIN_ERR_MAX], kept[REPORT_MAX] = "no checkpoint was committed before it";
     snprintf(why, sizeof why, "%s", err);
-    if (t->last_saved >= 0)
+    if (t->ckpt.last_saved >= 0)
         snprintf(kept, sizeof kept, "the newest committed checkpoint, of step %lld, is kept",
-                 (long long)t->last_saved);
+                 (long long)t->ckpt.last_saved);
     snprintf(err, cap, "stop (signal %s) at step %lld: its checkpoint failed, so this job "
              "exits 1 and is not requeued (%s): %s", config_signal_name(stop->signo),
-             (long long)t->step, kept, why);
+             (long long)t->run.step, kept, why);
     return TRAIN_EFAIL;
 }
 
@@ -340,20 +340,20 @@ static int stop_and_save(trainer_t *t, stop_info_t *stop, train_result_t *res, c
     res->stop_signal = stop->signo;
     res->stop_time = stop->signalled;
     step_settle(t);
-    if (!(t->loop_end > 0)) /* set already when the final evaluation was cut short */
-        t->loop_end = now_s(); /* the stop's save is not training time */
+    if (!(t->clock.loop_end > 0)) /* set already when the final evaluation was cut short */
+        t->clock.loop_end = util_mono_s(); /* the stop's save is not training time */
     double save_began = util_wall_s();
     progress_local(t, "the stop"); /* a local save in flight is sealed first */
     commit_async_save(t, res, 1); /* wait for an in-flight save, commit it */
-    if (t->cfg->run_dir[0] && t->last_saved != t->step) {
-        if (save_checkpoint(t, t->step, res, err, cap) != TRAIN_OK)
+    if (t->cfg->run_dir[0] && t->ckpt.last_saved != t->run.step) {
+        if (save_checkpoint(t, t->run.step, res, err, cap) != TRAIN_OK)
             return stop_save_failed(t, stop, err, cap);
-    } else if (t->last_saved == t->step) {
+    } else if (t->ckpt.last_saved == t->run.step) {
         char name[TRAIN_STEP_NAME_MAX];
-        ckpt_step_dirname((uint64_t)t->step, name, sizeof name);
-        snprintf(res->ckpt, sizeof res->ckpt, "%s/%s", t->ckpt_root, name);
+        ckpt_step_dirname((uint64_t)t->run.step, name, sizeof name);
+        snprintf(res->ckpt, sizeof res->ckpt, "%s/%s", t->ckpt.root, name);
     }
-    res->saved = t->last_saved == t->step;
+    res->saved = t->ckpt.last_saved == t->run.step;
     if (t->rank == 0)
         report_stop(t, stop, save_began, res);
     return TRAIN_STOPPED;
@@ -385,7 +385,7 @@ static int stop_after_eval(trainer_t *t, train_result_t *res, char *err, size_t 
 static void format_eval(const trainer_t *t, const eval_result_t *ev, char *line, size_t lcap,
                         char *json, size_t jcap)
 {
-    if (t->test.classification) {
+    if (t->data.test.classification) {
         snprintf(line, lcap, "test_loss %.4f test_acc %.4f", ev->loss, ev->acc);
         snprintf(json, jcap, "\"test_loss\":%.6g,\"test_acc\":%.6g", ev->loss, ev->acc);
         return;
@@ -414,7 +414,7 @@ static void keep_eval(train_result_t *res, const eval_result_t *ev, int64_t step
 static void report_eval(trainer_t *t, train_result_t *res, const eval_result_t *ev,
                         const char *what, int final)
 {
-    keep_eval(res, ev, t->step);
+    keep_eval(res, ev, t->run.step);
     if (t->rank != 0)
         return;
     char line[REPORT_MAX], extra[REPORT_MAX];
@@ -425,7 +425,7 @@ static void report_eval(trainer_t *t, train_result_t *res, const eval_result_t *
         size_t n = strlen(extra);
         snprintf(extra + n, sizeof extra - n, ",\"final\":true");
     }
-    metrics_event(&t->metrics, "eval", t->step, t->size, extra);
+    metrics_event(&t->metrics, "eval", t->run.step, t->size, extra);
     fflush(stdout);
 }
 
@@ -437,11 +437,11 @@ static int evaluate_epoch(trainer_t *t, train_result_t *res, int *cut_short, cha
                           size_t cap)
 {
     eval_result_t ev;
-    int64_t epoch = t->step / t->steps_per_epoch;
+    int64_t epoch = t->run.step / t->run.steps_per_epoch;
     step_settle(t);
-    double eval_start = now_s();
+    double eval_start = util_mono_s();
     int rc = evaluate_test_set(t, &ev, err, cap);
-    t->eval_seconds += now_s() - eval_start; /* kept out of the training throughput */
+    t->stats.eval_seconds += util_mono_s() - eval_start; /* kept out of the training throughput */
     if (rc != TRAIN_OK)
         return TRAIN_EFAIL;
     *cut_short = ev.cut_short;
@@ -450,8 +450,8 @@ static int evaluate_epoch(trainer_t *t, train_result_t *res, int *cut_short, cha
             printf("eval: epoch %lld cut short by a stop signal\n", (long long)epoch);
         return TRAIN_OK;
     }
-    t->evaluated_step = t->step;
-    t->evaluated_at_end = t->step == t->total_steps;
+    t->run.evaluated_step = t->run.step;
+    t->run.evaluated_at_end = t->run.step == t->run.total_steps;
     char what[64];
     snprintf(what, sizeof what, "epoch %lld", (long long)epoch);
     report_eval(t, res, &ev, what, 0);
@@ -466,23 +466,23 @@ static int evaluate_epoch(trainer_t *t, train_result_t *res, int *cut_short, cha
 static void note_nothing_to_train(const trainer_t *t)
 {
     const config_t *cfg = t->cfg;
-    if (t->step == 0 || t->step < t->total_steps)
+    if (t->run.step == 0 || t->run.step < t->run.total_steps)
         return;
     char asked[REPORT_MAX];
     if (cfg->steps)
         snprintf(asked, sizeof asked, "--steps %lld", (long long)cfg->steps);
     else
         snprintf(asked, sizeof asked, "--epochs %lld: %lld steps", (long long)cfg->epochs,
-                 (long long)t->total_steps);
-    if (t->step > t->total_steps)
+                 (long long)t->run.total_steps);
+    if (t->run.step > t->run.total_steps)
         printf("resume: note: the checkpoint's step %lld is past the %lld steps this run asks "
                "for (%s): nothing is trained, the weights stay those of step %lld; to train "
-               "on, ask for more steps\n", (long long)t->step, (long long)t->total_steps,
-               asked, (long long)t->step);
+               "on, ask for more steps\n", (long long)t->run.step, (long long)t->run.total_steps,
+               asked, (long long)t->run.step);
     else
         printf("resume: note: the checkpoint's step %lld is the last of the %lld steps this "
-               "run asks for (%s): nothing is left to train\n", (long long)t->step,
-               (long long)t->total_steps, asked);
+               "run asks for (%s): nothing is left to train\n", (long long)t->run.step,
+               (long long)t->run.total_steps, asked);
 }
 
 /* Rank 0: the line describing the run, and the start event. */
@@ -492,26 +492,26 @@ static void announce_run(trainer_t *t)
     if (t->rank != 0)
         return;
     char arch[MODEL_ARCH_STRING_MAX];
-    model_arch_string(model_arch(t->model), arch, sizeof arch);
+    model_arch_string(model_arch(t->nn.model), arch, sizeof arch);
     /* After a resume the init is the checkpoint's: where the weights came from. */
     const char *init = model_init_name(t->state.init);
     if (!cfg->quiet)
         printf("train: %s, init %s, %zu parameters, data %s (%d train / %d test), global batch "
                "%lld (%lld x %lld), %lld steps (%lld per epoch), %s, %d BLAS thread%s per "
                "rank\n",
-               arch, init, t->n_params, cfg->data, t->train.samples, t->test.samples,
+               arch, init, t->nn.n_params, cfg->data, t->data.train.samples, t->data.test.samples,
                (long long)cfg->global_batch,
                (long long)(cfg->global_batch / cfg->micro_batch), (long long)cfg->micro_batch,
-               (long long)t->total_steps, (long long)t->steps_per_epoch,
+               (long long)t->run.total_steps, (long long)t->run.steps_per_epoch,
                cfg->deterministic ? "deterministic" : "fast reduction", t->blas_threads,
                t->blas_threads == 1 ? "" : "s");
     char note[REPORT_MAX];
-    if (config_schedule_warning(cfg, t->total_steps, note, sizeof note))
+    if (config_schedule_warning(cfg, t->run.total_steps, note, sizeof note))
         fprintf(stderr, "ftrain: warning: %s\n", note);
     note_nothing_to_train(t);
     char extra[REPORT_MAX];
     snprintf(extra, sizeof extra, "\"init\":\"%s\"", init);
-    metrics_event(&t->metrics, "start", t->step, t->size, extra);
+    metrics_event(&t->metrics, "start", t->run.step, t->size, extra);
     fflush(stdout);
 }
 
@@ -520,14 +520,14 @@ static void announce_run(trainer_t *t)
 static void start_clocks(trainer_t *t)
 {
     const config_t *cfg = t->cfg;
-    int64_t spe = t->steps_per_epoch;
-    t->log_every = cfg->log_every ? cfg->log_every : (spe >= 10 ? spe / 10 : 1);
-    t->run_base = t->state.run_seconds; /* 0, or what state_load read */
-    t->run_start = now_s();
-    t->window.since = t->run_start;
-    t->control_last = t->run_start;
-    t->last_save_time = t->run_start;
-    t->last_local_time = t->run_start;
+    int64_t spe = t->run.steps_per_epoch;
+    t->log.every = cfg->log_every ? cfg->log_every : (spe >= 10 ? spe / 10 : 1);
+    t->clock.run_base = t->state.run_seconds; /* 0, or what state_load read */
+    t->clock.run_start = util_mono_s();
+    t->log.window.since = t->clock.run_start;
+    t->clock.control_last = t->clock.run_start;
+    t->ckpt.last_time = t->clock.run_start;
+    t->local.last_time = t->clock.run_start;
 }
 
 /* Collective: resumed at an epoch end whose evaluation the stop skipped,
@@ -537,8 +537,8 @@ static void start_clocks(trainer_t *t)
  * TRAIN_STOPPED or a failure. */
 static int evaluate_pending_epoch(trainer_t *t, train_result_t *res, char *err, size_t cap)
 {
-    if (!(t->state.eval_pending && t->step > 0 && t->step % t->steps_per_epoch == 0)) {
-        t->evaluated_step = t->step; /* done before that checkpoint was saved */
+    if (!(t->state.eval_pending && t->run.step > 0 && t->run.step % t->run.steps_per_epoch == 0)) {
+        t->run.evaluated_step = t->run.step; /* done before that checkpoint was saved */
         return TRAIN_OK;
     }
     int cut_short = 0;
@@ -553,20 +553,20 @@ static int evaluate_pending_epoch(trainer_t *t, train_result_t *res, char *err, 
 /* Which micro-batches of the current step this rank computes. */
 static void plan_step(trainer_t *t, step_plan_t *plan)
 {
-    plan->epoch = t->step / t->steps_per_epoch;
-    plan->index = t->step % t->steps_per_epoch;
-    sampler_set_epoch(&t->sampler, plan->epoch);
-    sampler_rank_micros(&t->sampler, plan->index, t->rank, t->size, &plan->first_micro,
+    plan->epoch = t->run.step / t->run.steps_per_epoch;
+    plan->index = t->run.step % t->run.steps_per_epoch;
+    sampler_set_epoch(&t->data.sampler, plan->epoch);
+    sampler_rank_micros(&t->data.sampler, plan->index, t->rank, t->size, &plan->first_micro,
                         &plan->nmicro);
-    plan->samples = sampler_step_size(&t->sampler, plan->index);
+    plan->samples = sampler_step_size(&t->data.sampler, plan->index);
 }
 
 /* The message of a device failure voted by some rank: this rank's own
  * reason, or that it was another's.  @return TRAIN_EFAIL. */
 static int device_failure(const trainer_t *t, char *err, size_t cap)
 {
-    const char *why = t->device_failed ? gpu_last_error() : NULL;
-    snprintf(err, cap, "a device failed at step %lld%s%s", (long long)t->step,
+    const char *why = t->dev.failed ? gpu_last_error() : NULL;
+    snprintf(err, cap, "a device failed at step %lld%s%s", (long long)t->run.step,
              why ? ": " : " (on another rank)", why ? why : "");
     return TRAIN_EFAIL;
 }
@@ -574,7 +574,7 @@ static int device_failure(const trainer_t *t, char *err, size_t cap)
 /* A diverged run or a failed device, voted by any rank, fails every rank. */
 static int check_control(const trainer_t *t, const double *ctl, char *err, size_t cap)
 {
-    long long step = (long long)t->step;
+    long long step = (long long)t->run.step;
     if (ctl[CTL_BAD] >= BAD_DEVICE)
         return device_failure(t, err, cap);
     if (ctl[CTL_BAD] > 0) {
@@ -598,7 +598,7 @@ static int agree_control(trainer_t *t, const step_sums_t *sums, control_t *out, 
 {
     const config_t *cfg = t->cfg;
     double *ctl = out->ctl;
-    double c0 = now_s();
+    double c0 = util_mono_s();
     int sig = stop_local_signal();
     ctl[CTL_GMAX] = sums->max_abs_grad;
     ctl[CTL_STOP] = sig != 0;
@@ -606,22 +606,22 @@ static int agree_control(trainer_t *t, const step_sums_t *sums, control_t *out, 
      * due by --ckpt-interval, 2 a local one by --ckpt-local-interval. */
     ctl[CTL_SAVE] = t->rank != 0 ? 0
                     : (cfg->ckpt_interval > 0 &&
-                       now_s() - t->last_save_time >= cfg->ckpt_interval) +
+                       util_mono_s() - t->ckpt.last_time >= cfg->ckpt_interval) +
                           2 * (cfg->ckpt_local_interval > 0 &&
-                               now_s() - t->last_local_time >= cfg->ckpt_local_interval);
+                               util_mono_s() - t->local.last_time >= cfg->ckpt_local_interval);
     ctl[CTL_SIG_TIME] = sig ? -stop_local_time() : NO_SIGNAL_TIME;
-    ctl[CTL_ASYNC_BUSY] = async_save_writing(&t->async);
-    ctl[CTL_BAD] = t->device_failed ? BAD_DEVICE : sums->loss_bad ? BAD_LOSS : 0;
+    ctl[CTL_ASYNC_BUSY] = async_save_writing(&t->async.save);
+    ctl[CTL_BAD] = t->dev.failed ? BAD_DEVICE : sums->loss_bad ? BAD_LOSS : 0;
     if (comm_allreduce(t->comm, ctl, CTL_N, COMM_F64, COMM_MAX) != COMM_OK) {
         snprintf(err, cap, "control reduction failed: %s", comm_last_error());
         return TRAIN_EFAIL;
     }
     out->agreed = util_wall_s();
-    double c1 = now_s();
-    t->control_seconds += c1 - c0;
-    if (c1 - t->control_last > t->longest_gap)
-        t->longest_gap = c1 - t->control_last;
-    t->control_last = c1;
+    double c1 = util_mono_s();
+    t->stats.control_seconds += c1 - c0;
+    if (c1 - t->clock.control_last > t->stats.longest_gap)
+        t->stats.longest_gap = c1 - t->clock.control_last;
+    t->clock.control_last = c1;
     return check_control(t, ctl, err, cap);
 }
 
@@ -640,18 +640,18 @@ static void fmt_eta(double s, char *buf, size_t cap)
 static void print_progress(trainer_t *t)
 {
     const config_t *cfg = t->cfg;
-    log_window_t *win = &t->window;
-    int64_t step = t->step, epochs = (t->total_steps + t->steps_per_epoch - 1) / t->steps_per_epoch;
-    double dt = now_s() - win->since;
+    log_window_t *win = &t->log.window;
+    int64_t step = t->run.step, epochs = (t->run.total_steps + t->run.steps_per_epoch - 1) / t->run.steps_per_epoch;
+    double dt = util_mono_s() - win->since;
     double sps = dt > 0 ? (double)win->samples / dt : 0;
-    double steps_done = t->run_samples ? (double)t->run_samples / (double)cfg->global_batch : 1;
-    double eta = (double)(t->total_steps - step) * (now_s() - t->run_start) / steps_done;
+    double steps_done = t->stats.run_samples ? (double)t->stats.run_samples / (double)cfg->global_batch : 1;
+    double eta = (double)(t->run.total_steps - step) * (util_mono_s() - t->clock.run_start) / steps_done;
     char eta_text[REPORT_MAX];
     fmt_eta(eta, eta_text, sizeof eta_text);
-    double lr = optim_lr(optim_config(t->opt), step - 1);
+    double lr = optim_lr(optim_config(t->nn.opt), step - 1);
     double loss = win->loss / (double)win->samples, acc = (double)win->hits / (double)win->samples;
     /* Regression: no accuracy (R^2 is the evaluation's), the loss with %g. */
-    int classes = t->train.classification;
+    int classes = t->data.train.classification;
     char numbers[REPORT_MAX];
     if (classes)
         snprintf(numbers, sizeof numbers, "loss %.4f acc %.4f", loss, acc);
@@ -659,25 +659,25 @@ static void print_progress(trainer_t *t)
         snprintf(numbers, sizeof numbers, "loss %.4g", loss);
     if (!cfg->quiet)
         printf("epoch %lld/%lld step %lld/%lld %s lr %.2e %.0f samples/s eta %s\n",
-               (long long)((step - 1) / t->steps_per_epoch + 1), (long long)epochs,
-               (long long)step, (long long)t->total_steps, numbers, lr, sps, eta_text);
-    metrics_row_t row = {step, (step - 1) / t->steps_per_epoch, loss, classes ? acc : NAN, lr,
+               (long long)((step - 1) / t->run.steps_per_epoch + 1), (long long)epochs,
+               (long long)step, (long long)t->run.total_steps, numbers, lr, sps, eta_text);
+    metrics_row_t row = {step, (step - 1) / t->run.steps_per_epoch, loss, classes ? acc : NAN, lr,
                          sps, t->size};
     metrics_step(&t->metrics, &row);
     fflush(stdout);
     memset(win, 0, sizeof *win);
-    win->since = now_s();
+    win->since = util_mono_s();
 }
 
 /* Count the step just done; print progress every --log-every steps. */
 static void log_progress(trainer_t *t, const step_plan_t *plan, const step_sums_t *sums)
 {
-    t->run_samples += plan->samples;
-    t->window.loss += sums->loss;
-    t->window.hits += sums->hits;
-    t->window.samples += plan->samples;
-    t->last_loss = sums->loss / (double)plan->samples;
-    if (t->rank == 0 && (t->step % t->log_every == 0 || t->step == t->total_steps))
+    t->stats.run_samples += plan->samples;
+    t->log.window.loss += sums->loss;
+    t->log.window.hits += sums->hits;
+    t->log.window.samples += plan->samples;
+    t->run.last_loss = sums->loss / (double)plan->samples;
+    if (t->rank == 0 && (t->run.step % t->log.every == 0 || t->run.step == t->run.total_steps))
         print_progress(t);
 }
 
@@ -704,11 +704,11 @@ static void report_local(trainer_t *t, int rc, const tier_report_t *rep, const c
                          const char *when)
 {
     if (rc == TIER_OK) {
-        t->local_sealed++;
-        t->local_stall_seconds += rep->stall_s;
-        t->local_cpu_seconds += rep->helper_cpu_s;
+        t->local.sealed++;
+        t->local.stall_seconds += rep->stall_s;
+        t->local.cpu_seconds += rep->helper_cpu_s;
     } else {
-        t->local_failed++;
+        t->local.failed++;
     }
     if (t->rank != 0)
         return;
@@ -747,16 +747,16 @@ static void report_local(trainer_t *t, int rc, const tier_report_t *rep, const c
  * local save in flight on, and report it once it is sealed or failed. */
 static void progress_local(trainer_t *t, const char *when)
 {
-    if (!t->tier_on || !tier_save_in_flight(&t->tier))
+    if (!t->local.on || !tier_save_in_flight(&t->local.tier))
         return;
     tier_report_t rep;
     char why[TRAIN_ERR_MAX] = "";
     int rc;
     if (when) {
-        watchdog_phase(WATCHDOG_SAVE_SYNC, tier_save_step(&t->tier));
-        rc = tier_save_finish(&t->tier, t->comm, &rep, why, sizeof why);
+        watchdog_phase(WATCHDOG_SAVE_SYNC, tier_save_step(&t->local.tier));
+        rc = tier_save_finish(&t->local.tier, t->comm, &rep, why, sizeof why);
     } else {
-        rc = tier_save_progress(&t->tier, t->comm, &rep, why, sizeof why);
+        rc = tier_save_progress(&t->local.tier, t->comm, &rep, why, sizeof why);
     }
     if (rc == TIER_OK || rc == TIER_EFAIL)
         report_local(t, rc, &rep, why, when ? when : "");
@@ -772,37 +772,37 @@ static void progress_local(trainer_t *t, const char *when)
 static int save_local(trainer_t *t, train_result_t *res, char *err, size_t cap)
 {
     const config_t *cfg = t->cfg;
-    if (tier_save_in_flight(&t->tier)) {
-        t->local_skipped++;
-        if (tier_save_skip(&t->tier) == 1 && t->rank == 0 && !cfg->quiet)
+    if (tier_save_in_flight(&t->local.tier)) {
+        t->local.skipped++;
+        if (tier_save_skip(&t->local.tier) == 1 && t->rank == 0 && !cfg->quiet)
             printf("local checkpoint: step %lld skipped: the local save of step %lld is still "
-                   "in flight\n", (long long)t->step, (long long)tier_save_step(&t->tier));
+                   "in flight\n", (long long)t->run.step, (long long)tier_save_step(&t->local.tier));
         return TRAIN_OK;
     }
-    watchdog_phase(WATCHDOG_SAVE, t->step);
+    watchdog_phase(WATCHDOG_SAVE, t->run.step);
     step_settle(t);
-    double t0 = now_s();
+    double t0 = util_mono_s();
     char why[TRAIN_ERR_MAX] = "";
-    int rc = download_state(t, t->step, NULL, why, sizeof why);
+    int rc = download_state(t, t->run.step, NULL, why, sizeof why);
     if (rc == TRAIN_OK &&
-        tier_save_start(&t->tier, t->comm, &t->state, t0, why, sizeof why) != TIER_OK)
+        tier_save_start(&t->local.tier, t->comm, &t->state, t0, why, sizeof why) != TIER_OK)
         rc = TRAIN_EFAIL;
-    t->last_local_time = now_s();
+    t->local.last_time = util_mono_s();
     if (rc != TRAIN_OK) {
-        t->local_failed++;
+        t->local.failed++;
         if (t->rank == 0)
             fprintf(stderr, "ftrain: local checkpoint of step %lld not started: %s; training "
-                    "goes on (the shared tier is untouched)\n", (long long)t->step, why);
+                    "goes on (the shared tier is untouched)\n", (long long)t->run.step, why);
         return TRAIN_OK;
     }
-    t->local_saves++;
-    if (!cfg->ckpt_flush_every || t->local_saves % cfg->ckpt_flush_every != 0 ||
-        t->last_saved == t->step)
+    t->local.saves++;
+    if (!cfg->ckpt_flush_every || t->local.saves % cfg->ckpt_flush_every != 0 ||
+        t->ckpt.last_saved == t->run.step)
         return TRAIN_OK;
     if (!cfg->ckpt_async)
-        return save_checkpoint(t, t->step, res, err, cap);
-    if (!t->async.in_flight)
-        start_async_save(t, t->step);
+        return save_checkpoint(t, t->run.step, res, err, cap);
+    if (!t->async.save.in_flight)
+        start_async_save(t, t->run.step);
     return TRAIN_OK;
 }
 
@@ -814,31 +814,31 @@ static int save_if_due(trainer_t *t, const control_t *control, train_result_t *r
 {
     const config_t *cfg = t->cfg;
     int votes = (int)control->ctl[CTL_SAVE];
-    if (t->tier_on) {
-        tier_save_prepare(&t->tier, &t->state);
+    if (t->local.on) {
+        tier_save_prepare(&t->local.tier, &t->state);
         progress_local(t, NULL);
     }
-    if (t->tier_on && t->step < t->total_steps &&
-        ((cfg->ckpt_local_every && t->step % cfg->ckpt_local_every == 0) || (votes & 2))) {
+    if (t->local.on && t->run.step < t->run.total_steps &&
+        ((cfg->ckpt_local_every && t->run.step % cfg->ckpt_local_every == 0) || (votes & 2))) {
         int rc = save_local(t, res, err, cap);
         if (rc != TRAIN_OK)
             return rc;
     }
-    if (!cfg->run_dir[0] || t->step >= t->total_steps || t->last_saved == t->step ||
-        !((cfg->ckpt_every && t->step % cfg->ckpt_every == 0) || (votes & 1)))
+    if (!cfg->run_dir[0] || t->run.step >= t->run.total_steps || t->ckpt.last_saved == t->run.step ||
+        !((cfg->ckpt_every && t->run.step % cfg->ckpt_every == 0) || (votes & 1)))
         return TRAIN_OK;
     if (!cfg->ckpt_async)
-        return save_checkpoint(t, t->step, res, err, cap);
-    if (t->async.in_flight) {
+        return save_checkpoint(t, t->run.step, res, err, cap);
+    if (t->async.save.in_flight) {
         /* At most one in flight, and never a stall waiting for it: this
          * save is skipped; the one being written still lands. */
-        t->async_skipped++;
+        t->async.skipped++;
         if (t->rank == 0 && !cfg->quiet)
             printf("checkpoint: step %lld skipped: the save of step %lld is still being "
-                   "written\n", (long long)t->step, (long long)t->async.step);
+                   "written\n", (long long)t->run.step, (long long)t->async.save.step);
         return TRAIN_OK;
     }
-    start_async_save(t, t->step);
+    start_async_save(t, t->run.step);
     return TRAIN_OK;
 }
 
@@ -857,9 +857,9 @@ static void delay_step(const trainer_t *t)
 static void note_first_step(trainer_t *t)
 {
     step_settle(t);
-    double s = now_s() - t->run_start - t->eval_seconds;
-    t->first_step_seconds = s > 0 ? s : 1e-9;
-    t->first_step_samples = t->run_samples;
+    double s = util_mono_s() - t->clock.run_start - t->stats.eval_seconds;
+    t->stats.first_step_seconds = s > 0 ? s : 1e-9;
+    t->stats.first_step_samples = t->stats.run_samples;
 }
 
 /* Collective: one step and what follows it.  @return TRAIN_OK to go on,
@@ -870,25 +870,25 @@ static int train_step(trainer_t *t, train_result_t *res, char *err, size_t cap)
     step_sums_t sums;
     control_t control;
     /* Progress marks for the watchdog, numbered as the progress lines. */
-    watchdog_phase(WATCHDOG_COMPUTE, t->step + 1);
+    watchdog_phase(WATCHDOG_COMPUTE, t->run.step + 1);
     plan_step(t, &plan);
     step_compute(t, &plan, &sums);
-    watchdog_phase(WATCHDOG_CONTROL, t->step + 1);
+    watchdog_phase(WATCHDOG_CONTROL, t->run.step + 1);
     int rc = agree_control(t, &sums, &control, err, cap);
-    watchdog_phase(WATCHDOG_REDUCE, t->step + 1);
+    watchdog_phase(WATCHDOG_REDUCE, t->run.step + 1);
     if (rc == TRAIN_OK)
         rc = step_reduce(t, &plan, control.ctl[CTL_GMAX], &sums, err, cap);
-    watchdog_phase(WATCHDOG_UPDATE, t->step + 1);
+    watchdog_phase(WATCHDOG_UPDATE, t->run.step + 1);
     if (rc == TRAIN_OK && !isfinite(sums.loss)) {
         snprintf(err, cap, "non-finite loss at step %lld: training diverged (lower --lr?)",
-                 (long long)t->step);
+                 (long long)t->run.step);
         rc = TRAIN_EFAIL;
     }
     if (rc != TRAIN_OK)
         return rc;
     step_update(t);
-    t->step++;
-    if (t->async.in_flight && control.ctl[CTL_ASYNC_BUSY] == 0)
+    t->run.step++;
+    if (t->async.save.in_flight && control.ctl[CTL_ASYNC_BUSY] == 0)
         commit_async_save(t, res, 0); /* every rank's writer is done: commit */
     log_progress(t, &plan, &sums);
     warn_other_signal(t);
@@ -901,7 +901,7 @@ static int train_step(trainer_t *t, train_result_t *res, char *err, size_t cap)
         rc = find_first_signal(t, control.ctl[CTL_SIG_TIME], control.agreed, &stop, err, cap);
         return rc == TRAIN_OK ? stop_and_save(t, &stop, res, err, cap) : rc;
     }
-    if (t->step % t->steps_per_epoch == 0) {
+    if (t->run.step % t->run.steps_per_epoch == 0) {
         /* A stop signal that cuts the evaluation short is left to the
          * next step's control reduction. */
         int cut_short = 0;
@@ -909,7 +909,7 @@ static int train_step(trainer_t *t, train_result_t *res, char *err, size_t cap)
     }
     if (rc == TRAIN_OK)
         rc = save_if_due(t, &control, res, err, cap);
-    watchdog_phase(WATCHDOG_UPDATE, t->step);
+    watchdog_phase(WATCHDOG_UPDATE, t->run.step);
     if (rc == TRAIN_OK)
         delay_step(t);
     return rc;
@@ -925,9 +925,9 @@ static int train_step(trainer_t *t, train_result_t *res, char *err, size_t cap)
 static int finish_training(trainer_t *t, train_result_t *res, char *err, size_t cap)
 {
     step_settle(t);
-    t->loop_end = now_s();
+    t->clock.loop_end = util_mono_s();
     /* The last step's update had no control reduction after it. */
-    int bad = comm_any_failed(t->comm, t->device_failed);
+    int bad = comm_any_failed(t->comm, t->dev.failed);
     if (bad < 0) {
         snprintf(err, cap, "control reduction failed: %s", comm_last_error());
         return TRAIN_EFAIL;
@@ -936,18 +936,18 @@ static int finish_training(trainer_t *t, train_result_t *res, char *err, size_t 
         return device_failure(t, err, cap);
     progress_local(t, "the end");
     commit_async_save(t, res, 1);
-    if (t->cfg->run_dir[0] && t->last_saved != t->step &&
-        save_checkpoint(t, t->step, res, err, cap) != TRAIN_OK)
+    if (t->cfg->run_dir[0] && t->ckpt.last_saved != t->run.step &&
+        save_checkpoint(t, t->run.step, res, err, cap) != TRAIN_OK)
         return TRAIN_EFAIL;
-    res->saved = t->last_saved == t->step;
-    if (t->evaluated_at_end)
+    res->saved = t->ckpt.last_saved == t->run.step;
+    if (t->run.evaluated_at_end)
         return TRAIN_DONE;
     eval_result_t ev;
-    double eval_start = now_s();
+    double eval_start = util_mono_s();
     int rc = evaluate_test_set(t, &ev, err, cap);
     /* After loop_end: counted in the timing line's evaluation time, never
      * taken out of the loop's training time again. */
-    t->final_eval_seconds = now_s() - eval_start;
+    t->stats.final_eval_seconds = util_mono_s() - eval_start;
     if (rc != TRAIN_OK)
         return TRAIN_EFAIL;
     if (ev.cut_short) {
@@ -957,7 +957,7 @@ static int finish_training(trainer_t *t, train_result_t *res, char *err, size_t 
     }
     char what[96];
     snprintf(what, sizeof what, "final, step %lld (epoch %lld not finished)",
-             (long long)t->step, (long long)(t->step / t->steps_per_epoch));
+             (long long)t->run.step, (long long)(t->run.step / t->run.steps_per_epoch));
     report_eval(t, res, &ev, what, 1);
     return TRAIN_DONE;
 }
@@ -968,48 +968,48 @@ static int finish_training(trainer_t *t, train_result_t *res, char *err, size_t 
 static int fill_result(trainer_t *t, int outcome, train_result_t *res, char *err, size_t cap)
 {
     warn_other_signal(t);
-    res->step = t->step;
-    res->epoch = t->step / t->steps_per_epoch;
-    res->loss = t->last_loss;
-    res->regression = !t->test.classification;
-    if (t->gpu && t->tier_on)
-        tier_save_settle(&t->tier); /* as in download_state */
-    if (t->gpu && gpu_mirror_download(t->gpu, err, cap) != TRAIN_OK)
+    res->step = t->run.step;
+    res->epoch = t->run.step / t->run.steps_per_epoch;
+    res->loss = t->run.last_loss;
+    res->regression = !t->data.test.classification;
+    if (t->dev.mirror && t->local.on)
+        tier_save_settle(&t->local.tier); /* as in download_state */
+    if (t->dev.mirror && gpu_mirror_download(t->dev.mirror, err, cap) != TRAIN_OK)
         outcome = TRAIN_EFAIL;
-    res->param_hash = train_param_hash(model_params(t->model), t->n_params);
-    double steps = (double)t->reduced_steps;
-    res->reduce_ms_per_step = steps > 0 ? 1e3 * t->reduce_seconds / steps : 0;
-    res->control_ms_per_step = steps > 0 ? 1e3 * t->control_seconds / steps : 0;
-    res->async_saves = t->async_saves;
-    res->async_failures = t->async_failures;
-    res->async_skipped = t->async_skipped;
-    res->async_stall_ms = t->async_saves ? 1e3 * t->async_stall_seconds / t->async_saves : 0;
-    res->local_sealed = t->local_sealed;
-    res->local_failed = t->local_failed;
-    res->local_skipped = t->local_skipped;
-    res->local_stall_ms = t->local_sealed ? 1e3 * t->local_stall_seconds / t->local_sealed : 0;
-    res->local_cpu_ms = t->local_sealed ? 1e3 * t->local_cpu_seconds / t->local_sealed : 0;
+    res->param_hash = train_param_hash(model_params(t->nn.model), t->nn.n_params);
+    double steps = (double)t->stats.reduced_steps;
+    res->reduce_ms_per_step = steps > 0 ? 1e3 * t->stats.reduce_seconds / steps : 0;
+    res->control_ms_per_step = steps > 0 ? 1e3 * t->stats.control_seconds / steps : 0;
+    res->async_saves = t->async.saves;
+    res->async_failures = t->async.failures;
+    res->async_skipped = t->async.skipped;
+    res->async_stall_ms = t->async.saves ? 1e3 * t->async.stall_seconds / t->async.saves : 0;
+    res->local_sealed = t->local.sealed;
+    res->local_failed = t->local.failed;
+    res->local_skipped = t->local.skipped;
+    res->local_stall_ms = t->local.sealed ? 1e3 * t->local.stall_seconds / t->local.sealed : 0;
+    res->local_cpu_ms = t->local.sealed ? 1e3 * t->local.cpu_seconds / t->local.sealed : 0;
     /* Training throughput: the loop's steps only, without the evaluations
      * (a peer that does not evaluate is compared with the same work). */
-    double loop_end = t->loop_end > 0 ? t->loop_end : now_s();
-    double loop_s = loop_end - t->run_start - t->eval_seconds;
-    double samples = (double)t->run_samples;
+    double loop_end = t->clock.loop_end > 0 ? t->clock.loop_end : util_mono_s();
+    double loop_s = loop_end - t->clock.run_start - t->stats.eval_seconds;
+    double samples = (double)t->stats.run_samples;
     /* Nor its first step, when there were others (the peer times neither
      * its warm-up steps). */
     res->first_step_seconds = 0;
-    if (t->first_step_seconds > 0 && t->run_samples > t->first_step_samples &&
-        loop_s > t->first_step_seconds) {
-        loop_s -= t->first_step_seconds;
-        samples -= (double)t->first_step_samples;
-        res->first_step_seconds = t->first_step_seconds;
+    if (t->stats.first_step_seconds > 0 && t->stats.run_samples > t->stats.first_step_samples &&
+        loop_s > t->stats.first_step_seconds) {
+        loop_s -= t->stats.first_step_seconds;
+        samples -= (double)t->stats.first_step_samples;
+        res->first_step_seconds = t->stats.first_step_seconds;
     }
-    res->eval_seconds = t->eval_seconds + t->final_eval_seconds;
+    res->eval_seconds = t->stats.eval_seconds + t->stats.final_eval_seconds;
     res->samples_per_s = loop_s > 0 ? samples / loop_s : 0;
     if (t->rank == 0) {
         char extra[REPORT_MAX];
         snprintf(extra, sizeof extra, "\"param_hash\":\"%016llx\",\"seconds\":%.3f",
-                 (unsigned long long)res->param_hash, now_s() - t->started);
-        metrics_event(&t->metrics, outcome == TRAIN_DONE ? "done" : "exit", t->step, t->size,
+                 (unsigned long long)res->param_hash, util_mono_s() - t->clock.started);
+        metrics_event(&t->metrics, outcome == TRAIN_DONE ? "done" : "exit", t->run.step, t->size,
                       extra);
     }
     return outcome;
@@ -1022,7 +1022,7 @@ int train_run(const config_t *cfg, const world_t *world, comm_t *comm, gpu_ctx_t
     trainer_t *t = &trainer;
     memset(res, 0, sizeof *res);
     int rc = trainer_open(t, cfg, world, comm, gpu, err, cap);
-    t->before = before;
+    t->log.before = before;
     watchdog_phase(WATCHDOG_LOAD, 0);
     if (rc == TRAIN_OK)
         rc = trainer_resume(t, err, cap);
@@ -1031,9 +1031,9 @@ int train_run(const config_t *cfg, const world_t *world, comm_t *comm, gpu_ctx_t
         start_clocks(t);
         rc = evaluate_pending_epoch(t, res, err, cap);
     }
-    while (rc == TRAIN_OK && t->step < t->total_steps) {
+    while (rc == TRAIN_OK && t->run.step < t->run.total_steps) {
         rc = train_step(t, res, err, cap);
-        if (t->first_step_seconds == 0 && t->run_samples > 0)
+        if (t->stats.first_step_seconds == 0 && t->stats.run_samples > 0)
             note_first_step(t);
     }
     if (rc == TRAIN_OK)
@@ -1043,11 +1043,11 @@ int train_run(const config_t *cfg, const world_t *world, comm_t *comm, gpu_ctx_t
     /* The node-local tier, once every rank has closed it: nothing in it is
      * newer than the shared tier's newest when the run ended well on every
      * rank (the GPU's final download can fail on one: agreed). */
-    int remove_local = t->tier_on && cfg->ckpt_local_remove_at_end;
+    int remove_local = t->local.on && cfg->ckpt_local_remove_at_end;
     int ended_well = (rc == TRAIN_DONE || rc == TRAIN_STOPPED) && res->saved;
-    char local_root[sizeof t->tier.root];
-    int local_leader = t->tier.leader;
-    memcpy(local_root, t->tier.root, sizeof local_root);
+    char local_root[sizeof t->local.tier.root];
+    int local_leader = t->local.tier.leader;
+    memcpy(local_root, t->local.tier.root, sizeof local_root);
     trainer_close(t);
     if (remove_local && comm_any_failed(comm, !ended_well) == 0) {
         char why[TRAIN_ERR_MAX];

@@ -8,7 +8,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <time.h>
 
 #include "parallel/comm.h"
 #include "config/config.h"
@@ -34,21 +33,35 @@ typedef struct {
     double since;              /* when the window began */
 } log_window_t;
 
+/* The data sets and the order they are read in. */
 typedef struct {
-    const config_t *cfg;
-    const world_t *world;
-    comm_t *comm;
-    int rank, size;
-    int blas_threads;
     dataset_t train, test;
     double test_sst;           /* regression: the test targets' sum of squared
                                   deviations from their means, R^2's divisor */
     sampler_t sampler;
+} trainer_data_t;
+
+/* The run's length and where training stands in it. */
+typedef struct {
+    int64_t steps_per_epoch, total_steps;
+    int64_t max_rank_micros;   /* micro-batches of one step on one rank, at most */
+    int64_t step;              /* updates done */
+    int64_t resumed_step;      /* the step training began at, 0 for a fresh run */
+    int64_t evaluated_step;    /* the last epoch end whose evaluation ran, -1 */
+    int evaluated_at_end;      /* the last step's evaluation ran */
+    double last_loss;          /* mean loss of the last step, NaN before */
+} trainer_run_t;
+
+/* The host model and optimizer: the training state on the CPU; on a GPU
+ * the initial values and the checkpoint snapshots. */
+typedef struct {
     model_t *model;
     optim_t *opt;
     size_t n_params;
-    int64_t steps_per_epoch, total_steps;
-    int64_t max_rank_micros;   /* micro-batches of one step on one rank, at most */
+} trainer_nn_t;
+
+/* The buffers one step works in. */
+typedef struct {
     float *grad;               /* n_params + 2 floats: gradient, loss sum, correct */
     float grad_scale;          /* the update's factor on grad: 1 / samples after a
                                   float reduction (the sum), 1 after a fixed-point
@@ -60,62 +73,101 @@ typedef struct {
     int64_t *fixed_sum;        /* deterministic: n_params + 2 */
     float *batch_x, *batch_y;  /* batch staging (the GPU mirror's pinned buffers) */
     int32_t *batch_labels;
-    /* The GPU path (both NULL on the CPU): the device copy of the model and
-     * optimizer; the host ones above hold the initial values and the
-     * checkpoint snapshots. */
-    gpu_ctx_t *gpu_ctx;
-    gpu_mirror_t *gpu;
-    int device_failed;         /* a device call failed on this rank: voted at the
+} trainer_buffers_t;
+
+/* The GPU path: the device copy of the model and optimizer (both NULL on
+ * the CPU). */
+typedef struct {
+    gpu_ctx_t *ctx;
+    gpu_mirror_t *mirror;
+    int failed;                /* a device call failed on this rank: voted at the
                                   next control reduction, never acted on alone */
-    metrics_t metrics;
-    int trace_fd;              /* --trace-samples, -1 when off */
-    state_t state;
-    char ckpt_root[TRAIN_CKPT_ROOT_MAX]; /* "" without a run directory */
-    /* Position and progress. */
-    int64_t step;              /* updates done */
-    int64_t last_saved;        /* step of the newest checkpoint of ours, -1 */
-    int64_t evaluated_step;    /* the last epoch end whose evaluation ran, -1 */
-    int evaluated_at_end;      /* the last step's evaluation ran */
-    double last_loss;          /* mean loss of the last step, NaN before */
+} trainer_device_t;
+
+/* The clocks (util_mono_s) the run's timing is measured from. */
+typedef struct {
     double started;            /* when train_run began */
     double run_base;           /* training seconds of earlier processes (the record's) */
     double run_start;          /* when this process's training loop began; 0 before */
     double loop_end;           /* when it ended; 0 before */
-    double eval_seconds;       /* spent in the loop's epoch evaluations */
-    double final_eval_seconds; /* the run's last evaluation, after the loop */
-    int other_signals_seen;    /* stop_other_signals() already warned of */
+    double control_last;       /* when the last control reduction (stop check) ended */
+} trainer_clock_t;
+
+/* What this process measured and counted, for the timing line, the
+ * result and the recovery line. */
+typedef struct {
     int64_t run_samples;       /* samples trained by this process */
     /* This process's first step (its one-time start-up: the GPU libraries
      * load their kernels on first use, memory is first touched), kept out
      * of samples/s as the peer's warm-up steps are: 0 before it ended. */
     double first_step_seconds;
     int64_t first_step_samples;
-    int64_t log_every;         /* steps between progress lines */
-    log_window_t window;
-    double control_last;       /* when the last control reduction (stop check) ended */
+    double eval_seconds;       /* spent in the loop's epoch evaluations */
+    double final_eval_seconds; /* the run's last evaluation, after the loop */
     double longest_gap;        /* the longest time between two stop checks: a step,
                                   with any evaluation or save in between */
     double reduce_seconds;     /* in the gradient reductions (reduced_steps of them) */
     double control_seconds;    /* in the control reductions */
     int64_t reduced_steps;
+    double load_seconds;       /* the resume's load, 0 for a fresh run */
+} trainer_stats_t;
+
+/* What rank 0 prints as training goes, and what it has told already. */
+typedef struct {
+    int64_t every;             /* steps between progress lines */
+    log_window_t window;
+    int other_signals_seen;    /* stop_other_signals() already warned of */
     /* An unplanned end of the launch before (rank 0): reported once this
      * launch has trained its first step. */
     const watchdog_leftover_t *before;
-    int64_t resumed_step;      /* the step training began at, 0 for a fresh run */
-    double load_seconds;       /* the resume's load, 0 for a fresh run */
-    /* The node-local tier (--ckpt-local). */
-    int tier_on;
-    tier_t tier;
-    int64_t local_saves;       /* local checkpoints of this process */
-    int local_sealed, local_failed, local_skipped; /* for the summary line */
-    double local_stall_seconds, local_cpu_seconds; /* of the sealed ones */
-    double last_local_time;    /* when the last one ended */
-    /* Checkpoints. */
+} trainer_log_t;
+
+/* The shared tier's checkpoints: where, and when the last was saved. */
+typedef struct {
+    char root[TRAIN_CKPT_ROOT_MAX]; /* "" without a run directory */
+    int64_t last_saved;        /* step of the newest checkpoint of ours, -1 */
+    double last_time;          /* when the last save ended (the interval's start) */
     int young_daly_told;       /* the interval line was printed */
-    double last_save_time;
-    async_save_t async;
-    int async_saves, async_failures, async_skipped;
-    double async_stall_seconds;
+} trainer_ckpt_t;
+
+/* The asynchronous save (--ckpt-async) and its counts for the summary. */
+typedef struct {
+    async_save_t save;
+    int saves, failures, skipped;
+    double stall_seconds;
+} trainer_async_t;
+
+/* The node-local tier (--ckpt-local) and its counts for the summary. */
+typedef struct {
+    int on;
+    tier_t tier;
+    int64_t saves;             /* local checkpoints of this process */
+    int sealed, failed, skipped;
+    double stall_seconds, cpu_seconds; /* of the sealed ones */
+    double last_time;          /* when the last one ended */
+} trainer_local_t;
+
+/* The trainer: who runs, then one named part per concern. */
+typedef struct {
+    const config_t *cfg;
+    const world_t *world;
+    comm_t *comm;
+    int rank, size;
+    int blas_threads;
+    trainer_data_t data;
+    trainer_run_t run;
+    trainer_nn_t nn;
+    trainer_buffers_t buf;
+    trainer_device_t dev;
+    state_t state;             /* what a checkpoint records */
+    metrics_t metrics;
+    int trace_fd;              /* --trace-samples, -1 when off */
+    trainer_clock_t clock;
+    trainer_stats_t stats;
+    trainer_log_t log;
+    trainer_ckpt_t ckpt;
+    trainer_async_t async;
+    trainer_local_t local;
 } trainer_t;
 
 /* Which micro-batches of a step this rank computes. */
@@ -140,19 +192,12 @@ typedef struct {
     int cut_short;             /* a stop signal cut it short (on every rank) */
 } eval_result_t;
 
-static inline double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* train_recovery.c */
 
 /** Rank 0, once: the Young/Daly interval for a save that cost cost_s. */
 void train_tell_young_daly(trainer_t *t, int64_t step, double cost_s);
 /** Rank 0, after a launch's first step: the recovery line, when the launch
- *  before ended unplanned (t->before). */
+ *  before ended unplanned (t->log.before). */
 void train_report_recovery(trainer_t *t);
 /** --fault: raise the fault when this rank has done its step. */
 void train_inject_fault(const trainer_t *t);
