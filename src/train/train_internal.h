@@ -1,7 +1,12 @@
 /*
  * train_internal.h - the trainer's state, shared by the training loop
- * (train.c), its start and end (train_setup.c) and the computation of one
- * step and of the evaluation (train_step.c).  Nothing else includes it.
+ * (train.c) and its chapters: the start and end (train_setup.c), the
+ * computation of one step and of the evaluation (train_step.c), the save
+ * paths (train_save.c), the stop (train_stop.c), the progress and
+ * evaluation reports (train_report.c) and the recovery line, the
+ * checkpoint interval advice and --fault (train_recovery.c).  Nothing else
+ * includes it.  Every function here that can fail returns TRAIN_OK or a
+ * negative train_rc_t, with the message in (err, cap).
  */
 #ifndef FTRAIN_TRAIN_INTERNAL_H
 #define FTRAIN_TRAIN_INTERNAL_H
@@ -191,6 +196,73 @@ typedef struct {
     double loss, acc, r2;
     int cut_short;             /* a stop signal cut it short (on every rank) */
 } eval_result_t;
+
+/* The bits of the control reduction's save vote (rank 0's alone). */
+enum { SAVE_VOTE_SHARED = 1, SAVE_VOTE_LOCAL = 2 };
+
+/* "No signal" in a MAX reduction of negated signal times. */
+#define NO_SIGNAL_TIME (-1e300)
+
+/* An agreed stop: which signal, first seen by which rank, and when. */
+typedef struct {
+    int signo, first_rank;
+    double signalled, agreed;  /* wall-clock: the first signal, the agreement */
+} stop_info_t;
+
+/* train_report.c */
+
+/** Rank 0: the line describing the run (and a note when a resume left
+ *  nothing to train), and the start event. */
+void report_start(trainer_t *t);
+/** Count the step just done (plan, sums: its samples and reduced sums);
+ *  rank 0 prints progress every --log-every steps and at the last. */
+void report_progress(trainer_t *t, const step_plan_t *plan, const step_sums_t *sums);
+/** Rank 0 prints the evaluation ev of the current step ("eval: WHAT ...")
+ *  and logs its eval event (with "final":true for the one at the end of a
+ *  run that did not end on an epoch); every rank keeps it in res. */
+void report_eval(trainer_t *t, train_result_t *res, const eval_result_t *ev, const char *what,
+                 int final);
+
+/* train_save.c: every function is collective. */
+
+/** Save `step` to the shared tier now and wait for the commit.
+ *  @return TRAIN_OK or TRAIN_EFAIL. */
+int save_checkpoint(trainer_t *t, int64_t step, train_result_t *res, char *err, size_t cap);
+/** With an asynchronous save in flight: wait for the writers and commit.
+ *  A failure is reported and counted, and training goes on.
+ *  after_training: at a stop or the run's end, where the wait for the
+ *  writers is reported apart from the training stall. */
+void save_commit_async(trainer_t *t, train_result_t *res, int after_training);
+/** Move the node-local save in flight on; with when set ("the stop", "the
+ *  end"), wait for it and seal it.  Reported once sealed or failed. */
+void save_progress_local(trainer_t *t, const char *when);
+/** After a step: the saves that are due (--ckpt-every, --ckpt-local-every,
+ *  votes: the control reduction's SAVE_VOTE_* bits), never at the last
+ *  step (the end saves it).  @return TRAIN_OK, or TRAIN_EFAIL when a
+ *  shared save failed. */
+int save_if_due(trainer_t *t, int votes, train_result_t *res, char *err, size_t cap);
+
+/* train_stop.c */
+
+/** Rank-local: warn of each arrival of a USR signal that is not the stop
+ *  signal (it is ignored), so that whoever sent it learns why the run
+ *  goes on. */
+void train_stop_warn_others(trainer_t *t);
+/** Collective, once a stop is agreed: which rank saw a signal first and
+ *  which signal it was, into stop.  neg_first: the agreed -(earliest
+ *  signal time); agreed: when the agreement ended (wall clock).
+ *  @return TRAIN_OK or TRAIN_EFAIL. */
+int train_stop_first_signal(trainer_t *t, double neg_first, double agreed, stop_info_t *stop,
+                            char *err, size_t cap);
+/** Collective, after an agreed stop: finish the saves in flight, save this
+ *  step, report the stop; res->outcome becomes TRAIN_STOPPED.
+ *  @return TRAIN_OK, or TRAIN_EFAIL when the stop's save failed. */
+int train_stop_and_save(trainer_t *t, stop_info_t *stop, train_result_t *res, char *err,
+                        size_t cap);
+/** Collective, after an evaluation outside the loop's steps was cut short
+ *  by a stop signal: agree on the first signal and stop at this step.
+ *  @return as train_stop_and_save. */
+int train_stop_after_eval(trainer_t *t, train_result_t *res, char *err, size_t cap);
 
 /* train_recovery.c */
 

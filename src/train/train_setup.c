@@ -435,13 +435,14 @@ static int reset_to_initial(trainer_t *t, char *err, size_t cap)
 }
 
 /* Collective: a node-local checkpoint newer than the shared tier's `from`
- * ("" for none), if the nodes now running hold one between them; loaded.
- * A step that cannot be read gives way to the next older one (a damaged
- * newest copy must not cost the good step before it).  *tried is set when
- * a load was attempted and failed.  @return TRAIN_OK when loaded,
- * TIER_NONE when there is none or none could be read (the shared tier is
- * used: said why), or TRAIN_EMISMATCH. */
-static int resume_local(trainer_t *t, const char *from, int *tried, char *err, size_t cap)
+ * ("" for none), if the nodes now running hold one between them; loaded
+ * (*loaded set).  A step that cannot be read gives way to the next older
+ * one (a damaged newest copy must not cost the good step before it).
+ * *tried is set when a load was attempted and failed.  When there is none
+ * or none could be read, *loaded stays 0 and the shared tier is used
+ * (said why).  @return TRAIN_OK or TRAIN_EMISMATCH. */
+static int resume_local(trainer_t *t, const char *from, int *loaded, int *tried, char *err,
+                        size_t cap)
 {
     uint64_t shared = 0;
     int64_t newer_than = -1, older_than = INT64_MAX;
@@ -455,7 +456,7 @@ static int resume_local(trainer_t *t, const char *from, int *tried, char *err, s
                 fprintf(stderr, "ftrain: resume: the node-local tier cannot be used (%s); using "
                         "the shared tier\n", err);
             err[0] = '\0';
-            return TIER_NONE;
+            return TRAIN_OK;
         }
         rc = load_checkpoint(t, pick.dir, &pick, err, cap);
         if (rc == TRAIN_EFAIL && t->rank == 0)
@@ -463,8 +464,10 @@ static int resume_local(trainer_t *t, const char *from, int *tried, char *err, s
                     "used (%s); trying an older one\n", (long long)pick.step, err);
         older_than = pick.step;
         tier_pick_free(&t->local.tier, &pick);
-        if (rc != TRAIN_EFAIL)
+        if (rc != TRAIN_EFAIL) {
+            *loaded = rc == TRAIN_OK;
             return rc;
+        }
         *tried = 1;
         err[0] = '\0';
     }
@@ -483,19 +486,20 @@ int trainer_resume(trainer_t *t, char *err, size_t cap)
         from[0] = '\0';
     /* The fastest complete tier: a newer node-local checkpoint first, for
      * --resume auto only (a named checkpoint is what the user asked for). */
-    rc = TIER_NONE;
-    int tried = 0;
+    rc = TRAIN_OK;
+    int loaded = 0, tried = 0;
     if (t->local.on && strcmp(cfg->resume, "auto") == 0)
-        rc = resume_local(t, from, &tried, err, cap);
-    if (rc == TIER_NONE && !from[0] && tried) {
+        rc = resume_local(t, from, &loaded, &tried, err, cap);
+    if (rc == TRAIN_OK && !loaded && !from[0] && tried) {
         rc = reset_to_initial(t, err, cap);
         if (comm_any_failed(t->comm, rc != TRAIN_OK)) {
             if (rc == TRAIN_OK)
                 snprintf(err, cap, "another rank could not reset its state for a fresh start");
             rc = TRAIN_EFAIL;
         }
-    } else if (rc == TIER_NONE)
-        rc = from[0] ? load_checkpoint(t, from, NULL, err, cap) : TRAIN_OK;
+    } else if (rc == TRAIN_OK && !loaded && from[0]) {
+        rc = load_checkpoint(t, from, NULL, err, cap);
+    }
     /* Local checkpoints newer than where training goes on are of another
      * history now: each node drops them, so that its saves of those steps
      * are not refused. */
