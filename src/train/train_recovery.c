@@ -25,9 +25,8 @@ void train_tell_young_daly(trainer_t *t, int64_t step, double cost_s)
     const config_t *cfg = t->cfg;
     double mtbf_s = 3600 * cfg->mtbf_hours, best = sqrt(2 * cost_s * mtbf_s);
     int64_t steps = step - t->run.resumed_step;
-    double step_s = steps > 0 && t->clock.run_start > 0
-                        ? (util_mono_s() - t->clock.run_start - t->stats.eval_seconds - cost_s) / (double)steps
-                        : 0;
+    double spent = util_mono_s() - t->clock.run_start - t->stats.eval_seconds - cost_s;
+    double step_s = steps > 0 && t->clock.run_start > 0 ? spent / (double)steps : 0;
     char now[REPORT_MAX] = "";
     if (cfg->ckpt_every && step_s > 0)
         snprintf(now, sizeof now, "; this run saves every %lld steps = %.3g s",

@@ -83,11 +83,14 @@ static void print_progress(trainer_t *t)
 {
     const config_t *cfg = t->cfg;
     log_window_t *win = &t->log.window;
-    int64_t step = t->run.step, epochs = (t->run.total_steps + t->run.steps_per_epoch - 1) / t->run.steps_per_epoch;
+    int64_t step = t->run.step, spe = t->run.steps_per_epoch;
+    int64_t epochs = (t->run.total_steps + spe - 1) / spe;
     double dt = util_mono_s() - win->since;
     double sps = dt > 0 ? (double)win->samples / dt : 0;
-    double steps_done = t->stats.run_samples ? (double)t->stats.run_samples / (double)cfg->global_batch : 1;
-    double eta = (double)(t->run.total_steps - step) * (util_mono_s() - t->clock.run_start) / steps_done;
+    double samples = (double)t->stats.run_samples;
+    double steps_done = t->stats.run_samples ? samples / (double)cfg->global_batch : 1;
+    double eta = (double)(t->run.total_steps - step) * (util_mono_s() - t->clock.run_start) /
+                 steps_done;
     char eta_text[REPORT_MAX];
     fmt_eta(eta, eta_text, sizeof eta_text);
     double lr = optim_lr(optim_config(t->nn.opt), step - 1);

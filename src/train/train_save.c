@@ -27,21 +27,23 @@
  * the small host tensors. */
 static int download_into_snapshot(trainer_t *t, async_save_t *save, char *err, size_t cap)
 {
-    const float *host[ASYNC_PLACED_MAX] = {model_params(t->nn.model), optim_state_m(t->nn.opt),
-                                           optim_state_v(t->nn.opt)};
-    float *dst[ASYNC_PLACED_MAX] = {NULL, NULL, NULL};
-    for (int i = 0; i < ASYNC_PLACED_MAX; i++) {
+    float *arrays[STATE_ARRAYS];
+    const float *host[STATE_ARRAYS];
+    float *dst[STATE_ARRAYS] = {NULL};
+    state_host_arrays(t->nn.model, t->nn.opt, arrays);
+    for (int i = 0; i < STATE_ARRAYS; i++) {
         size_t offset = 0;
+        host[i] = arrays[i];
         if (host[i] && state_copy_offset(&t->state, host[i], &offset) == STATE_OK)
             dst[i] = save->copy + offset;
         else
             host[i] = NULL;
     }
-    if (!save->copy || !dst[0])
+    if (!save->copy || !dst[STATE_PARAMS])
         return gpu_mirror_download(t->dev.mirror, err, cap); /* no snapshot yet: the usual way */
-    int rc = gpu_mirror_download_to(t->dev.mirror, dst[0], dst[1], dst[2], err, cap);
+    int rc = gpu_mirror_download_to(t->dev.mirror, dst, err, cap);
     if (rc == TRAIN_OK)
-        async_save_placed(save, host, ASYNC_PLACED_MAX, t->nn.n_params);
+        async_save_placed(save, host, STATE_ARRAYS, t->nn.n_params);
     return rc;
 }
 
@@ -61,7 +63,8 @@ static int download_state(trainer_t *t, int64_t step, async_save_t *into, char *
          * the update: step_update waits there). */
         if (t->local.on)
             tier_save_settle(&t->local.tier);
-        rc = into ? download_into_snapshot(t, into, err, cap) : gpu_mirror_download(t->dev.mirror, err, cap);
+        rc = into ? download_into_snapshot(t, into, err, cap)
+                  : gpu_mirror_download(t->dev.mirror, err, cap);
     }
     if (comm_any_failed(t->comm, rc)) {
         if (!err[0])
@@ -74,8 +77,10 @@ static int download_state(trainer_t *t, int64_t step, async_save_t *into, char *
     st->cursor = (step % t->run.steps_per_epoch) * t->cfg->global_batch;
     /* A stop at an epoch end saves before that epoch's evaluation; the
      * record says so, and the resumed run evaluates first. */
-    st->eval_pending = step > 0 && step % t->run.steps_per_epoch == 0 && t->run.evaluated_step != step;
-    st->run_seconds = t->clock.run_base + (t->clock.run_start > 0 ? util_mono_s() - t->clock.run_start : 0);
+    st->eval_pending =
+        step > 0 && step % t->run.steps_per_epoch == 0 && t->run.evaluated_step != step;
+    st->run_seconds =
+        t->clock.run_base + (t->clock.run_start > 0 ? util_mono_s() - t->clock.run_start : 0);
     return TRAIN_OK;
 }
 
@@ -300,7 +305,8 @@ static int save_local(trainer_t *t, train_result_t *res, char *err, size_t cap)
         t->local.skipped++;
         if (tier_save_skip(&t->local.tier) == 1 && t->rank == 0 && !cfg->quiet)
             printf("local checkpoint: step %lld skipped: the local save of step %lld is still "
-                   "in flight\n", (long long)t->run.step, (long long)tier_save_step(&t->local.tier));
+                   "in flight\n", (long long)t->run.step,
+                   (long long)tier_save_step(&t->local.tier));
         return TRAIN_OK;
     }
     watchdog_phase(WATCHDOG_SAVE, t->run.step);
@@ -341,12 +347,14 @@ int save_if_due(trainer_t *t, int votes, train_result_t *res, char *err, size_t 
         save_progress_local(t, NULL);
     }
     if (t->local.on && t->run.step < t->run.total_steps &&
-        ((cfg->ckpt_local_every && t->run.step % cfg->ckpt_local_every == 0) || (votes & SAVE_VOTE_LOCAL))) {
+        ((cfg->ckpt_local_every && t->run.step % cfg->ckpt_local_every == 0) ||
+         (votes & SAVE_VOTE_LOCAL))) {
         int rc = save_local(t, res, err, cap);
         if (rc != TRAIN_OK)
             return rc;
     }
-    if (!cfg->run_dir[0] || t->run.step >= t->run.total_steps || t->ckpt.last_saved == t->run.step ||
+    if (!cfg->run_dir[0] || t->run.step >= t->run.total_steps ||
+        t->ckpt.last_saved == t->run.step ||
         !((cfg->ckpt_every && t->run.step % cfg->ckpt_every == 0) || (votes & SAVE_VOTE_SHARED)))
         return TRAIN_OK;
     if (!cfg->ckpt_async)

@@ -101,8 +101,8 @@ static int load_data(trainer_t *t, char *err, size_t cap)
         return TRAIN_EFAIL;
     }
     t->data.test_sst = sum_squared_deviations(&t->data.test);
-    if (sampler_init(&t->data.sampler, t->data.train.samples, cfg->global_batch, cfg->micro_batch, cfg->seed,
-                     err, cap) != SAMPLER_OK)
+    if (sampler_init(&t->data.sampler, t->data.train.samples, cfg->global_batch,
+                     cfg->micro_batch, cfg->seed, err, cap) != SAMPLER_OK)
         return TRAIN_EFAIL;
     t->run.steps_per_epoch = sampler_steps_per_epoch(&t->data.sampler);
     t->run.total_steps = cfg->steps ? cfg->steps : cfg->epochs * t->run.steps_per_epoch;
@@ -159,15 +159,16 @@ static int open_gpu_mirror(trainer_t *t, char *err, size_t cap)
         .alone = t->size == 1,
         .report = t->rank == 0 && !t->cfg->quiet,
     };
-    return gpu_mirror_open(&t->dev.mirror, &spec, &t->buf.batch_x, &t->buf.batch_labels, &t->buf.batch_y, err,
-                           cap);
+    return gpu_mirror_open(&t->dev.mirror, &spec, &t->buf.batch_x, &t->buf.batch_labels,
+                           &t->buf.batch_y, err, cap);
 }
 
 /* The step's buffers: gradients, the deterministic mode's per micro-batch
  * ones, and (on the CPU) the batch staging. */
 static int alloc_buffers(trainer_t *t, char *err, size_t cap)
 {
-    size_t n = t->nn.n_params, batch = (size_t)max_batch(t), micros = (size_t)t->run.max_rank_micros;
+    size_t n = t->nn.n_params, batch = (size_t)max_batch(t);
+    size_t micros = (size_t)t->run.max_rank_micros;
     int det = t->cfg->deterministic;
     t->buf.grad = calloc(n + 2, sizeof *t->buf.grad);
     if (det)
@@ -337,7 +338,8 @@ int trainer_open(trainer_t *t, const config_t *cfg, const world_t *world, comm_t
     if (cfg->ckpt_local[0]) {
         /* A core the training does not fill, for the tier's helper. */
         int spare_core = t->dev.mirror != NULL || t->blas_threads < t->world->rank_cores;
-        if (tier_open(&t->local.tier, cfg, t->comm, t->world->host, spare_core, err, cap) != TIER_OK)
+        if (tier_open(&t->local.tier, cfg, t->comm, t->world->host, spare_core, err, cap) !=
+            TIER_OK)
             return TRAIN_EFAIL;
         t->local.on = 1;
         announce_tier(t);
@@ -345,8 +347,9 @@ int trainer_open(trainer_t *t, const config_t *cfg, const world_t *world, comm_t
     if (cfg->ckpt_async) {
         /* On a GPU the snapshot is page-locked: the device state is
          * downloaded straight into it at each save. */
-        float *pinned = t->dev.mirror ? gpu_mirror_snapshot_buffer(t->dev.mirror, state_floats(&t->state))
-                               : NULL;
+        float *pinned = t->dev.mirror
+                            ? gpu_mirror_snapshot_buffer(t->dev.mirror, state_floats(&t->state))
+                            : NULL;
         return async_save_reserve(&t->async.save, &t->state, t->comm, pinned, err, cap);
     }
     return TRAIN_OK;
@@ -423,13 +426,14 @@ static int reset_to_initial(trainer_t *t, char *err, size_t cap)
     if (model_init_with(&fresh, model_arch(t->nn.model), t->cfg->init, t->cfg->seed, 1, err, cap) !=
         MODEL_OK)
         return TRAIN_EFAIL;
-    memcpy(model_params(t->nn.model), model_params(fresh), t->nn.n_params * sizeof(float));
+    float *arrays[STATE_ARRAYS];
+    state_host_arrays(t->nn.model, t->nn.opt, arrays);
+    size_t bytes = t->nn.n_params * sizeof(float);
+    memcpy(arrays[STATE_PARAMS], model_params(fresh), bytes);
     model_free(fresh);
-    float *m = optim_state_m(t->nn.opt), *v = optim_state_v(t->nn.opt);
-    if (m)
-        memset(m, 0, t->nn.n_params * sizeof(float));
-    if (v)
-        memset(v, 0, t->nn.n_params * sizeof(float));
+    for (int i = STATE_MOMENT1; i < STATE_ARRAYS; i++)
+        if (arrays[i])
+            memset(arrays[i], 0, bytes);
     optim_set_updates(t->nn.opt, 0);
     return TRAIN_OK;
 }
@@ -507,7 +511,8 @@ int trainer_resume(trainer_t *t, char *err, size_t cap)
         int dropped = 0;
         if (ckpt_local_drop_after(t->local.tier.root, (uint64_t)t->run.step, &dropped) != CKPT_OK)
             fprintf(stderr, "ftrain: warning: local tier %s: cannot drop the checkpoints after "
-                    "step %lld: %s\n", t->local.tier.root, (long long)t->run.step, ckpt_last_error());
+                    "step %lld: %s\n", t->local.tier.root, (long long)t->run.step,
+                    ckpt_last_error());
     }
     return rc;
 }

@@ -97,7 +97,8 @@ static void compute_micro_gradients(trainer_t *t, const step_plan_t *plan, step_
 {
     for (int64_t i = 0; i < plan->nmicro; i++) {
         int64_t len = 0;
-        const int64_t *idx = sampler_micro(&t->data.sampler, plan->index, plan->first_micro + i, &len);
+        const int64_t *idx =
+            sampler_micro(&t->data.sampler, plan->index, plan->first_micro + i, &len);
         if (!t->dev.mirror || !gpu_mirror_has_data(t->dev.mirror))
             gather(t, &t->data.train, idx, len);
         trace(t, t->data.sampler.epoch, plan->index, idx, len);
@@ -106,16 +107,16 @@ static void compute_micro_gradients(trainer_t *t, const step_plan_t *plan, step_
         float grad_max = 0;
         if (t->dev.mirror) {
             /* A device failure is voted (CTL_BAD): every rank stops with an error. */
-            if (gpu_mirror_micro_gradient(t->dev.mirror, i, idx, (int)len, &loss, &hits, &grad_max) !=
-                GPU_OK) {
+            if (gpu_mirror_micro_gradient(t->dev.mirror, i, idx, (int)len, &loss, &hits,
+                                          &grad_max) != GPU_OK) {
                 t->dev.failed = 1;
                 grad_max = 0;
             }
         } else {
             float *grad = t->buf.micro_grads + (size_t)i * t->nn.n_params;
             memset(grad, 0, t->nn.n_params * sizeof *grad);
-            model_forward_backward(t->nn.model, t->buf.batch_x, t->buf.batch_labels, t->buf.batch_y, (int)len,
-                                   grad, &loss, &hits);
+            model_forward_backward(t->nn.model, t->buf.batch_x, t->buf.batch_labels,
+                                   t->buf.batch_y, (int)len, grad, &loss, &hits);
             grad_max = max_abs(grad, t->nn.n_params);
         }
         t->buf.micro_loss[i] = loss;
@@ -138,8 +139,8 @@ static void compute_batch_gradient(trainer_t *t, const step_plan_t *plan, step_s
         memset(t->buf.grad, 0, (t->nn.n_params + 2) * sizeof *t->buf.grad);
     t->buf.grad_zeroed = 0;
     if (plan->nmicro == 0) {
-        if (t->dev.mirror && gpu_mirror_batch_gradient(t->dev.mirror, NULL, 0, &sums->loss, &sums->hits) !=
-                          GPU_OK)
+        if (t->dev.mirror && gpu_mirror_batch_gradient(t->dev.mirror, NULL, 0, &sums->loss,
+                                                       &sums->hits) != GPU_OK)
             t->dev.failed = 1; /* voted: CTL_BAD */
         return;
     }
@@ -149,12 +150,13 @@ static void compute_batch_gradient(trainer_t *t, const step_plan_t *plan, step_s
         gather(t, &t->data.train, idx, len);
     trace(t, t->data.sampler.epoch, plan->index, idx, len);
     if (t->dev.mirror) {
-        if (gpu_mirror_batch_gradient(t->dev.mirror, idx, (int)len, &sums->loss, &sums->hits) != GPU_OK)
+        if (gpu_mirror_batch_gradient(t->dev.mirror, idx, (int)len, &sums->loss, &sums->hits) !=
+            GPU_OK)
             t->dev.failed = 1; /* voted: CTL_BAD */
         return;
     }
-    model_forward_backward(t->nn.model, t->buf.batch_x, t->buf.batch_labels, t->buf.batch_y, (int)len, t->buf.grad,
-                           &sums->loss, &sums->hits);
+    model_forward_backward(t->nn.model, t->buf.batch_x, t->buf.batch_labels, t->buf.batch_y,
+                           (int)len, t->buf.grad, &sums->loss, &sums->hits);
 }
 
 /* Micro-batches per step, rounded up to a power of two: 2^m. */
@@ -269,8 +271,8 @@ int step_reduce(trainer_t *t, const step_plan_t *plan, double grad_max, step_sum
                                            &t->dev.failed, err, cap);
         rc = reduce_fixed_cpu(t, plan->nmicro, scale_exp, plan->samples, sums, err, cap);
     } else if (t->dev.mirror) {
-        rc = gpu_mirror_reduce_float(t->dev.mirror, t->comm, plan->samples, &sums->loss, &sums->hits,
-                                     &t->dev.failed, err, cap);
+        rc = gpu_mirror_reduce_float(t->dev.mirror, t->comm, plan->samples, &sums->loss,
+                                     &sums->hits, &t->dev.failed, err, cap);
     } else {
         rc = reduce_float_cpu(t, plan->samples, sums, err, cap);
     }
@@ -296,7 +298,8 @@ void step_update(trainer_t *t)
      * above leaves the host state alone). */
     if (t->local.on)
         tier_save_settle(&t->local.tier);
-    optim_step_consume(t->nn.opt, model_params(t->nn.model), t->buf.grad, t->buf.grad_scale, t->run.step);
+    optim_step_consume(t->nn.opt, model_params(t->nn.model), t->buf.grad, t->buf.grad_scale,
+                       t->run.step);
     t->buf.grad_zeroed = 1;
 }
 
