@@ -260,7 +260,7 @@ static void print_timing(const train_result_t *res)
 static void print_result(const config_t *cfg, const train_result_t *res)
 {
     /* A loss of nan means this process trained no step (a resume at or
-     * past the last step: train.c says so in a note); the line then says
+     * past the last step: train_report.c says so in a note); the line then says
      * "loss=none", and the timing line has no samples/s to give.  test_acc
      * (test_r2) is that of the weights the line ends with, or "none" when
      * they were not evaluated (a stop before the epoch's or the final
