@@ -291,7 +291,7 @@ static void print_timing(const train_result_t *res)
 static void print_result(const config_t *cfg, const train_result_t *res)
 {
     /* A loss of nan means this process trained no step (a resume at or
-     * past the last step: train.c says so in a note); the line then says
+     * past the last step: train_report.c says so in a note); the line then says
      * "loss=none", and the timing line has no samples/s to give.  test_acc
      * (test_r2) is that of the weights the line ends with, or "none" when
      * they were not evaluated (a stop before the epoch's or the final
@@ -329,12 +329,13 @@ static void print_result(const config_t *cfg, const train_result_t *res)
                res->local_stall_ms, res->local_cpu_ms);
 }
 
-/* Report the outcome of train_run (rc, res, err; the rank was at *at when
- * it returned) and map it to the exit code.  Collective on failure. */
+/* Report the result of train_run (its error rc and err, or the outcome in
+ * res; the rank was at *at when it returned) and map it to the exit code.
+ * Collective on failure. */
 static int report_outcome(const config_t *cfg, const world_t *world, int rc,
                           const train_result_t *res, const char *err, const where_t *at)
 {
-    if (rc != TRAIN_DONE && rc != TRAIN_STOPPED) {
+    if (rc != TRAIN_OK) {
         /* Every rank returns the same failure; rank 0 reports it, and other
          * ranks only when their message differs (a local cause) or when
          * that cannot be known in time; the same ranks write a record.
@@ -350,7 +351,7 @@ static int report_outcome(const config_t *cfg, const world_t *world, int rc,
     }
     if (world->rank == 0)
         print_result(cfg, res);
-    if (rc == TRAIN_STOPPED)
+    if (res->outcome == TRAIN_STOPPED)
         return res->saved ? FTRAIN_EXIT_REQUEUE : FTRAIN_EXIT_SIGNAL(res->stop_signal);
     if (res->async_failures) {
         if (world->rank == 0) {
@@ -463,15 +464,16 @@ int main(int argc, char **argv)
     gpu_ctx_t *gpu = NULL;
     comm_t *comm = NULL;
     train_result_t res;
-    int outcome = TRAIN_EFAIL;
+    int stopped = 0; /* train_run ended by an agreed stop */
     int agreed = agree_device_and_comm(&cfg, &world, &gpu, &comm, err, sizeof err);
     if (agreed == AGREE_OK) {
         atomic_store(&hang_comm, comm);
-        outcome = train_run(&cfg, &world, comm, gpu, &before, &res, err, sizeof err);
+        int rc = train_run(&cfg, &world, comm, gpu, &before, &res, err, sizeof err);
         where_t at;
         watchdog_where(&at.phase, &at.step);
         watchdog_phase(WATCHDOG_FINISH, 0);
-        code = report_outcome(&cfg, &world, outcome, &res, err, &at);
+        stopped = rc == TRAIN_OK && res.outcome == TRAIN_STOPPED;
+        code = report_outcome(&cfg, &world, rc, &res, err, &at);
     } else {
         if (err[0]) {
             fprintf(stderr, "ftrain: %s\n", err);
@@ -487,7 +489,7 @@ int main(int argc, char **argv)
     gpu_close(gpu);
     world_free(&world);
     run_lock_release(); /* after the last save of the run directory */
-    if (outcome == TRAIN_STOPPED && world.rank == 0) {
+    if (stopped && world.rank == 0) {
         printf("stop: exit %d, %.3f s after the signal\n", code,
                util_wall_s() - res.stop_time);
     }

@@ -50,9 +50,9 @@
 #include "util/util.h"
 #include "fault/watchdog.h"
 
-/* Parameters and the optimizer's two moment buffers, a weight and a bias
- * per layer each (state_tensors). */
-#define STATE_MAX_TENSORS (3 * 2 * MODEL_MAX_LAYERS)
+/* The host arrays (parameters and the optimizer's two moments), a weight
+ * and a bias per layer each (state_tensors). */
+#define STATE_MAX_TENSORS (STATE_ARRAYS * 2 * MODEL_MAX_LAYERS)
 
 /* The record's own format (docs/checkpoint-format.md, section 9). */
 #define STATE_RECORD_FORMAT "ftrain-state"
@@ -93,16 +93,24 @@ ckpt_coll_t state_ckpt_coll(comm_t *comm)
     return coll;
 }
 
-/* Describe the model parameters and the optimizer moments as tensors.
- * @return their number. */
+void state_host_arrays(model_t *model, optim_t *opt, float *arrays[STATE_ARRAYS])
+{
+    arrays[STATE_PARAMS] = model_params(model);
+    arrays[STATE_MOMENT1] = optim_state_m(opt);
+    arrays[STATE_MOMENT2] = optim_state_v(opt);
+}
+
+/* Describe the host arrays (state_host_arrays) as tensors, named after
+ * their array.  @return their number. */
 static size_t state_tensors(const state_t *st, ckpt_tensor_t *tensors)
 {
+    static const char *const prefix[STATE_ARRAYS] = {
+        [STATE_PARAMS] = "model", [STATE_MOMENT1] = "optim.m", [STATE_MOMENT2] = "optim.v"};
     const model_arch_t *arch = model_arch(st->model);
-    float *bufs[3] = {model_params(st->model), optim_state_m(st->optim),
-                      optim_state_v(st->optim)};
-    const char *prefix[3] = {"model", "optim.m", "optim.v"};
+    float *bufs[STATE_ARRAYS];
+    state_host_arrays(st->model, st->optim, bufs);
     size_t count = 0;
-    for (int buf = 0; buf < 3; buf++) {
+    for (int buf = 0; buf < STATE_ARRAYS; buf++) {
         if (!bufs[buf])
             continue;
         for (int layer = 0; layer < arch->nlayers && layer < MODEL_MAX_LAYERS; layer++) {

@@ -23,6 +23,17 @@
 /* A checkpoint root's identity: 16 hex digits and the NUL. */
 #define STATE_ROOT_ID_SIZE 17
 
+/* The host arrays of the training state, in this order: the model's
+ * parameters and the optimizer's two moments, n_params floats each (the
+ * second moment is NULL for SGD).  This is their one list: the
+ * checkpoint's tensors, the GPU mirror's copies, the asynchronous save's
+ * snapshot and a fresh start's reset all walk it (state_host_arrays). */
+enum { STATE_PARAMS, STATE_MOMENT1, STATE_MOMENT2, STATE_ARRAYS };
+
+/** The host arrays of model and opt, in the order above, into arrays; an
+ *  array the optimizer does not keep is NULL. */
+void state_host_arrays(model_t *model, optim_t *opt, float *arrays[STATE_ARRAYS]);
+
 typedef struct {
     model_t *model;
     optim_t *optim;

@@ -22,9 +22,9 @@
 #include "state/state.h"
 #include "train/train.h"
 
-/* The most tensors a start may find in the copy already: the parameters and
- * the optimizer's two moments. */
-#define ASYNC_PLACED_MAX 3
+/* The most tensors a start may find in the copy already: the host arrays
+ * of the state (state_host_arrays). */
+#define ASYNC_PLACED_MAX STATE_ARRAYS
 
 typedef struct {
     pthread_t writer;

@@ -6,7 +6,8 @@
  * with gpu NULL for the CPU.  It loads the data, builds the model and
  * optimizer, resumes when asked, and trains until the configured end or an
  * agreed stop.  Rank 0 prints progress and writes metrics; every rank
- * returns the same code and result.
+ * returns the same code and result, and res.outcome says whether the run
+ * was done or stopped.
  */
 #ifndef FTRAIN_TRAIN_H
 #define FTRAIN_TRAIN_H
@@ -26,19 +27,25 @@
 #define TRAIN_CKPT_DIR_MAX (TRAIN_CKPT_ROOT_MAX + TRAIN_STEP_NAME_MAX)
 #define TRAIN_ERR_MAX 2048
 
-/* What train_run returns.  The trainer's own pieces return TRAIN_OK or one
- * of the failures, with the message in their (err, cap) buffer. */
+/* The trainer's one error convention: train_run and every piece of the
+ * trainer return TRAIN_OK or a negative error, with the message in their
+ * (err, cap) buffer.  How a run ended is not among them: train_run
+ * reports it in train_result_t.outcome. */
 typedef enum {
-    TRAIN_DONE = 0,     /* trained to the end */
-    TRAIN_STOPPED = 1,  /* a stop signal was agreed; see res.saved */
-    TRAIN_EFAIL = -1,   /* data, checkpoint, resume or collective failure */
+    TRAIN_OK = 0,
+    TRAIN_EFAIL = -1,    /* data, checkpoint, resume or collective failure */
     TRAIN_EMISMATCH = -2 /* the checkpoint belongs to another architecture */
 } train_rc_t;
 
-/* Success of one piece of the trainer (never returned by train_run). */
-#define TRAIN_OK 0
+/* How a run that returned TRAIN_OK ended. */
+typedef enum {
+    TRAIN_RUNNING = 0,   /* not ended yet (or failed: train_run's error says why) */
+    TRAIN_DONE = 1,      /* trained to the end */
+    TRAIN_STOPPED = 2    /* a stop signal was agreed; see saved */
+} train_outcome_t;
 
 typedef struct {
+    train_outcome_t outcome;  /* done or stopped, when train_run returned TRAIN_OK */
     int64_t step, epoch;
     double loss, test_loss, test_acc;
     double test_r2;           /* regression: R^2 over the test set */
@@ -73,7 +80,9 @@ typedef struct {
  *  be a device-capable communicator, comm_open_nccl).  before: on rank 0,
  *  the heartbeats an earlier launch left (watchdog_leftovers), from which
  *  the recovery line measures the work lost; NULL or none elsewhere.
- *  @return a train_rc_t; err holds the message on failure. */
+ *  res->outcome says how the run ended (done or stopped).
+ *  @return TRAIN_OK, or TRAIN_EFAIL or TRAIN_EMISMATCH with the message in
+ *  err; every rank returns the same. */
 int train_run(const config_t *cfg, const world_t *world, comm_t *comm, gpu_ctx_t *gpu,
               const watchdog_leftover_t *before, train_result_t *res, char *err, size_t cap);
 

@@ -18,8 +18,6 @@
 /* Deterministic mode's micro-batch gradient slots start on this many floats
  * (256 bytes, as cudaMalloc's memory does). */
 #define SLOT_ALIGN_FLOATS 64
-/* The host parameters and the optimizer's two moments. */
-#define HOST_ARRAYS 3
 
 struct gpu_mirror {
     gpu_ctx_t *ctx;
@@ -34,7 +32,7 @@ struct gpu_mirror {
     int64_t *fixed_sum;         /* deterministic: n_params */
     float *batch_x, *batch_y;   /* pinned staging buffers of the device model */
     int32_t *batch_labels;
-    void *pinned[HOST_ARRAYS];  /* host arrays page-locked for the state copy */
+    void *pinned[STATE_ARRAYS]; /* host arrays page-locked for the state copy */
     float *snapshot;            /* page-locked buffer of --ckpt-async, or NULL */
     int data_on_device;
     double copy_seconds;        /* of the last download */
@@ -54,10 +52,10 @@ struct gpu_mirror {
  * the slower pageable one.  A failure only makes the copy slower. */
 static void pin_host_state(gpu_mirror_t *mirror, int rank)
 {
-    void *host[HOST_ARRAYS] = {model_params(mirror->host_model), optim_state_m(mirror->host_opt),
-                               optim_state_v(mirror->host_opt)};
+    float *host[STATE_ARRAYS];
+    state_host_arrays(mirror->host_model, mirror->host_opt, host);
     size_t bytes = mirror->n_params * sizeof(float);
-    for (int i = 0; i < HOST_ARRAYS && bytes >= PIN_MIN_BYTES; i++) {
+    for (int i = 0; i < STATE_ARRAYS && bytes >= PIN_MIN_BYTES; i++) {
         if (!host[i])
             continue;
         if (gpu_host_register(mirror->ctx, host[i], bytes) != GPU_OK) {
@@ -155,7 +153,7 @@ void gpu_mirror_close(gpu_mirror_t *mirror)
 {
     if (!mirror)
         return;
-    for (int i = 0; i < HOST_ARRAYS; i++)
+    for (int i = 0; i < STATE_ARRAYS; i++)
         gpu_host_unregister(mirror->ctx, mirror->pinned[i]);
     gpu_host_free(mirror->ctx, mirror->snapshot);
     gpu_dfree(mirror->ctx, mirror->grad);
@@ -171,28 +169,41 @@ int gpu_mirror_has_data(const gpu_mirror_t *mirror)
     return mirror->data_on_device;
 }
 
+/* The device array that mirrors host array `which` (state_host_arrays). */
+static float *device_array(const gpu_mirror_t *mirror, int which)
+{
+    switch (which) {
+    case STATE_PARAMS:
+        return gpu_model_params(mirror->model);
+    case STATE_MOMENT1:
+        return gpu_optim_state_m(mirror->opt);
+    default:
+        return gpu_optim_state_v(mirror->opt);
+    }
+}
+
 /* This copy is the training stall of a GPU checkpoint. */
 int gpu_mirror_download(gpu_mirror_t *mirror, char *err, size_t cap)
 {
-    optim_t *opt = mirror->host_opt;
-    return gpu_mirror_download_to(mirror, model_params(mirror->host_model), optim_state_m(opt),
-                                  optim_state_v(opt), err, cap);
+    float *host[STATE_ARRAYS];
+    state_host_arrays(mirror->host_model, mirror->host_opt, host);
+    return gpu_mirror_download_to(mirror, host, err, cap);
 }
 
-int gpu_mirror_download_to(gpu_mirror_t *mirror, float *params, float *moment1, float *moment2,
-                           char *err, size_t cap)
+int gpu_mirror_download_to(gpu_mirror_t *mirror, float *const dst[STATE_ARRAYS], char *err,
+                           size_t cap)
 {
-    gpu_ctx_t *ctx = mirror->ctx;
-    optim_t *opt = mirror->host_opt;
     size_t bytes = mirror->n_params * sizeof(float);
-    double params_s = 0, m1_s = 0, m2_s = 0;
-    int rc = gpu_download(ctx, params, gpu_model_params(mirror->model), bytes, &params_s);
-    if (rc == GPU_OK && moment1)
-        rc = gpu_download(ctx, moment1, gpu_optim_state_m(mirror->opt), bytes, &m1_s);
-    if (rc == GPU_OK && moment2)
-        rc = gpu_download(ctx, moment2, gpu_optim_state_v(mirror->opt), bytes, &m2_s);
-    optim_set_updates(opt, gpu_optim_updates(mirror->opt));
-    mirror->copy_seconds = params_s + m1_s + m2_s;
+    double seconds[STATE_ARRAYS] = {0};
+    int rc = GPU_OK;
+    /* The parameters always; a moment where the caller gives it room. */
+    for (int i = 0; i < STATE_ARRAYS && rc == GPU_OK; i++)
+        if (i == STATE_PARAMS || dst[i])
+            rc = gpu_download(mirror->ctx, dst[i], device_array(mirror, i), bytes, &seconds[i]);
+    optim_set_updates(mirror->host_opt, gpu_optim_updates(mirror->opt));
+    mirror->copy_seconds = 0;
+    for (int i = 0; i < STATE_ARRAYS; i++)
+        mirror->copy_seconds += seconds[i];
     if (rc != GPU_OK) {
         snprintf(err, cap, "gpu: copying the state to the host: %s", gpu_last_error());
         return TRAIN_EFAIL;
@@ -216,15 +227,16 @@ double gpu_mirror_copy_seconds(const gpu_mirror_t *mirror)
 
 int gpu_mirror_upload(gpu_mirror_t *mirror, char *err, size_t cap)
 {
-    gpu_ctx_t *ctx = mirror->ctx;
-    model_t *model = mirror->host_model;
     optim_t *opt = mirror->host_opt;
     size_t bytes = mirror->n_params * sizeof(float);
-    int rc = gpu_upload(ctx, gpu_model_params(mirror->model), model_params(model), bytes);
-    if (rc == GPU_OK)
-        rc = gpu_upload(ctx, gpu_optim_state_m(mirror->opt), optim_state_m(opt), bytes);
-    if (rc == GPU_OK && optim_state_v(opt))
-        rc = gpu_upload(ctx, gpu_optim_state_v(mirror->opt), optim_state_v(opt), bytes);
+    float *host[STATE_ARRAYS];
+    state_host_arrays(mirror->host_model, opt, host);
+    int rc = GPU_OK;
+    /* The parameters and the first moment always (every optimizer keeps
+     * one); the second where the optimizer has it. */
+    for (int i = 0; i < STATE_ARRAYS && rc == GPU_OK; i++)
+        if (i != STATE_MOMENT2 || host[i])
+            rc = gpu_upload(mirror->ctx, device_array(mirror, i), host[i], bytes);
     gpu_optim_set_updates(mirror->opt, optim_updates(opt));
     if (rc != GPU_OK) {
         snprintf(err, cap, "gpu: copying the restored state to the device: %s", gpu_last_error());

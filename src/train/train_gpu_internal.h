@@ -22,6 +22,7 @@
 #include "gpu/gpu.h"
 #include "nn/model.h"
 #include "nn/optim.h"
+#include "state/state.h"
 
 /* Deterministic mode sums the loss in 2^LOSS_FIXED_BITS fixed point, on
  * the CPU path and on this one alike. */
@@ -57,11 +58,12 @@ int gpu_mirror_has_data(const gpu_mirror_t *mirror);
 
 /** Device state -> host model and optimizer.  @return TRAIN_OK or TRAIN_EFAIL. */
 int gpu_mirror_download(gpu_mirror_t *mirror, char *err, size_t cap);
-/** The same state (parameters, then the optimizer's moments where it has
- *  them: NULL skips one) into any host arrays: an asynchronous save
- *  downloads straight into its snapshot, with no second host copy. */
-int gpu_mirror_download_to(gpu_mirror_t *mirror, float *params, float *moment1, float *moment2,
-                           char *err, size_t cap);
+/** The same state into any host arrays, dst[STATE_ARRAYS] in the order
+ *  of state_host_arrays (the parameters, then the optimizer's moments
+ *  where it has them: NULL skips one): an asynchronous save downloads
+ *  straight into its snapshot, with no second host copy. */
+int gpu_mirror_download_to(gpu_mirror_t *mirror, float *const dst[STATE_ARRAYS], char *err,
+                           size_t cap);
 /** A page-locked buffer of floats for the asynchronous save's snapshot,
  *  made at the first call and freed by gpu_mirror_close; NULL when it
  *  cannot be had (the caller then uses pageable memory). */

@@ -1,14 +1,18 @@
 /*
  * train_internal.h - the trainer's state, shared by the training loop
- * (train.c), its start and end (train_setup.c) and the computation of one
- * step and of the evaluation (train_step.c).  Nothing else includes it.
+ * (train.c) and its chapters: the start and end (train_setup.c), the
+ * computation of one step and of the evaluation (train_step.c), the save
+ * paths (train_save.c), the stop (train_stop.c), the progress and
+ * evaluation reports (train_report.c) and the recovery line, the
+ * checkpoint interval advice and --fault (train_recovery.c).  Nothing else
+ * includes it.  Every function here that can fail returns TRAIN_OK or a
+ * negative train_rc_t, with the message in (err, cap).
  */
 #ifndef FTRAIN_TRAIN_INTERNAL_H
 #define FTRAIN_TRAIN_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include <time.h>
 
 #include "parallel/comm.h"
 #include "config/config.h"
@@ -34,21 +38,35 @@ typedef struct {
     double since;              /* when the window began */
 } log_window_t;
 
+/* The data sets and the order they are read in. */
 typedef struct {
-    const config_t *cfg;
-    const world_t *world;
-    comm_t *comm;
-    int rank, size;
-    int blas_threads;
     dataset_t train, test;
     double test_sst;           /* regression: the test targets' sum of squared
                                   deviations from their means, R^2's divisor */
     sampler_t sampler;
+} trainer_data_t;
+
+/* The run's length and where training stands in it. */
+typedef struct {
+    int64_t steps_per_epoch, total_steps;
+    int64_t max_rank_micros;   /* micro-batches of one step on one rank, at most */
+    int64_t step;              /* updates done */
+    int64_t resumed_step;      /* the step training began at, 0 for a fresh run */
+    int64_t evaluated_step;    /* the last epoch end whose evaluation ran, -1 */
+    int evaluated_at_end;      /* the last step's evaluation ran */
+    double last_loss;          /* mean loss of the last step, NaN before */
+} trainer_run_t;
+
+/* The host model and optimizer: the training state on the CPU; on a GPU
+ * the initial values and the checkpoint snapshots. */
+typedef struct {
     model_t *model;
     optim_t *opt;
     size_t n_params;
-    int64_t steps_per_epoch, total_steps;
-    int64_t max_rank_micros;   /* micro-batches of one step on one rank, at most */
+} trainer_nn_t;
+
+/* The buffers one step works in. */
+typedef struct {
     float *grad;               /* n_params + 2 floats: gradient, loss sum, correct */
     float grad_scale;          /* the update's factor on grad: 1 / samples after a
                                   float reduction (the sum), 1 after a fixed-point
@@ -60,62 +78,101 @@ typedef struct {
     int64_t *fixed_sum;        /* deterministic: n_params + 2 */
     float *batch_x, *batch_y;  /* batch staging (the GPU mirror's pinned buffers) */
     int32_t *batch_labels;
-    /* The GPU path (both NULL on the CPU): the device copy of the model and
-     * optimizer; the host ones above hold the initial values and the
-     * checkpoint snapshots. */
-    gpu_ctx_t *gpu_ctx;
-    gpu_mirror_t *gpu;
-    int device_failed;         /* a device call failed on this rank: voted at the
+} trainer_buffers_t;
+
+/* The GPU path: the device copy of the model and optimizer (both NULL on
+ * the CPU). */
+typedef struct {
+    gpu_ctx_t *ctx;
+    gpu_mirror_t *mirror;
+    int failed;                /* a device call failed on this rank: voted at the
                                   next control reduction, never acted on alone */
-    metrics_t metrics;
-    int trace_fd;              /* --trace-samples, -1 when off */
-    state_t state;
-    char ckpt_root[TRAIN_CKPT_ROOT_MAX]; /* "" without a run directory */
-    /* Position and progress. */
-    int64_t step;              /* updates done */
-    int64_t last_saved;        /* step of the newest checkpoint of ours, -1 */
-    int64_t evaluated_step;    /* the last epoch end whose evaluation ran, -1 */
-    int evaluated_at_end;      /* the last step's evaluation ran */
-    double last_loss;          /* mean loss of the last step, NaN before */
+} trainer_device_t;
+
+/* The clocks (util_mono_s) the run's timing is measured from. */
+typedef struct {
     double started;            /* when train_run began */
     double run_base;           /* training seconds of earlier processes (the record's) */
     double run_start;          /* when this process's training loop began; 0 before */
     double loop_end;           /* when it ended; 0 before */
-    double eval_seconds;       /* spent in the loop's epoch evaluations */
-    double final_eval_seconds; /* the run's last evaluation, after the loop */
-    int other_signals_seen;    /* stop_other_signals() already warned of */
+    double control_last;       /* when the last control reduction (stop check) ended */
+} trainer_clock_t;
+
+/* What this process measured and counted, for the timing line, the
+ * result and the recovery line. */
+typedef struct {
     int64_t run_samples;       /* samples trained by this process */
     /* This process's first step (its one-time start-up: the GPU libraries
      * load their kernels on first use, memory is first touched), kept out
      * of samples/s as the peer's warm-up steps are: 0 before it ended. */
     double first_step_seconds;
     int64_t first_step_samples;
-    int64_t log_every;         /* steps between progress lines */
-    log_window_t window;
-    double control_last;       /* when the last control reduction (stop check) ended */
+    double eval_seconds;       /* spent in the loop's epoch evaluations */
+    double final_eval_seconds; /* the run's last evaluation, after the loop */
     double longest_gap;        /* the longest time between two stop checks: a step,
                                   with any evaluation or save in between */
     double reduce_seconds;     /* in the gradient reductions (reduced_steps of them) */
     double control_seconds;    /* in the control reductions */
     int64_t reduced_steps;
+    double load_seconds;       /* the resume's load, 0 for a fresh run */
+} trainer_stats_t;
+
+/* What rank 0 prints as training goes, and what it has told already. */
+typedef struct {
+    int64_t every;             /* steps between progress lines */
+    log_window_t window;
+    int other_signals_seen;    /* stop_other_signals() already warned of */
     /* An unplanned end of the launch before (rank 0): reported once this
      * launch has trained its first step. */
     const watchdog_leftover_t *before;
-    int64_t resumed_step;      /* the step training began at, 0 for a fresh run */
-    double load_seconds;       /* the resume's load, 0 for a fresh run */
-    /* The node-local tier (--ckpt-local). */
-    int tier_on;
-    tier_t tier;
-    int64_t local_saves;       /* local checkpoints of this process */
-    int local_sealed, local_failed, local_skipped; /* for the summary line */
-    double local_stall_seconds, local_cpu_seconds; /* of the sealed ones */
-    double last_local_time;    /* when the last one ended */
-    /* Checkpoints. */
+} trainer_log_t;
+
+/* The shared tier's checkpoints: where, and when the last was saved. */
+typedef struct {
+    char root[TRAIN_CKPT_ROOT_MAX]; /* "" without a run directory */
+    int64_t last_saved;        /* step of the newest checkpoint of ours, -1 */
+    double last_time;          /* when the last save ended (the interval's start) */
     int young_daly_told;       /* the interval line was printed */
-    double last_save_time;
-    async_save_t async;
-    int async_saves, async_failures, async_skipped;
-    double async_stall_seconds;
+} trainer_ckpt_t;
+
+/* The asynchronous save (--ckpt-async) and its counts for the summary. */
+typedef struct {
+    async_save_t save;
+    int saves, failures, skipped;
+    double stall_seconds;
+} trainer_async_t;
+
+/* The node-local tier (--ckpt-local) and its counts for the summary. */
+typedef struct {
+    int on;
+    tier_t tier;
+    int64_t saves;             /* local checkpoints of this process */
+    int sealed, failed, skipped;
+    double stall_seconds, cpu_seconds; /* of the sealed ones */
+    double last_time;          /* when the last one ended */
+} trainer_local_t;
+
+/* The trainer: who runs, then one named part per concern. */
+typedef struct {
+    const config_t *cfg;
+    const world_t *world;
+    comm_t *comm;
+    int rank, size;
+    int blas_threads;
+    trainer_data_t data;
+    trainer_run_t run;
+    trainer_nn_t nn;
+    trainer_buffers_t buf;
+    trainer_device_t dev;
+    state_t state;             /* what a checkpoint records */
+    metrics_t metrics;
+    int trace_fd;              /* --trace-samples, -1 when off */
+    trainer_clock_t clock;
+    trainer_stats_t stats;
+    trainer_log_t log;
+    trainer_ckpt_t ckpt;
+    trainer_async_t async;
+    trainer_local_t local;
 } trainer_t;
 
 /* Which micro-batches of a step this rank computes. */
@@ -140,19 +197,79 @@ typedef struct {
     int cut_short;             /* a stop signal cut it short (on every rank) */
 } eval_result_t;
 
-static inline double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+/* The bits of the control reduction's save vote (rank 0's alone). */
+enum { SAVE_VOTE_SHARED = 1, SAVE_VOTE_LOCAL = 2 };
+
+/* "No signal" in a MAX reduction of negated signal times. */
+#define NO_SIGNAL_TIME (-1e300)
+
+/* An agreed stop: which signal, first seen by which rank, and when. */
+typedef struct {
+    int signo, first_rank;
+    double signalled, agreed;  /* wall-clock: the first signal, the agreement */
+} stop_info_t;
+
+/* train_report.c */
+
+/** Rank 0: the line describing the run (and a note when a resume left
+ *  nothing to train), and the start event. */
+void report_start(trainer_t *t);
+/** Count the step just done (plan, sums: its samples and reduced sums);
+ *  rank 0 prints progress every --log-every steps and at the last. */
+void report_progress(trainer_t *t, const step_plan_t *plan, const step_sums_t *sums);
+/** Rank 0 prints the evaluation ev of the current step ("eval: WHAT ...")
+ *  and logs its eval event (with "final":true for the one at the end of a
+ *  run that did not end on an epoch); every rank keeps it in res. */
+void report_eval(trainer_t *t, train_result_t *res, const eval_result_t *ev, const char *what,
+                 int final);
+
+/* train_save.c: every function is collective. */
+
+/** Save `step` to the shared tier now and wait for the commit.
+ *  @return TRAIN_OK or TRAIN_EFAIL. */
+int save_checkpoint(trainer_t *t, int64_t step, train_result_t *res, char *err, size_t cap);
+/** With an asynchronous save in flight: wait for the writers and commit.
+ *  A failure is reported and counted, and training goes on.
+ *  after_training: at a stop or the run's end, where the wait for the
+ *  writers is reported apart from the training stall. */
+void save_commit_async(trainer_t *t, train_result_t *res, int after_training);
+/** Move the node-local save in flight on; with when set ("the stop", "the
+ *  end"), wait for it and seal it.  Reported once sealed or failed. */
+void save_progress_local(trainer_t *t, const char *when);
+/** After a step: the saves that are due (--ckpt-every, --ckpt-local-every,
+ *  votes: the control reduction's SAVE_VOTE_* bits), never at the last
+ *  step (the end saves it).  @return TRAIN_OK, or TRAIN_EFAIL when a
+ *  shared save failed. */
+int save_if_due(trainer_t *t, int votes, train_result_t *res, char *err, size_t cap);
+
+/* train_stop.c */
+
+/** Rank-local: warn of each arrival of a USR signal that is not the stop
+ *  signal (it is ignored), so that whoever sent it learns why the run
+ *  goes on. */
+void train_stop_warn_others(trainer_t *t);
+/** Collective, once a stop is agreed: which rank saw a signal first and
+ *  which signal it was, into stop.  neg_first: the agreed -(earliest
+ *  signal time); agreed: when the agreement ended (wall clock).
+ *  @return TRAIN_OK or TRAIN_EFAIL. */
+int train_stop_first_signal(trainer_t *t, double neg_first, double agreed, stop_info_t *stop,
+                            char *err, size_t cap);
+/** Collective, after an agreed stop: finish the saves in flight, save this
+ *  step, report the stop; res->outcome becomes TRAIN_STOPPED.
+ *  @return TRAIN_OK, or TRAIN_EFAIL when the stop's save failed. */
+int train_stop_and_save(trainer_t *t, stop_info_t *stop, train_result_t *res, char *err,
+                        size_t cap);
+/** Collective, after an evaluation outside the loop's steps was cut short
+ *  by a stop signal: agree on the first signal and stop at this step.
+ *  @return as train_stop_and_save. */
+int train_stop_after_eval(trainer_t *t, train_result_t *res, char *err, size_t cap);
 
 /* train_recovery.c */
 
 /** Rank 0, once: the Young/Daly interval for a save that cost cost_s. */
 void train_tell_young_daly(trainer_t *t, int64_t step, double cost_s);
 /** Rank 0, after a launch's first step: the recovery line, when the launch
- *  before ended unplanned (t->before). */
+ *  before ended unplanned (t->log.before). */
 void train_report_recovery(trainer_t *t);
 /** --fault: raise the fault when this rank has done its step. */
 void train_inject_fault(const trainer_t *t);

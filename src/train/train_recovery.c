@@ -19,15 +19,14 @@
  * interval this run uses. */
 void train_tell_young_daly(trainer_t *t, int64_t step, double cost_s)
 {
-    if (t->rank != 0 || t->young_daly_told || !(cost_s > 0))
+    if (t->rank != 0 || t->ckpt.young_daly_told || !(cost_s > 0))
         return;
-    t->young_daly_told = 1;
+    t->ckpt.young_daly_told = 1;
     const config_t *cfg = t->cfg;
     double mtbf_s = 3600 * cfg->mtbf_hours, best = sqrt(2 * cost_s * mtbf_s);
-    int64_t steps = step - t->resumed_step;
-    double step_s = steps > 0 && t->run_start > 0
-                        ? (now_s() - t->run_start - t->eval_seconds - cost_s) / (double)steps
-                        : 0;
+    int64_t steps = step - t->run.resumed_step;
+    double spent = util_mono_s() - t->clock.run_start - t->stats.eval_seconds - cost_s;
+    double step_s = steps > 0 && t->clock.run_start > 0 ? spent / (double)steps : 0;
     char now[REPORT_MAX] = "";
     if (cfg->ckpt_every && step_s > 0)
         snprintf(now, sizeof now, "; this run saves every %lld steps = %.3g s",
@@ -54,32 +53,32 @@ void train_tell_young_daly(trainer_t *t, int64_t step, double cost_s)
  * last (about when the job ended) and the furthest step finished. */
 void train_report_recovery(trainer_t *t)
 {
-    const watchdog_leftover_t *b = t->before;
+    const watchdog_leftover_t *b = t->log.before;
     if (t->rank != 0 || !b || b->ranks == 0)
         return;
-    t->before = NULL;
-    double wall = util_wall_s(), mono = now_s();
-    double started = wall - (mono - t->started); /* this launch's start, wall clock */
+    t->log.before = NULL;
+    double wall = util_wall_s(), mono = util_mono_s();
+    double started = wall - (mono - t->clock.started); /* this launch's start, wall clock */
     double detect = b->last_silent - b->first_silent;
     double relaunch = started - b->last_silent;
-    double train = mono - t->started - t->load_seconds;
+    double train = mono - t->clock.started - t->stats.load_seconds;
     double total = wall - b->first_silent;
-    int64_t redone = b->step_done > t->resumed_step ? b->step_done - t->resumed_step : 0;
+    int64_t redone = b->step_done > t->run.resumed_step ? b->step_done - t->run.resumed_step : 0;
     printf("recovery: the launch before ended unplanned after step %lld: rank %d (host %s, pid "
            "%d) went silent first; resumed from step %lld: %lld step%s redone; %.1f s "
            "from the failure to training again (until the job ended %.1f s, relaunch %.1f s, "
            "load %.3f s, start-up and first step %.1f s)\n",
            (long long)b->step_done, b->first_rank, b->first_host, b->first_pid,
-           (long long)t->resumed_step, (long long)redone, redone == 1 ? "" : "s", total, detect,
-           relaunch, t->load_seconds, train);
+           (long long)t->run.resumed_step, (long long)redone, redone == 1 ? "" : "s", total, detect,
+           relaunch, t->stats.load_seconds, train);
     char extra[REPORT_MAX * 2];
     snprintf(extra, sizeof extra, "\"failed_after_step\":%lld,\"first_silent_rank\":%d,"
              "\"first_silent_host\":\"%s\",\"resumed_step\":%lld,\"steps_redone\":%lld,"
              "\"seconds\":%.3f,\"until_end_s\":%.3f,\"relaunch_s\":%.3f,\"load_s\":%.4f,"
              "\"first_step_s\":%.3f", (long long)b->step_done, b->first_rank, b->first_host,
-             (long long)t->resumed_step, (long long)redone, total, detect, relaunch,
-             t->load_seconds, train);
-    metrics_event(&t->metrics, "recovery", t->step, t->size, extra);
+             (long long)t->run.resumed_step, (long long)redone, total, detect, relaunch,
+             t->stats.load_seconds, train);
+    metrics_event(&t->metrics, "recovery", t->run.step, t->size, extra);
     fflush(stdout);
 }
 
@@ -87,11 +86,11 @@ void train_report_recovery(trainer_t *t)
 void train_inject_fault(const trainer_t *t)
 {
     const config_t *cfg = t->cfg;
-    if (!cfg->fault_signal || t->step != cfg->fault_step ||
+    if (!cfg->fault_signal || t->run.step != cfg->fault_step ||
         (cfg->fault_rank >= 0 && cfg->fault_rank != t->rank))
         return;
     fprintf(stderr, "ftrain: rank %d: --fault: raising signal %d after step %lld\n", t->rank,
-            cfg->fault_signal, (long long)t->step);
+            cfg->fault_signal, (long long)t->run.step);
     fflush(NULL);
     signal(cfg->fault_signal, SIG_DFL);
     raise(cfg->fault_signal);

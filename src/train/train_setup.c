@@ -30,19 +30,19 @@ static int prepare_run_dir(trainer_t *t, char *err, size_t cap)
 {
     const char *why = NULL;
     struct stat info;
-    if (util_mkdir_p(t->ckpt_root) != 0)
+    if (util_mkdir_p(t->ckpt.root) != 0)
         why = strerror(errno);
-    else if (stat(t->ckpt_root, &info) != 0)
+    else if (stat(t->ckpt.root, &info) != 0)
         why = strerror(errno);
     else if (!S_ISDIR(info.st_mode))
         why = "not a directory";
-    else if (access(t->ckpt_root, W_OK | X_OK) != 0)
+    else if (access(t->ckpt.root, W_OK | X_OK) != 0)
         why = strerror(errno);
     if (why) {
-        snprintf(err, cap, "cannot use the checkpoint directory '%s': %s", t->ckpt_root, why);
+        snprintf(err, cap, "cannot use the checkpoint directory '%s': %s", t->ckpt.root, why);
         return TRAIN_EFAIL;
     }
-    if (state_root_id(t->ckpt_root, t->state.root_id, err, cap) != STATE_OK)
+    if (state_root_id(t->ckpt.root, t->state.root_id, err, cap) != STATE_OK)
         return TRAIN_EFAIL;
     if (metrics_open(&t->metrics, t->cfg->run_dir) != 0) {
         snprintf(err, cap, "cannot open the metrics file '%s/metrics.jsonl': %s",
@@ -94,20 +94,20 @@ static int load_data(trainer_t *t, char *err, size_t cap)
 {
     const config_t *cfg = t->cfg;
     char derr[TRAIN_ERR_MAX] = "";
-    int rc = data_load(cfg->data, cfg->data_dir[0] ? cfg->data_dir : NULL, &t->train,
-                       &t->test, derr, sizeof derr);
+    int rc = data_load(cfg->data, cfg->data_dir[0] ? cfg->data_dir : NULL, &t->data.train,
+                       &t->data.test, derr, sizeof derr);
     if (comm_any_failed(t->comm, rc)) {
         snprintf(err, cap, "%s", derr[0] ? derr : "data loading failed on another rank");
         return TRAIN_EFAIL;
     }
-    t->test_sst = sum_squared_deviations(&t->test);
-    if (sampler_init(&t->sampler, t->train.samples, cfg->global_batch, cfg->micro_batch, cfg->seed,
-                     err, cap) != SAMPLER_OK)
+    t->data.test_sst = sum_squared_deviations(&t->data.test);
+    if (sampler_init(&t->data.sampler, t->data.train.samples, cfg->global_batch,
+                     cfg->micro_batch, cfg->seed, err, cap) != SAMPLER_OK)
         return TRAIN_EFAIL;
-    t->steps_per_epoch = sampler_steps_per_epoch(&t->sampler);
-    t->total_steps = cfg->steps ? cfg->steps : cfg->epochs * t->steps_per_epoch;
+    t->run.steps_per_epoch = sampler_steps_per_epoch(&t->data.sampler);
+    t->run.total_steps = cfg->steps ? cfg->steps : cfg->epochs * t->run.steps_per_epoch;
     int64_t micros = (cfg->global_batch + cfg->micro_batch - 1) / cfg->micro_batch;
-    t->max_rank_micros = (micros + t->size - 1) / t->size;
+    t->run.max_rank_micros = (micros + t->size - 1) / t->size;
     return TRAIN_OK;
 }
 
@@ -116,7 +116,7 @@ static int load_data(trainer_t *t, char *err, size_t cap)
 static int max_batch(const trainer_t *t)
 {
     return (int)(t->cfg->deterministic ? t->cfg->micro_batch
-                                       : t->max_rank_micros * t->cfg->micro_batch);
+                                       : t->run.max_rank_micros * t->cfg->micro_batch);
 }
 
 /* The MLP the options and the data set describe, and its optimizer. */
@@ -126,19 +126,19 @@ static int build_model(trainer_t *t, char *err, size_t cap)
     model_arch_t arch;
     memset(&arch, 0, sizeof arch);
     arch.nlayers = cfg->nhidden + 1;
-    arch.dims[0] = t->train.in_dim;
+    arch.dims[0] = t->data.train.in_dim;
     for (int i = 0; i < cfg->nhidden; i++)
         arch.dims[i + 1] = cfg->hidden[i];
-    arch.dims[arch.nlayers] = t->train.out_dim;
+    arch.dims[arch.nlayers] = t->data.train.out_dim;
     arch.act = cfg->act;
-    arch.loss = t->train.classification ? LOSS_XENT : LOSS_MSE;
-    if (model_init_with(&t->model, &arch, cfg->init, cfg->seed, max_batch(t), err, cap) !=
+    arch.loss = t->data.train.classification ? LOSS_XENT : LOSS_MSE;
+    if (model_init_with(&t->nn.model, &arch, cfg->init, cfg->seed, max_batch(t), err, cap) !=
         MODEL_OK)
         return TRAIN_EFAIL;
-    t->n_params = model_num_params(t->model);
+    t->nn.n_params = model_num_params(t->nn.model);
     optim_cfg_t oc = cfg->opt;
-    oc.total_steps = t->total_steps;
-    if (optim_init(&t->opt, &oc, t->n_params, err, cap) != OPTIM_OK)
+    oc.total_steps = t->run.total_steps;
+    if (optim_init(&t->nn.opt, &oc, t->nn.n_params, err, cap) != OPTIM_OK)
         return TRAIN_EFAIL;
     return TRAIN_OK;
 }
@@ -148,42 +148,43 @@ static int build_model(trainer_t *t, char *err, size_t cap)
 static int open_gpu_mirror(trainer_t *t, char *err, size_t cap)
 {
     gpu_mirror_spec_t spec = {
-        .ctx = t->gpu_ctx,
-        .model = t->model,
-        .opt = t->opt,
-        .opt_cfg = optim_config(t->opt),
-        .train = &t->train,
+        .ctx = t->dev.ctx,
+        .model = t->nn.model,
+        .opt = t->nn.opt,
+        .opt_cfg = optim_config(t->nn.opt),
+        .train = &t->data.train,
         .max_batch = max_batch(t),
-        .micro_slots = t->cfg->deterministic ? t->max_rank_micros : 0,
+        .micro_slots = t->cfg->deterministic ? t->run.max_rank_micros : 0,
         .rank = t->rank,
         .alone = t->size == 1,
         .report = t->rank == 0 && !t->cfg->quiet,
     };
-    return gpu_mirror_open(&t->gpu, &spec, &t->batch_x, &t->batch_labels, &t->batch_y, err,
-                           cap);
+    return gpu_mirror_open(&t->dev.mirror, &spec, &t->buf.batch_x, &t->buf.batch_labels,
+                           &t->buf.batch_y, err, cap);
 }
 
 /* The step's buffers: gradients, the deterministic mode's per micro-batch
  * ones, and (on the CPU) the batch staging. */
 static int alloc_buffers(trainer_t *t, char *err, size_t cap)
 {
-    size_t n = t->n_params, batch = (size_t)max_batch(t), micros = (size_t)t->max_rank_micros;
+    size_t n = t->nn.n_params, batch = (size_t)max_batch(t);
+    size_t micros = (size_t)t->run.max_rank_micros;
     int det = t->cfg->deterministic;
-    t->grad = calloc(n + 2, sizeof *t->grad);
+    t->buf.grad = calloc(n + 2, sizeof *t->buf.grad);
     if (det)
-        t->micro_loss = calloc(micros, sizeof *t->micro_loss);
-    if (!t->gpu_ctx) {
-        t->batch_x = malloc(batch * (size_t)t->train.in_dim * sizeof *t->batch_x);
-        t->batch_y = malloc(batch * (size_t)t->train.out_dim * sizeof *t->batch_y);
-        t->batch_labels = malloc(batch * sizeof *t->batch_labels);
+        t->buf.micro_loss = calloc(micros, sizeof *t->buf.micro_loss);
+    if (!t->dev.ctx) {
+        t->buf.batch_x = malloc(batch * (size_t)t->data.train.in_dim * sizeof *t->buf.batch_x);
+        t->buf.batch_y = malloc(batch * (size_t)t->data.train.out_dim * sizeof *t->buf.batch_y);
+        t->buf.batch_labels = malloc(batch * sizeof *t->buf.batch_labels);
         if (det) {
-            t->micro_grads = malloc(micros * n * sizeof *t->micro_grads);
-            t->fixed_sum = malloc((n + 2) * sizeof *t->fixed_sum);
+            t->buf.micro_grads = malloc(micros * n * sizeof *t->buf.micro_grads);
+            t->buf.fixed_sum = malloc((n + 2) * sizeof *t->buf.fixed_sum);
         }
     }
-    int cpu_missing = !t->gpu_ctx && (!t->batch_x || !t->batch_y || !t->batch_labels ||
-                                      (det && (!t->micro_grads || !t->fixed_sum)));
-    if (!t->grad || (det && !t->micro_loss) || cpu_missing) {
+    int cpu_missing = !t->dev.ctx && (!t->buf.batch_x || !t->buf.batch_y || !t->buf.batch_labels ||
+                                      (det && (!t->buf.micro_grads || !t->buf.fixed_sum)));
+    if (!t->buf.grad || (det && !t->buf.micro_loss) || cpu_missing) {
         snprintf(err, cap, "out of memory for %zu parameters", n);
         return TRAIN_EFAIL;
     }
@@ -198,7 +199,7 @@ static int build_trainer(trainer_t *t, char *err, size_t cap)
         rc = build_model(t, err, cap);
     if (rc == TRAIN_OK)
         rc = alloc_buffers(t, err, cap);
-    if (rc == TRAIN_OK && t->gpu_ctx)
+    if (rc == TRAIN_OK && t->dev.ctx)
         rc = open_gpu_mirror(t, err, cap);
     return rc;
 }
@@ -212,15 +213,15 @@ static void trainer_init(trainer_t *t, const config_t *cfg, const world_t *world
     t->cfg = cfg;
     t->world = world;
     t->comm = comm;
-    t->gpu_ctx = gpu;
+    t->dev.ctx = gpu;
     t->rank = comm_rank(comm);
     t->size = comm_size(comm);
     t->metrics.fd = -1;
     t->trace_fd = -1;
-    t->last_saved = -1;
-    t->evaluated_step = -1;
-    t->last_loss = NAN;
-    t->started = now_s();
+    t->ckpt.last_saved = -1;
+    t->run.evaluated_step = -1;
+    t->run.last_loss = NAN;
+    t->clock.started = util_mono_s();
 }
 
 /* Collective: rank 0 creates the run directory; everyone learns whether
@@ -230,7 +231,7 @@ static int open_run_dir(trainer_t *t, char *err, size_t cap)
     const config_t *cfg = t->cfg;
     if (!cfg->run_dir[0])
         return TRAIN_OK;
-    snprintf(t->ckpt_root, sizeof t->ckpt_root, "%s/ckpt", cfg->run_dir);
+    snprintf(t->ckpt.root, sizeof t->ckpt.root, "%s/ckpt", cfg->run_dir);
     int rc = t->rank == 0 ? prepare_run_dir(t, err, cap) : TRAIN_OK;
     if (comm_any_failed(t->comm, rc)) {
         if (rc == TRAIN_OK)
@@ -264,12 +265,12 @@ static int open_trace(trainer_t *t, char *err, size_t cap)
 static void describe_state(trainer_t *t)
 {
     state_t *st = &t->state;
-    st->model = t->model;
-    st->optim = t->opt;
+    st->model = t->nn.model;
+    st->optim = t->nn.opt;
     st->cfg = t->cfg;
-    st->steps_per_epoch = t->steps_per_epoch;
-    st->n_train = t->train.samples;
-    st->data_fp = data_fingerprint(&t->train);
+    st->steps_per_epoch = t->run.steps_per_epoch;
+    st->n_train = t->data.train.samples;
+    st->data_fp = data_fingerprint(&t->data.train);
     st->threads = t->blas_threads;
     st->ckpt_threads = world_default_threads(t->world);
     st->init = t->cfg->init; /* a resume replaces it with the checkpoint's */
@@ -293,7 +294,7 @@ static const char *exchange_by(const tier_t *tr)
  * the loss of the only node. */
 static void announce_tier(const trainer_t *t)
 {
-    const tier_t *tr = &t->tier;
+    const tier_t *tr = &t->local.tier;
     if (t->rank != 0 || t->cfg->quiet)
         return;
     const char *how = tier_in_place(tr) ? "; saved in place (memory file system)" : "";
@@ -336,18 +337,20 @@ int trainer_open(trainer_t *t, const config_t *cfg, const world_t *world, comm_t
     describe_state(t);
     if (cfg->ckpt_local[0]) {
         /* A core the training does not fill, for the tier's helper. */
-        int spare_core = t->gpu != NULL || t->blas_threads < t->world->rank_cores;
-        if (tier_open(&t->tier, cfg, t->comm, t->world->host, spare_core, err, cap) != TIER_OK)
+        int spare_core = t->dev.mirror != NULL || t->blas_threads < t->world->rank_cores;
+        if (tier_open(&t->local.tier, cfg, t->comm, t->world->host, spare_core, err, cap) !=
+            TIER_OK)
             return TRAIN_EFAIL;
-        t->tier_on = 1;
+        t->local.on = 1;
         announce_tier(t);
     }
     if (cfg->ckpt_async) {
         /* On a GPU the snapshot is page-locked: the device state is
          * downloaded straight into it at each save. */
-        float *pinned = t->gpu ? gpu_mirror_snapshot_buffer(t->gpu, state_floats(&t->state))
-                               : NULL;
-        return async_save_reserve(&t->async, &t->state, t->comm, pinned, err, cap);
+        float *pinned = t->dev.mirror
+                            ? gpu_mirror_snapshot_buffer(t->dev.mirror, state_floats(&t->state))
+                            : NULL;
+        return async_save_reserve(&t->async.save, &t->state, t->comm, pinned, err, cap);
     }
     return TRAIN_OK;
 }
@@ -375,14 +378,14 @@ static void report_resume(trainer_t *t, const char *from, const tier_pick_t *pic
 static int load_checkpoint(trainer_t *t, const char *from, const tier_pick_t *pick, char *err,
                            size_t cap)
 {
-    double t0 = now_s();
+    double t0 = util_mono_s();
     int saved_world = 0;
     int rc = pick ? state_load_planned(&t->state, t->comm, pick->dir, pick->holder,
                                        pick->nshards, &saved_world, err, cap)
                   : state_load(&t->state, t->comm, from, &saved_world, err, cap);
     if (rc != STATE_OK)
         return rc == STATE_EMISMATCH ? TRAIN_EMISMATCH : TRAIN_EFAIL;
-    rc = t->gpu ? gpu_mirror_upload(t->gpu, err, cap) : TRAIN_OK;
+    rc = t->dev.mirror ? gpu_mirror_upload(t->dev.mirror, err, cap) : TRAIN_OK;
     if (comm_any_failed(t->comm, rc)) {
         if (!err[0])
             snprintf(err, cap, "another rank could not copy the restored state to its GPU");
@@ -393,24 +396,24 @@ static int load_checkpoint(trainer_t *t, const char *from, const tier_pick_t *pi
      * from our own root (--resume DIR may name another, or ours by another
      * spelling).  Rank 0 looks and tells: the saves this decides are
      * collective. */
-    int own = t->rank == 0 && is_own_checkpoint(t->ckpt_root, step, from);
+    int own = t->rank == 0 && is_own_checkpoint(t->ckpt.root, step, from);
     if (comm_bcast(t->comm, &own, sizeof own, 0) != COMM_OK) {
         snprintf(err, cap, "resume: broadcast failed: %s", comm_last_error());
         return TRAIN_EFAIL;
     }
-    t->last_saved = own ? step : -1;
-    if (step / t->steps_per_epoch != t->state.epoch ||
-        (step % t->steps_per_epoch) * t->cfg->global_batch != t->state.cursor) {
+    t->ckpt.last_saved = own ? step : -1;
+    if (step / t->run.steps_per_epoch != t->state.epoch ||
+        (step % t->run.steps_per_epoch) * t->cfg->global_batch != t->state.cursor) {
         snprintf(err, cap, "checkpoint '%s': position (epoch %lld, cursor %lld) does not match "
                  "step %lld", from, (long long)t->state.epoch, (long long)t->state.cursor,
                  (long long)step);
         return TRAIN_EFAIL;
     }
-    t->step = step;
-    t->resumed_step = step;
-    t->load_seconds = now_s() - t0;
+    t->run.step = step;
+    t->run.resumed_step = step;
+    t->stats.load_seconds = util_mono_s() - t0;
     if (t->rank == 0)
-        report_resume(t, from, pick, saved_world, t->load_seconds);
+        report_resume(t, from, pick, saved_world, t->stats.load_seconds);
     return TRAIN_OK;
 }
 
@@ -420,28 +423,30 @@ static int load_checkpoint(trainer_t *t, const char *from, const tier_pick_t *pi
 static int reset_to_initial(trainer_t *t, char *err, size_t cap)
 {
     model_t *fresh = NULL;
-    if (model_init_with(&fresh, model_arch(t->model), t->cfg->init, t->cfg->seed, 1, err, cap) !=
+    if (model_init_with(&fresh, model_arch(t->nn.model), t->cfg->init, t->cfg->seed, 1, err, cap) !=
         MODEL_OK)
         return TRAIN_EFAIL;
-    memcpy(model_params(t->model), model_params(fresh), t->n_params * sizeof(float));
+    float *arrays[STATE_ARRAYS];
+    state_host_arrays(t->nn.model, t->nn.opt, arrays);
+    size_t bytes = t->nn.n_params * sizeof(float);
+    memcpy(arrays[STATE_PARAMS], model_params(fresh), bytes);
     model_free(fresh);
-    float *m = optim_state_m(t->opt), *v = optim_state_v(t->opt);
-    if (m)
-        memset(m, 0, t->n_params * sizeof(float));
-    if (v)
-        memset(v, 0, t->n_params * sizeof(float));
-    optim_set_updates(t->opt, 0);
+    for (int i = STATE_MOMENT1; i < STATE_ARRAYS; i++)
+        if (arrays[i])
+            memset(arrays[i], 0, bytes);
+    optim_set_updates(t->nn.opt, 0);
     return TRAIN_OK;
 }
 
 /* Collective: a node-local checkpoint newer than the shared tier's `from`
- * ("" for none), if the nodes now running hold one between them; loaded.
- * A step that cannot be read gives way to the next older one (a damaged
- * newest copy must not cost the good step before it).  *tried is set when
- * a load was attempted and failed.  @return TRAIN_OK when loaded,
- * TIER_NONE when there is none or none could be read (the shared tier is
- * used: said why), or TRAIN_EMISMATCH. */
-static int resume_local(trainer_t *t, const char *from, int *tried, char *err, size_t cap)
+ * ("" for none), if the nodes now running hold one between them; loaded
+ * (*loaded set).  A step that cannot be read gives way to the next older
+ * one (a damaged newest copy must not cost the good step before it).
+ * *tried is set when a load was attempted and failed.  When there is none
+ * or none could be read, *loaded stays 0 and the shared tier is used
+ * (said why).  @return TRAIN_OK or TRAIN_EMISMATCH. */
+static int resume_local(trainer_t *t, const char *from, int *loaded, int *tried, char *err,
+                        size_t cap)
 {
     uint64_t shared = 0;
     int64_t newer_than = -1, older_than = INT64_MAX;
@@ -449,22 +454,24 @@ static int resume_local(trainer_t *t, const char *from, int *tried, char *err, s
         newer_than = (int64_t)shared;
     for (;;) {
         tier_pick_t pick;
-        int rc = tier_pick(&t->tier, t->comm, newer_than, older_than, &pick, err, cap);
+        int rc = tier_pick(&t->local.tier, t->comm, newer_than, older_than, &pick, err, cap);
         if (rc != TIER_OK) {
             if (rc == TIER_EFAIL && t->rank == 0)
                 fprintf(stderr, "ftrain: resume: the node-local tier cannot be used (%s); using "
                         "the shared tier\n", err);
             err[0] = '\0';
-            return TIER_NONE;
+            return TRAIN_OK;
         }
         rc = load_checkpoint(t, pick.dir, &pick, err, cap);
         if (rc == TRAIN_EFAIL && t->rank == 0)
             fprintf(stderr, "ftrain: resume: the node-local checkpoint of step %lld cannot be "
                     "used (%s); trying an older one\n", (long long)pick.step, err);
         older_than = pick.step;
-        tier_pick_free(&t->tier, &pick);
-        if (rc != TRAIN_EFAIL)
+        tier_pick_free(&t->local.tier, &pick);
+        if (rc != TRAIN_EFAIL) {
+            *loaded = rc == TRAIN_OK;
             return rc;
+        }
         *tried = 1;
         err[0] = '\0';
     }
@@ -476,57 +483,59 @@ int trainer_resume(trainer_t *t, char *err, size_t cap)
     if (!cfg->run_dir[0] && strcmp(cfg->resume, "none") == 0)
         return TRAIN_OK;
     char from[STATE_PATH_MAX] = "";
-    int rc = state_resolve(cfg, t->comm, t->ckpt_root, from, sizeof from, err, cap);
+    int rc = state_resolve(cfg, t->comm, t->ckpt.root, from, sizeof from, err, cap);
     if (rc != STATE_OK && rc != STATE_FRESH)
         return TRAIN_EFAIL;
     if (rc == STATE_FRESH)
         from[0] = '\0';
     /* The fastest complete tier: a newer node-local checkpoint first, for
      * --resume auto only (a named checkpoint is what the user asked for). */
-    rc = TIER_NONE;
-    int tried = 0;
-    if (t->tier_on && strcmp(cfg->resume, "auto") == 0)
-        rc = resume_local(t, from, &tried, err, cap);
-    if (rc == TIER_NONE && !from[0] && tried) {
+    rc = TRAIN_OK;
+    int loaded = 0, tried = 0;
+    if (t->local.on && strcmp(cfg->resume, "auto") == 0)
+        rc = resume_local(t, from, &loaded, &tried, err, cap);
+    if (rc == TRAIN_OK && !loaded && !from[0] && tried) {
         rc = reset_to_initial(t, err, cap);
         if (comm_any_failed(t->comm, rc != TRAIN_OK)) {
             if (rc == TRAIN_OK)
                 snprintf(err, cap, "another rank could not reset its state for a fresh start");
             rc = TRAIN_EFAIL;
         }
-    } else if (rc == TIER_NONE)
-        rc = from[0] ? load_checkpoint(t, from, NULL, err, cap) : TRAIN_OK;
+    } else if (rc == TRAIN_OK && !loaded && from[0]) {
+        rc = load_checkpoint(t, from, NULL, err, cap);
+    }
     /* Local checkpoints newer than where training goes on are of another
      * history now: each node drops them, so that its saves of those steps
      * are not refused. */
-    if (rc == TRAIN_OK && t->tier_on && t->tier.leader) {
+    if (rc == TRAIN_OK && t->local.on && t->local.tier.leader) {
         int dropped = 0;
-        if (ckpt_local_drop_after(t->tier.root, (uint64_t)t->step, &dropped) != CKPT_OK)
+        if (ckpt_local_drop_after(t->local.tier.root, (uint64_t)t->run.step, &dropped) != CKPT_OK)
             fprintf(stderr, "ftrain: warning: local tier %s: cannot drop the checkpoints after "
-                    "step %lld: %s\n", t->tier.root, (long long)t->step, ckpt_last_error());
+                    "step %lld: %s\n", t->local.tier.root, (long long)t->run.step,
+                    ckpt_last_error());
     }
     return rc;
 }
 
 void trainer_close(trainer_t *t)
 {
-    async_save_free(&t->async); /* a failure path: never commit, just stop the writer */
-    if (t->tier_on)
-        tier_close(&t->tier);
-    gpu_mirror_close(t->gpu);   /* before the host arrays it page-locked go */
-    data_free(&t->train);
-    data_free(&t->test);
-    sampler_free(&t->sampler);
-    model_free(t->model);
-    optim_free(t->opt);
-    free(t->grad);
-    free(t->micro_grads);
-    free(t->micro_loss);
-    free(t->fixed_sum);
-    if (!t->gpu_ctx) { /* on the GPU the staging buffers are the mirror's */
-        free(t->batch_x);
-        free(t->batch_y);
-        free(t->batch_labels);
+    async_save_free(&t->async.save); /* a failure path: never commit, just stop the writer */
+    if (t->local.on)
+        tier_close(&t->local.tier);
+    gpu_mirror_close(t->dev.mirror);   /* before the host arrays it page-locked go */
+    data_free(&t->data.train);
+    data_free(&t->data.test);
+    sampler_free(&t->data.sampler);
+    model_free(t->nn.model);
+    optim_free(t->nn.opt);
+    free(t->buf.grad);
+    free(t->buf.micro_grads);
+    free(t->buf.micro_loss);
+    free(t->buf.fixed_sum);
+    if (!t->dev.ctx) { /* on the GPU the staging buffers are the mirror's */
+        free(t->buf.batch_x);
+        free(t->buf.batch_y);
+        free(t->buf.batch_labels);
     }
     metrics_close(&t->metrics);
     if (t->trace_fd >= 0)

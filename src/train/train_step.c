@@ -22,6 +22,7 @@
 
 #include "fault/stop.h"
 #include "fault/watchdog.h"
+#include "util/util.h"
 
 /* The fixed-point sums stay below 2^FIXED_SUM_BITS: a loss (in
  * 2^LOSS_FIXED_BITS fixed point) summed over 2^k addends must stay below
@@ -36,12 +37,12 @@ static void gather(trainer_t *t, const dataset_t *set, const int64_t *idx, int64
     size_t in = (size_t)set->in_dim, out = (size_t)set->out_dim;
     for (int64_t i = 0; i < n; i++) {
         int64_t sample = idx ? idx[i] : i;
-        memcpy(t->batch_x + (size_t)i * in, set->features + (size_t)sample * in,
+        memcpy(t->buf.batch_x + (size_t)i * in, set->features + (size_t)sample * in,
                in * sizeof(float));
         if (set->classification)
-            t->batch_labels[i] = set->labels[sample];
+            t->buf.batch_labels[i] = set->labels[sample];
         else
-            memcpy(t->batch_y + (size_t)i * out, set->targets + (size_t)sample * out,
+            memcpy(t->buf.batch_y + (size_t)i * out, set->targets + (size_t)sample * out,
                    out * sizeof(float));
     }
 }
@@ -70,11 +71,11 @@ static const int64_t *rank_samples(trainer_t *t, int64_t index, int64_t first, i
                                    int64_t *len)
 {
     int64_t first_len = 0;
-    const int64_t *idx = sampler_micro(&t->sampler, index, first, &first_len);
+    const int64_t *idx = sampler_micro(&t->data.sampler, index, first, &first_len);
     *len = 0;
     for (int64_t i = 0; i < nmicro; i++) {
         int64_t micro_len = 0;
-        sampler_micro(&t->sampler, index, first + i, &micro_len);
+        sampler_micro(&t->data.sampler, index, first + i, &micro_len);
         *len += micro_len;
     }
     return idx;
@@ -96,28 +97,29 @@ static void compute_micro_gradients(trainer_t *t, const step_plan_t *plan, step_
 {
     for (int64_t i = 0; i < plan->nmicro; i++) {
         int64_t len = 0;
-        const int64_t *idx = sampler_micro(&t->sampler, plan->index, plan->first_micro + i, &len);
-        if (!t->gpu || !gpu_mirror_has_data(t->gpu))
-            gather(t, &t->train, idx, len);
-        trace(t, t->sampler.epoch, plan->index, idx, len);
+        const int64_t *idx =
+            sampler_micro(&t->data.sampler, plan->index, plan->first_micro + i, &len);
+        if (!t->dev.mirror || !gpu_mirror_has_data(t->dev.mirror))
+            gather(t, &t->data.train, idx, len);
+        trace(t, t->data.sampler.epoch, plan->index, idx, len);
         double loss = 0;
         int64_t hits = 0;
         float grad_max = 0;
-        if (t->gpu) {
+        if (t->dev.mirror) {
             /* A device failure is voted (CTL_BAD): every rank stops with an error. */
-            if (gpu_mirror_micro_gradient(t->gpu, i, idx, (int)len, &loss, &hits, &grad_max) !=
-                GPU_OK) {
-                t->device_failed = 1;
+            if (gpu_mirror_micro_gradient(t->dev.mirror, i, idx, (int)len, &loss, &hits,
+                                          &grad_max) != GPU_OK) {
+                t->dev.failed = 1;
                 grad_max = 0;
             }
         } else {
-            float *grad = t->micro_grads + (size_t)i * t->n_params;
-            memset(grad, 0, t->n_params * sizeof *grad);
-            model_forward_backward(t->model, t->batch_x, t->batch_labels, t->batch_y, (int)len,
-                                   grad, &loss, &hits);
-            grad_max = max_abs(grad, t->n_params);
+            float *grad = t->buf.micro_grads + (size_t)i * t->nn.n_params;
+            memset(grad, 0, t->nn.n_params * sizeof *grad);
+            model_forward_backward(t->nn.model, t->buf.batch_x, t->buf.batch_labels,
+                                   t->buf.batch_y, (int)len, grad, &loss, &hits);
+            grad_max = max_abs(grad, t->nn.n_params);
         }
-        t->micro_loss[i] = loss;
+        t->buf.micro_loss[i] = loss;
         sums->loss += loss;
         sums->hits += hits;
         if (grad_max > sums->max_abs_grad || grad_max != grad_max)
@@ -133,27 +135,28 @@ static void compute_batch_gradient(trainer_t *t, const step_plan_t *plan, step_s
      * the update that ended the last step cleared it as it read it
      * (grad_zeroed); otherwise it is cleared here.  grad[n_params] and
      * [n_params + 1] are set before they are read. */
-    if (!t->gpu && !t->grad_zeroed)
-        memset(t->grad, 0, (t->n_params + 2) * sizeof *t->grad);
-    t->grad_zeroed = 0;
+    if (!t->dev.mirror && !t->buf.grad_zeroed)
+        memset(t->buf.grad, 0, (t->nn.n_params + 2) * sizeof *t->buf.grad);
+    t->buf.grad_zeroed = 0;
     if (plan->nmicro == 0) {
-        if (t->gpu && gpu_mirror_batch_gradient(t->gpu, NULL, 0, &sums->loss, &sums->hits) !=
-                          GPU_OK)
-            t->device_failed = 1; /* voted: CTL_BAD */
+        if (t->dev.mirror && gpu_mirror_batch_gradient(t->dev.mirror, NULL, 0, &sums->loss,
+                                                       &sums->hits) != GPU_OK)
+            t->dev.failed = 1; /* voted: CTL_BAD */
         return;
     }
     int64_t len = 0;
     const int64_t *idx = rank_samples(t, plan->index, plan->first_micro, plan->nmicro, &len);
-    if (!t->gpu || !gpu_mirror_has_data(t->gpu))
-        gather(t, &t->train, idx, len);
-    trace(t, t->sampler.epoch, plan->index, idx, len);
-    if (t->gpu) {
-        if (gpu_mirror_batch_gradient(t->gpu, idx, (int)len, &sums->loss, &sums->hits) != GPU_OK)
-            t->device_failed = 1; /* voted: CTL_BAD */
+    if (!t->dev.mirror || !gpu_mirror_has_data(t->dev.mirror))
+        gather(t, &t->data.train, idx, len);
+    trace(t, t->data.sampler.epoch, plan->index, idx, len);
+    if (t->dev.mirror) {
+        if (gpu_mirror_batch_gradient(t->dev.mirror, idx, (int)len, &sums->loss, &sums->hits) !=
+            GPU_OK)
+            t->dev.failed = 1; /* voted: CTL_BAD */
         return;
     }
-    model_forward_backward(t->model, t->batch_x, t->batch_labels, t->batch_y, (int)len, t->grad,
-                           &sums->loss, &sums->hits);
+    model_forward_backward(t->nn.model, t->buf.batch_x, t->buf.batch_labels, t->buf.batch_y,
+                           (int)len, t->buf.grad, &sums->loss, &sums->hits);
 }
 
 /* Micro-batches per step, rounded up to a power of two: 2^m. */
@@ -178,7 +181,7 @@ static int loss_out_of_range(const trainer_t *t, int64_t nmicro, double loss)
         return 0;
     double lim = ldexp(1.0, FIXED_SUM_BITS - LOSS_FIXED_BITS - micro_bits(t));
     for (int64_t i = 0; i < nmicro; i++)
-        if (!(fabs(t->micro_loss[i]) < lim))
+        if (!(fabs(t->buf.micro_loss[i]) < lim))
             return 1;
     return 0;
 }
@@ -211,28 +214,28 @@ static int fixed_scale_exp(const trainer_t *t, double grad_max)
 static int reduce_fixed_cpu(trainer_t *t, int64_t nmicro, int scale_exp, int64_t samples,
                             step_sums_t *sums, char *err, size_t cap)
 {
-    size_t n = t->n_params;
+    size_t n = t->nn.n_params;
     double scale = ldexp(1.0, scale_exp);
-    memset(t->fixed_sum, 0, (n + 2) * sizeof *t->fixed_sum);
+    memset(t->buf.fixed_sum, 0, (n + 2) * sizeof *t->buf.fixed_sum);
     int64_t loss_sum = 0;
     for (int64_t i = 0; i < nmicro; i++) {
-        const float *g = t->micro_grads + (size_t)i * n;
+        const float *g = t->buf.micro_grads + (size_t)i * n;
         for (size_t q = 0; q < n; q++)
-            t->fixed_sum[q] += llrint((double)g[q] * scale);
-        loss_sum += llrint(ldexp(t->micro_loss[i], LOSS_FIXED_BITS));
+            t->buf.fixed_sum[q] += llrint((double)g[q] * scale);
+        loss_sum += llrint(ldexp(t->buf.micro_loss[i], LOSS_FIXED_BITS));
     }
-    t->fixed_sum[n] = loss_sum;
-    t->fixed_sum[n + 1] = sums->hits;
-    if (comm_allreduce(t->comm, t->fixed_sum, n + 2, COMM_I64, COMM_SUM) != COMM_OK) {
+    t->buf.fixed_sum[n] = loss_sum;
+    t->buf.fixed_sum[n + 1] = sums->hits;
+    if (comm_allreduce(t->comm, t->buf.fixed_sum, n + 2, COMM_I64, COMM_SUM) != COMM_OK) {
         snprintf(err, cap, "gradient reduction failed: %s", comm_last_error());
         return TRAIN_EFAIL;
     }
     double inv = ldexp(1.0, -scale_exp) / (double)samples;
     for (size_t q = 0; q < n; q++)
-        t->grad[q] = (float)((double)t->fixed_sum[q] * inv);
-    t->grad_scale = 1.0f; /* already the mean: times 1 is exact */
-    sums->loss = ldexp((double)t->fixed_sum[n], -LOSS_FIXED_BITS);
-    sums->hits = t->fixed_sum[n + 1];
+        t->buf.grad[q] = (float)((double)t->buf.fixed_sum[q] * inv);
+    t->buf.grad_scale = 1.0f; /* already the mean: times 1 is exact */
+    sums->loss = ldexp((double)t->buf.fixed_sum[n], -LOSS_FIXED_BITS);
+    sums->hits = t->buf.fixed_sum[n + 1];
     return TRAIN_OK;
 }
 
@@ -240,69 +243,70 @@ static int reduce_fixed_cpu(trainer_t *t, int64_t nmicro, int scale_exp, int64_t
 static int reduce_float_cpu(trainer_t *t, int64_t samples, step_sums_t *sums, char *err,
                             size_t cap)
 {
-    size_t n = t->n_params;
-    t->grad[n] = (float)sums->loss;
-    t->grad[n + 1] = (float)sums->hits;
-    if (comm_allreduce(t->comm, t->grad, n + 2, COMM_F32, COMM_SUM) != COMM_OK) {
+    size_t n = t->nn.n_params;
+    t->buf.grad[n] = (float)sums->loss;
+    t->buf.grad[n + 1] = (float)sums->hits;
+    if (comm_allreduce(t->comm, t->buf.grad, n + 2, COMM_F32, COMM_SUM) != COMM_OK) {
         snprintf(err, cap, "gradient reduction failed: %s", comm_last_error());
         return TRAIN_EFAIL;
     }
-    sums->loss = t->grad[n];
-    sums->hits = (int64_t)llrintf(t->grad[n + 1]);
+    sums->loss = t->buf.grad[n];
+    sums->hits = (int64_t)llrintf(t->buf.grad[n + 1]);
     /* The update turns the sum into the mean: a pass over the gradient
      * of its own would cost as much as the update's reading of it. */
-    t->grad_scale = 1.0f / (float)samples;
+    t->buf.grad_scale = 1.0f / (float)samples;
     return TRAIN_OK;
 }
 
 int step_reduce(trainer_t *t, const step_plan_t *plan, double grad_max, step_sums_t *sums,
                 char *err, size_t cap)
 {
-    double t0 = now_s();
+    double t0 = util_mono_s();
     int rc;
     if (t->cfg->deterministic) {
         int scale_exp = fixed_scale_exp(t, grad_max);
-        if (t->gpu) /* not timed: reduce_ms_per_step leaves this path out */
-            return gpu_mirror_reduce_fixed(t->gpu, t->comm, plan->nmicro, t->micro_loss,
+        if (t->dev.mirror) /* not timed: reduce_ms_per_step leaves this path out */
+            return gpu_mirror_reduce_fixed(t->dev.mirror, t->comm, plan->nmicro, t->buf.micro_loss,
                                            scale_exp, plan->samples, &sums->loss, &sums->hits,
-                                           &t->device_failed, err, cap);
+                                           &t->dev.failed, err, cap);
         rc = reduce_fixed_cpu(t, plan->nmicro, scale_exp, plan->samples, sums, err, cap);
-    } else if (t->gpu) {
-        rc = gpu_mirror_reduce_float(t->gpu, t->comm, plan->samples, &sums->loss, &sums->hits,
-                                     &t->device_failed, err, cap);
+    } else if (t->dev.mirror) {
+        rc = gpu_mirror_reduce_float(t->dev.mirror, t->comm, plan->samples, &sums->loss,
+                                     &sums->hits, &t->dev.failed, err, cap);
     } else {
         rc = reduce_float_cpu(t, plan->samples, sums, err, cap);
     }
     if (rc != TRAIN_OK)
         return rc;
-    t->reduce_seconds += now_s() - t0;
-    t->reduced_steps++;
+    t->stats.reduce_seconds += util_mono_s() - t0;
+    t->stats.reduced_steps++;
     return TRAIN_OK;
 }
 
 void step_update(trainer_t *t)
 {
-    if (t->gpu) {
+    if (t->dev.mirror) {
         /* A failed launch is this rank's device failure, voted at the next
          * control reduction or at the end (finish_training); a failure
          * of the running kernels surfaces at the next sync. */
-        if (gpu_mirror_update(t->gpu, t->step) != GPU_OK)
-            t->device_failed = 1;
+        if (gpu_mirror_update(t->dev.mirror, t->run.step) != GPU_OK)
+            t->dev.failed = 1;
         return;
     }
     /* A local save started at the last boundary copies the host state on
      * its helper thread while this step computed (the device's update
      * above leaves the host state alone). */
-    if (t->tier_on)
-        tier_save_settle(&t->tier);
-    optim_step_consume(t->opt, model_params(t->model), t->grad, t->grad_scale, t->step);
-    t->grad_zeroed = 1;
+    if (t->local.on)
+        tier_save_settle(&t->local.tier);
+    optim_step_consume(t->nn.opt, model_params(t->nn.model), t->buf.grad, t->buf.grad_scale,
+                       t->run.step);
+    t->buf.grad_zeroed = 1;
 }
 
 void step_settle(trainer_t *t)
 {
-    if (t->gpu)
-        (void)gpu_sync(t->gpu_ctx); /* an error surfaces at the next call */
+    if (t->dev.mirror)
+        (void)gpu_sync(t->dev.ctx); /* an error surfaces at the next call */
 }
 
 /* The members of the evaluation's one reduction, summed over the ranks:
@@ -314,7 +318,7 @@ enum { EV_LOSS, EV_HITS, EV_SAMPLES, EV_CUT_SHORT, EV_DEV_FAILED, EV_LOSS_BAD, E
 static void evaluate_chunks(trainer_t *t, int64_t first, int64_t last, int64_t chunk,
                             int64_t chunks, int64_t sums[EV_N])
 {
-    const dataset_t *set = &t->test;
+    const dataset_t *set = &t->data.test;
     /* A chunk loss below 2^(38-bits), with chunks <= 2^bits, keeps the sum of
      * all chunks in fixed point below 2^62.  Only a diverged model goes past
      * it; its loss is reported as infinite, not as garbage. */
@@ -335,13 +339,13 @@ static void evaluate_chunks(trainer_t *t, int64_t first, int64_t last, int64_t c
             set->classification ? NULL : set->targets + (size_t)start * (size_t)set->out_dim;
         double loss = 0;
         int64_t hits = 0;
-        if (t->gpu) {
-            if (gpu_mirror_evaluate(t->gpu, x, labels, y, (int)n, &loss, &hits) != GPU_OK) {
+        if (t->dev.mirror) {
+            if (gpu_mirror_evaluate(t->dev.mirror, x, labels, y, (int)n, &loss, &hits) != GPU_OK) {
                 sums[EV_DEV_FAILED] = 1; /* reported by the caller on every rank */
                 break;
             }
         } else {
-            model_evaluate(t->model, x, labels, y, (int)n, &loss, &hits);
+            model_evaluate(t->nn.model, x, labels, y, (int)n, &loss, &hits);
         }
         if (!(fabs(loss) < lim))
             sums[EV_LOSS_BAD] = 1;
@@ -354,10 +358,10 @@ static void evaluate_chunks(trainer_t *t, int64_t first, int64_t last, int64_t c
 
 int evaluate_test_set(trainer_t *t, eval_result_t *out, char *err, size_t cap)
 {
-    watchdog_phase(WATCHDOG_EVAL, t->step);
+    watchdog_phase(WATCHDOG_EVAL, t->run.step);
     int64_t chunk = t->cfg->deterministic ? t->cfg->micro_batch
-                                          : t->max_rank_micros * t->cfg->micro_batch;
-    int64_t chunks = (t->test.samples + chunk - 1) / chunk;
+                                          : t->run.max_rank_micros * t->cfg->micro_batch;
+    int64_t chunks = (t->data.test.samples + chunk - 1) / chunk;
     int64_t sums[EV_N] = {0};
     evaluate_chunks(t, chunks * t->rank / t->size, chunks * (t->rank + 1) / t->size, chunk,
                     chunks, sums);
@@ -382,8 +386,8 @@ int evaluate_test_set(trainer_t *t, eval_result_t *out, char *err, size_t cap)
     out->acc = n ? (double)sums[EV_HITS] / (double)n : 0;
     /* R^2 = 1 - SSE / SST over the whole test set (nothing is reported of
      * a cut-short one); the loss of a sample is its mean over the outputs. */
-    out->r2 = t->test_sst > 0
-                  ? 1.0 - out->loss * (double)n * (double)t->test.out_dim / t->test_sst
+    out->r2 = t->data.test_sst > 0
+                  ? 1.0 - out->loss * (double)n * (double)t->data.test.out_dim / t->data.test_sst
                   : NAN;
     return TRAIN_OK;
 }
