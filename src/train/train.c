@@ -303,9 +303,10 @@ static int finish_training(trainer_t *t, train_result_t *res, char *err, size_t 
             printf("eval: final evaluation cut short by a stop signal\n");
         return train_stop_after_eval(t, res, err, cap);
     }
-    char what[96];
-    snprintf(what, sizeof what, "final, step %lld (epoch %lld not finished)",
-             (long long)t->run.step, (long long)(t->run.step / t->run.steps_per_epoch));
+    char what[96], epochs[32];
+    report_epochs(t->run.step, t->run.steps_per_epoch, epochs, sizeof epochs);
+    snprintf(what, sizeof what, "final, step %lld (epoch %s, mid-epoch)", (long long)t->run.step,
+             epochs);
     report_eval(t, res, &ev, what, 1);
     res->outcome = TRAIN_DONE;
     return TRAIN_OK;

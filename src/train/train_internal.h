@@ -214,6 +214,9 @@ typedef struct {
 /** Rank 0: the line describing the run (and a note when a resume left
  *  nothing to train), and the start event. */
 void report_start(trainer_t *t);
+/** The epochs `steps` steps make, as a person reads them: "12" when whole,
+ *  else with tenths rounded down ("12.5", "0.6"). */
+void report_epochs(int64_t steps, int64_t steps_per_epoch, char *buf, size_t cap);
 /** Count the step just done (plan, sums: its samples and reduced sums);
  *  rank 0 prints progress every --log-every steps and at the last. */
 void report_progress(trainer_t *t, const step_plan_t *plan, const step_sums_t *sums);

@@ -78,13 +78,27 @@ static void fmt_eta(double s, char *buf, size_t cap)
         snprintf(buf, cap, "%ldm%02lds", v / 60, v % 60);
 }
 
+void report_epochs(int64_t steps, int64_t steps_per_epoch, char *buf, size_t cap)
+{
+    /* Tenths, rounded down: 0.9 is shown until the epoch is done. */
+    int64_t tenths = steps * 10 / steps_per_epoch;
+    if (steps % steps_per_epoch == 0)
+        snprintf(buf, cap, "%lld", (long long)(steps / steps_per_epoch));
+    else
+        snprintf(buf, cap, "%lld.%lld", (long long)(tenths / 10), (long long)(tenths % 10));
+}
+
 /* Rank 0: the progress line and metrics row of the window since the last. */
 static void print_progress(trainer_t *t)
 {
     const config_t *cfg = t->cfg;
     log_window_t *win = &t->log.window;
     int64_t step = t->run.step, spe = t->run.steps_per_epoch;
-    int64_t epochs = (t->run.total_steps + spe - 1) / spe;
+    /* Epochs count what is done, everywhere (the record, ckptctl list, the
+     * eval and done lines): 12.5 after 100 steps of 8 per epoch. */
+    char done_epochs[32], all_epochs[32];
+    report_epochs(step, spe, done_epochs, sizeof done_epochs);
+    report_epochs(t->run.total_steps, spe, all_epochs, sizeof all_epochs);
     double dt = util_mono_s() - win->since;
     double sps = dt > 0 ? (double)win->samples / dt : 0;
     double samples = (double)t->stats.run_samples;
@@ -103,11 +117,10 @@ static void print_progress(trainer_t *t)
     else
         snprintf(numbers, sizeof numbers, "loss %.4g", loss);
     if (!cfg->quiet)
-        printf("epoch %lld/%lld step %lld/%lld %s lr %.2e %.0f samples/s eta %s\n",
-               (long long)((step - 1) / t->run.steps_per_epoch + 1), (long long)epochs,
-               (long long)step, (long long)t->run.total_steps, numbers, lr, sps, eta_text);
-    metrics_row_t row = {step, (step - 1) / t->run.steps_per_epoch, loss, classes ? acc : NAN, lr,
-                         sps, t->size};
+        printf("epoch %s/%s step %lld/%lld %s lr %.2e %.0f samples/s eta %s\n", done_epochs,
+               all_epochs, (long long)step, (long long)t->run.total_steps, numbers, lr, sps,
+               eta_text);
+    metrics_row_t row = {step, step / spe, loss, classes ? acc : NAN, lr, sps, t->size};
     metrics_step(&t->metrics, &row);
     fflush(stdout);
     memset(win, 0, sizeof *win);

@@ -31,7 +31,7 @@ submit() {
 	job=$(sbatch --parsable -N 2 --time=5 -o "$out" -J "rf-$name" "$root/slurm/train.sbatch" "$@" 2>"$W/$name.sbatch.err")
 	jobs_started="$jobs_started $job"
 	took=none
-	victim=$(wait_line "$out" '^epoch 1/[0-9]+ step 12/' 60 &&
+	victim=$(wait_line "$out" '^epoch [0-9.]+/[0-9.]+ step 12/' 60 &&
 		sed -n 's/^world: rank 1 .* pid \([0-9]*\).*/\1/p' "$out" | head -n1)
 	[ -n "$victim" ] || { why "job $job did not train: $(tail -n 5 "$out" 2>/dev/null)"; return 1; }
 	local t0 t1

@@ -63,7 +63,7 @@ submit() {
 # rank1 STEP: wait for step STEP of the first launch; print rank 1's pid and
 # host as "PID HOST".
 rank1() {
-	wait_line "$out" "^epoch [0-9]+/[0-9]+ step $1/" 60 || return 1
+	wait_line "$out" "^epoch [0-9.]+/[0-9.]+ step $1/" 60 || return 1
 	sed -n 's/^world: rank 1 local [0-9]* host \([^ ]*\) pid \([0-9]*\).*/\2 \1/p' "$out" | head -n 1
 }
 # finished_exactly NAME: the job completed, in one allocation, with the
@@ -173,7 +173,7 @@ fi
 
 # ---- e. a planned stop still requeues -------------------------------------------------------
 submit stop 2
-if wait_line "$out" '^epoch [0-9]+/[0-9]+ step 12/' 60; then
+if wait_line "$out" '^epoch [0-9.]+/[0-9.]+ step 12/' 60; then
 	scancel --batch --signal=USR1 "$job"
 	wait_line "$out" 'train\.sbatch.*requeue job' 60
 	ok $? "USR1: checkpointed and requeued" || why "$(grep 'train\.sbatch' "$out")"

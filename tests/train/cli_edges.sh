@@ -157,7 +157,7 @@ is "$(steps_in "$T/kp/ckpt")" "step-00000018 step-00000020 " \
 # It is printed, logged and timed like an epoch's: a script reading
 # metrics.jsonl finds the run's last score there, not only on the done line.
 ftrain_run fe $L --steps 5 --run-dir "$T/fe"
-like "$(grep '^eval:' "$T/fe.out")" "^eval: final, step 5 \(epoch 0 not finished\) test_loss [0-9.e+-]+ test_r2 [0-9.e+-]+$" \
+like "$(grep '^eval:' "$T/fe.out")" "^eval: final, step 5 \(epoch 0\.[0-9], mid-epoch\) test_loss [0-9.e+-]+ test_r2 [0-9.e+-]+$" \
     "a run of 5 steps (mid-epoch): an 'eval: final' line (exit $rc)" || why "$(cat "$T/fe.out" "$T/fe.err")"
 r2=$(sed -n 's/^eval: final.* test_r2 \([^ ]*\)$/\1/p' "$T/fe.out")
 like "$(grep '^done:' "$T/fe.out")" " test_r2=${r2:-missing} param_hash=" "  the done line's test_r2 is that line's"

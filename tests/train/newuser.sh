@@ -10,7 +10,7 @@
 need_mpi
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 CTL="$BUILD/ckptctl"
-plan 22
+plan 24
 
 want=$(sed -n 's/^#define FTRAIN_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' \
     "$SRC/include/ftrain/version.h" | paste -sd. -)
@@ -56,6 +56,22 @@ mkdir "$T/nockpt"
 run "$FTRAIN" --device cpu --data line --layers 4 --steps 3 --resume "$T/nockpt"
 is "$rc $(grep -c "no checkpoint in '$T/nockpt' (give a step directory, a checkpoint root, a run directory or ROOT/STEP)" "$T/err")" "1 1" \
     "--resume of a directory without checkpoints: exit 1, saying which forms it takes" || why "$(cat "$T/err")"
+
+# One epoch convention, epochs done: after 100 steps of 8 per epoch the
+# progress line, the done line, the metrics, the record (ckptctl list) and
+# the last eval all say 12 (12.5 where tenths are shown).
+run "$FTRAIN" --device cpu --data line --layers 4 --global-batch 125 --micro-batch 25 --steps 100 \
+    --ckpt-every 100 --run-dir "$T/ep"
+ok "$([ "$rc" -eq 0 ] && grep -q '^epoch 12\.5/12\.5 step 100/100 ' "$T/out" &&
+    grep -q '^epoch 1/12\.5 step 8/100 ' "$T/out" && grep -q '^epoch 1\.1/12\.5 step 9/100 ' "$T/out" &&
+    grep -q '^done: step=100 epoch=12 ' "$T/out" && grep -q '^eval: epoch 12 ' "$T/out" &&
+    ! grep -q '^eval: epoch 13' "$T/out"; echo $?)" \
+    "epochs done: the progress lines (1 at step 8, 12.5 at 100), done: epoch=12, the last eval epoch 12" ||
+    why "$(grep -E '^(epoch|eval|done)' "$T/out" | sed -n '1p;8p;9p;$p')"
+ok "$(grep '"step":100,' "$T/ep/metrics.jsonl" | grep -q '"epoch":12,' &&
+    "$CTL" list "$T/ep" 2>/dev/null | grep -q '^step-00000100  *100  *12 '; echo $?)" \
+    "  the metrics row of step 100 and ckptctl list say epoch 12 too" ||
+    why "$(grep '"step":100,' "$T/ep/metrics.jsonl")" "$("$CTL" list "$T/ep" 2>&1)"
 
 # A resume refusal names every option that differs (not the first one
 # only), and the architecture's says how to go on.

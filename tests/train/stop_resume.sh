@@ -43,7 +43,7 @@ launch() {
 
 # progress_lines FILE: the number of progress lines in FILE.
 progress_lines() {
-    _pl=$(grep -c '^epoch [0-9]*/[0-9]* step ' "$1" 2>/dev/null)
+    _pl=$(grep -c '^epoch [0-9.]*/[0-9.]* step ' "$1" 2>/dev/null)
     echo "${_pl:-0}"
 }
 _ge() { [ "$(progress_lines "$1")" -ge "$2" ]; }
