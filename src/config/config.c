@@ -274,6 +274,18 @@ void config_defaults(config_t *cfg)
     }
 }
 
+int config_resolve_batch(config_t *cfg, int64_t samples)
+{
+    if (cfg->global_batch != CONFIG_BATCH_AUTO)
+        return 0;
+    cfg->global_batch = CONFIG_BATCH_DEFAULT;
+    int64_t fit = cfg->micro_batch > 0 ? samples / cfg->micro_batch * cfg->micro_batch : 0;
+    if (fit >= CONFIG_BATCH_DEFAULT || fit < 1)
+        return 0;
+    cfg->global_batch = fit;
+    return 1;
+}
+
 /* ---- parsing --------------------------------------------------------------- */
 
 /* getopt_long's value for a long option: above every short option's char. */
@@ -488,7 +500,9 @@ static int check_local_apart(const config_t *cfg, char *err, size_t cap)
 
 int config_check(const config_t *cfg, const config_given_t *given, char *err, size_t cap)
 {
-    long long micro = cfg->micro_batch, global = cfg->global_batch;
+    long long micro = cfg->micro_batch,
+              global = cfg->global_batch == CONFIG_BATCH_AUTO ? CONFIG_BATCH_DEFAULT
+                                                              : cfg->global_batch;
     if (config_given_has(given, "epochs") && config_given_has(given, "steps"))
         return util_fail(err, cap, CONFIG_EUSAGE, "--epochs and --steps conflict: give one");
     if (micro > global)

@@ -25,6 +25,12 @@
 #include "nn/optim.h"
 
 #define CONFIG_PATH_MAX 1024
+/* --global-batch not given: CONFIG_BATCH_DEFAULT, or, for a training set
+ * smaller than that, the largest multiple of --micro-batch it holds; the
+ * trainer resolves it once the data is loaded (config_resolve_batch). */
+#define CONFIG_BATCH_AUTO 0
+#define CONFIG_BATCH_DEFAULT 128
+
 /* --hang-timeout not given: the limit is derived from the run (watchdog.h). */
 #define CONFIG_HANG_AUTO (-1.0)
 
@@ -72,7 +78,7 @@ typedef struct {
     optim_cfg_t opt;
     int64_t epochs;        /* 0 when --steps is given */
     int64_t steps;         /* 0 when --epochs is given */
-    int64_t global_batch;
+    int64_t global_batch;  /* CONFIG_BATCH_AUTO until the trainer resolves it */
     int64_t micro_batch;
     uint64_t seed;
     int deterministic;
@@ -217,6 +223,13 @@ int config_parse_options(config_t *cfg, config_given_t *given, int argc, char **
 /** Check the options against each other (e.g. --epochs with --steps).
  *  @return CONFIG_RUN, or CONFIG_EUSAGE with a message in err. */
 int config_check(const config_t *cfg, const config_given_t *given, char *err, size_t cap);
+
+/** Resolve --global-batch when it was not given (CONFIG_BATCH_AUTO) for a
+ *  training set of `samples`: CONFIG_BATCH_DEFAULT when it fits, else the
+ *  largest multiple of --micro-batch that does (left at the default when
+ *  none does: the sampler then names the micro-batch).  A given value is
+ *  kept.  @return 1 when the default was lowered to fit, else 0. */
+int config_resolve_batch(config_t *cfg, int64_t samples);
 
 /** Where the options only show their trouble once the run's length in
  *  steps is known: a cosine warm-up of total_steps or more (the rate never

@@ -154,7 +154,8 @@ typedef struct {
 
 /* The trainer: who runs, then one named part per concern. */
 typedef struct {
-    const config_t *cfg;
+    const config_t *cfg;       /* &cfg_own */
+    config_t cfg_own;          /* the run's options, --global-batch resolved */
     const world_t *world;
     comm_t *comm;
     int rank, size;

@@ -101,6 +101,13 @@ static int load_data(trainer_t *t, char *err, size_t cap)
         return TRAIN_EFAIL;
     }
     t->data.test_sst = sum_squared_deviations(&t->data.test);
+    /* The default global batch, lowered to fit a small set (sine's 100). */
+    if (config_resolve_batch(&t->cfg_own, t->data.train.samples) && t->rank == 0 &&
+        !cfg->quiet)
+        printf("train: --global-batch %lld: the default %d is more than the %lld training "
+               "samples; the largest multiple of --micro-batch %lld that fits\n",
+               (long long)cfg->global_batch, CONFIG_BATCH_DEFAULT,
+               (long long)t->data.train.samples, (long long)cfg->micro_batch);
     if (sampler_init(&t->data.sampler, t->data.train.samples, cfg->global_batch,
                      cfg->micro_batch, cfg->seed, err, cap) != SAMPLER_OK)
         return TRAIN_EFAIL;
@@ -210,7 +217,8 @@ static void trainer_init(trainer_t *t, const config_t *cfg, const world_t *world
                          gpu_ctx_t *gpu)
 {
     memset(t, 0, sizeof *t);
-    t->cfg = cfg;
+    t->cfg_own = *cfg;
+    t->cfg = &t->cfg_own;
     t->world = world;
     t->comm = comm;
     t->dev.ctx = gpu;

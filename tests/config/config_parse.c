@@ -187,7 +187,30 @@ static void test_defaults(void)
     ok(cfg.opt.beta1 == 0.9 && cfg.opt.beta2 == 0.999 && cfg.opt.eps == 1e-8,
        "the betas and eps no option names come from optim_cfg_default");
     ok(cfg.epochs == 1 && cfg.steps == 0, "default 1 epoch, no --steps");
-    ok(cfg.global_batch == 128 && cfg.micro_batch == 16, "default batches 128 and 16");
+    ok(cfg.global_batch == CONFIG_BATCH_AUTO && cfg.micro_batch == 16,
+       "default batches: global resolved from the data (CONFIG_BATCH_AUTO), micro 16");
+    {
+        /* The default resolved: 128 where it fits, else the largest
+         * multiple of the micro-batch (sine: 100 samples -> 96); a given
+         * value is kept as it is. */
+        config_t c = cfg;
+        is_int(config_resolve_batch(&c, 60000), 0, "resolve for 60000 samples: not lowered");
+        ok(c.global_batch == 128, "  -> 128");
+        c = cfg;
+        is_int(config_resolve_batch(&c, 100), 1, "resolve for 100 samples: lowered");
+        ok(c.global_batch == 96, "  -> 96, a multiple of 16 (%lld)", (long long)c.global_batch);
+        c = cfg;
+        c.micro_batch = 32;
+        config_resolve_batch(&c, 100);
+        ok(c.global_batch == 96, "  micro 32 -> 96 (%lld)", (long long)c.global_batch);
+        c = cfg;
+        is_int(config_resolve_batch(&c, 7), 0, "7 samples, micro 16: not lowered (none fits)");
+        ok(c.global_batch == 128, "  left at 128 for the sampler to refuse, naming the micro-batch");
+        c = cfg;
+        c.global_batch = 512;
+        is_int(config_resolve_batch(&c, 100), 0, "a given --global-batch is kept");
+        ok(c.global_batch == 512, "  512 stays 512");
+    }
     is_int(cfg.seed, 42, "default --seed 42");
     is_str(cfg.device, "auto", "default --device auto");
     is_str(cfg.resume, "auto", "default --resume auto (before the run directory is known)");

@@ -10,7 +10,7 @@
 need_mpi
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 CTL="$BUILD/ckptctl"
-plan 24
+plan 27
 
 want=$(sed -n 's/^#define FTRAIN_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' \
     "$SRC/include/ftrain/version.h" | paste -sd. -)
@@ -56,6 +56,21 @@ mkdir "$T/nockpt"
 run "$FTRAIN" --device cpu --data line --layers 4 --steps 3 --resume "$T/nockpt"
 is "$rc $(grep -c "no checkpoint in '$T/nockpt' (give a step directory, a checkpoint root, a run directory or ROOT/STEP)" "$T/err")" "1 1" \
     "--resume of a directory without checkpoints: exit 1, saying which forms it takes" || why "$(cat "$T/err")"
+
+# The defaults work for every built-in data set: sine has 100 training
+# samples, fewer than the default global batch of 128, which is lowered to
+# 96 (a multiple of the micro-batch) and said so.  A given --global-batch
+# that is too large is refused with advice that is itself accepted.
+run "$FTRAIN" --device cpu --data sine --steps 4
+ok "$([ "$rc" -eq 0 ] && grep -q '^train: --global-batch 96: the default 128 is more than the 100 training samples; the largest multiple of --micro-batch 16 that fits$' "$T/out" &&
+    grep -q 'global batch 96 (6 x 16)' "$T/out"; echo $?)" \
+    "ftrain --data sine with the defaults: trains (exit $rc), with global batch 96, saying why" ||
+    why "$(cat "$T/out" "$T/err")"
+run "$FTRAIN" --device cpu --data sine --steps 4 --global-batch 128
+advice=$(sed -n 's/.*give --global-batch \([0-9]*\) or less, a multiple of --micro-batch 16$/\1/p' "$T/err")
+is "$rc $advice" "1 96" "--data sine --global-batch 128: refused (exit 1), advising 96" || why "$(cat "$T/err")"
+run "$FTRAIN" --device cpu --data sine --steps 4 --global-batch "${advice:-0}"
+is "$rc" 0 "  and the advice is accepted (--global-batch ${advice:-none}: exit $rc)" || why "$(cat "$T/err")"
 
 # One epoch convention, epochs done: after 100 steps of 8 per epoch the
 # progress line, the done line, the metrics, the record (ckptctl list) and
