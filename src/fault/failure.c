@@ -255,19 +255,6 @@ static char *record_text(const failure_t *rec)
     return text;
 }
 
-/* fsync a directory.  @return 0 or -1 with errno. */
-static int sync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    int saved = errno;
-    close(fd);
-    errno = saved;
-    return rc;
-}
-
 /* Write len bytes of text to path, fsynced.  @return 0 or -1 with errno
  * (the file may be left: the caller removes it). */
 static int write_synced(const char *path, const char *text, size_t len)
@@ -324,7 +311,7 @@ int failure_write(const char *run_dir, const failure_t *rec, char *err, size_t c
     }
     struct stat st;
     int fresh = stat(dir, &st) != 0;
-    if (util_mkdir_p(dir) != 0 || (fresh && sync_dir(run_dir) != 0)) {
+    if (util_mkdir_p(dir) != 0 || (fresh && util_fsync_dir(run_dir) != 0)) {
         saved = errno;
         rc = util_fail(err, cap, FAILURE_EIO, "failure record: cannot make '%s': %s", dir,
                        strerror(saved));
@@ -344,7 +331,7 @@ int failure_write(const char *run_dir, const failure_t *rec, char *err, size_t c
         goto fail;
     }
     made_tmp = 0;
-    if (sync_dir(dir) != 0) {
+    if (util_fsync_dir(dir) != 0) {
         saved = errno;
         rc = util_fail(err, cap, FAILURE_EIO, "failure record: cannot sync '%s': %s", dir,
                        strerror(saved));

@@ -51,20 +51,6 @@ static int read_root_id(const char *path, char id[STATE_ROOT_ID_SIZE], char *err
     return 1;
 }
 
-/* fsync the directory dir, so that a name made in it lasts.  @return 0 or
- * -1 (errno). */
-static int fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    int saved = errno;
-    close(fd);
-    errno = saved;
-    return rc;
-}
-
 /* Make path holding a new random id: written whole into a temp file, then
  * linked into place, so that no reader sees half of one and two runs
  * starting at once agree on the first.  @return 1 when made, 0 when
@@ -91,7 +77,7 @@ static int make_root_id(const char *root, const char *path, char *err, size_t ca
     unlink(tmp);
     if (rc < 0)
         return -util_fail(err, cap, 1, "cannot make '%s': %s", path, strerror(saved));
-    if (rc == 1 && fsync_dir(root) != 0)
+    if (rc == 1 && util_fsync_dir(root) != 0)
         return -util_fail(err, cap, 1, "cannot make '%s' durable: %s", path, strerror(errno));
     return rc;
 }

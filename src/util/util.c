@@ -4,6 +4,7 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,6 +44,18 @@ static double clock_s(clockid_t id)
 double util_wall_s(void) { return clock_s(CLOCK_REALTIME); }
 double util_mono_s(void) { return clock_s(CLOCK_MONOTONIC); }
 double util_thread_cpu_s(void) { return clock_s(CLOCK_THREAD_CPUTIME_ID); }
+
+int util_fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return rc;
+}
 
 int util_mkdir_p(const char *path)
 {

@@ -34,6 +34,10 @@ int util_fail(char *err, size_t cap, int code, const char *fmt, ...)
  *  empty one). */
 int util_mkdir_p(const char *path);
 
+/** fsync the directory dir, so that a name made, renamed or removed in it
+ *  lasts.  @return 0, or -1 with errno set. */
+int util_fsync_dir(const char *dir);
+
 /** Clocks, in seconds: the wall clock (CLOCK_REALTIME: times that other
  *  processes and hosts compare, such as a signal's time), the monotonic
  *  clock (durations), and the calling thread's CPU time (user and system;
