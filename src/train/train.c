@@ -27,6 +27,7 @@
 #include "gpu/gpu.h"
 #include "fault/stop.h"
 #include "fault/watchdog.h"
+#include "tier/local_save.h"
 
 /* The control vector reduced with MAX each step.  CTL_BAD: BAD_LOSS when
  * this rank's loss was not finite or too large for the deterministic
@@ -750,15 +751,16 @@ static void progress_local(trainer_t *t, const char *when)
     if (!t->tier_on || !tier_save_in_flight(&t->tier))
         return;
     tier_report_t rep;
+    tier_status_t status;
     char why[TRAIN_ERR_MAX] = "";
     int rc;
     if (when) {
         watchdog_phase(WATCHDOG_SAVE_SYNC, tier_save_step(&t->tier));
-        rc = tier_save_finish(&t->tier, t->comm, &rep, why, sizeof why);
+        rc = tier_save_finish(&t->tier, t->comm, &status, &rep, why, sizeof why);
     } else {
-        rc = tier_save_progress(&t->tier, t->comm, &rep, why, sizeof why);
+        rc = tier_save_progress(&t->tier, t->comm, &status, &rep, why, sizeof why);
     }
-    if (rc == TIER_OK || rc == TIER_EFAIL)
+    if (status == TIER_SEALED || status == TIER_FAILED)
         report_local(t, rc, &rep, why, when ? when : "");
 }
 
