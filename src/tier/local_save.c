@@ -66,6 +66,9 @@
  *
  *     WRITING, EXCHANGING, PUTTING --fail_save (failed)--> IDLE
  *
+ * tier_async_close (the tier's close) abandons a save in any phase: the
+ * state is released without a move, and nothing is sealed.
+ *
  * A SAVE, ON EVERY RANK
  *
  *   start (boundary k)  copy this rank's slice of the state into the
