@@ -18,12 +18,12 @@
  * its own files back out of it (ckpt_local_reclaim) into <root>/.spare,
  * already in memory, for the next save.  Their mappings are kept too
  * (read-only while their step is sealed: tier_files_retire), so a file
- * taken back needs no new mapping: mapping and unmapping half a GiB of
- * tmpfs pages costs a tenth of a second of CPU each, which on a node whose
- * cores the ranks fill is training time.  So a node holds its `keep` local
- * checkpoints and one spare set, as much as during a save before, and a
- * rank's own memory holds nothing besides.  On a disk-backed directory the
- * tier writes shards with write() instead (local_async.c): there a write
+ * taken back needs no new mapping: mapping and unmapping a shard's tmpfs
+ * pages costs CPU on every save, which on a node whose cores the ranks
+ * fill is training time.  So a node holds its `keep` local checkpoints and
+ * one spare set, as much as during a save before, and a rank's own memory
+ * holds nothing besides.  On a disk-backed directory the tier writes
+ * shards with write() instead (local_helper.c): there a write
  * through a shared mapping faults on every page after each writeback, and
  * a reused file's pages may have to be read back first.
  */
@@ -60,32 +60,32 @@ int tier_files_clear(const char *root)
     char dir[CONFIG_PATH_MAX + 16];
     if (snprintf(dir, sizeof dir, "%s/" TIER_SPARE_DIR, root) >= (int)sizeof dir) {
         errno = ENAMETOOLONG;
-        return -1;
+        return TIER_EFAIL;
     }
     /* Never followed: a link (or a file) of that name is removed itself. */
     struct stat st;
     if (lstat(dir, &st) != 0)
-        return errno == ENOENT ? 0 : -1;
+        return errno == ENOENT ? TIER_OK : TIER_EFAIL;
     if (!S_ISDIR(st.st_mode))
-        return unlink(dir) == 0 || errno == ENOENT ? 0 : -1;
+        return unlink(dir) == 0 || errno == ENOENT ? TIER_OK : TIER_EFAIL;
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (!d) {
         if (fd >= 0)
             close(fd);
-        return -1;
+        return TIER_EFAIL;
     }
     struct dirent *e;
-    int rc = 0;
+    int rc = TIER_OK;
     while ((e = readdir(d)) != NULL)
         if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
             unlinkat(dirfd(d), e->d_name, 0) != 0 &&
             (errno != EISDIR || unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR) != 0) &&
             errno != ENOENT)
-            rc = -1;
+            rc = TIER_EFAIL;
     closedir(d);
     if (rmdir(dir) != 0 && errno != ENOENT)
-        rc = -1;
+        rc = TIER_EFAIL;
     return rc;
 }
 
@@ -96,15 +96,15 @@ int tier_files_init(tier_files_t *f, const char *root, int rank, int nfiles, cha
     char dir[CONFIG_PATH_MAX + 16];
     if (snprintf(f->root, sizeof f->root, "%s", root) >= (int)sizeof f->root ||
         snprintf(dir, sizeof dir, "%s/" TIER_SPARE_DIR, root) >= (int)sizeof dir)
-        return util_fail(err, cap, 1, "local tier: '%s' is too long", root);
+        return util_fail(err, cap, TIER_EFAIL, "local tier: '%s' is too long", root);
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return util_fail(err, cap, 1, "local tier: cannot create '%s': %s", dir,
+        return util_fail(err, cap, TIER_EFAIL, "local tier: cannot create '%s': %s", dir,
                          strerror(errno));
     if (!(f->files = calloc((size_t)nfiles, sizeof *f->files)) ||
         !(f->kept = calloc((size_t)nfiles * TIER_KEPT_MAX, sizeof *f->kept))) {
         free(f->files);
         f->files = NULL;
-        return util_fail(err, cap, 1, "local tier: out of memory");
+        return util_fail(err, cap, TIER_ENOMEM, "local tier: out of memory");
     }
     f->nfiles = nfiles;
     for (int j = 0; j < nfiles * TIER_KEPT_MAX; j++)
@@ -113,7 +113,7 @@ int tier_files_init(tier_files_t *f, const char *root, int rank, int nfiles, cha
         f->files[k].fd = -1;
         snprintf(f->files[k].path, sizeof f->files[k].path, "%s/rank-%d-%d", dir, rank, k);
     }
-    return 0;
+    return TIER_OK;
 }
 
 /* Unmap and close one mapping (a spare's or a kept one), and mark it so. */
@@ -148,11 +148,12 @@ int tier_files_map(tier_files_t *f, int k, uint64_t len, char *err, size_t cap)
 {
     tier_file_t *x = &f->files[k];
     if (tier_files_ready(f, k, len))
-        return 0;
+        return TIER_OK;
     unmap_one(x);
     x->adopted = 0;
     if (len == 0 || (uint64_t)(size_t)len != len || (uint64_t)(off_t)len != len)
-        return util_fail(err, cap, 1, "local tier: a file of %llu bytes cannot be mapped",
+        return util_fail(err, cap, TIER_EFAIL, "local tier: a file of %llu bytes cannot be "
+                         "mapped",
                          (unsigned long long)len);
     int fd = open(x->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0 && errno == ENOENT) {
@@ -177,8 +178,8 @@ int tier_files_map(tier_files_t *f, int k, uint64_t len, char *err, size_t cap)
     if (e) {
         if (fd >= 0)
             close(fd);
-        return util_fail(err, cap, 1, "local tier: cannot make '%s' %llu bytes: %s%s", x->path,
-                         (unsigned long long)len, strerror(e),
+        return util_fail(err, cap, TIER_EFAIL, "local tier: cannot make '%s' %llu bytes: %s%s",
+                         x->path, (unsigned long long)len, strerror(e),
                          e == ENOSPC ? " (the node's memory file system is full)" : "");
     }
     /* Populated in pieces (util_map_file): the training thread runs on. */
@@ -186,13 +187,13 @@ int tier_files_map(tier_files_t *f, int k, uint64_t len, char *err, size_t cap)
     if (map == MAP_FAILED) {
         e = errno;
         close(fd);
-        return util_fail(err, cap, 1, "local tier: cannot map '%s' (%llu bytes): %s", x->path,
-                         (unsigned long long)len, strerror(e));
+        return util_fail(err, cap, TIER_EFAIL, "local tier: cannot map '%s' (%llu bytes): %s",
+                         x->path, (unsigned long long)len, strerror(e));
     }
     x->fd = fd;
     x->map = map;
     x->len = len;
-    return 0;
+    return TIER_OK;
 }
 
 int tier_files_adopt(tier_files_t *f, int k, const char *root, uint64_t step, int index,
@@ -200,15 +201,15 @@ int tier_files_adopt(tier_files_t *f, int k, const char *root, uint64_t step, in
 {
     tier_file_t *x = &f->files[k];
     if (!x->map || x->adopted)
-        return util_fail(err, cap, 1, "local tier: file %d is not mapped", k);
+        return util_fail(err, cap, TIER_EFAIL, "local tier: file %d is not mapped", k);
     if (msync(x->map, (size_t)x->len, MS_SYNC) != 0 || fsync(x->fd) != 0)
-        return util_fail(err, cap, 1, "local tier: cannot sync '%s': %s", x->path,
+        return util_fail(err, cap, TIER_EFAIL, "local tier: cannot sync '%s': %s", x->path,
                          strerror(errno));
     int rc = ckpt_shard_adopt(root, step, index, x->path);
     if (rc != CKPT_OK)
-        return util_fail(err, cap, 1, "%s: %s", ckpt_strerror(rc), ckpt_last_error());
+        return util_fail(err, cap, TIER_EFAIL, "%s: %s", ckpt_strerror(rc), ckpt_last_error());
     x->adopted = 1;
-    return 0;
+    return TIER_OK;
 }
 
 void tier_files_retire(tier_files_t *f, int64_t step)

@@ -1,10 +1,11 @@
 /*
  * local_inplace_internal.h - the files of the node-local tier's save in
- * place (local_inplace.c), for local_async.c and local_tier.c: on tmpfs,
- * with stored shards, a rank's shard is copied straight into a mapped file
- * and its partner copies are received straight into mapped files, and the
- * files of a step that falls out of the tier's retention are taken back for
- * the next save, so no buffer besides the tier's own files is needed.
+ * place (local_inplace.c), for the save (local_save_internal.h) and
+ * local_tier.c: on tmpfs, with stored shards, a rank's shard is copied
+ * straight into a mapped file and its partner copies are received straight
+ * into mapped files, and the files of a step that falls out of the tier's
+ * retention are taken back for the next save, so no buffer besides the
+ * tier's own files is needed.  Errors follow local_tier.h.
  */
 #ifndef FTRAIN_LOCAL_INPLACE_INTERNAL_H
 #define FTRAIN_LOCAL_INPLACE_INTERNAL_H
@@ -13,6 +14,7 @@
 #include <stdint.h>
 
 #include "config/config.h"
+#include "tier/local_tier.h"
 
 /* The directory under a node's root that holds its ranks' spare files. */
 #define TIER_SPARE_DIR ".spare"
@@ -59,19 +61,20 @@ int tier_files_in_memory(const char *dir);
 /** Remove root's spare directory and the files in it (a node's first rank,
  *  at the tier's open, before any rank of the node uses it); a file or a
  *  link of that name is removed itself, never followed.
- *  @return 0, or -1 with errno. */
+ *  @return TIER_OK, or TIER_EFAIL with errno set. */
 int tier_files_clear(const char *root);
 
 /** Name rank's nfiles files under root's spare directory (created when
- *  missing).  Nothing is opened.  @return 0, or 1 (err set). */
+ *  missing).  Nothing is opened.  @return TIER_OK, or a TIER_E... code
+ *  (err set). */
 int tier_files_init(tier_files_t *f, const char *root, int rank, int nfiles, char *err,
                     size_t cap);
 
 /** Have file k mapped, writable, with exactly len bytes, every page in
  *  memory: the spare at its path is reused (resized) or created (and the
  *  spare directory, and the root one level, when they went); one still
- *  mapped at len is left as it is.  Any thread.  @return 0, or 1
- *  (err set; the file is then not mapped). */
+ *  mapped at len is left as it is.  Any thread.  @return TIER_OK, or
+ *  TIER_EFAIL (err set; the file is then not mapped). */
 int tier_files_map(tier_files_t *f, int k, uint64_t len, char *err, size_t cap);
 
 /** @return whether file k is mapped at len bytes and still a spare. */
@@ -79,7 +82,7 @@ int tier_files_ready(const tier_files_t *f, int k, uint64_t len);
 
 /** Make file k durable (msync, fsync) and adopt it into root's save of
  *  step as shard `index` (ckpt_shard_adopt).  Its mapping stays.
- *  @return 0, or 1 (err set). */
+ *  @return TIER_OK, or TIER_EFAIL (err set). */
 int tier_files_adopt(tier_files_t *f, int k, const char *root, uint64_t step, int index,
                      char *err, size_t cap);
 

@@ -1,7 +1,8 @@
 /*
  * local_tier.c - the node-local checkpoint tier (local_tier.h): partner
- * placement, opening and closing the tier, and the choice of what to
- * restore.  The local save itself, in the background, is local_async.c's.
+ * placement, opening and closing the tier, its error names, and the choice
+ * of what to restore.  The local save itself, in the background, is
+ * local_save.c's (local_save.h).
  */
 #include "tier/local_tier.h"
 
@@ -19,8 +20,23 @@
 
 #include "ftrain/ckpt_local.h"
 #include "util/util.h"
-#include "tier/local_async_internal.h"
+#include "tier/local_save_internal.h"
 #include "tier/local_inplace_internal.h"
+
+/* ---- errors --------------------------------------------------------------------- */
+
+const char *tier_strerror(int err)
+{
+    switch (err) {
+    case TIER_OK: return "no error";
+    case TIER_EFAIL: return "local tier failure";
+    case TIER_ENOMEM: return "out of memory";
+    case TIER_EPEER: return "another rank failed";
+    case TIER_EPATH: return "unusable --ckpt-local directory";
+    case TIER_EINVAL: return "called out of turn";
+    }
+    return "unknown local tier error";
+}
 
 /* ---- placement ---------------------------------------------------------------- */
 
@@ -57,17 +73,17 @@ int tier_expand(const char *pattern, const char *host, char *out, size_t cap)
                 piece = host;
                 n = strlen(host);
             } else if (p[1] != '%') {
-                return -1;
+                return TIER_EFAIL;
             }
             p++;
         }
         if (len + n >= cap)
-            return -1;
+            return TIER_EFAIL;
         memcpy(out + len, piece, n);
         len += n;
     }
     out[len] = '\0';
-    return 0;
+    return TIER_OK;
 }
 
 /* ---- opening ------------------------------------------------------------------- */
@@ -78,14 +94,15 @@ int tier_expand(const char *pattern, const char *host, char *out, size_t cap)
 /* path as an absolute path with its links resolved, though its last
  * components need not exist yet: realpath(3) of the longest part that
  * exists, then the rest as written ("." dropped, ".." the parent: a name
- * that does not exist is no link).  @return 0, or -1 with errno set. */
+ * that does not exist is no link).  @return TIER_OK, or TIER_EFAIL with
+ * errno set. */
 static int real_path_of(const char *path, char *out, size_t cap)
 {
     char head[REAL_PATH_MAX], real[PATH_MAX];
     size_t end = strlen(path); /* path[0..end) is tried; path + end is missing */
     if (end >= sizeof head) {
         errno = ENAMETOOLONG;
-        return -1;
+        return TIER_EFAIL;
     }
     for (;;) {
         memcpy(head, path, end);
@@ -93,7 +110,7 @@ static int real_path_of(const char *path, char *out, size_t cap)
         if (realpath(end ? head : ".", real))
             break;
         if (errno != ENOENT || end == 0)
-            return -1;
+            return TIER_EFAIL;
         while (end > 0 && path[end - 1] == '/')
             end--;
         while (end > 0 && path[end - 1] != '/')
@@ -101,7 +118,7 @@ static int real_path_of(const char *path, char *out, size_t cap)
     }
     if (snprintf(out, cap, "%s", real) >= (int)cap) {
         errno = ENAMETOOLONG;
-        return -1;
+        return TIER_EFAIL;
     }
     for (const char *p = path + end; *p;) {
         while (*p == '/')
@@ -114,13 +131,13 @@ static int real_path_of(const char *path, char *out, size_t cap)
             int slash = out[len - 1] != '/';
             if (len + slash + n >= cap) {
                 errno = ENAMETOOLONG;
-                return -1;
+                return TIER_EFAIL;
             }
             snprintf(out + len, cap - len, "%s%.*s", slash ? "/" : "", (int)n, p);
         }
         p += n;
     }
-    return 0;
+    return TIER_OK;
 }
 
 /* The node's directory must be neither the shared checkpoint root, nor
@@ -128,24 +145,25 @@ static int real_path_of(const char *path, char *out, size_t cap)
  * and would delete the other's, committed shared checkpoints among them.
  * config_check() refuses what the option text shows; only here are %n,
  * links and ".." resolved.  Checked before the directory is made, so a
- * refusal leaves nothing behind.  @return 0, or -1 with err set. */
+ * refusal leaves nothing behind.  @return TIER_OK, or TIER_EPATH (err
+ * set). */
 static int check_apart(const tier_t *t, const config_t *cfg, const char *host, char *err,
                        size_t cap)
 {
     char shared[CONFIG_PATH_MAX + sizeof "/ckpt"];
     char real_local[REAL_PATH_MAX], real_shared[REAL_PATH_MAX];
     snprintf(shared, sizeof shared, "%s/ckpt", cfg->run_dir);
-    if (real_path_of(t->root, real_local, sizeof real_local) != 0)
-        return util_fail(err, cap, -1, "--ckpt-local: cannot resolve '%s' on %s: %s", t->root,
-                         host, strerror(errno));
-    if (real_path_of(shared, real_shared, sizeof real_shared) != 0)
-        return util_fail(err, cap, -1, "--ckpt-local: cannot resolve the shared checkpoint "
+    if (real_path_of(t->root, real_local, sizeof real_local) != TIER_OK)
+        return util_fail(err, cap, TIER_EPATH, "--ckpt-local: cannot resolve '%s' on %s: %s",
+                         t->root, host, strerror(errno));
+    if (real_path_of(shared, real_shared, sizeof real_shared) != TIER_OK)
+        return util_fail(err, cap, TIER_EPATH, "--ckpt-local: cannot resolve the shared checkpoint "
                          "root '%s' on %s: %s", shared, host, strerror(errno));
     int inside = config_path_within(real_local, real_shared);
     int contains = config_path_within(real_shared, real_local);
     if (!inside && !contains)
-        return 0;
-    return util_fail(err, cap, -1,
+        return TIER_OK;
+    return util_fail(err, cap, TIER_EPATH,
                      "--ckpt-local: the node-local directory '%s' (%s on %s) %s the shared "
                      "checkpoint root '%s' (%s): each tier would delete the other's "
                      "checkpoints; give a node-local directory outside it",
@@ -197,7 +215,9 @@ static int is_dir(const char *path)
  * that name none of this.  Each leader leaves a marker with this launch's
  * id in its directory; a leader that then finds another node's marker of
  * the same launch shares it.  (Markers of earlier launches carry other
- * ids.)  @return 0, or 1 on every rank (err set). */
+ * ids.)  @return TIER_OK, or on every rank a TIER_E... code (err set):
+ * TIER_EPATH when this node shares its directory, TIER_EPEER when other
+ * nodes do. */
 static int check_own_dir(tier_t *t, comm_t *comm, const char *host, char *err, size_t cap)
 {
     uint64_t id = 0;
@@ -207,24 +227,24 @@ static int check_own_dir(tier_t *t, comm_t *comm, const char *host, char *err, s
         id = ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 42);
     }
     if (comm_bcast(comm, &id, sizeof id, 0) != COMM_OK)
-        return util_fail(err, cap, 1, "local tier: %s", comm_last_error());
+        return util_fail(err, cap, TIER_EFAIL, "local tier: %s", comm_last_error());
     char path[sizeof t->root + 256 + 16], text[32]; /* 256: any d_name */
     snprintf(text, sizeof text, "%016llx\n", (unsigned long long)id);
-    int rc = 0;
+    int rc = TIER_OK;
     if (t->leader) {
         snprintf(path, sizeof path, "%s/" NODE_MARK_PREFIX "%s", t->root, host);
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
-            rc = util_fail(err, cap, 1, "--ckpt-local: cannot write '%s': %s", path,
+            rc = util_fail(err, cap, TIER_EFAIL, "--ckpt-local: cannot write '%s': %s", path,
                            strerror(errno));
         if (fd >= 0)
             close(fd);
     }
-    if (comm_any_failed(comm, rc)) /* every marker is written: now look */
-        return rc ? rc : util_fail(err, cap, 1, "local tier: another node could not mark "
-                                   "its directory");
+    if (comm_any_failed(comm, rc != TIER_OK)) /* every marker is written: now look */
+        return rc != TIER_OK ? rc : util_fail(err, cap, TIER_EPEER, "local tier: another node "
+                                              "could not mark its directory");
     DIR *dir = t->leader ? opendir(t->root) : NULL;
-    for (struct dirent *e; dir && !rc && (e = readdir(dir)) != NULL;) {
+    for (struct dirent *e; dir && rc == TIER_OK && (e = readdir(dir)) != NULL;) {
         const char *other = e->d_name + strlen(NODE_MARK_PREFIX);
         if (strncmp(e->d_name, NODE_MARK_PREFIX, strlen(NODE_MARK_PREFIX)) != 0 ||
             strcmp(other, host) == 0)
@@ -237,8 +257,8 @@ static int check_own_dir(tier_t *t, comm_t *comm, const char *host, char *err, s
             close(fd);
         theirs[n > 0 ? n : 0] = '\0';
         if (strcmp(theirs, text) == 0)
-            rc = util_fail(err, cap, 1, "--ckpt-local: nodes %s and %s were given the same "
-                           "directory '%s' (a file system both see): each node needs its own, "
+            rc = util_fail(err, cap, TIER_EPATH, "--ckpt-local: nodes %s and %s were given the "
+                           "same directory '%s' (a file system both see): each node needs its own, "
                            "so put %%n, the node's name, in the path (for example '%s/%%n')",
                            host, other, t->root, t->root);
         else if (t->leader)
@@ -246,26 +266,27 @@ static int check_own_dir(tier_t *t, comm_t *comm, const char *host, char *err, s
     }
     if (dir)
         closedir(dir);
-    if (comm_any_failed(comm, rc))
-        return rc ? rc : util_fail(err, cap, 1, "local tier: two other nodes share one "
-                                   "--ckpt-local directory (their ranks' messages say which)");
-    return 0;
+    if (comm_any_failed(comm, rc != TIER_OK))
+        return rc != TIER_OK ? rc : util_fail(err, cap, TIER_EPEER, "local tier: two other "
+                                              "nodes share one --ckpt-local directory (their "
+                                              "ranks' messages say which)");
+    return TIER_OK;
 }
 
-/* The leader's part of tier_remove_at_end: 0, or -1 with err naming what
- * is kept. */
+/* The leader's part of tier_remove_at_end: TIER_OK, or TIER_EFAIL with
+ * err naming what is kept. */
 static int remove_node_dir(const char *root, const char *pattern, char *err, size_t cap)
 {
     if (ckpt_local_drop_after(root, 0, NULL) != CKPT_OK)
-        return util_fail(err, cap, -1, "cannot remove the local checkpoints in '%s': %s", root,
-                         ckpt_last_error());
+        return util_fail(err, cap, TIER_EFAIL, "cannot remove the local checkpoints in '%s': %s",
+                         root, ckpt_last_error());
     if (tier_files_clear(root) != 0)
-        return util_fail(err, cap, -1, "cannot remove '%s/" TIER_SPARE_DIR "': %s", root,
+        return util_fail(err, cap, TIER_EFAIL, "cannot remove '%s/" TIER_SPARE_DIR "': %s", root,
                          strerror(errno));
     DIR *dir = opendir(root);
     if (!dir)
-        return errno == ENOENT ? 0 : util_fail(err, cap, -1, "cannot read '%s': %s", root,
-                                               strerror(errno));
+        return errno == ENOENT ? TIER_OK : util_fail(err, cap, TIER_EFAIL, "cannot read '%s': "
+                                                     "%s", root, strerror(errno));
     char kept[256] = "";
     for (struct dirent *e; (e = readdir(dir)) != NULL;) {
         const char *n = e->d_name;
@@ -281,11 +302,11 @@ static int remove_node_dir(const char *root, const char *pattern, char *err, siz
     }
     closedir(dir);
     if (kept[0])
-        return util_fail(err, cap, -1, "kept '%s': it holds '%s', which ftrain did not make "
-                         "or will not delete (a checkpoint set aside as corrupt is evidence)",
+        return util_fail(err, cap, TIER_EFAIL, "kept '%s': it holds '%s', which ftrain did not "
+                         "make or will not delete (a checkpoint set aside as corrupt is evidence)",
                          root, kept);
     if (rmdir(root) != 0 && errno != ENOENT)
-        return util_fail(err, cap, -1, "cannot remove '%s': %s", root, strerror(errno));
+        return util_fail(err, cap, TIER_EFAIL, "cannot remove '%s': %s", root, strerror(errno));
     /* The batch script's ftrain-job-<id>/%n: the per-job directory goes when
      * its last node's directory has. */
     const char *last = strrchr(pattern, '/');
@@ -298,7 +319,7 @@ static int remove_node_dir(const char *root, const char *pattern, char *err, siz
             (void)rmdir(parent); /* not empty: another node's is there (one file system) */
         }
     }
-    return 0;
+    return TIER_OK;
 }
 
 int tier_remove_at_end(const char *root, int leader, const char *pattern, comm_t *comm,
@@ -306,12 +327,37 @@ int tier_remove_at_end(const char *root, int leader, const char *pattern, comm_t
 {
     /* Every rank has closed its tier: no helper writes into the files. */
     if (comm_barrier(comm) != COMM_OK)
-        return util_fail(err, cap, 1, "local tier: %s", comm_last_error());
-    int rc = leader && remove_node_dir(root, pattern, err, cap) != 0;
-    if (comm_any_failed(comm, rc))
-        return rc ? 1 : util_fail(err, cap, 1, "another node kept its local tier (its "
-                                  "message says why)");
-    return 0;
+        return util_fail(err, cap, TIER_EFAIL, "local tier: %s", comm_last_error());
+    int rc = leader ? remove_node_dir(root, pattern, err, cap) : TIER_OK;
+    if (comm_any_failed(comm, rc != TIER_OK))
+        return rc != TIER_OK ? rc : util_fail(err, cap, TIER_EPEER, "another node kept its "
+                                              "local tier (its message says why)");
+    return TIER_OK;
+}
+
+/* This node's root: expanded, checked apart from the shared tier, made,
+ * and cleared of an earlier run's spare files.  Not collective.
+ * @return TIER_OK, or a TIER_E... code (err set). */
+static int make_root(tier_t *t, const config_t *cfg, const char *host, char *err, size_t cap)
+{
+    if (tier_expand(cfg->ckpt_local, host, t->root, sizeof t->root) != TIER_OK)
+        return util_fail(err, cap, TIER_EPATH, "--ckpt-local '%s': too long, or a '%%' other "
+                         "than %%n or %%%%", cfg->ckpt_local);
+    int rc = check_apart(t, cfg, host, err, cap);
+    if (rc != TIER_OK)
+        return rc;
+    if (util_mkdir_p(t->root) != 0)
+        return util_fail(err, cap, TIER_EFAIL, "--ckpt-local: cannot create '%s' on %s: %s",
+                         t->root, host, strerror(errno));
+    if (!is_dir(t->root)) /* mkdir -p takes any existing name */
+        return util_fail(err, cap, TIER_EPATH, "--ckpt-local: '%s' on %s is not a directory",
+                         t->root, host);
+    /* Spare files of an earlier run (other ranks, other sizes) go, before
+     * the collective after this lets any rank of this node make its own. */
+    if (t->leader && tier_files_clear(t->root) != TIER_OK)
+        return util_fail(err, cap, TIER_EFAIL, "--ckpt-local: cannot clear '%s/" TIER_SPARE_DIR
+                         "' on %s: %s", t->root, host, strerror(errno));
+    return TIER_OK;
 }
 
 int tier_open(tier_t *t, const config_t *cfg, comm_t *comm, const char *host, int spare_core,
@@ -334,14 +380,12 @@ int tier_open(tier_t *t, const config_t *cfg, comm_t *comm, const char *host, in
     t->node_of = calloc((size_t)t->size, sizeof *t->node_of);
     t->hosts = calloc((size_t)t->size, sizeof *t->hosts);
     t->srcs = calloc((size_t)t->size, sizeof *t->srcs);
-    int rc = !all || !partner || !t->node_of || !t->hosts || !t->srcs;
-    if (comm_any_failed(comm, rc) ||
+    int rc = !all || !partner || !t->node_of || !t->hosts || !t->srcs ? TIER_ENOMEM : TIER_OK;
+    if (comm_any_failed(comm, rc != TIER_OK) ||
         comm_allgather(comm, mine, all, sizeof mine) != COMM_OK) {
-        free(all);
-        free(partner);
-        tier_close(t);
-        return util_fail(err, cap, TIER_EFAIL, "local tier: %s",
-                         rc ? "out of memory" : comm_last_error());
+        rc = util_fail(err, cap, rc != TIER_OK ? rc : TIER_EFAIL, "local tier: %s",
+                       rc != TIER_OK ? "out of memory" : comm_last_error());
+        goto fail;
     }
     number_nodes(t, (const char(*)[TIER_HOST_MAX])all);
     tier_place(t->node_of, t->size, t->nnodes, partner);
@@ -354,40 +398,34 @@ int tier_open(tier_t *t, const config_t *cfg, comm_t *comm, const char *host, in
     for (int r = 0; r < t->rank; r++)
         if (t->node_of[r] == t->node_of[t->rank])
             t->leader = 0;
-    rc = 0;
-    if (tier_expand(cfg->ckpt_local, mine, t->root, sizeof t->root) != 0)
-        rc = util_fail(err, cap, 1, "--ckpt-local '%s': too long, or a '%%' other than "
-                       "%%n or %%%%", cfg->ckpt_local);
-    else if (check_apart(t, cfg, mine, err, cap) != 0)
-        rc = 1;
-    else if (util_mkdir_p(t->root) != 0)
-        rc = util_fail(err, cap, 1, "--ckpt-local: cannot create '%s' on %s: %s", t->root,
-                       mine, strerror(errno));
-    else if (!is_dir(t->root)) /* mkdir -p takes any existing name */
-        rc = util_fail(err, cap, 1, "--ckpt-local: '%s' on %s is not a directory", t->root,
-                       mine);
-    /* Spare files of an earlier run (other ranks, other sizes) go, before
-     * the collective below lets any rank of this node make its own. */
-    else if (t->leader && tier_files_clear(t->root) != 0)
-        rc = util_fail(err, cap, 1, "--ckpt-local: cannot clear '%s/" TIER_SPARE_DIR "' on %s: %s",
-                       t->root, mine, strerror(errno));
+    rc = make_root(t, cfg, mine, err, cap);
+    if (comm_any_failed(comm, rc != TIER_OK)) {
+        if (rc == TIER_OK)
+            rc = util_fail(err, cap, TIER_EPEER, "local tier: another rank could not create "
+                           "its directory");
+        goto fail;
+    }
+    if ((rc = check_own_dir(t, comm, mine, err, cap)) != TIER_OK ||
+        (rc = tier_async_open(t, comm, err, cap)) != TIER_OK)
+        goto fail;
     free(all);
     free(partner);
-    if (comm_any_failed(comm, rc)) {
-        if (!rc)
-            snprintf(err, cap, "local tier: another rank could not create its directory");
-        tier_close(t);
-        return TIER_EFAIL;
-    }
-    if (check_own_dir(t, comm, mine, err, cap) != 0) {
-        tier_close(t);
-        return TIER_EFAIL;
-    }
-    if (tier_async_open(t, comm, err, cap) != TIER_OK) {
-        tier_close(t);
-        return TIER_EFAIL;
-    }
     return TIER_OK;
+fail:
+    free(all);
+    free(partner);
+    tier_close(t);
+    return rc;
+}
+
+int tier_in_place(const tier_t *t)
+{
+    return t->async && t->async->inplace;
+}
+
+int tier_exchange_on_thread(const tier_t *t)
+{
+    return t->async && t->async->xfer_thread;
 }
 
 /* ---- small files ------------------------------------------------------------------ */
@@ -450,7 +488,7 @@ static size_t scan_report(const tier_t *t, uint64_t **out)
 }
 
 /* Gather every rank's scan_report: words[r] words of rank r at all+at[r].
- * @return 0 or 1. */
+ * @return TIER_OK, or TIER_EFAIL (comm_last_error may say why). */
 static int gather_reports(tier_t *t, comm_t *comm, uint64_t **all, uint64_t **at)
 {
     uint64_t *mine = NULL;
@@ -477,11 +515,11 @@ static int gather_reports(tier_t *t, comm_t *comm, uint64_t **all, uint64_t **at
     if (rc) {
         free(buf);
         free(displs);
-        return 1;
+        return TIER_EFAIL;
     }
     *all = buf;
     *at = displs;
-    return 0;
+    return TIER_OK;
 }
 
 /* In rank r's report, the entry of step: its words, or NULL. */
@@ -588,8 +626,8 @@ static void describe(const tier_t *t, tier_pick_t *pick)
 
 /* The manifest of the picked step, for a rank whose node holds none of it:
  * holder[0] sends its node's manifest; the rank writes it into
- * <root>/.restore-<rank>/step-<N>/ and points pick->dir there.  @return 0
- * or 1 (the same everywhere). */
+ * <root>/.restore-<rank>/step-<N>/ and points pick->dir there.  @return
+ * TIER_OK, or a TIER_E... code (err set; a failure on every rank). */
 static int share_manifest(tier_t *t, comm_t *comm, tier_pick_t *pick, char *err, size_t cap)
 {
     char name[CKPT_FILE_NAME_MAX], path[sizeof pick->dir + 32];
@@ -600,23 +638,23 @@ static int share_manifest(tier_t *t, comm_t *comm, tier_pick_t *pick, char *err,
     int lacks = stat(path, &st) != 0;
     int64_t need = lacks;
     if (comm_allreduce(comm, &need, 1, COMM_I64, COMM_MAX) != COMM_OK)
-        return util_fail(err, cap, 1, "local tier: %s", comm_last_error());
+        return util_fail(err, cap, TIER_EFAIL, "local tier: %s", comm_last_error());
     if (!need)
-        return 0;
+        return TIER_OK;
     int root = pick->holder[0];
     uint64_t len = 0;
     char *text = NULL;
     if (t->rank == root && stat(path, &st) == 0 && (text = read_whole(path, (uint64_t)st.st_size)))
         len = (uint64_t)st.st_size;
     if (comm_bcast(comm, &len, sizeof len, root) != COMM_OK)
-        return util_fail(err, cap, 1, "local tier: %s", comm_last_error());
+        return util_fail(err, cap, TIER_EFAIL, "local tier: %s", comm_last_error());
     if (t->rank != root)
         text = malloc(len ? len : 1);
-    int rc = !text || len == 0;
-    if (comm_any_failed(comm, rc) || comm_bcast(comm, text, len, root) != COMM_OK) {
+    int rc = !text || len == 0 ? TIER_EFAIL : TIER_OK;
+    if (comm_any_failed(comm, rc != TIER_OK) || comm_bcast(comm, text, len, root) != COMM_OK) {
         free(text);
-        return util_fail(err, cap, 1, "local tier: cannot share the manifest of step %lld",
-                         (long long)pick->step);
+        return util_fail(err, cap, TIER_EFAIL, "local tier: cannot share the manifest of step "
+                         "%lld", (long long)pick->step);
     }
     if (lacks) {
         if ((size_t)snprintf(pick->dir, sizeof pick->dir, "%s/.restore-%d/%s", t->root, t->rank,
@@ -624,14 +662,18 @@ static int share_manifest(tier_t *t, comm_t *comm, tier_pick_t *pick, char *err,
             pick->dir[0] = '\0';
         snprintf(path, sizeof path, "%s/manifest.json", pick->dir);
         FILE *f = util_mkdir_p(pick->dir) == 0 ? fopen(path, "we") : NULL;
-        rc = !f || fwrite(text, 1, len, f) != len;
+        int bad = !f || fwrite(text, 1, len, f) != len;
         if (f && fclose(f) != 0)
-            rc = 1;
-        if (rc)
-            snprintf(err, cap, "local tier: cannot write '%s': %s", path, strerror(errno));
+            bad = 1;
+        if (bad)
+            rc = util_fail(err, cap, TIER_EFAIL, "local tier: cannot write '%s': %s", path,
+                           strerror(errno));
     }
     free(text);
-    return comm_any_failed(comm, rc) != 0;
+    if (comm_any_failed(comm, rc != TIER_OK) && rc == TIER_OK)
+        rc = util_fail(err, cap, TIER_EPEER, "local tier: another rank could not write the "
+                       "manifest of step %lld", (long long)pick->step);
+    return rc;
 }
 
 int tier_pick(tier_t *t, comm_t *comm, int64_t newer_than, int64_t older_than,
@@ -640,7 +682,7 @@ int tier_pick(tier_t *t, comm_t *comm, int64_t newer_than, int64_t older_than,
     memset(pick, 0, sizeof *pick);
     pick->step = -1;
     uint64_t *all = NULL, *at = NULL;
-    if (gather_reports(t, comm, &all, &at) != 0)
+    if (gather_reports(t, comm, &all, &at) != TIER_OK)
         return util_fail(err, cap, TIER_EFAIL, "local tier: gathering what the nodes hold: %s",
                          comm_last_error());
     /* Candidates: every step any rank reported, newest first. */
@@ -672,13 +714,14 @@ int tier_pick(tier_t *t, comm_t *comm, int64_t newer_than, int64_t older_than,
     free(all);
     free(at);
     if (pick->step < 0)
-        return TIER_NONE;
+        return TIER_OK; /* nothing newer: pick->step says so */
     describe(t, pick);
-    if (share_manifest(t, comm, pick, err, cap) != 0) {
+    int rc = share_manifest(t, comm, pick, err, cap);
+    if (rc != TIER_OK) {
         tier_pick_free(t, pick);
-        return TIER_EFAIL;
+        pick->step = -1;
     }
-    return TIER_OK;
+    return rc;
 }
 
 void tier_pick_free(tier_t *t, tier_pick_t *pick)

@@ -30,6 +30,7 @@
 #include "gpu/gpu.h"
 #include "fault/stop.h"
 #include "fault/watchdog.h"
+#include "tier/local_save.h"
 
 /* The control vector reduced with MAX each step.  CTL_BAD: BAD_LOSS when
  * this rank's loss was not finite or too large for the deterministic

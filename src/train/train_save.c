@@ -20,6 +20,7 @@
 #include "ftrain/ckpt.h"
 #include "gpu/gpu.h"
 #include "fault/watchdog.h"
+#include "tier/local_save.h"
 
 /* The GPU's state straight into the asynchronous save's snapshot (one
  * device -> host copy, into page-locked memory, instead of a download to
@@ -279,15 +280,16 @@ void save_progress_local(trainer_t *t, const char *when)
     if (!t->local.on || !tier_save_in_flight(&t->local.tier))
         return;
     tier_report_t rep;
+    tier_status_t status;
     char why[TRAIN_ERR_MAX] = "";
     int rc;
     if (when) {
         watchdog_phase(WATCHDOG_SAVE_SYNC, tier_save_step(&t->local.tier));
-        rc = tier_save_finish(&t->local.tier, t->comm, &rep, why, sizeof why);
+        rc = tier_save_finish(&t->local.tier, t->comm, &status, &rep, why, sizeof why);
     } else {
-        rc = tier_save_progress(&t->local.tier, t->comm, &rep, why, sizeof why);
+        rc = tier_save_progress(&t->local.tier, t->comm, &status, &rep, why, sizeof why);
     }
-    if (rc == TIER_OK || rc == TIER_EFAIL)
+    if (status == TIER_SEALED || status == TIER_FAILED)
         report_local(t, rc, &rep, why, when ? when : "");
 }
 

@@ -463,8 +463,8 @@ static int resume_local(trainer_t *t, const char *from, int *loaded, int *tried,
     for (;;) {
         tier_pick_t pick;
         int rc = tier_pick(&t->local.tier, t->comm, newer_than, older_than, &pick, err, cap);
-        if (rc != TIER_OK) {
-            if (rc == TIER_EFAIL && t->rank == 0)
+        if (rc != TIER_OK || pick.step < 0) {
+            if (rc != TIER_OK && t->rank == 0)
                 fprintf(stderr, "ftrain: resume: the node-local tier cannot be used (%s); using "
                         "the shared tier\n", err);
             err[0] = '\0';

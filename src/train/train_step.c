@@ -23,6 +23,7 @@
 #include "fault/stop.h"
 #include "fault/watchdog.h"
 #include "util/util.h"
+#include "tier/local_save.h"
 
 /* The fixed-point sums stay below 2^FIXED_SUM_BITS: a loss (in
  * 2^LOSS_FIXED_BITS fixed point) summed over 2^k addends must stay below

@@ -218,7 +218,7 @@ if v=$(rank1 22) && [ -n "$v" ]; then
 		why "${line:-no resume line}" "$(grep -E 'local|train\.sbatch' "$out" | tail -n 8)"
 	# Each fake node has 2 CPUs and --deterministic trains on 1 BLAS thread:
 	# a core to spare, so the helper thread moves the partner copies (with
-	# its short pause, local_async.c).
+	# its short pause, local_exchange.c).
 	cores=$(sed -n 's/^world: rank 0 .* cores \([0-9]*\).*/\1/p' "$out" | head -n 1)
 	if [ "${cores:-0}" -ge 2 ]; then
 		grep -q '^local tier: .* by the helper thread;' "$out"
