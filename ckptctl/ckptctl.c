@@ -572,6 +572,12 @@ static bool parse_step(const char *text, uint64_t *step)
     return parse_digits(text, step) && *step <= (uint64_t)INT64_MAX;
 }
 
+bool ctl_dir_gone(const char *dir)
+{
+    struct stat st;
+    return lstat(dir, &st) != 0 && errno == ENOENT;
+}
+
 bool ctl_is_dir(const char *path)
 {
     struct stat st;

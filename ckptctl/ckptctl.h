@@ -135,6 +135,11 @@ int ctl_json_print(json_t *doc);
 /* ---- naming checkpoints ------------------------------------------------------ */
 
 bool ctl_is_dir(const char *path);
+/** Is the directory dir of a listed step no longer there?  A step removed
+ *  (by a prune, the trainer's or another ckptctl's) after the root was
+ *  listed is gone, not damaged.  A prune renames a step before it deletes
+ *  the files, so a step that failed because its files went is gone too. */
+bool ctl_dir_gone(const char *dir);
 /* Does dir look like one checkpoint (a manifest, or a step-like name)? */
 bool ctl_is_checkpoint_dir(const char *dir);
 /* Check that dir can be a checkpoint root: not a file, not a checkpoint.
