@@ -48,15 +48,17 @@ from .comm import Comm, SingleProcess, TorchComm, SINGLE, default_comm
 from .stop import (StopGuard, hold_stop_signals, parse_signal, exit_now, EXIT_DONE,
                    EXIT_REQUEUE, STOP_SIGNALS)
 
-__version__ = "1.0"
+from ._version import __version__
 
 # Loaded on first use (they import numpy, and torch_state imports torch).
 _LAZY = {
     "checkpoint": ("DTYPES", "TensorInfo", "Entry", "PendingSave", "Checkpoint", "as_array",
                    "write_shard", "save", "open_checkpoint", "verify", "latest_good",
-                   "list_checkpoints", "prune", "step_dirname", "step_path"),
+                   "list_checkpoints", "prune", "step_dirname", "step_path",
+                   "is_run_dir", "checkpoint_root", "resume_point"),
     "torch_state": ("save_state", "load_state", "state_tensors", "rng_state",
                     "set_rng_state"),
+    "sampler": ("ResumableSampler",),
 }
 _WHERE = {name: mod for mod, names in _LAZY.items() for name in names}
 
@@ -81,4 +83,4 @@ __all__ = ["LibraryNotFoundError", "SONAME", "library_path", "CkptError", "CkptI
            "PeerError", "CompressionError", "ArchiveError", "strerror", "Comm",
            "SingleProcess", "TorchComm", "SINGLE", "default_comm", "StopGuard",
            "hold_stop_signals", "parse_signal", "exit_now", "EXIT_DONE", "EXIT_REQUEUE",
-           "STOP_SIGNALS"] + sorted(_WHERE)
+           "STOP_SIGNALS", "__version__"] + sorted(_WHERE)

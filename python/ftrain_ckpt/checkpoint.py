@@ -224,8 +224,64 @@ def step_dirname(step):
 
 
 def step_path(root, step):
-    """<root>/step-<N>."""
-    return os.path.join(os.fspath(root), step_dirname(step))
+    """<root>/step-<N> (a run directory stands for its ckpt/)."""
+    return os.path.join(checkpoint_root(root), step_dirname(step))
+
+
+# A run directory (ftrain --run-dir DIR) holds its checkpoints in DIR/ckpt;
+# like ckptctl, every function here that takes a root takes a run
+# directory for it: a directory with a ckpt/ subdirectory and no
+# checkpoint, unfinished save or LATEST of its own stands for its ckpt/.
+RUN_CKPT = "ckpt"
+_OWN_PREFIXES = ("step-", ".tmp-step-")
+
+
+def is_run_dir(path):
+    """True when ``path`` is a run directory: a directory, not a checkpoint
+    (no manifest.json, not named step-<N>), with a ``ckpt/`` subdirectory
+    and no step-*, .tmp-step-* or LATEST of its own (ckptctl's rule)."""
+    path = os.fspath(path)
+    if not os.path.isdir(path) or os.path.isfile(os.path.join(path, "manifest.json")):
+        return False
+    if os.path.basename(os.path.normpath(path)).startswith("step-"):
+        return False
+    if not os.path.isdir(os.path.join(path, RUN_CKPT)):
+        return False
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return False
+    return not any(n.startswith(_OWN_PREFIXES) or n == "LATEST" for n in names)
+
+
+def checkpoint_root(path):
+    """The checkpoint root ``path`` stands for: ``path/ckpt`` for a run
+    directory (is_run_dir), else ``path`` itself."""
+    if path is None:
+        raise TypeError("checkpoint_root: the path is None, not a run directory or "
+                        "checkpoint root")
+    path = os.fspath(path)
+    return os.path.join(path, RUN_CKPT) if is_run_dir(path) else path
+
+
+def resume_point(path, on_skip=None, *, comm=None):
+    """Where to resume from: the newest checkpoint that fully verifies under
+    ``path`` (a run directory, standing for its ckpt/, or a checkpoint
+    root), or None for a fresh run (``path`` missing, empty, or holding no
+    checkpoint).  Never raises for a fresh run; CorruptError when
+    checkpoints exist and none of them verifies (resuming from scratch
+    would throw the run away: move them aside with ckptctl first).
+    Collective like latest_good()."""
+    if path is None:
+        raise TypeError("resume_point: the path is None, not a run directory or "
+                        "checkpoint root")
+    root = checkpoint_root(path)
+    c = _comm.resolve(comm)
+    if c.size == 1 and not os.path.isdir(root):
+        if os.path.exists(root):
+            raise NotADirectoryError(f"resume_point: '{root}' is not a directory")
+        return None
+    return latest_good(root, on_skip, comm=c)
 
 
 class PendingSave:
@@ -296,6 +352,7 @@ def write_shard(root, step, tensors, *, comm=None, **options):
     Options: level (zstd 1..19, 0 stored), threads, shuffle, frame_bytes,
     fsync, direct, adapt (ckpt_opts_t)."""
     c = _comm.resolve(comm)
+    root = checkpoint_root(root)
     step = _step(step)
     opts = _options(options)
     table, n, arrays, total = _table(tensors)
@@ -320,6 +377,7 @@ def save(root, step, tensors, record=None, *, comm=None, **options):
     rank failed), or TypeError/ValueError for a tensor or record this
     format cannot hold."""
     c = _comm.resolve(comm)
+    root = checkpoint_root(root)
     try:
         _record_json(record)  # a record the format cannot hold: nothing is written
         pending = write_shard(root, step, tensors, comm=c, **options)
@@ -550,6 +608,7 @@ def latest_good(root, on_skip=None, *, comm=None):
     comm): rank 0 searches (reading every byte of what it checks), the
     others get its answer, or its exception."""
     c = _comm.resolve(comm)
+    root = checkpoint_root(root)
     if c.size == 1:
         return _latest_good_local(root, on_skip)
     answer = {}
@@ -577,6 +636,7 @@ def list_checkpoints(root, verify=False):
     """Every checkpoint under root (temp dirs of unfinished saves too),
     sorted by step, as Entry tuples; with verify=True each committed one is
     read whole and checked.  NotFoundError when root does not exist."""
+    root = checkpoint_root(root)
     lib = _lib.load()
     arr = ctypes.POINTER(_lib.Entry)()
     n = ctypes.c_size_t(0)
@@ -608,6 +668,7 @@ def prune(root, keep, in_use=None, keep_good=False):
     ``in_use``; with keep_good=True never the newest that verifies either).
     Run it on one rank.  Returns how many were removed.  ``keep`` must not
     be negative (ValueError); one above 2**31-1 keeps every checkpoint."""
+    root = checkpoint_root(root)
     lib = _lib.load()
     # A C int holds keep; more than it can hold keeps everything anyway,
     # and must never wrap around to a small number (2**32 would be 0).
@@ -626,4 +687,5 @@ def prune(root, keep, in_use=None, keep_good=False):
 
 __all__ = ["DTYPES", "TensorInfo", "Entry", "PendingSave", "Checkpoint", "as_array",
            "write_shard", "save", "open_checkpoint", "verify", "latest_good",
-           "list_checkpoints", "prune", "step_dirname", "step_path", "strerror"]
+           "list_checkpoints", "prune", "step_dirname", "step_path", "strerror",
+           "is_run_dir", "checkpoint_root", "resume_point", "RUN_CKPT"]
