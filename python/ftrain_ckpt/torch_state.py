@@ -324,9 +324,10 @@ def _saved_tensor(ck, v):
     return None
 
 
-def _compare(ck, now, saved, where, strict, problems):
+def _compare(ck, now, saved, where, strict, problems, top=True):
     """Differences between an object's state_dict() now and the saved one:
-    keys (strict), tensors' shapes and dtypes (always)."""
+    its own keys (strict; the keys of dicts inside it are data, such as a
+    history, and may differ), tensors' shapes and dtypes (always)."""
     torch = _torch()
     info = _saved_tensor(ck, saved)
     if info is not None:
@@ -338,7 +339,7 @@ def _compare(ck, now, saved, where, strict, problems):
     if isinstance(now, Mapping) and isinstance(saved, dict) and \
             all(isinstance(k, str) for k in now) and not (len(saved) == 1 and
                                                           next(iter(saved)) in _TAGS):
-        if strict:
+        if strict and top:
             missing = [k for k in now if k not in saved]
             unexpected = [k for k in saved if k not in now]
             if missing:
@@ -347,7 +348,7 @@ def _compare(ck, now, saved, where, strict, problems):
                 problems.append(f"{where}: not in the object now: " + ", ".join(unexpected))
         for k in now:
             if k in saved:
-                _compare(ck, now[k], saved[k], f"{where}['{k}']", strict, problems)
+                _compare(ck, now[k], saved[k], f"{where}['{k}']", strict, problems, False)
 
 
 def _check_state(ck, state, saved, strict):
@@ -396,7 +397,11 @@ def _load_objects(ck, state, saved, decoded):
         try:
             obj.load_state_dict(decoded[name])
         except Exception as e:
-            _roll_back(loaded)
+            _roll_back(loaded[:-1])
+            try:  # it may have changed part of itself before it raised
+                obj.load_state_dict(before)
+            except Exception:  # noqa: BLE001 (it refuses that too: nothing more to do)
+                pass
             raise ValueError(f"{ck.path}: state['{name}'] ({type(obj).__name__}) refused "
                              f"its saved state: {type(e).__name__}: {e}; nothing was "
                              f"loaded") from e
