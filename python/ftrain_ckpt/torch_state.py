@@ -25,6 +25,10 @@ rng_state() / set_rng_state() capture and restore the generators a PyTorch
 program draws from (torch's CPU generator, CUDA's when initialized, numpy's
 and Python's global ones) as a JSON-serialisable dict for the record.
 """
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
+
 import base64
 import copy
 import os
@@ -33,6 +37,8 @@ import sys
 from collections.abc import Mapping, MutableMapping
 
 from . import checkpoint as _ck
+from .checkpoint import PathArg
+from .comm import Comm
 
 FORMAT = "ftrain-torch-state"
 VERSION = 2  # 2: "objects" (state=); version 1 is read too
@@ -69,7 +75,8 @@ def _jsonable(value, where):
     raise TypeError(f"{where}: a {type(value).__name__} is neither a tensor nor JSON data")
 
 
-def state_tensors(model=None, optimizer=None, extra=None):
+def state_tensors(model: Any = None, optimizer: Any = None,
+                  extra: Optional[Mapping[str, Any]] = None) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """(tensors, meta): the named tensors save_state() writes and the
     "torch_state" record entry describing the rest."""
     torch = _torch()
@@ -102,8 +109,11 @@ def state_tensors(model=None, optimizer=None, extra=None):
     return tensors, meta
 
 
-def save_state(root, step, model=None, optimizer=None, *, state=None, record=None,
-               extra=None, comm=None, **options):
+def save_state(root: PathArg, step: int, model: Any = None, optimizer: Any = None, *,
+               state: Optional[Mapping[str, Any]] = None,
+               record: Optional[Mapping[str, Any]] = None,
+               extra: Optional[Mapping[str, Any]] = None, comm: Optional[Comm] = None,
+               **options: int) -> str:
     """Save a training run's whole state as step ``step`` under ``root`` (a
     checkpoint root, or a run directory standing for its ckpt/): the
     model's and optimizer's state, ``extra`` tensors, and ``state``, a
@@ -149,7 +159,9 @@ def _resolve_source(source):
     return path
 
 
-def load_state(source, model=None, optimizer=None, *, state=None, extra=None, strict=True):
+def load_state(source: Union[PathArg, "_ck.Checkpoint", None], model: Any = None,
+               optimizer: Any = None, *, state: Optional[Mapping[str, Any]] = None,
+               extra: Optional[Mapping[str, Any]] = None, strict: bool = True) -> Dict[str, Any]:
     """Restore what save_state() saved, on any world size.  ``source``: a
     step directory, an open Checkpoint, or a checkpoint root or run
     directory (its newest checkpoint that verifies; resume_point() says
@@ -514,7 +526,7 @@ def _load_optimizer(ck, optimizer, meta):
     optimizer.load_state_dict({"state": state, "param_groups": om["param_groups"]})
 
 
-def rng_state():
+def rng_state() -> Dict[str, Any]:
     """The random generators' states as JSON data: torch (CPU, and CUDA's
     when initialized), numpy's global RandomState (when numpy is loaded)
     and Python's random."""
@@ -533,7 +545,7 @@ def rng_state():
     return st
 
 
-def set_rng_state(st):
+def set_rng_state(st: Mapping[str, Any]) -> None:
     """Restore what rng_state() returned."""
     torch = _torch()
     raw = lambda s: bytearray(base64.b64decode(s))  # noqa: E731
