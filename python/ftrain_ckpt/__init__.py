@@ -16,15 +16,23 @@ HowTo (save, every rank):
 HowTo (load, any world size):
 
     path = fc.latest_good(root)            # newest that verifies, or None
+                                           # (root: a checkpoint root, or a run
+                                           # directory standing for its ckpt/)
     with fc.Checkpoint(path) as ck:
         w = ck.read("w")                   # numpy array; or ck.read("w", out=t)
         part = ck.read_slice("w", lo, hi)  # elements [lo, hi) only
         epoch = ck.record["epoch"]
 
-HowTo (PyTorch model and optimizer):
+HowTo (a whole PyTorch run, fresh or resumed; run_dir as ftrain --run-dir):
 
-    fc.save_state(root, step, model, optimizer, record={...})
-    record = fc.load_state(path, model, optimizer)
+    sampler = fc.ResumableSampler(dataset, global_batch, seed=1)  # any world size
+    state = {"scheduler": sched, "sampler": sampler, "best": None}  # objects, values
+    path = fc.resume_point(run_dir)        # newest good checkpoint, or None: fresh
+    if path is not None:
+        record = fc.load_state(path, model, optimizer, state=state)
+    ... each step: train on sampler's batch; sampler.advance()
+    fc.save_state(os.path.join(run_dir, "ckpt"), step, model, optimizer,
+                  state=state, record={...})
 
 HowTo (stop on a signal, all ranks at one step):
 
