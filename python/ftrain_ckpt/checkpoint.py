@@ -350,7 +350,7 @@ class PendingSave:
             raise err from cause
         self.committed = True
         self._arrays = None
-        return step_path(self.root, step)
+        return os.path.join(self.root, step_dirname(step))  # root: resolved already
 
 
 def write_shard(root: PathArg, step: int, tensors: Mapping[str, Any], *,
