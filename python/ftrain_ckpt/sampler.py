@@ -51,44 +51,59 @@ def _rng_key(seed: int, stream: int) -> int:
     return _mix64((seed & _M64) ^ _mix64((stream + _GAMMA) & _M64))
 
 
-def _draws(key: int, first: int, count: int) -> List[int]:
-    """rng_next() for counters first .. first+count-1, vectorised with numpy
-    when it is there (uint64 arithmetic wraps as C's does)."""
-    try:
-        import numpy as np
-    except ImportError:
-        return [_mix64((key + c * _GAMMA) & _M64) for c in range(first, first + count)]
-    with np.errstate(over="ignore"):
-        c = np.arange(first, first + count, dtype=np.uint64)
-        z = np.uint64(key) + c * np.uint64(_GAMMA)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xbf58476d1ce4e5b9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94d049bb133111eb)
-        z = z ^ (z >> np.uint64(31))
-    return [int(v) for v in z]
-
-
 def permutation(length: int, seed: int, epoch: int) -> List[int]:
     """Epoch ``epoch``'s order of range(length): ftrain's sampler_set_epoch()
     (src/nn/sampler.c) exactly."""
     key = _rng_key(seed, epoch)
     perm = list(range(length))
-    # One draw per i (from length-1 down to 1), at counters 1, 2, ...; a
-    # draw at or above UINT64_MAX - UINT64_MAX % n is rejected and redrawn
-    # (rng_below), which shifts the counters after it.
-    draws = _draws(key, 1, max(length - 1, 0))
-    counter = 0
-    for i in range(length - 1, 0, -1):
-        n = i + 1
-        lim = _M64 - _M64 % n
-        while True:  # a rejection has probability n / 2**64
-            counter += 1
-            x = draws[counter - 1] if counter <= len(draws) else \
-                _mix64((key + counter * _GAMMA) & _M64)
-            if x < lim:
-                break
-        k = x % n
+    if length < 2:
+        return perm
+    # One draw per i, from length-1 down to 1, at counters 1, 2, ...: the
+    # swap partner is draw % (i + 1).  A draw at or above
+    # UINT64_MAX - UINT64_MAX % (i + 1) is rejected and redrawn (rng_below),
+    # which shifts the counters after it; the chance is (i + 1) / 2**64, so
+    # the partners are computed all at once and the rare rejection falls
+    # back to drawing one by one from there.
+    ks = _partners(key, length)
+    if ks is None:
+        ks = []
+        counter = 0
+        for i in range(length - 1, 0, -1):
+            n = i + 1
+            lim = _M64 - _M64 % n
+            while True:
+                counter += 1
+                x = _mix64((key + counter * _GAMMA) & _M64)
+                if x < lim:
+                    break
+            ks.append(x % n)
+    for i, k in zip(range(length - 1, 0, -1), ks):
         perm[i], perm[k] = perm[k], perm[i]
     return perm
+
+
+def _partners(key: int, length: int) -> Optional[List[int]]:
+    """The swap partners for i = length-1 .. 1 when no draw is rejected
+    (numpy, vectorised), else None (and None without numpy)."""
+    try:
+        import numpy as np
+    except ImportError:
+        return None
+    draws = _draws_np(np, key, length - 1)
+    n = np.arange(length, 1, -1, dtype=np.uint64)
+    m = np.uint64(_M64)
+    if bool(np.any(draws >= m - m % n)):
+        return None
+    return (draws % n).tolist()
+
+
+def _draws_np(np: Any, key: int, count: int) -> Any:
+    with np.errstate(over="ignore"):
+        c = np.arange(1, count + 1, dtype=np.uint64)
+        z = np.uint64(key) + c * np.uint64(_GAMMA)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xbf58476d1ce4e5b9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94d049bb133111eb)
+        return z ^ (z >> np.uint64(31))
 
 
 def _positive(what: str, value: Any, lo: int = 1) -> int:
