@@ -13,7 +13,8 @@ marked "ftrain_ckpt" are what it takes to make it requeue-safe:
     save one sharded checkpoint together and exit 75;
   * at start it resumes from the newest checkpoint that verifies, in
     --run-dir or FTRAIN_RUN_DIR, on any number of processes: parameters,
-    Adam moments, data position (epoch, cursor) and RNG state.
+    Adam moments, the data position (the ResumableSampler's global cursor)
+    and RNG state.
 
 Launch (rank and world from the environment):
   torchrun --redirects 2 --tee 2 --nproc_per_node 3 examples/pytorch_ddp.py --run-dir runs/ddp
@@ -28,7 +29,8 @@ Launch (rank and world from the environment):
 
 Determinism: fixed seeds, torch.use_deterministic_algorithms(True), one
 thread per process (--threads), and a global batch (--global-batch) cut
-into per-rank slices, each rank's loss scaled so that DDP's average is the
+into per-rank slices by fc.ResumableSampler (its order depends on the seed
+and the epoch only), each rank's loss scaled so that DDP's average is the
 mean over the global batch: the batches and the mathematics do not depend
 on the world size.  Bit for bit, a run stopped and resumed on the same
 world size ends with the same weights as an uninterrupted run on that
@@ -166,26 +168,37 @@ def main():
     config = {"layers": a.widths, "lr": a.lr, "global_batch": a.global_batch,
               "seed": a.seed, "data": "sine", "activation": "tanh", "optimizer": "adam"}
 
+    # ftrain_ckpt: the data order, world-size invariant and resumable: rank r
+    # takes the r-th share of each global batch of a permutation that depends
+    # on the seed and the epoch only (ftrain's own order for --data sine).
+    try:
+        sampler = fc.ResumableSampler(n, a.global_batch, seed=a.seed, rank=rank,
+                                      world_size=world)
+    except ValueError as e:
+        if rank == 0:
+            print(f"pytorch_ddp: --global-batch {a.global_batch}: {e}", file=sys.stderr)
+        leave(EX_USAGE)
+
     # ftrain_ckpt: resume from the newest good checkpoint, on any world size.
     root = os.path.join(a.run_dir, "ckpt")
-    step, epoch, cursor, saved = 0, 0, 0, None
-    path = fc.latest_good(root, comm=comm,
-                          on_skip=lambda name, why: say(f"resume: skipped {name}: {why}"))
+    step, saved = 0, None
+    path = fc.resume_point(a.run_dir, comm=comm,
+                           on_skip=lambda name, why: say(f"resume: skipped {name}: {why}"))
     if path:
         t0 = time.perf_counter()
-        rec = fc.load_state(path, model, opt)
-        old = rec.get("config", {})
+        with fc.Checkpoint(path) as ck:  # the options first: a clear refusal
+            old = ck.record.get("config", {})
         diff = [f"{k} {old.get(k)} -> {v}" for k, v in config.items() if old.get(k) != v]
         if diff:
             if rank == 0:
                 print(f"pytorch_ddp: resume from {path} refused: options differ: "
                       f"{', '.join(diff)}", file=sys.stderr)
             leave(EX_USAGE)
-        step, epoch, cursor = rec["step"], rec["epoch"], rec["cursor"]
-        saved = step
+        rec = fc.load_state(path, model, opt, state={"sampler": sampler})
+        step = saved = rec["step"]
         fc.set_rng_state(rec["rng"])
-        say(f"resume: from {path} step {step} (epoch {epoch}, cursor {cursor}), world "
-            f"{rec['world_size']} -> {world}, loaded in {time.perf_counter() - t0:.3f} s")
+        say(f"resume: from {path} step {step} (epoch {sampler.epoch}, cursor {sampler.cursor}), "
+            f"world {rec['world_size']} -> {world}, loaded in {time.perf_counter() - t0:.3f} s")
     ddp = DDP(model) if world > 1 else model
     if world > 1:
         # DDP lays its gradient buckets out anew after its first iteration.
@@ -199,10 +212,11 @@ def main():
     def save(at):
         """ftrain_ckpt: every rank passes the whole state and writes its slice."""
         t0 = time.perf_counter()
-        rec = {"format": "pytorch_ddp", "version": 1, "step": at, "epoch": epoch,
-               "cursor": cursor, "config": config, "rng": fc.rng_state(),
+        rec = {"format": "pytorch_ddp", "version": 2, "step": at, "epoch": sampler.epoch,
+               "cursor": sampler.cursor, "config": config, "rng": fc.rng_state(),
                "world_size": world, "saved_at": int(time.time())}
-        p = fc.save_state(root, at, model, opt, record=rec, comm=comm)
+        p = fc.save_state(root, at, model, opt, state={"sampler": sampler}, record=rec,
+                          comm=comm)
         if rank == 0:
             fc.prune(root, a.ckpt_keep, in_use=p)
         say(f"checkpoint: {p} committed in {time.perf_counter() - t0:.3f} s")
@@ -211,13 +225,9 @@ def main():
     say(f"train: mlp 1-{'-'.join(map(str, a.widths))}-1 tanh, adam lr {a.lr}, data sine "
         f"({n} train / {tx.shape[0]} test), global batch {a.global_batch} over {world} "
         f"rank(s), steps {step} -> {a.steps}, {a.threads} thread(s) per rank")
-    perm = None
     while step < a.steps:
-        if perm is None:  # the epoch's order: a function of the seed and the epoch only
-            perm = torch.randperm(n, generator=torch.Generator().manual_seed(a.seed * 7919 + epoch))
-        take = min(a.global_batch, n - cursor)
-        batch = perm[cursor:cursor + take]
-        mine = batch[rank * take // world:(rank + 1) * take // world]
+        take = len(sampler.global_batch_at())  # this step's global batch (the last of an epoch is short)
+        mine = torch.tensor(next(sampler.iter_batches()), dtype=torch.int64)  # this rank's share
         opt.zero_grad(set_to_none=True)
         # Sum of this rank's squared errors scaled by world/take: DDP's mean
         # over the ranks is then the mean over the global batch.
@@ -225,16 +235,14 @@ def main():
         (loss_sum * (world / take)).backward()
         opt.step()
         step += 1
-        cursor += take
-        if cursor >= n:
-            epoch, cursor, perm = epoch + 1, 0, None
+        sampler.advance()  # ftrain_ckpt: one global batch consumed
         if a.step_delay > 0:
             time.sleep(a.step_delay)
         if a.log_every and step % a.log_every == 0:
             s = loss_sum.detach().clone()
             if world > 1:
                 dist.all_reduce(s)
-            say(f"step {step}/{a.steps} epoch {epoch} loss {s.item() / take:.6g}")
+            say(f"step {step}/{a.steps} epoch {sampler.epoch} loss {s.item() / take:.6g}")
         # ftrain_ckpt: one agreed stop step for every rank.
         stop = guard.check(step)
         if stop is not None:
@@ -256,7 +264,7 @@ def main():
         h = hashlib.sha256()
         for p in model.parameters():
             h.update(p.detach().numpy().tobytes())
-    say(f"done: step={step} epoch={epoch} test_loss={test_loss:.6g} param_hash={h.hexdigest()[:16]}")
+    say(f"done: step={step} epoch={sampler.epoch} test_loss={test_loss:.6g} param_hash={h.hexdigest()[:16]}")
     leave(fc.EXIT_DONE)
 
 

@@ -24,7 +24,7 @@
 #   share/man/man1/ftrain-plot.1, share/man/man3/libftrain-ckpt.3
 #   share/ftrain/train.sbatch, whose default ftrain becomes bin/ftrain of
 #   PREFIX when the submit directory has no build/ftrain (docs/slurm.md)
-#   the Python binding python/ftrain_ckpt/*.py into PYTHONDIR/ftrain_ckpt/:
+#   the Python binding python/ftrain_ckpt/*.py and py.typed into PYTHONDIR/ftrain_ckpt/:
 #   PYTHONDIR is the first directory on the sys.path of PYTHON_FOR_INSTALL
 #   (default /usr/bin/python3, else python3 on PATH), or among the site
 #   directories it adds there once they exist, that lies under PREFIX/lib/
@@ -67,7 +67,7 @@ ifeq ($(PYTHONDIR),)
 PYTHONDIR := $(PREFIX)/lib/python3/dist-packages
 endif
 endif
-INSTALL_PY   := $(wildcard python/ftrain_ckpt/*.py)
+INSTALL_PY   := $(wildcard python/ftrain_ckpt/*.py) python/ftrain_ckpt/py.typed
 # ftrain-plot (standard library only) runs with that interpreter when it is
 # an absolute path, else with the python3 first on PATH.
 PLOT_PYTHON  := $(if $(filter /%,$(PYTHON_FOR_INSTALL)),$(PYTHON_FOR_INSTALL),/usr/bin/env python3)

@@ -16,15 +16,23 @@ HowTo (save, every rank):
 HowTo (load, any world size):
 
     path = fc.latest_good(root)            # newest that verifies, or None
+                                           # (root: a checkpoint root, or a run
+                                           # directory standing for its ckpt/)
     with fc.Checkpoint(path) as ck:
         w = ck.read("w")                   # numpy array; or ck.read("w", out=t)
         part = ck.read_slice("w", lo, hi)  # elements [lo, hi) only
         epoch = ck.record["epoch"]
 
-HowTo (PyTorch model and optimizer):
+HowTo (a whole PyTorch run, fresh or resumed; run_dir as ftrain --run-dir):
 
-    fc.save_state(root, step, model, optimizer, record={...})
-    record = fc.load_state(path, model, optimizer)
+    sampler = fc.ResumableSampler(dataset, global_batch, seed=1)  # any world size
+    state = {"scheduler": sched, "sampler": sampler, "best": None}  # objects, values
+    path = fc.resume_point(run_dir)        # newest good checkpoint, or None: fresh
+    if path is not None:
+        record = fc.load_state(path, model, optimizer, state=state)
+    ... each step: train on sampler's batch; sampler.advance()
+    fc.save_state(os.path.join(run_dir, "ckpt"), step, model, optimizer,
+                  state=state, record={...})
 
 HowTo (stop on a signal, all ranks at one step):
 
@@ -48,15 +56,17 @@ from .comm import Comm, SingleProcess, TorchComm, SINGLE, default_comm
 from .stop import (StopGuard, hold_stop_signals, parse_signal, exit_now, EXIT_DONE,
                    EXIT_REQUEUE, STOP_SIGNALS)
 
-__version__ = "1.0"
+from ._version import __version__
 
 # Loaded on first use (they import numpy, and torch_state imports torch).
 _LAZY = {
     "checkpoint": ("DTYPES", "TensorInfo", "Entry", "PendingSave", "Checkpoint", "as_array",
                    "write_shard", "save", "open_checkpoint", "verify", "latest_good",
-                   "list_checkpoints", "prune", "step_dirname", "step_path"),
+                   "list_checkpoints", "prune", "step_dirname", "step_path",
+                   "is_run_dir", "checkpoint_root", "resume_point"),
     "torch_state": ("save_state", "load_state", "state_tensors", "rng_state",
                     "set_rng_state"),
+    "sampler": ("ResumableSampler",),
 }
 _WHERE = {name: mod for mod, names in _LAZY.items() for name in names}
 
@@ -81,4 +91,4 @@ __all__ = ["LibraryNotFoundError", "SONAME", "library_path", "CkptError", "CkptI
            "PeerError", "CompressionError", "ArchiveError", "strerror", "Comm",
            "SingleProcess", "TorchComm", "SINGLE", "default_comm", "StopGuard",
            "hold_stop_signals", "parse_signal", "exit_now", "EXIT_DONE", "EXIT_REQUEUE",
-           "STOP_SIGNALS"] + sorted(_WHERE)
+           "STOP_SIGNALS", "__version__"] + sorted(_WHERE)

@@ -24,6 +24,10 @@ manifest, and reads any tensor or any byte range of the flat space
 (decoding and checking only the frames it overlaps): a reader of any world
 size can take what it needs.
 """
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
+
 import collections
 import json
 import math
@@ -38,6 +42,10 @@ from . import comm as _comm
 # Every integer passed to the library is range-checked first.
 from ._lib import integer, INT_MIN, INT_MAX, INT64_MIN, INT64_MAX, UINT64_MAX, SIZE_MAX
 from .errors import (OK, EINVAL, ENOTFOUND, CkptError, error, check, strerror)
+from .comm import Comm
+
+# A path argument: a str or an os.PathLike (pathlib.Path).
+PathArg = Union[str, "os.PathLike[str]"]
 
 # The format's dtypes: code (ckpt_dtype_t), manifest name, numpy dtype.
 DTYPES = (("f32", "float32"), ("f64", "float64"), ("i64", "int64"),
@@ -121,7 +129,7 @@ def _fs(path):
     return os.fsencode(os.fspath(path))
 
 
-def as_array(name, value):
+def as_array(name: str, value: Any) -> Any:
     """A numpy view of value's memory (no copy): a C-contiguous numpy array
     or CPU torch tensor of a dtype the format stores.  Anything else is
     refused (TypeError for a type or dtype, ValueError for a layout), never
@@ -216,16 +224,73 @@ def _table(tensors):
     return table, len(items), arrays, total.value
 
 
-def step_dirname(step):
+def step_dirname(step: int) -> str:
     """The step directory's name: "step-%08d" (step in 0..2**63-1)."""
     buf = ctypes.create_string_buffer(_lib.FILE_NAME_MAX)
     _lib.load().ckpt_step_dirname(_step(step), buf, len(buf))
     return buf.value.decode()
 
 
-def step_path(root, step):
-    """<root>/step-<N>."""
-    return os.path.join(os.fspath(root), step_dirname(step))
+def step_path(root: PathArg, step: int) -> str:
+    """<root>/step-<N> (a run directory stands for its ckpt/)."""
+    return os.path.join(checkpoint_root(root), step_dirname(step))
+
+
+# A run directory (ftrain --run-dir DIR) holds its checkpoints in DIR/ckpt;
+# like ckptctl, every function here that takes a root takes a run
+# directory for it: a directory with a ckpt/ subdirectory and no
+# checkpoint, unfinished save or LATEST of its own stands for its ckpt/.
+RUN_CKPT = "ckpt"
+_OWN_PREFIXES = ("step-", ".tmp-step-")
+
+
+def is_run_dir(path: PathArg) -> bool:
+    """True when ``path`` is a run directory: a directory, not a checkpoint
+    (no manifest.json, not named step-<N>), with a ``ckpt/`` subdirectory
+    and no step-*, .tmp-step-* or LATEST of its own (ckptctl's rule)."""
+    path = os.fspath(path)
+    if not os.path.isdir(path) or os.path.isfile(os.path.join(path, "manifest.json")):
+        return False
+    if os.path.basename(os.path.normpath(path)).startswith("step-"):
+        return False
+    if not os.path.isdir(os.path.join(path, RUN_CKPT)):
+        return False
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return False
+    return not any(n.startswith(_OWN_PREFIXES) or n == "LATEST" for n in names)
+
+
+def checkpoint_root(path: PathArg) -> str:
+    """The checkpoint root ``path`` stands for: ``path/ckpt`` for a run
+    directory (is_run_dir), else ``path`` itself."""
+    if path is None:
+        raise TypeError("checkpoint_root: the path is None, not a run directory or "
+                        "checkpoint root")
+    path = os.fspath(path)
+    return os.path.join(path, RUN_CKPT) if is_run_dir(path) else path
+
+
+def resume_point(path: PathArg, on_skip: Optional[Callable[[str, str], None]] = None, *,
+                 comm: Optional[Comm] = None) -> Optional[str]:
+    """Where to resume from: the newest checkpoint that fully verifies under
+    ``path`` (a run directory, standing for its ckpt/, or a checkpoint
+    root), or None for a fresh run (``path`` missing, empty, or holding no
+    checkpoint).  Never raises for a fresh run; CorruptError when
+    checkpoints exist and none of them verifies (resuming from scratch
+    would throw the run away: move them aside with ckptctl first).
+    Collective like latest_good()."""
+    if path is None:
+        raise TypeError("resume_point: the path is None, not a run directory or "
+                        "checkpoint root")
+    root = checkpoint_root(path)
+    c = _comm.resolve(comm)
+    if c.size == 1 and not os.path.isdir(root):
+        if os.path.exists(root):
+            raise NotADirectoryError(f"resume_point: '{root}' is not a directory")
+        return None
+    return latest_good(root, on_skip, comm=c)
 
 
 class PendingSave:
@@ -241,11 +306,11 @@ class PendingSave:
         self.committed = False
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         """True when this rank's shard was written."""
         return self._rc == OK and self._exc is None
 
-    def commit(self, record=None):
+    def commit(self, record: Optional[Mapping[str, Any]] = None) -> str:
         """Collective (every rank of the comm): commit the step with
         ``record`` (a JSON-serialisable dict, stored as the manifest's
         "record"; rank 0's is the one kept).  Returns the committed step
@@ -285,10 +350,11 @@ class PendingSave:
             raise err from cause
         self.committed = True
         self._arrays = None
-        return step_path(self.root, step)
+        return os.path.join(self.root, step_dirname(step))  # root: resolved already
 
 
-def write_shard(root, step, tensors, *, comm=None, **options):
+def write_shard(root: PathArg, step: int, tensors: Mapping[str, Any], *,
+                comm: Optional[Comm] = None, **options: int) -> "PendingSave":
     """Phase one on this rank: write its slice of ``tensors`` (a mapping of
     name -> numpy array or CPU torch tensor, in the order they are laid out)
     as step ``step`` under ``root``.  Never collective.  A library failure
@@ -296,6 +362,7 @@ def write_shard(root, step, tensors, *, comm=None, **options):
     Options: level (zstd 1..19, 0 stored), threads, shuffle, frame_bytes,
     fsync, direct, adapt (ckpt_opts_t)."""
     c = _comm.resolve(comm)
+    root = checkpoint_root(root)
     step = _step(step)
     opts = _options(options)
     table, n, arrays, total = _table(tensors)
@@ -310,7 +377,9 @@ def write_shard(root, step, tensors, *, comm=None, **options):
     return p
 
 
-def save(root, step, tensors, record=None, *, comm=None, **options):
+def save(root: PathArg, step: int, tensors: Mapping[str, Any],
+         record: Optional[Mapping[str, Any]] = None, *, comm: Optional[Comm] = None,
+         **options: int) -> str:
     """Save ``tensors`` as step ``step`` under ``root`` and commit it with
     ``record``: collective over ``comm`` (default: torch.distributed when it
     runs with several ranks, else this process alone).  Every rank passes
@@ -320,6 +389,7 @@ def save(root, step, tensors, record=None, *, comm=None, **options):
     rank failed), or TypeError/ValueError for a tensor or record this
     format cannot hold."""
     c = _comm.resolve(comm)
+    root = checkpoint_root(root)
     try:
         _record_json(record)  # a record the format cannot hold: nothing is written
         pending = write_shard(root, step, tensors, comm=c, **options)
@@ -339,7 +409,7 @@ class Checkpoint:
     created (seconds since the epoch), record (the parsed record dict),
     tensors (an ordered dict name -> TensorInfo)."""
 
-    def __init__(self, path):
+    def __init__(self, path: PathArg) -> None:
         self.path = os.fspath(path)
         lib = _lib.load()
         h = ctypes.c_void_p()
@@ -359,7 +429,7 @@ class Checkpoint:
                 name, np.dtype(DTYPES[t.dtype][1]),
                 tuple(int(t.shape[d]) for d in range(t.ndim)), int(t.offset), int(t.nbytes))
 
-    def close(self):
+    def close(self) -> None:
         """Close (the shard files too); idempotent."""
         h, self._h = getattr(self, "_h", None), None
         if h:
@@ -398,7 +468,7 @@ class Checkpoint:
             raise ValueError(f"checkpoint {self.path!r} is closed")
         return self._h
 
-    def info(self, name):
+    def info(self, name: str) -> TensorInfo:
         """The TensorInfo of ``name``; NotFoundError when there is none."""
         t = self.tensors.get(name)
         if t is None:
@@ -436,7 +506,7 @@ class Checkpoint:
             raise ValueError(f"{what}: out is read-only")
         return a
 
-    def read(self, name, out=None):
+    def read(self, name: str, out: Any = None) -> Any:
         """Tensor ``name`` as a new numpy array of its global shape, or read
         into ``out`` (a numpy array or CPU torch tensor of its dtype and
         element count, written in place, zero-copy) and return out.
@@ -454,7 +524,8 @@ class Checkpoint:
               "ckpt_read_tensor")
         return result
 
-    def read_slice(self, name, start=0, stop=None, out=None):
+    def read_slice(self, name: str, start: int = 0, stop: Optional[int] = None,
+                   out: Any = None) -> Any:
         """Elements [start, stop) of tensor ``name`` flattened (row-major),
         as a 1-D numpy array (or into ``out``): only the frames holding them
         are read, whoever wrote them.  For resharding: rank r of M takes
@@ -478,7 +549,7 @@ class Checkpoint:
               "ckpt_read_range")
         return result
 
-    def read_range(self, offset, length, out=None):
+    def read_range(self, offset: int, length: int, out: Any = None) -> Any:
         """Bytes [offset, offset+length) of the flat space, as a uint8 array
         (or into ``out``, a uint8 array or tensor of that length)."""
         offset = integer("offset", offset, 0, UINT64_MAX)
@@ -493,28 +564,28 @@ class Checkpoint:
               "ckpt_read_range")
         return result
 
-    def load(self, names=None):
+    def load(self, names: Optional[Iterable[str]] = None) -> Dict[str, Any]:
         """{name: numpy array} for ``names`` (default: every tensor)."""
         return {n: self.read(n) for n in (self.tensors if names is None else names)}
 
-    def verify(self):
+    def verify(self) -> None:
         """Re-read every byte of every shard and check every checksum and
         size; raises (CorruptError, IncompleteError...) on the first fault."""
         check(_lib.load().ckpt_verify(self._handle()), "ckpt_verify")
 
-    def set_read_threads(self, threads):
+    def set_read_threads(self, threads: int) -> None:
         """Threads that decode frames (default: the process's CPUs, at most
         8; processes sharing CPUs should pass their share)."""
         threads = integer("threads", threads, INT_MIN, INT_MAX)
         _lib.load().ckpt_set_read_threads(self._handle(), threads)
 
 
-def open_checkpoint(path):
+def open_checkpoint(path: PathArg) -> "Checkpoint":
     """Checkpoint(path)."""
     return Checkpoint(path)
 
 
-def verify(path):
+def verify(path: PathArg) -> None:
     """Fully verify the checkpoint at ``path``; raises on any fault."""
     with Checkpoint(path) as ck:
         ck.verify()
@@ -542,7 +613,8 @@ def _latest_good_local(root, on_skip):
     return os.fsdecode(buf.value)
 
 
-def latest_good(root, on_skip=None, *, comm=None):
+def latest_good(root: PathArg, on_skip: Optional[Callable[[str, str], None]] = None, *,
+                comm: Optional[Comm] = None) -> Optional[str]:
     """The path of the newest checkpoint under ``root`` that fully verifies,
     or None when there is no checkpoint at all.  CorruptError when
     checkpoints exist but none verifies.  ``on_skip(name, why)`` hears of
@@ -550,6 +622,7 @@ def latest_good(root, on_skip=None, *, comm=None):
     comm): rank 0 searches (reading every byte of what it checks), the
     others get its answer, or its exception."""
     c = _comm.resolve(comm)
+    root = checkpoint_root(root)
     if c.size == 1:
         return _latest_good_local(root, on_skip)
     answer = {}
@@ -573,10 +646,11 @@ def latest_good(root, on_skip=None, *, comm=None):
     raise error(data["code"], data["call"], detail=f"rank 0: {data['detail']}")
 
 
-def list_checkpoints(root, verify=False):
+def list_checkpoints(root: PathArg, verify: bool = False) -> List[Entry]:
     """Every checkpoint under root (temp dirs of unfinished saves too),
     sorted by step, as Entry tuples; with verify=True each committed one is
     read whole and checked.  NotFoundError when root does not exist."""
+    root = checkpoint_root(root)
     lib = _lib.load()
     arr = ctypes.POINTER(_lib.Entry)()
     n = ctypes.c_size_t(0)
@@ -603,11 +677,13 @@ def list_checkpoints(root, verify=False):
             _lib.libc_free(ctypes.cast(arr, ctypes.c_void_p))
 
 
-def prune(root, keep, in_use=None, keep_good=False):
+def prune(root: PathArg, keep: int, in_use: Optional[PathArg] = None,
+          keep_good: bool = False) -> int:
     """Remove all but the newest ``keep`` committed checkpoints (never
     ``in_use``; with keep_good=True never the newest that verifies either).
     Run it on one rank.  Returns how many were removed.  ``keep`` must not
     be negative (ValueError); one above 2**31-1 keeps every checkpoint."""
+    root = checkpoint_root(root)
     lib = _lib.load()
     # A C int holds keep; more than it can hold keeps everything anyway,
     # and must never wrap around to a small number (2**32 would be 0).
@@ -626,4 +702,5 @@ def prune(root, keep, in_use=None, keep_good=False):
 
 __all__ = ["DTYPES", "TensorInfo", "Entry", "PendingSave", "Checkpoint", "as_array",
            "write_shard", "save", "open_checkpoint", "verify", "latest_good",
-           "list_checkpoints", "prune", "step_dirname", "step_path", "strerror"]
+           "list_checkpoints", "prune", "step_dirname", "step_path", "strerror",
+           "is_run_dir", "checkpoint_root", "resume_point", "RUN_CKPT"]

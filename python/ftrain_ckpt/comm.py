@@ -16,6 +16,10 @@ A Python exception inside a callback cannot cross the C library: the
 callback returns failure, the library returns CKPT_EPEER, and the caller
 raises PeerError whose __cause__ is the original exception.
 """
+from __future__ import annotations
+
+from typing import Any, Optional
+
 import ctypes
 import sys
 
@@ -54,7 +58,7 @@ SINGLE = SingleProcess()
 class TorchComm(Comm):
     """torch.distributed's process group ``group`` (default: the world)."""
 
-    def __init__(self, group=None):
+    def __init__(self, group: Any = None) -> None:
         import torch
         import torch.distributed as dist
         if not (dist.is_available() and dist.is_initialized()):
@@ -143,7 +147,7 @@ class TorchComm(Comm):
         return bytes(t.cpu().numpy().tobytes())
 
 
-def default_comm():
+def default_comm() -> "Comm":
     """TorchComm() when torch.distributed runs with more than one rank
     (torch must already be imported: this never imports it), else SINGLE."""
     dist = sys.modules.get("torch.distributed")
@@ -153,7 +157,7 @@ def default_comm():
     return SINGLE
 
 
-def resolve(comm):
+def resolve(comm: Optional["Comm"]) -> "Comm":
     """comm, or default_comm() for None."""
     if comm is None:
         return default_comm()

@@ -19,12 +19,17 @@ The handlers are the C library's (sigaction, no SA_RESTART): they replace
 Python's own for these signals, so Ctrl-C stops the run at the next agreed
 step instead of raising KeyboardInterrupt.
 """
+from __future__ import annotations
+
+from typing import NoReturn, Optional, Union
+
 import ctypes
 import os
 import signal as _signal
 
 from . import _lib
 from . import comm as _comm
+from .comm import Comm
 from .errors import error, check, OK
 
 EXIT_DONE = 0
@@ -33,7 +38,7 @@ EXIT_REQUEUE = 75
 STOP_SIGNALS = (_signal.SIGUSR1, _signal.SIGUSR2, _signal.SIGTERM, _signal.SIGINT)
 
 
-def hold_stop_signals():
+def hold_stop_signals() -> None:
     """Block the stop signals (USR1, USR2, TERM, INT) in this thread and the
     threads it starts from now on, so that one arriving while the program
     starts (importing torch takes seconds) waits instead of killing it
@@ -42,7 +47,7 @@ def hold_stop_signals():
     _signal.pthread_sigmask(_signal.SIG_BLOCK, STOP_SIGNALS)
 
 
-def parse_signal(sig=None):
+def parse_signal(sig: Union[int, str, None] = None) -> _signal.Signals:
     """The stop signal's number: sig (an int, "USR1", "SIGUSR2"...), else
     FTRAIN_STOP_SIGNAL from the environment, else USR1.  Only USR1 and USR2
     may be chosen (TERM and INT always stop)."""
@@ -69,7 +74,7 @@ class StopGuard:
     (default: torch.distributed when it runs with several ranks at the
     first check, else this process alone)."""
 
-    def __init__(self, signal=None, comm=None):
+    def __init__(self, signal: Union[int, str, None] = None, comm: Optional[Comm] = None) -> None:
         lib = _lib.load()
         if not _lib.has_stop():
             raise _lib.LibraryNotFoundError(
@@ -90,19 +95,19 @@ class StopGuard:
         return self._comm
 
     @property
-    def requested(self):
+    def requested(self) -> bool:
         """The first stop signal this process got (a signal.Signals), or
         None.  Local only: act on check(), which every rank agrees on."""
         sig = _lib.load().ckpt_stop_requested()
         return _signal.Signals(sig) if sig else None
 
     @property
-    def requested_at(self):
+    def requested_at(self) -> Optional[float]:
         """Wall-clock time (time.time() scale) of that signal, or None."""
         t = _lib.load().ckpt_stop_time()
         return t if t else None
 
-    def check(self, step):
+    def check(self, step: int) -> Optional[int]:
         """Collective, every rank at every step: pass the step this rank
         would stop at now (the steps it has completed).  Returns the agreed
         stop step when any rank was signalled - the largest step passed, so
@@ -133,7 +138,7 @@ class StopGuard:
         return self.stop_step
 
 
-def exit_now(code=EXIT_REQUEUE):
+def exit_now(code: int = EXIT_REQUEUE) -> NoReturn:
     """Flush stdout and stderr and leave the process at once with ``code``
     (os._exit: no interpreter teardown).  For the exit after a stop's
     checkpoint is committed: a Python process with torch loaded can take a

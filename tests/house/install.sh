@@ -169,9 +169,15 @@ if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import numpy' 2>/dev/null; th
     ok $? "the Python package is installed in a directory on python3's sys.path ($pyfinal)"
     out=$(cd "$T" && PYTHONPATH="${PYDIR%/ftrain_ckpt}" FTRAIN_CKPT_LIB="$DP/lib/libftrain-ckpt.so.2" \
         PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c 'import sys, ftrain_ckpt as fc
-c = fc.Checkpoint(sys.argv[1]); c.verify(); print(c.step, len(c.tensors), fc.__file__.startswith(sys.argv[2]))' \
+import os
+c = fc.Checkpoint(sys.argv[1]); c.verify(); print(c.step, len(c.tensors), fc.__file__.startswith(sys.argv[2]),
+      fc.__version__, os.path.isfile(os.path.join(sys.argv[2], "py.typed")))' \
         "$T/ext/ckpt/step-00000007" "$PYDIR" 2>&1)
-    is "$out" "7 2 True" "the installed Python package (${PYDIR#$DP}) reads and verifies it" ||
+    # ftrain's version, from the header: the package's __version__ is it.
+    hv=$(sed -n 's/^#define FTRAIN_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' include/ftrain/version.h |
+        paste -sd. -)
+    is "$out" "7 2 True $hv True" \
+        "the installed Python package (${PYDIR#$DP}) reads and verifies it; __version__ $hv, py.typed" ||
         why "$out"
 else
     skip "installed Python package" "/usr/bin/python3 with numpy is not installed"

@@ -21,6 +21,8 @@
 #      `scancel --batch --signal=USR1`: the script forwards it, the ranks
 #      checkpoint and exit 75, the job requeues itself, the requeued run
 #      resumes (world 2 -> 2) and finishes.
+#      FTRAIN_TEST_NO_SLURM=1 skips this part alone, saying so (a machine
+#      whose test cluster is someone else's to run).
 #
 # Skips when the python ($PYTHON, default /usr/bin/python3) lacks numpy or
 # torch with gloo, or the library is not built ($BUILD/libftrain-ckpt.so.2
@@ -195,6 +197,8 @@ ok $? "stopped at ${stop2:-?} and resumed on 2 = uninterrupted on 2: same param_
 slurm_part() {
     export FTRAIN_SLURM_LAB=${FTRAIN_SLURM_LAB:-/tmp/ftrain-slurm-lab}
     LAB=$FTRAIN_SLURM_LAB
+    [ "${FTRAIN_TEST_NO_SLURM:-0}" = 1 ] &&
+        { skip "SLURM: train.sbatch with FTRAIN_PROGRAM" "FTRAIN_TEST_NO_SLURM=1"; return; }
     [ "$(id -u)" = 0 ] || { skip "SLURM: train.sbatch with FTRAIN_PROGRAM" "needs root to run the test cluster"; return; }
     for c in slurmctld slurmd sbatch scontrol scancel munge flock; do
         command -v "$c" >/dev/null 2>&1 ||

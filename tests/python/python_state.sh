@@ -1,0 +1,51 @@
+#!/bin/sh
+# python_state.sh - a training run's whole state through the Python binding
+# (save_state/load_state with state=), the resumable, world-size-invariant
+# sampler (ftrain_ckpt.ResumableSampler) and run directories (resume_point;
+# every root argument takes a run directory for its ckpt/), in one process
+# (tests/python/state_checks.py says what each part checks; TAP).
+#
+# The sampler's N -> M resume is checked without torch.distributed: N
+# sampler objects stand for N ranks, are stopped after k global batches,
+# their state is restored into M new ones, and the union of the ranks'
+# shares of each global batch is compared with one uninterrupted sampler.
+#
+# Skips, with the reason, when the python ($PYTHON, default /usr/bin/python3)
+# lacks numpy or torch, or when the library is not built
+# ($BUILD/libftrain-ckpt.so.2, or FTRAIN_CKPT_LIB).
+. "$(dirname "$0")/../lib.sh"
+
+PY=${PYTHON:-/usr/bin/python3}
+here=$(cd "$(dirname "$0")" && pwd)
+[ -x "$PY" ] || skip_all "$PY not found (set PYTHON)"
+"$PY" -c 'import numpy' 2>/dev/null || skip_all "$PY has no numpy (apt-get install python3-numpy)"
+"$PY" -c 'import torch' 2>/dev/null || skip_all "$PY has no torch (apt-get install python3-torch)"
+if [ -n "${FTRAIN_CKPT_LIB:-}" ]; then
+    [ -f "$FTRAIN_CKPT_LIB" ] || skip_all "FTRAIN_CKPT_LIB=$FTRAIN_CKPT_LIB does not exist"
+else
+    case $BUILD in /*) bdir=$BUILD ;; *) bdir=$(pwd)/$BUILD ;; esac
+    [ -f "$bdir/libftrain-ckpt.so.2" ] ||
+        skip_all "$BUILD/libftrain-ckpt.so.2 not built (make $BUILD/libftrain-ckpt.so.2)"
+    FTRAIN_CKPT_LIB=$bdir/libftrain-ckpt.so.2
+fi
+export FTRAIN_CKPT_LIB
+export PYTHONDONTWRITEBYTECODE=1 # no __pycache__ in the source tree
+
+mkdir -p "$T/w"
+timeout -k 5 300 "$PY" "$here/state_checks.py" "$T/w" >"$T/out" 2>&1
+rc=$?
+# The checker says first how many checks it makes; the plan is those, one
+# for the count and one for its run to the end.
+n=$(sed -n 's/^plan \([0-9][0-9]*\)$/\1/p' "$T/out" | head -n 1)
+plan $((${n:-0} + 2))
+seen=0
+while IFS= read -r line; do
+    case $line in
+    "PASS "*) ok 0 "${line#PASS }"; seen=$((seen + 1)) ;;
+    "FAIL "*) ok 1 "${line#FAIL }"; seen=$((seen + 1)) ;;
+    "plan "*) ;;
+    *) diag "$line" ;;
+    esac
+done <"$T/out"
+is "$seen" "${n:-no plan line}" "state_checks.py: as many checks reported as planned (${n:-none})"
+ok $rc "state_checks.py ran to its end (exit $rc)" || why "$(tail -n 20 "$T/out")"
