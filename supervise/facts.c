@@ -194,6 +194,7 @@ void facts_said_line(facts_said_state_t *st, const char *line)
                 snprintf(st->said.host, sizeof st->said.host, "%s", h);
                 snprintf(st->said.what, sizeof st->said.what, "%.*s", SV_WHAT_MAX - 1, what);
                 st->said.what[strcspn(st->said.what, "\n")] = '\0';
+                snprintf(st->detail, sizeof st->detail, "%.*s", (int)strcspn(host, "\n"), host);
             }
             return;
         }
@@ -205,12 +206,16 @@ void facts_said_line(facts_said_state_t *st, const char *line)
         word(st->said.host, sizeof st->said.host, strstr(p, " on node ") + 9);
         snprintf(st->said.what, sizeof st->said.what, "signal %d",
                  atoi(strstr(p, " exited on signal ") + 18));
+        snprintf(st->detail, sizeof st->detail, "%.*s", (int)strcspn(p, "\n"), p);
         return;
     }
     if (!st->controller && strstr(line, "error: "))
         for (size_t i = 0; i < sizeof controller_words / sizeof *controller_words; i++)
-            if (strstr(line, controller_words[i]))
+            if (strstr(line, controller_words[i]) && !st->controller) {
+                const char *e = strstr(line, "error: ") + 7;
                 st->controller = 1;
+                snprintf(st->ctl_detail, sizeof st->ctl_detail, "%.*s", (int)strcspn(e, "\n"), e);
+            }
 }
 
 sv_said_t facts_said_result(const facts_said_state_t *st)
@@ -231,7 +236,7 @@ sv_said_t facts_said_result(const facts_said_state_t *st)
     return s;
 }
 
-void facts_said_file(const char *path, sv_said_t *said)
+void facts_said_file(const char *path, sv_said_t *said, char *detail, size_t cap)
 {
     facts_said_state_t st;
     char line[4096];
@@ -242,4 +247,7 @@ void facts_said_file(const char *path, sv_said_t *said)
     if (f)
         fclose(f);
     *said = facts_said_result(&st);
+    snprintf(detail, cap, "%s",
+             said->kind == SV_SAID_TASK_KILLED ? st.detail
+             : said->kind == SV_SAID_CONTROLLER ? st.ctl_detail : "");
 }

@@ -23,6 +23,7 @@
 #ifndef FTRAIN_SUPERVISE_FACTS_H
 #define FTRAIN_SUPERVISE_FACTS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "supervise/policy.h"
@@ -61,6 +62,9 @@ typedef struct {
     int first_exited_own;  /* ... and it was an exit with a code of its own */
     int killed;            /* a task that died was seen */
     int controller;        /* the controller could not be reached */
+    char detail[256];      /* the line the result came from, for the log
+                              ("n2: task 1: Killed") */
+    char ctl_detail[256];  /* the controller's line */
 } facts_said_state_t;
 
 /** Read one line of the launcher's standard error into st (pure). */
@@ -72,7 +76,7 @@ void facts_said_line(facts_said_state_t *st, const char *line);
 sv_said_t facts_said_result(const facts_said_state_t *st);
 
 /** Read the file at path line by line into *said (nothing said when it
- *  cannot be read). */
-void facts_said_file(const char *path, sv_said_t *said);
+ *  cannot be read), and the line it came from into detail (for the log). */
+void facts_said_file(const char *path, sv_said_t *said, char *detail, size_t cap);
 
 #endif

@@ -33,6 +33,7 @@
 
 #include "fault/failure.h"
 #include "ftrain/exit_codes.h"
+#include "supervise/explain.h"
 #include "supervise/facts.h"
 #include "supervise/launch.h"
 #include "supervise/log.h"
@@ -56,6 +57,9 @@ typedef struct {
     sv_node_t nodes[SV_NODES_MAX];
     failure_t records[RECORDS_MAX];
     int local_cleaned;
+    char detail[256];   /* the launcher's line the hint came from */
+    int term_at_end;    /* TERM had come when the launch ended */
+    int stop_at_end;    /* ... the stop warning */
 } supervisor_t;
 
 static supervisor_t sv;
@@ -173,11 +177,11 @@ static void lead_check(void)
 
 /* Carry out a requeue.  @return only when it was refused or failed (the
  * caller then ends with the decision's status). */
-static void requeue(const sv_decision_t *d)
+static void requeue(const sv_decision_t *d, const char *reason)
 {
     char names[SV_EXCLUDE_MAX * SV_NAME_MAX] = "", err[1024];
     if (sv.sig.term) {
-        sv_log("%s, but TERM came before the requeue: not requeueing", d->reason);
+        sv_log("%s, but TERM came before the requeue: not requeueing", reason);
         return;
     }
     if (d->wanted == SV_RULE_CHECKPOINTED)
@@ -192,7 +196,7 @@ static void requeue(const sv_decision_t *d)
         sv_log("the failures pointed at %s; the requeued job may run there again "
                "(FTRAIN_REQUEUE_EXCLUDE=1 leaves them out)",
                names);
-    sv_log("%s: requeue job %s (restart %lld of at most %lld)%s%s", d->reason, d->job_ref,
+    sv_log("%s: requeue job %s (restart %lld of at most %lld)%s%s", reason, d->job_ref,
            (long long)sv.cfg.restarts + 1, (long long)sv.cfg.policy.max_restarts,
            d->n_exclude ? ", without node(s) " : "", d->n_exclude ? names : "");
     int rc = sv.slurm.ops->requeue(sv.slurm.ctx, d->job_ref, d->exclude, d->n_exclude, err,
@@ -284,9 +288,13 @@ static void gather(sv_input_t *in, const sv_launch_result_t *res, int id,
     in->states_known = 0;
     in->time_left_s = -1;
     in->n_records = 0;
+    memset(&in->said, 0, sizeof in->said);
+    sv.detail[0] = '\0';
+    sv.term_at_end = sv.sig.term;
+    sv.stop_at_end = sv.sig.stop != 0;
     if (res->status == 0 || res->status == FTRAIN_EXIT_REQUEUE)
         return;
-    facts_said_file(res->err_path, &in->said);
+    facts_said_file(res->err_path, &in->said, sv.detail, sizeof sv.detail);
     in->n_records = collect_records(id, &in->refused_records);
     in->records = sv.records;
     in->step_done = facts_step_done(sv.cfg.run_dir, old);
@@ -311,7 +319,7 @@ static void log_left_out(const sv_input_t *in, const sv_decision_t *d, char *use
                      in->nodes[i].name);
             u++;
         } else if (in->states_known && (in->nodes[i].state & SV_NODE_BAD)) {
-            sv_log("node %s left out: SLURM says it is %s", in->nodes[i].name,
+            sv_log("node %s left out: SLURM says %s", in->nodes[i].name,
                    in->nodes[i].state & SV_NODE_DOWN             ? "DOWN"
                    : in->nodes[i].state & SV_NODE_DRAIN          ? "DRAIN"
                    : in->nodes[i].state & SV_NODE_FAIL           ? "FAIL"
@@ -349,6 +357,42 @@ static void run_launch(const char *nodes, int count, sv_launch_result_t *res,
            sv.sig.stop ? ")" : "", sv.sig.term ? " (after TERM)" : "");
 }
 
+/* Carry out the decision d on the input in.  @return only after a
+ * relaunch (the next decision follows). */
+static void act(const sv_input_t *in, const sv_decision_t *d, sv_launch_result_t *res,
+                facts_tokens_t *old)
+{
+    char use[SV_NODES_MAX * 8] = "", reason[2048];
+    sv_explain_t x = {.trainer = sv.cfg.trainer, .launcher = sv.cfg.launcher_name,
+                      .stop_name = sv.cfg.stop_name, .detail = sv.detail, .use = use,
+                      .term_late = in->launched && sv.sig.term && !sv.term_at_end,
+                      .stop_late = in->launched && sv.sig.stop && !sv.stop_at_end};
+    int id = sv.n_history + 1;
+    if (d->action == SV_LAUNCH) {
+        run_launch(NULL, 0, res, old, id);
+        return;
+    }
+    explain_before(&x, in, d);
+    sv_rule_t r = d->rule == SV_RULE_RESTART_CAP ? d->wanted : d->rule;
+    if (d->action == SV_RELAUNCH || r == SV_RULE_TOO_FEW_NODES || r == SV_RULE_NO_TIME)
+        log_left_out(in, d, use, sizeof use);
+    explain_reason(&x, in, d, reason, sizeof reason);
+    if (d->action == SV_REQUEUE) {
+        requeue(d, reason);
+        finish(d->status);
+    }
+    if (d->action == SV_END) {
+        if (reason[0])
+            sv_log("%s", reason);
+        finish(d->status);
+    }
+    sv_log("%s", reason);
+    sv.history[sv.n_history++] = (sv_launch_t){
+        .status = in->status, .failure = d->failure, .culprit = d->culprit,
+        .to_ckpt_s = in->to_ckpt_s};
+    run_launch(use, d->n_use, res, old, id + 1);
+}
+
 /* The loop: decide, act, until the end or a requeue. */
 static void supervise(void)
 {
@@ -381,31 +425,9 @@ static void supervise(void)
         launch_note_signals(&sv.cfg, &sv.sig);
         if (sv.sig.term != in.term || (sv.sig.stop != 0) != in.stop)
             continue;
-        if (d.action == SV_END || d.action == SV_REQUEUE) {
-            if (d.action == SV_REQUEUE)
-                requeue(&d);
-            else if (d.rule != SV_RULE_DONE && d.rule != SV_RULE_TERM_AFTER_CHECKPOINT)
-                sv_log("%s%s", d.status != 0 && d.status != 75 ? "error: " : "", d.reason);
-            finish(d.status);
-        }
-        int id = sv.n_history + 1;
-        if (d.action == SV_LAUNCH) {
-            run_launch(NULL, 0, &res, &old, id);
-        } else {
-            char use[SV_NODES_MAX * 8];
-            log_left_out(&in, &d, use, sizeof use);
-            sv_log("failure at step %s%lld: %s (%s)%s%s",
-                   d.failure.step == SV_STEP_STARTUP ? "start-up " : "",
-                   (long long)d.failure.step, d.failure.what, supervise_from_name(d.failure.from),
-                   d.failure.culprit[0] ? ", on " : "", d.failure.culprit);
-            sv_log("%s (%s); %s resumes from the newest good checkpoint", d.reason, use,
-                   sv.cfg.trainer);
-            sv.history[sv.n_history++] = (sv_launch_t){
-                .status = in.status, .failure = d.failure, .culprit = d.culprit,
-                .to_ckpt_s = in.to_ckpt_s};
-            run_launch(use, d.n_use, &res, &old, id + 1);
-        }
-        gather(&in, &res, d.action == SV_LAUNCH ? id : id + 1, &old);
+        int id = d.action == SV_LAUNCH ? sv.n_history + 1 : sv.n_history + 2;
+        act(&in, &d, &res, &old);
+        gather(&in, &res, id, &old);
     }
 }
 

@@ -129,7 +129,7 @@ record_case() { # NAME PATTERN CONTENT
 	printf 'cp "$T/rec.json" "$RUN_DIR_F/j4242-r0-l1-rank0.json"; exit 1\n' >"$T/act.1"
 	sup RUN_DIR_F="$T/run/failures" -- --data line
 	ok "$([ "$rc" = 1 ] && [ "$(cat "$T/launches")" = 1 ] && says "$2" &&
-		says 'error: failed with status 1: not a lost rank'; echo $?)" \
+		says 'ftrain failed with status 1: not a lost rank'; echo $?)" \
 		"a failure record $1: logged, the status decides (exit 1, no relaunch)" || show
 }
 export RUN_DIR_F
