@@ -97,13 +97,14 @@ static void query_nodes(int *n, int *known)
 }
 
 /* clean_local: remove this job's node-local directory on every node the
- * job still holds where a step can run, once (one bounded srun step). */
-static void clean_local(void)
+ * job still holds where a step can run, once (one bounded srun step);
+ * status: the one the job ends with. */
+static void clean_local(int status)
 {
     if (!sv.cfg.local_dir[0] || sv.local_cleaned)
         return;
     sv.local_cleaned = 1;
-    int n = 0, known = 0, count = 0, status = 0;
+    int n = 0, known = 0, count = 0, rm_status = 0;
     query_nodes(&n, &known);
     size_t cap = (size_t)n * SV_NAME_MAX + 1;
     char *nodes = calloc(1, cap), *left = calloc(1, cap);
@@ -138,11 +139,11 @@ static void clean_local(void)
                     "rm", "-rf", "--", sv.cfg.local_dir, NULL};
     char out[256], err[256];
     /* After a TERM, KillWait (30 s by default) ends this process. */
-    int rc = proc_run(argv, env, sv.sig.term ? 10 : 60, out, sizeof out, &status, err,
+    int rc = proc_run(argv, env, sv.sig.term ? 10 : 60, out, sizeof out, &rm_status, err,
                       sizeof err);
-    if (rc == PROC_OK && status == 0)
+    if (rc == PROC_OK && rm_status == 0)
         sv_log("removed the node-local tier %s on %s", sv.cfg.local_dir, nodes);
-    else if (sv.sig.term)
+    else if (sv.sig.term && (status == 0 || status == FTRAIN_EXIT_REQUEUE))
         sv_log("after the TERM SLURM starts no step to remove the node-local tier %s; %s's "
                "ranks removed it at their end (--ckpt-local-remove-at-end)",
                sv.cfg.local_dir, sv.cfg.trainer);
@@ -188,7 +189,7 @@ static void requeue(const sv_decision_t *d, const char *reason)
         lead_check();
     signal(SIGUSR1, SIG_IGN); /* a late warning changes nothing now */
     signal(SIGUSR2, SIG_IGN);
-    clean_local();
+    clean_local(d->status);
     for (int i = 0; i < d->n_suspect; i++)
         snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? "," : "",
                  d->suspect[i]);
@@ -222,7 +223,7 @@ static void requeue(const sv_decision_t *d, const char *reason)
 /* End the job with status (the node-local tier removed first). */
 static void finish(int status)
 {
-    clean_local();
+    clean_local(status);
     if (status == 0)
         sv_log("done: training finished");
     else if (status == 75 && sv.sig.term)
@@ -431,6 +432,25 @@ static void supervise(void)
     }
 }
 
+/* Array variables with a SLURM_JOB_ID of another id: an array task, or
+ * a job submitted from one that inherited them.  SLURM says which (one
+ * bounded query, before the settings are read); inherited ones are
+ * dropped.  With no answer they are taken as this job's. */
+static void inherited_array(void)
+{
+    const char *id = getenv("SLURM_JOB_ID"), *aj = getenv("SLURM_ARRAY_JOB_ID"),
+               *at = getenv("SLURM_ARRAY_TASK_ID"), *t = getenv("FTRAIN_SLURM_TIMEOUT");
+    if (!id || !*id || !aj || !*aj || !at || !*at || strcmp(aj, id) == 0)
+        return;
+    sv_slurm_real_t r = {.timeout_s = 20};
+    if (t && strspn(t, "0123456789") == strlen(t) && strlen(t) > 0 && strlen(t) < 6 && atoi(t) > 0)
+        r.timeout_s = atoi(t);
+    if (slurm_array_task(&r, id, aj, at) == 0) {
+        unsetenv("SLURM_ARRAY_JOB_ID");
+        unsetenv("SLURM_ARRAY_TASK_ID");
+    }
+}
+
 int main(int argc, char **argv)
 {
     char err[4096], self[4096];
@@ -441,6 +461,7 @@ int main(int argc, char **argv)
                 strerror(errno));
         return FTRAIN_EXIT_USAGE;
     }
+    inherited_array();
     int rc = settings_load(&sv.cfg, argc, argv, env_get, installed_ftrain(self, sizeof self),
                            err, sizeof err);
     sv_log_init(sv.cfg.log_name, sv.cfg.job_ref[0] ? sv.cfg.job_ref : getenv("SLURM_JOB_ID"));

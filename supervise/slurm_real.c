@@ -194,6 +194,27 @@ static int real_time_left(void *ctx, const char *job_ref, double *seconds, char 
     return rc;
 }
 
+int slurm_parse_array_task(const char *record, const char *job_id, const char *aj,
+                           const char *at)
+{
+    char id[SV_NAME_MAX], a[SV_NAME_MAX], t[SV_NAME_MAX];
+    if (!slurm_parse_field(record, "JobId", id, sizeof id) || strcmp(id, job_id) != 0)
+        return -1;
+    slurm_parse_field(record, "ArrayJobId", a, sizeof a);
+    slurm_parse_field(record, "ArrayTaskId", t, sizeof t);
+    return strcmp(a, aj) == 0 && strcmp(t, at) == 0;
+}
+
+int slurm_array_task(sv_slurm_real_t *r, const char *job_id, const char *aj, const char *at)
+{
+    static char out[1 << 16];
+    char err[256];
+    char *argv[] = {"scontrol", "show", "job", "-o", (char *)job_id, NULL};
+    if (query(r, argv, out, sizeof out, err, sizeof err) != SV_SLURM_OK)
+        return -1;
+    return slurm_parse_array_task(out, job_id, aj, at);
+}
+
 double slurm_time_limit(sv_slurm_real_t *r, const char *job_ref)
 {
     char out[256], err[256];

@@ -53,6 +53,17 @@ double slurm_parse_time(const char *text);
  *  @return the count, or -1 when more than cap. */
 int slurm_parse_names(const char *text, sv_node_t *nodes, int cap);
 
+/** Whether the array variables SLURM_ARRAY_JOB_ID=aj and
+ *  SLURM_ARRAY_TASK_ID=at are job_id's own, from its record (scontrol show
+ *  job -o JOB_ID): a job submitted from inside an array task inherits the
+ *  task's.  @return 1 they are, 0 they are not, -1 the record is not
+ *  job_id's (no answer: take them as its own). */
+int slurm_parse_array_task(const char *record, const char *job_id, const char *aj,
+                           const char *at);
+
+/** The same, asked of SLURM (one bounded query).  @return as above. */
+int slurm_array_task(sv_slurm_real_t *r, const char *job_id, const char *aj, const char *at);
+
 /** The job's time limit in seconds (squeue %l), -1 when unknown. */
 double slurm_time_limit(sv_slurm_real_t *r, const char *job_ref);
 

@@ -490,7 +490,7 @@ arr_case() { # NAME VAR=VALUE...: the case, with the tier under $ST/shm
 queries() { grep -E '^(scontrol (show job|requeue|update)|squeue) ' "$LOG"; }
 arr_case arr-own SLURM_ARRAY_JOB_ID=4242 SLURM_ARRAY_TASK_ID=1 STUB_ARRAY="4242 1"
 ok "$([ "$rc" = 143 ] && grep -q '^scontrol requeue 4242_1$' "$LOG" && ! queries | grep -qE ' 4242( |$)' &&
-	queries | grep -q '^scontrol show job 4242_1$' && queries | grep -q '^squeue -h -j 4242_1 ' &&
+	queries | grep -qE '^scontrol show job (-o )?4242_1$' && queries | grep -q '^squeue -h -j 4242_1 ' &&
 	says 'train.sbatch\[4242_1\]: .*requeue job 4242_1 '; echo $?)" \
 	"9. the task holding the array's own id (4242_1, SLURM_JOB_ID 4242): requeued and queried as 4242_1, never 4242 (exit $rc)" ||
 	{ show; why "$(queries)"; }
