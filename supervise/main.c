@@ -69,21 +69,6 @@ static const char *env_get(const char *name)
     return getenv(name);
 }
 
-/* The ftrain installed beside this program (make install puts both in
- * BINDIR), into buf. */
-static const char *installed_ftrain(char *buf, size_t cap)
-{
-    ssize_t n = readlink("/proc/self/exe", buf, cap - 16);
-    if (n <= 0)
-        return NULL;
-    buf[n] = '\0';
-    char *slash = strrchr(buf, '/');
-    if (!slash)
-        return NULL;
-    snprintf(slash + 1, cap - (size_t)(slash + 1 - buf), "ftrain");
-    return buf;
-}
-
 /* Ask SLURM for the job's nodes and their states (one bounded query). */
 static void query_nodes(int *n, int *known)
 {
@@ -205,8 +190,8 @@ static void requeue(const sv_decision_t *d, const char *reason)
     if (rc > 0)
         sv_log("warning: %s: it may run on %s again", err, names);
     if (rc < 0) {
-        sv_log("error: scontrol requeue %s failed (%s); resubmit by hand (RUN_DIR=%s)",
-               d->job_ref, err, sv.cfg.run_dir);
+        sv_log("error: scontrol requeue %s failed; resubmit by hand (RUN_DIR=%s): %s",
+               d->job_ref, sv.cfg.run_dir, err);
         return;
     }
     /* The requeue's TERM ends this process; a TERM that came during the
@@ -453,7 +438,7 @@ static void inherited_array(void)
 
 int main(int argc, char **argv)
 {
-    char err[4096], self[4096];
+    char err[4096];
     /* First: a warning during the set-up must not kill this process. */
     sv.sig.start = util_mono_s();
     if (sv_signals_install() != 0) {
@@ -462,8 +447,7 @@ int main(int argc, char **argv)
         return FTRAIN_EXIT_USAGE;
     }
     inherited_array();
-    int rc = settings_load(&sv.cfg, argc, argv, env_get, installed_ftrain(self, sizeof self),
-                           err, sizeof err);
+    int rc = settings_load(&sv.cfg, argc, argv, env_get, err, sizeof err);
     sv_log_init(sv.cfg.log_name, sv.cfg.job_ref[0] ? sv.cfg.job_ref : getenv("SLURM_JOB_ID"));
     if (rc == 1) {
         fputs(err, stdout);

@@ -17,7 +17,7 @@
 #include "util/util.h"
 
 const char settings_usage[] =
-    "usage: ftrain-supervise [--log-name NAME] [--] [ftrain options...]\n"
+    "usage: ftrain-supervise [--log-name NAME] [--installed-ftrain PATH] [--] [ftrain options...]\n"
     "\n"
     "Run ftrain (or FTRAIN_PROGRAM) under SLURM from inside a batch job: launch\n"
     "it with srun or mpirun, forward the stop signal, relaunch inside the\n"
@@ -432,10 +432,11 @@ static int load_target(sv_config_t *c, sv_getenv_fn env, const sv_argv_t *args,
     return rc;
 }
 
-int settings_load(sv_config_t *c, int argc, char **argv, sv_getenv_fn env,
-                  const char *installed_ftrain, char *err, size_t cap)
+int settings_load(sv_config_t *c, int argc, char **argv, sv_getenv_fn env, char *err,
+                  size_t cap)
 {
     int rc = 0, i = 1;
+    const char *installed_ftrain = NULL;
     sv_argv_t args = {0};
     memset(c, 0, sizeof *c);
     snprintf(c->log_name, sizeof c->log_name, "ftrain-supervise");
@@ -446,6 +447,8 @@ int settings_load(sv_config_t *c, int argc, char **argv, sv_getenv_fn env,
         } else if (strcmp(argv[i], "--version") == 0) {
             snprintf(err, cap, "ftrain-supervise (ftrain)\n");
             return 1;
+        } else if (strcmp(argv[i], "--installed-ftrain") == 0 && i + 1 < argc) {
+            installed_ftrain = *argv[++i] ? argv[i] : NULL;
         } else if (strcmp(argv[i], "--log-name") == 0 && i + 1 < argc) {
             snprintf(c->log_name, sizeof c->log_name, "%s", argv[++i]);
         } else if (strcmp(argv[i], "--") == 0) {

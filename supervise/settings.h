@@ -67,12 +67,13 @@ typedef struct {
 typedef const char *(*sv_getenv_fn)(const char *name);
 
 /** Read and check the settings from argv (argv[1..]: --log-name NAME,
- *  --help, --version, "--", then ftrain's arguments) and the environment.
- *  installed_ftrain: the ftrain installed beside this program, or NULL.
+ *  --installed-ftrain PATH (the ftrain `make install` put beside the batch
+ *  script: tried after the submit directory's build), --help, --version,
+ *  "--", then ftrain's arguments) and the environment.
  *  @return 0; 1 when --help or --version was asked (err holds the text to
  *  print on stdout); -1 with err saying what is wrong (exit 2). */
-int settings_load(sv_config_t *c, int argc, char **argv, sv_getenv_fn env,
-                  const char *installed_ftrain, char *err, size_t cap);
+int settings_load(sv_config_t *c, int argc, char **argv, sv_getenv_fn env, char *err,
+                  size_t cap);
 
 /** Expand sbatch's filename patterns in pattern into out: %j, %A, %a, %x,
  *  %u and %%.  @return 0, or -1 with err naming the pattern refused. */
