@@ -28,10 +28,23 @@ const char *explain_failure(const sv_explain_t *x, const sv_input_t *in,
     case SV_FROM_NODE_FAILURE:
         snprintf(buf, cap, "node %s failed", f->culprit);
         break;
-    case SV_FROM_HANG_RECORD:
-        snprintf(buf, cap, "a hang: the watchdog's failure record points at host %s",
-                 f->culprit[0] ? f->culprit : "(none)");
+    case SV_FROM_HANG_RECORD: {
+        /* The record that named the culprit: its rank, and who wrote it. */
+        const failure_t *rec = NULL;
+        for (int i = 0; i < in->n_records && !rec; i++)
+            if (in->records[i].kind == FAILURE_HANG &&
+                strcmp(in->records[i].culprit_host, f->culprit) == 0)
+                rec = &in->records[i];
+        if (rec && rec->culprit_rank != FAILURE_NO_RANK)
+            snprintf(buf, cap,
+                     "a hang: rank %d (host %s) stopped making progress (the watchdog's failure "
+                     "record, from rank %d)",
+                     rec->culprit_rank, f->culprit, rec->rank);
+        else
+            snprintf(buf, cap, "a hang: host %s stopped making progress (the watchdog's failure "
+                     "record)", f->culprit[0] ? f->culprit : "(none)");
         break;
+    }
     case SV_FROM_RECORD:
         snprintf(buf, cap, "a failure record of kind %s%s%s", f->what,
                  f->culprit[0] ? " on " : "", f->culprit);

@@ -60,6 +60,7 @@ typedef struct {
     char detail[256];   /* the launcher's line the hint came from */
     int term_at_end;    /* TERM had come when the launch ended */
     int stop_at_end;    /* ... the stop warning */
+    char err_path[4400]; /* the last launch's standard error (read: removed at the end) */
 } supervisor_t;
 
 static supervisor_t sv;
@@ -175,6 +176,8 @@ static void requeue(const sv_decision_t *d, const char *reason)
     signal(SIGUSR1, SIG_IGN); /* a late warning changes nothing now */
     signal(SIGUSR2, SIG_IGN);
     clean_local(d->status);
+    if (sv.err_path[0])
+        unlink(sv.err_path); /* read: the last launch's messages */
     for (int i = 0; i < d->n_suspect; i++)
         snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? "," : "",
                  d->suspect[i]);
@@ -208,6 +211,8 @@ static void requeue(const sv_decision_t *d, const char *reason)
 /* End the job with status (the node-local tier removed first). */
 static void finish(int status)
 {
+    if (sv.err_path[0])
+        unlink(sv.err_path);
     clean_local(status);
     if (status == 0)
         sv_log("done: training finished");
@@ -337,6 +342,7 @@ static void run_launch(const char *nodes, int count, sv_launch_result_t *res,
                  cmd.v[i]);
     sv_log("launch: %s", line);
     launch_run(&sv.cfg, &cmd, id, &sv.sig, res);
+    snprintf(sv.err_path, sizeof sv.err_path, "%s", res->err_path);
     argv_free(&cmd);
     sv_log("%s exited with status %d%s%s%s%s", sv.cfg.trainer, res->status,
            sv.sig.stop ? " (after " : "", sv.sig.stop ? (sv.sig.stop == SIGUSR2 ? "USR2" : "USR1") : "",

@@ -18,6 +18,7 @@
 
 const char settings_usage[] =
     "usage: ftrain-supervise [--log-name NAME] [--installed-ftrain PATH] [--] [ftrain options...]\n"
+    "       ftrain-supervise --help | --version\n"
     "\n"
     "Run ftrain (or FTRAIN_PROGRAM) under SLURM from inside a batch job: launch\n"
     "it with srun or mpirun, forward the stop signal, relaunch inside the\n"

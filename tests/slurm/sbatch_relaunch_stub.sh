@@ -28,6 +28,10 @@
 # SBATCH_SCRIPT=FILE runs the cases against another copy of the script.
 . "$(dirname "$0")/../lib.sh"
 SCRIPT=${SBATCH_SCRIPT:-$(cd "$(dirname "$0")/../.." && pwd)/slurm/train.sbatch}
+# The script execs ftrain-supervise: this tree's unless FTRAIN_SUPERVISE says.
+case $BUILD in /*) sup=$BUILD ;; *) sup=$(cd "$(dirname "$0")/../.." && pwd)/$BUILD ;; esac
+export FTRAIN_SUPERVISE=${FTRAIN_SUPERVISE:-$sup/ftrain-supervise}
+[ -x "$FTRAIN_SUPERVISE" ] || { echo "Bail out! $FTRAIN_SUPERVISE is not built (make)"; exit 1; }
 B=$T/bin
 mkdir -p "$B"
 export T
