@@ -50,6 +50,29 @@ static const char nodes_3[] =
     "FreeMem=21228 Sockets=2 Boards=1 State=IDLE ThreadsPerCore=1 TmpDisk=0 Weight=1 "
     "Owner=N/A MCS_label=N/A Partitions=debug\n";
 
+/* scontrol show node -o n3,n4 with n4 drained, then n4 set down
+ * (scontrol update nodename=n4 state=drain, state=down). */
+static const char nodes_drain[] =
+    "NodeName=n3 Arch=x86_64 CoresPerSocket=1  CPUAlloc=0 CPUEfctv=2 CPUTot=2 CPULoad=6.55 "
+    "NodeAddr=127.0.0.1 NodeHostName=localhost Port=17003 Version=22.05.8  RealMemory=1000 "
+    "AllocMem=0 FreeMem=21726 Sockets=2 Boards=1 State=IDLE ThreadsPerCore=1 TmpDisk=0 "
+    "Weight=1 Owner=N/A MCS_label=N/A Partitions=debug\n"
+    "NodeName=n4 Arch=x86_64 CoresPerSocket=1  CPUAlloc=0 CPUEfctv=2 CPUTot=2 CPULoad=6.55 "
+    "AvailableFeatures=(null) ActiveFeatures=(null) Gres=(null) NodeAddr=127.0.0.1 "
+    "NodeHostName=localhost Port=17004 Version=22.05.8  RealMemory=1000 AllocMem=0 "
+    "FreeMem=21726 Sockets=2 Boards=1 State=IDLE+DRAIN ThreadsPerCore=1 TmpDisk=0 Weight=1 "
+    "Owner=N/A MCS_label=N/A Partitions=debug  Reason=capture [root@2026-11-29T05:40:00]\n";
+static const char node_down[] =
+    "NodeName=n4 Arch=x86_64 CoresPerSocket=1  CPUAlloc=0 CPUEfctv=2 CPUTot=2 CPULoad=6.55 "
+    "AvailableFeatures=(null) ActiveFeatures=(null) Gres=(null) NodeAddr=127.0.0.1 "
+    "NodeHostName=localhost Port=17004 Version=22.05.8  RealMemory=1000 AllocMem=0 "
+    "FreeMem=21726 Sockets=2 Boards=1 State=DOWN+DRAIN ThreadsPerCore=1 TmpDisk=0 Weight=1 "
+    "Owner=N/A MCS_label=N/A Partitions=debug  BootTime=2026-11-29T01:28:22 "
+    "SlurmdStartTime=2026-11-29T05:39:59 LastBusyTime=2026-11-29T05:39:59 "
+    "CfgTRES=cpu=2,mem=1000M,billing=2 AllocTRES= CapWatts=n/a CurrentWatts=0 AveWatts=0 "
+    "ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s Reason=capture "
+    "[root@2026-11-29T05:40:02]\n";
+
 /* What the launcher printed, captured (each a launch's standard error). */
 typedef struct {
     const char *name, *text;
@@ -159,6 +182,11 @@ static void slurm_tests(void)
     ok(nodes[0].state == 0 && nodes[1].state == 0 && nodes[2].state == 0,
        "ALLOCATED and IDLE are usable");
     is_int((int)nodes[3].state, SV_NODE_UNKNOWN, "a node no line names: no state");
+    sv_node_t dn[2] = {{"n3", 0}, {"n4", 0}};
+    is_int(slurm_parse_node_states(nodes_drain, dn, 2), 2, "n4 drained: two records");
+    ok(dn[0].state == 0 && dn[1].state == SV_NODE_DRAIN, "  IDLE usable, IDLE+DRAIN drained");
+    slurm_parse_node_states(node_down, dn + 1, 1);
+    is_int((int)dn[1].state, SV_NODE_DOWN | SV_NODE_DRAIN, "n4 set down: DOWN+DRAIN");
     is_int((int)slurm_state_flags("DOWN*"), SV_NODE_DOWN | SV_NODE_NOT_RESPONDING,
            "DOWN* (sinfo's and scontrol's '*': not responding)");
     is_int((int)slurm_state_flags("MIXED+DRAIN"), SV_NODE_DRAIN, "MIXED+DRAIN");
@@ -178,8 +206,9 @@ static void slurm_tests(void)
     is_double(slurm_parse_time("1:2:3:4"), -1, 0, "too many fields: -1");
 
     sv_node_t got[3];
-    is_int(slurm_parse_names("n1\nn2\nn3\n", got, 3), 3, "scontrol show hostnames: 3 names");
-    is_str(got[2].name, "n3", "  the last one");
+    /* scontrol show hostnames 'n[1-2,4]', captured. */
+    is_int(slurm_parse_names("n1\nn2\nn4\n", got, 3), 3, "scontrol show hostnames: 3 names");
+    is_str(got[2].name, "n4", "  the last one");
     is_int(slurm_parse_names("n1,n2,n3,n4", got, 3), -1, "more names than room: refused");
 }
 
@@ -206,7 +235,7 @@ static void heartbeat_tests(void)
 
 int main(void)
 {
-    plan(10 + 25 + 4);
+    plan(10 + 28 + 4);
     said_tests();
     slurm_tests();
     heartbeat_tests();
