@@ -238,7 +238,7 @@ static int collect_records(int id, int *refused)
     failure_launch_t expect;
     failure_scan_t scan;
     char err[512];
-    failure_launch_from_env(&expect); /* FTRAIN_LAUNCH_ID is id's */
+    failure_launch_from_env(&expect); /* the job and SLURM_RESTART_COUNT */
     expect.launch = id;
     memset(&scan, 0, sizeof scan);
     *refused = 0;
@@ -327,12 +327,10 @@ static void run_launch(const char *nodes, int count, sv_launch_result_t *res,
                        facts_tokens_t *old, int id)
 {
     sv_argv_t cmd = {0};
-    char v[32], line[8192] = "";
+    char line[8192] = "";
     facts_tokens(sv.cfg.run_dir, old);
     if (nodes && launch_env_for_nodes(&sv.cfg, nodes, count) != 0)
         sv_log("warning: cannot set the relaunch's environment");
-    snprintf(v, sizeof v, "%d", id);
-    setenv("FTRAIN_LAUNCH_ID", v, 1);
     if (launch_command(&sv.cfg, nodes, count, &cmd) != 0) {
         sv_log("error: out of memory");
         finish(FTRAIN_EXIT_USAGE);
