@@ -80,7 +80,7 @@ int proc_run(char *const argv[], char *const env[], int timeout_s, char *out, si
             kill(pid, SIGTERM);
             killed_at = now;
             rc = util_fail(err, errcap, PROC_ETIMEOUT,
-                           "%s did not answer within %d s (FTRAIN_SLURM_TIMEOUT)", argv[0],
+                           "%s did not end within its limit of %d s", argv[0],
                            timeout_s);
         } else if (!exited && killed_at && now >= killed_at + 2) {
             kill(pid, SIGKILL);

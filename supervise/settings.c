@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ftrain/version.h"
 #include "util/util.h"
 
 const char settings_usage[] =
@@ -446,7 +447,7 @@ int settings_load(sv_config_t *c, int argc, char **argv, sv_getenv_fn env, char 
             snprintf(err, cap, "%s", settings_usage);
             return 1;
         } else if (strcmp(argv[i], "--version") == 0) {
-            snprintf(err, cap, "ftrain-supervise (ftrain)\n");
+            snprintf(err, cap, "ftrain-supervise (ftrain) %s\n", FTRAIN_VERSION);
             return 1;
         } else if (strcmp(argv[i], "--installed-ftrain") == 0 && i + 1 < argc) {
             installed_ftrain = *argv[++i] ? argv[i] : NULL;
