@@ -9,7 +9,10 @@
  *              scontrol show node -o LIST      (NodeName= State=, one a line)
  *   time left  squeue -h -j REF -o %L          ([D-]H:MM:SS, M:SS, UNLIMITED)
  *   requeue    scontrol requeue REF            (3 tries, 5 s apart), then, to
- *              leave nodes out, scontrol update JobId=REF ExcNodeList=OLD,NEW
+ *              leave nodes out, scontrol update JobId=REF ExcNodeList=OLD,NEW;
+ *              a requeue made whose update SLURM refused returns 1 (a
+ *              warning in err), not an error: the job is requeued all the
+ *              same
  *
  * HowTo: sv_slurm_real_t r = {.timeout_s = 20}; sv_slurm_t s =
  * sv_slurm_real(&r); then as slurm.h says.  The parsers take the
