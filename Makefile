@@ -188,10 +188,10 @@ $(BUILD)/tests/%.t: $(BUILD)/tests/%.o $(BUILD)/libftrain.a $(BUILD)/libckpt.a
 # may include headers of the SRC layers SUPERVISE_USES only (tests/house/layers.sh
 # checks), written "supervise/x.h" and "layer/x.h" (-I. -Isrc).
 SUPERVISE_USES := util fault
-SUPERVISE_SRC  := $(wildcard supervise/*.c)
+SUPERVISE_SRC  := $(filter-out supervise/main.c,$(wildcard supervise/*.c))
 SUPERVISE_OBJ  := $(SUPERVISE_SRC:%.c=$(BUILD)/%.o)
 MEMBERS_libsupervise = $(SUPERVISE_OBJ)
-all: $(BUILD)/libsupervise.a
+all: $(BUILD)/libsupervise.a $(BUILD)/ftrain-supervise
 $(BUILD)/supervise/%.o: supervise/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -I. -Isrc -c $< -o $@
@@ -199,6 +199,10 @@ $(BUILD)/libsupervise.a: $(SUPERVISE_OBJ) $(BUILD)/libsupervise.members
 	rm -f $@
 	ar rcs $@ $(filter %.o,$^)
 $(BUILD)/tests/supervise/%.o: CFLAGS += -I.
+# The program: main.c and libsupervise.a; the failure records' reader and
+# the helpers of src/fault and src/util come from libftrain.a.
+$(BUILD)/ftrain-supervise: $(BUILD)/supervise/main.o $(BUILD)/libsupervise.a $(BUILD)/libftrain.a $(BUILD)/libckpt.a
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_FTRAIN) $(LDLIBS_CKPT)
 $(BUILD)/tests/supervise/%.t: $(BUILD)/tests/supervise/%.o $(BUILD)/libsupervise.a $(BUILD)/libftrain.a $(BUILD)/libckpt.a
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_FTRAIN) $(LDLIBS_CKPT)
 

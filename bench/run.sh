@@ -1233,8 +1233,9 @@ relaunch_round() {
         # shellcheck disable=SC1091 # lab-up.sh writes it
         . "$LAB/env"
         # shellcheck disable=SC2030 # for the job only
+        # The script execs the ftrain-supervise built beside that ftrain.
         export FTRAIN="$RELAUNCH_FTRAIN" RUN_DIR="$_rr_dir" FTRAIN_TASKS_PER_NODE=1 \
-            FTRAIN_ARGS="$RELAUNCH_RUN $*"
+            FTRAIN_ARGS="$RELAUNCH_RUN $*" FTRAIN_SUPERVISE="${RELAUNCH_FTRAIN%/*}/ftrain-supervise"
         timeout 30 sbatch --parsable -N 2 --time=5 -o "$_rr_out" -J "ftrain-bench-$_rr_name" \
             "$SCRIPT_DIR/../slurm/train.sbatch"
     ) 2>"$_rr_out.sbatch" 9>&-)

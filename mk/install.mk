@@ -13,17 +13,20 @@
 #                                      nothing else
 #
 # Installed, under PREFIX:
-#   bin/ftrain, bin/ckptctl, bin/ftrain-plot (scripts/ftrain-plot, its
-#   first line naming PYTHON_FOR_INSTALL when that is an absolute path)
+#   bin/ftrain, bin/ckptctl, bin/ftrain-supervise, bin/ftrain-plot
+#   (scripts/ftrain-plot, its first line naming PYTHON_FOR_INSTALL when
+#   that is an absolute path)
 #   lib/libftrain-ckpt.so.2.0.0, lib/libftrain-ckpt.so.2 and .so (links),
 #   lib/libftrain-ckpt.a (the static library: BUILD's libckpt.a)
 #   include/ftrain/ckpt.h, ckpt_local.h, ckpt_stop.h, exit_codes.h (the
 #   public API only: every header of include/ftrain)
 #   lib/pkgconfig/ftrain-ckpt.pc
 #   share/man/man1/ftrain.1, share/man/man1/ckptctl.1,
-#   share/man/man1/ftrain-plot.1, share/man/man3/libftrain-ckpt.3
-#   share/ftrain/train.sbatch, whose default ftrain becomes bin/ftrain of
-#   PREFIX when the submit directory has no build/ftrain (docs/slurm.md)
+#   share/man/man1/ftrain-supervise.1, share/man/man1/ftrain-plot.1,
+#   share/man/man3/libftrain-ckpt.3
+#   share/ftrain/train.sbatch, whose default ftrain-supervise and ftrain
+#   become bin/ftrain-supervise and bin/ftrain of PREFIX when the submit
+#   directory has no build/ (docs/slurm.md)
 #   the Python binding python/ftrain_ckpt/*.py and py.typed into PYTHONDIR/ftrain_ckpt/:
 #   PYTHONDIR is the first directory on the sys.path of PYTHON_FOR_INSTALL
 #   (default /usr/bin/python3, else python3 on PATH), or among the site
@@ -86,11 +89,11 @@ PC_LIBS_RPATH = $(if $(filter 1,$(PC_RPATH)),-Wl$(comma)-rpath$(comma)$${libdir}
 # Every header of include/ftrain is installed (internal ones live beside
 # their sources under src/ and ckpt/).
 INSTALL_HEADERS := $(wildcard include/ftrain/*.h)
-INSTALL_MAN1    := man/ftrain.1 man/ckptctl.1 man/ftrain-plot.1
+INSTALL_MAN1    := man/ftrain.1 man/ckptctl.1 man/ftrain-supervise.1 man/ftrain-plot.1
 INSTALL_MAN3    := man/libftrain-ckpt.3
 
 # Every file install writes, without DESTDIR: what uninstall removes.
-INSTALLED := $(BINDIR)/ftrain $(BINDIR)/ckptctl $(BINDIR)/ftrain-plot \
+INSTALLED := $(BINDIR)/ftrain $(BINDIR)/ckptctl $(BINDIR)/ftrain-supervise $(BINDIR)/ftrain-plot \
              $(LIBDIR)/$(notdir $(CKPT_SO)) $(LIBDIR)/$(CKPT_SONAME) \
              $(LIBDIR)/libftrain-ckpt.so $(LIBDIR)/libftrain-ckpt.a \
              $(INSTALL_HEADERS:include/%=$(INCLUDEDIR)/%) \
@@ -115,12 +118,12 @@ define install_check
 	case '$(DESTDIR)' in '' | /*) ;; *) echo "$@: DESTDIR must be empty or an absolute path, not '$(DESTDIR)'" >&2; exit 2 ;; esac
 endef
 
-install: $(BUILD)/ftrain $(BUILD)/ckptctl $(CKPT_SO) $(BUILD)/libckpt.a
+install: $(BUILD)/ftrain $(BUILD)/ckptctl $(BUILD)/ftrain-supervise $(CKPT_SO) $(BUILD)/libckpt.a
 	$(install_check)
 	$(INSTALL) -d '$(DESTDIR)$(BINDIR)' '$(DESTDIR)$(LIBDIR)' '$(DESTDIR)$(INCLUDEDIR)/ftrain' \
 	    '$(DESTDIR)$(PKGCONFIGDIR)' '$(DESTDIR)$(MANDIR)/man1' '$(DESTDIR)$(MANDIR)/man3' \
 	    '$(DESTDIR)$(DATADIR)'
-	$(INSTALL) -m 755 $(BUILD)/ftrain $(BUILD)/ckptctl '$(DESTDIR)$(BINDIR)/'
+	$(INSTALL) -m 755 $(BUILD)/ftrain $(BUILD)/ckptctl $(BUILD)/ftrain-supervise '$(DESTDIR)$(BINDIR)/'
 	sed '1s|^#!/usr/bin/env python3$$|#!$(PLOT_PYTHON)|' scripts/ftrain-plot \
 	    >'$(DESTDIR)$(BINDIR)/ftrain-plot'
 	chmod 755 '$(DESTDIR)$(BINDIR)/ftrain-plot'
@@ -135,7 +138,8 @@ install: $(BUILD)/ftrain $(BUILD)/ckptctl $(CKPT_SO) $(BUILD)/libckpt.a
 	chmod 644 '$(DESTDIR)$(PKGCONFIGDIR)/ftrain-ckpt.pc'
 	$(INSTALL) -m 644 $(INSTALL_MAN1) '$(DESTDIR)$(MANDIR)/man1/'
 	$(INSTALL) -m 644 $(INSTALL_MAN3) '$(DESTDIR)$(MANDIR)/man3/'
-	sed 's|^installed_ftrain=.*|installed_ftrain=$(BINDIR)/ftrain|' slurm/train.sbatch \
+	sed -e 's|^installed_ftrain=.*|installed_ftrain=$(BINDIR)/ftrain|' \
+	    -e 's|^installed_supervise=.*|installed_supervise=$(BINDIR)/ftrain-supervise|' slurm/train.sbatch \
 	    >'$(DESTDIR)$(DATADIR)/train.sbatch'
 	chmod 755 '$(DESTDIR)$(DATADIR)/train.sbatch'
 	$(INSTALL) -d '$(DESTDIR)$(PYTHONDIR)/ftrain_ckpt'

@@ -9,7 +9,7 @@
 # the installed ckptctl verifies it; the installed ftrain trains from outside
 # the source tree, and the installed ftrain-plot (run by its own first line)
 # prints its --help and plots that run; the installed train.sbatch finds
-# the installed ftrain;
+# the installed ftrain-supervise, which finds the installed ftrain;
 # uninstall removes exactly what install wrote; bad PREFIX and DESTDIR are
 # refused.  The manual page's first example, compiled as it stands, runs in
 # an empty directory.  The Python package goes into a directory on
@@ -19,7 +19,7 @@
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 case $BUILD in /*) B=$BUILD ;; *) B=$SRC/$BUILD ;; esac
 CC=${CC:-cc}
-for f in ftrain ckptctl libftrain-ckpt.so.2.0.0 libckpt.a; do
+for f in ftrain ckptctl ftrain-supervise libftrain-ckpt.so.2.0.0 libckpt.a; do
     [ -e "$B/$f" ] || skip_all "$B/$f not built (make BUILD=$BUILD all)"
 done
 command -v pkg-config >/dev/null 2>&1 || skip_all "pkg-config not installed"
@@ -46,18 +46,18 @@ ok "$rc" "make install DESTDIR=... PREFIX=$P (exit $rc)" || why "$(tail -n 20 "$
 ok "$(! grep -Eq -- '( -c | -o |^ar |nvcc)' "$T/make.out"; echo $?)" \
     "  it only copies: nothing is compiled or linked" || why "$(grep -E -- '( -c | -o |^ar )' "$T/make.out" | head -n 5)"
 
-FILES="bin/ftrain bin/ckptctl bin/ftrain-plot lib/libftrain-ckpt.so.2.0.0 lib/libftrain-ckpt.a
+FILES="bin/ftrain bin/ckptctl bin/ftrain-supervise bin/ftrain-plot lib/libftrain-ckpt.so.2.0.0 lib/libftrain-ckpt.a
 include/ftrain/ckpt.h include/ftrain/ckpt_local.h include/ftrain/ckpt_stop.h
 include/ftrain/exit_codes.h include/ftrain/version.h
 lib/pkgconfig/ftrain-ckpt.pc share/man/man1/ftrain.1 share/man/man1/ckptctl.1
-share/man/man1/ftrain-plot.1 share/man/man3/libftrain-ckpt.3 share/ftrain/train.sbatch"
+share/man/man1/ftrain-supervise.1 share/man/man1/ftrain-plot.1 share/man/man3/libftrain-ckpt.3 share/ftrain/train.sbatch"
 absent=""
 for f in $FILES; do [ -f "$DP/$f" ] && [ ! -L "$DP/$f" ] || absent="$absent $f"; done
 is "$absent" "" "every file is installed under DESTDIR$P"
 is "$(readlink "$DP/lib/libftrain-ckpt.so.2") $(readlink "$DP/lib/libftrain-ckpt.so")" \
     "libftrain-ckpt.so.2.0.0 libftrain-ckpt.so.2" "  with the .so.2 and .so links"
-ok "$([ -x "$DP/bin/ftrain" ] && [ -x "$DP/bin/ckptctl" ] && [ -x "$DP/bin/ftrain-plot" ] &&
-      [ -x "$DP/share/ftrain/train.sbatch" ]; echo $?)" \
+ok "$([ -x "$DP/bin/ftrain" ] && [ -x "$DP/bin/ckptctl" ] && [ -x "$DP/bin/ftrain-supervise" ] &&
+      [ -x "$DP/bin/ftrain-plot" ] && [ -x "$DP/share/ftrain/train.sbatch" ]; echo $?)" \
     "  programs and the batch script executable"
 is "$(ls "$DP/include/ftrain" | tr '\n' ' ')" "ckpt.h ckpt_local.h ckpt_stop.h exit_codes.h local-addition.h version.h " \
     "  only the public API's headers"
@@ -66,17 +66,19 @@ like "$(grep '^Libs:' "$DP/lib/pkgconfig/ftrain-ckpt.pc")" '^Libs: -L\$\{libdir\
     "  and no rpath: $P/lib is the loader's"
 like "$(grep '^installed_ftrain=' "$DP/share/ftrain/train.sbatch")" "^installed_ftrain=$P/bin/ftrain\$" \
     "  the batch script's installed ftrain is PREFIX/bin/ftrain"
+like "$(grep '^installed_supervise=' "$DP/share/ftrain/train.sbatch")" "^installed_supervise=$P/bin/ftrain-supervise\$" \
+    "  and its installed ftrain-supervise PREFIX/bin/ftrain-supervise"
 
 # ---- the manual pages ---------------------------------------------------------
 if command -v man >/dev/null 2>&1; then
-    for page in man1/ftrain.1 man1/ckptctl.1 man1/ftrain-plot.1 man3/libftrain-ckpt.3; do
+    for page in man1/ftrain.1 man1/ckptctl.1 man1/ftrain-supervise.1 man1/ftrain-plot.1 man3/libftrain-ckpt.3; do
         MANWIDTH=80 man --warnings -l "$DP/share/man/$page" >"$T/out" 2>"$T/err"
         rc=$?
         ok "$([ "$rc" -eq 0 ] && [ ! -s "$T/err" ] && [ -s "$T/out" ]; echo $?)" \
             "man --warnings -l share/man/$page: renders without a warning" || why "$(head -n 20 "$T/err")"
     done
 else
-    for page in man1/ftrain.1 man1/ckptctl.1 man1/ftrain-plot.1 man3/libftrain-ckpt.3; do
+    for page in man1/ftrain.1 man1/ckptctl.1 man1/ftrain-supervise.1 man1/ftrain-plot.1 man3/libftrain-ckpt.3; do
         skip "man --warnings -l share/man/$page" "man is not installed"
     done
 fi
@@ -252,8 +254,9 @@ chmod +x "$T/stub/srun"
     SLURM_SUBMIT_DIR="$T/submit" RUN_DIR="$T/submit/run" bash "$P2/share/ftrain/train.sbatch" --steps 1) \
     >"$T/out" 2>&1
 rc=$?
-ok "$([ "$rc" -eq 0 ] && grep -q " $P2/bin/ftrain --run-dir $T/submit/run" "$T/srun.log"; echo $?)" \
-    "the installed train.sbatch launches the installed ftrain (exit $rc)" || why "$(cat "$T/out" "$T/srun.log" 2>&1)"
+ok "$([ "$rc" -eq 0 ] && grep -q " $P2/bin/ftrain --run-dir $T/submit/run" "$T/srun.log" &&
+    grep -q 'train.sbatch\[7\]: done: training finished' "$T/out"; echo $?)" \
+    "the installed train.sbatch runs the installed ftrain-supervise, which launches the installed ftrain (exit $rc)" || why "$(cat "$T/out" "$T/srun.log" 2>&1)"
 # A PREFIX the loader does not search: the .pc file's Libs carry its
 # rpath, so a program built with pkg-config's flags runs without
 # LD_LIBRARY_PATH; the Python package finds the library installed with it.

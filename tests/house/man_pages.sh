@@ -2,8 +2,9 @@
 # man_pages.sh - the manual pages in man/ say what the programs and headers
 # do: every option of `ftrain --help` is in ftrain.1; every command of
 # `ckptctl --help` and every option of each `ckptctl help COMMAND` is in
-# ckptctl.1; every function the public headers declare is in
-# libftrain-ckpt.3; every option of `ftrain-plot --help` is in
+# ckptctl.1; every option of `ftrain-supervise --help` and every variable
+# it reads is in ftrain-supervise.1; every function the public headers
+# declare is in libftrain-ckpt.3; every option of `ftrain-plot --help` is in
 # ftrain-plot.1; and each page renders without a warning (`man
 # --warnings`, when man is installed).  tests/house/install.sh renders the
 # installed copies.
@@ -44,6 +45,22 @@ sort -u "$T/ckptctl-opts" -o "$T/ckptctl-opts"
 n=$(wc -l <"$T/ckptctl-opts" | tr -d ' ')
 is "$(missing "$T/ckptctl-opts" "$MAN/ckptctl.1")" "" "ckptctl.1 documents all $n options of the commands"
 
+# ftrain-supervise.1: every option of its --help, and every variable it
+# reads (the FTRAIN_* names in supervise/, and RUN_DIR).
+if [ -x "$BUILD/ftrain-supervise" ]; then
+    "$BUILD/ftrain-supervise" --help | grep -o -- '--[a-z][a-z0-9-]*' | sort -u >"$T/sup-opts"
+    n=$(wc -l <"$T/sup-opts" | tr -d ' ')
+    ok "$([ "$n" -ge 4 ]; echo $?)" "ftrain-supervise --help lists $n options"
+    is "$(missing "$T/sup-opts" "$MAN/ftrain-supervise.1")" "" "ftrain-supervise.1 documents all $n options"
+    { grep -oh '"FTRAIN_[A-Z_]*"' "$SRC"/supervise/*.c | tr -d '"'; echo RUN_DIR; } |
+        grep -vx 'FTRAIN_LAUNCH_ID\|FTRAIN_RUN_DIR' | sort -u >"$T/sup-vars"
+    n=$(wc -l <"$T/sup-vars" | tr -d ' ')
+    ok "$([ "$n" -ge 15 ]; echo $?)" "supervise/ reads $n variables"
+    is "$(missing "$T/sup-vars" "$MAN/ftrain-supervise.1")" "" "ftrain-supervise.1 documents all $n variables"
+else
+    skip_n 4 "ftrain-supervise.1" "$BUILD/ftrain-supervise not built"
+fi
+
 printf '#include "ftrain/ckpt.h"\n#include "ftrain/ckpt_local.h"\n#include "ftrain/ckpt_stop.h"\n' |
     "$CC" -std=c11 -E -P -I"$SRC/include" -x c - 2>/dev/null |
     grep -o 'ckpt_[a-z0-9_]*[[:space:]]*(' | tr -d ' \t(' | sort -u >"$T/functions"
@@ -64,14 +81,14 @@ else
 fi
 
 if command -v man >/dev/null 2>&1; then
-    for page in ftrain.1 ckptctl.1 ftrain-plot.1 libftrain-ckpt.3; do
+    for page in ftrain.1 ckptctl.1 ftrain-supervise.1 ftrain-plot.1 libftrain-ckpt.3; do
         MANWIDTH=80 man --warnings -l "$MAN/$page" >"$T/out" 2>"$T/err"
         rc=$?
         ok "$([ "$rc" -eq 0 ] && [ ! -s "$T/err" ] && [ -s "$T/out" ]; echo $?)" \
             "man --warnings -l $page: renders, no warning (exit $rc)" || why "$(head -n 20 "$T/err")"
     done
 else
-    for page in ftrain.1 ckptctl.1 ftrain-plot.1 libftrain-ckpt.3; do
+    for page in ftrain.1 ckptctl.1 ftrain-supervise.1 ftrain-plot.1 libftrain-ckpt.3; do
         skip "man --warnings -l $page" "man is not installed"
     done
 fi

@@ -196,6 +196,8 @@ ok $? "stopped at ${stop2:-?} and resumed on 2 = uninterrupted on 2: same param_
 # ---- 5. under SLURM: slurm/train.sbatch with FTRAIN_PROGRAM --------------
 slurm_part() {
     export FTRAIN_SLURM_LAB=${FTRAIN_SLURM_LAB:-/tmp/ftrain-slurm-lab}
+    # slurm/train.sbatch execs ftrain-supervise: this tree's.
+    export FTRAIN_SUPERVISE=$bdir/ftrain-supervise
     LAB=$FTRAIN_SLURM_LAB
     [ "${FTRAIN_TEST_NO_SLURM:-0}" = 1 ] &&
         { skip "SLURM: train.sbatch with FTRAIN_PROGRAM" "FTRAIN_TEST_NO_SLURM=1"; return; }

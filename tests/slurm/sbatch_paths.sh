@@ -10,7 +10,11 @@
 # directory's build, else the one on PATH.
 . "$(dirname "$0")/../lib.sh"
 command -v bash >/dev/null 2>&1 || skip_all "bash not installed"
-SCRIPT="$(cd "$(dirname "$0")/../.." && pwd)/slurm/train.sbatch"
+SCRIPT=${SBATCH_SCRIPT:-$(cd "$(dirname "$0")/../.." && pwd)/slurm/train.sbatch}
+# The script execs ftrain-supervise: this tree's unless FTRAIN_SUPERVISE says.
+case $BUILD in /*) sup=$BUILD ;; *) sup=$(cd "$(dirname "$0")/../.." && pwd)/$BUILD ;; esac
+export FTRAIN_SUPERVISE=${FTRAIN_SUPERVISE:-$sup/ftrain-supervise}
+[ -x "$FTRAIN_SUPERVISE" ] || { echo "Bail out! $FTRAIN_SUPERVISE is not built (make)"; exit 1; }
 B="$T/bin"
 mkdir -p "$B"
 LOG="$T/stub.log"
@@ -59,25 +63,20 @@ i=0
 while [ "$i" -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
 exit 0
 EOF
-# scontrol stub: records the call; `show` answers nothing; a requeue ends
-# the batch shell as a real one does (SCONTROL_FAIL=1: fails instead, as a
-# busy controller may).
+# scontrol stub: records the call; `show` answers nothing, after
+# SHOW_DELAY seconds (a slow controller); a requeue ends the batch shell as
+# a real one does (SCONTROL_FAIL=1: fails instead, as a busy controller
+# may).
 cat >"$B/scontrol" <<'EOF'
 #!/bin/sh
 echo "scontrol $*" >>"$LOG"
-[ "$1" = show ] && exit 0
+[ "$1" = show ] && sleep "${SHOW_DELAY:-0}" && exit 0
 [ -n "${SCONTROL_FAIL:-}" ] && exit 1
 kill -TERM "$PPID"
 exit 0
 EOF
-# mkdir stub: a slow shared file system (MKDIR_DELAY seconds).
-cat >"$B/mkdir" <<'EOF'
-#!/bin/sh
-sleep "${MKDIR_DELAY:-0}"
-exec /bin/mkdir "$@"
-EOF
 cp "$B/srun" "$B/mpirun"
-chmod +x "$B/srun" "$B/mpirun" "$B/scontrol" "$B/mkdir"
+chmod +x "$B/srun" "$B/mpirun" "$B/scontrol"
 printf '#!/bin/sh\nexit 0\n' >"$T/ftrain"
 chmod +x "$T/ftrain"
 # A program that follows the contract: records its arguments and the
@@ -149,7 +148,12 @@ kill -USR1 "$SPID"
 like "$(cat "$LOG")" "srun got USR2" "FTRAIN_STOP_SIGNAL=SIGUSR2: the warning is forwarded as USR2"
 
 # ---- a warning while the script is still setting up ---------------------
-run_script MKDIR_DELAY=2
+# The set-up is slow: array variables of another id make it ask SLURM
+# whether they are this job's (inherited from the task that submitted it),
+# and the controller takes 2 s to answer.
+SLOW_SETUP="SHOW_DELAY=2 SLURM_ARRAY_JOB_ID=4000 SLURM_ARRAY_TASK_ID=3"
+# shellcheck disable=SC2086
+run_script $SLOW_SETUP
 sleep 0.5
 kill -USR1 "$SPID"
 { wait "$SPID"; } 2>/dev/null
@@ -181,13 +185,14 @@ ok "$(logged 'srun got USR1' && logged 'scontrol requeue 4242'; echo $?)" \
     "  the launcher took it and the job is requeued (exit $rc)" || why "$(cat "$T/out")"
 
 # ---- TERM while the script is still setting up ---------------------------
-run_script MKDIR_DELAY=2
+# shellcheck disable=SC2086
+run_script $SLOW_SETUP
 sleep 0.5
 kill -TERM "$SPID"
 { wait "$SPID"; } 2>/dev/null
 rc=$?
 like "$(cat "$T/out")" "TERM before launch; not starting ftrain" "TERM during set-up: nothing is launched"
-ok "$([ "$rc" -eq 143 ] && ! srun_started && ! logged scontrol; echo $?)" \
+ok "$([ "$rc" -eq 143 ] && ! srun_started && ! logged 'scontrol requeue'; echo $?)" \
     "  nor requeued (exit $rc)"
 
 # ---- a stop signal while the requeue is retried -------------------------

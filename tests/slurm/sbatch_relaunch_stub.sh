@@ -28,6 +28,10 @@
 # SBATCH_SCRIPT=FILE runs the cases against another copy of the script.
 . "$(dirname "$0")/../lib.sh"
 SCRIPT=${SBATCH_SCRIPT:-$(cd "$(dirname "$0")/../.." && pwd)/slurm/train.sbatch}
+# The script execs ftrain-supervise: this tree's unless FTRAIN_SUPERVISE says.
+case $BUILD in /*) sup=$BUILD ;; *) sup=$(cd "$(dirname "$0")/../.." && pwd)/$BUILD ;; esac
+export FTRAIN_SUPERVISE=${FTRAIN_SUPERVISE:-$sup/ftrain-supervise}
+[ -x "$FTRAIN_SUPERVISE" ] || { echo "Bail out! $FTRAIN_SUPERVISE is not built (make)"; exit 1; }
 B=$T/bin
 mkdir -p "$B"
 export T
@@ -490,7 +494,7 @@ arr_case() { # NAME VAR=VALUE...: the case, with the tier under $ST/shm
 queries() { grep -E '^(scontrol (show job|requeue|update)|squeue) ' "$LOG"; }
 arr_case arr-own SLURM_ARRAY_JOB_ID=4242 SLURM_ARRAY_TASK_ID=1 STUB_ARRAY="4242 1"
 ok "$([ "$rc" = 143 ] && grep -q '^scontrol requeue 4242_1$' "$LOG" && ! queries | grep -qE ' 4242( |$)' &&
-	queries | grep -q '^scontrol show job 4242_1$' && queries | grep -q '^squeue -h -j 4242_1 ' &&
+	queries | grep -qE '^scontrol show job (-o )?4242_1$' && queries | grep -q '^squeue -h -j 4242_1 ' &&
 	says 'train.sbatch\[4242_1\]: .*requeue job 4242_1 '; echo $?)" \
 	"9. the task holding the array's own id (4242_1, SLURM_JOB_ID 4242): requeued and queried as 4242_1, never 4242 (exit $rc)" ||
 	{ show; why "$(queries)"; }

@@ -40,6 +40,8 @@ LIB_KEEP_MPI_ENV=1
 # shellcheck disable=SC1091
 . "$here/../lib.sh"
 case $BUILD in /*) bdir=$BUILD ;; *) bdir=$root/$BUILD ;; esac
+# slurm/train.sbatch execs ftrain-supervise: this tree's.
+export FTRAIN_SUPERVISE=$bdir/ftrain-supervise
 program=${SLURM_E2E_PROGRAM:-ftrain}
 export FTRAIN_SLURM_LAB=${FTRAIN_SLURM_LAB:-/tmp/ftrain-slurm-lab}
 LAB=$FTRAIN_SLURM_LAB

@@ -23,6 +23,8 @@ LIB_KEEP_MPI_ENV=1
 # shellcheck disable=SC1091
 . "$here/../lib.sh"
 case $BUILD in /*) bdir=$BUILD ;; *) bdir=$root/$BUILD ;; esac
+# slurm/train.sbatch execs ftrain-supervise: this tree's.
+export FTRAIN_SUPERVISE=$bdir/ftrain-supervise
 export FTRAIN_SLURM_LAB=${FTRAIN_SLURM_LAB:-/tmp/ftrain-slurm-lab}
 LAB=$FTRAIN_SLURM_LAB
 
@@ -30,7 +32,8 @@ LAB=$FTRAIN_SLURM_LAB
 for c in slurmctld slurmd sbatch srun scontrol scancel squeue munge flock; do
 	command -v "$c" >/dev/null 2>&1 || skip_all "'$c' not found"
 done
-[ -x "$bdir/ftrain" ] && [ -x "$bdir/ckptctl" ] || skip_all "$bdir/ftrain or ckptctl not built"
+[ -x "$bdir/ftrain" ] && [ -x "$bdir/ckptctl" ] && [ -x "$FTRAIN_SUPERVISE" ] ||
+	skip_all "$bdir/ftrain, ckptctl or ftrain-supervise not built"
 
 exec 9>"$LAB.lock"
 flock -w 900 9 || { echo "Bail out! another SLURM test holds $LAB.lock"; exit 1; }

@@ -1,0 +1,33 @@
+/*
+ * proc.h - run a short command with a time limit and take its standard
+ * output: every scontrol, squeue, sinfo call and the node-local tier's
+ * clean-up step go through here, so none can hold the job.
+ *
+ * HowTo: char out[4096]; int status; int rc = proc_run(argv, NULL, 20, out,
+ * sizeof out, &status, err, sizeof err); rc PROC_OK: the command ended
+ * (status: its exit status, 128 + N when signal N killed it); PROC_ETIMEOUT:
+ * it did not end in time (it got TERM, then KILL 2 s later, and was
+ * reaped); PROC_EFAIL: it could not be started.  Output past cap - 1 bytes
+ * is read and dropped.  Standard error goes to /dev/null.
+ *
+ * Nothing here exits or prints.
+ */
+#ifndef FTRAIN_SUPERVISE_PROC_H
+#define FTRAIN_SUPERVISE_PROC_H
+
+#include <stddef.h>
+
+enum { PROC_OK = 0, PROC_EFAIL = -1, PROC_ETIMEOUT = -2 };
+
+/** Run argv (argv[0] found on PATH) with the environment plus env
+ *  ("NAME=VALUE" strings, NULL-terminated, or NULL), for at most timeout_s
+ *  seconds.  @return PROC_OK, PROC_EFAIL or PROC_ETIMEOUT (err says which
+ *  command and the limit). */
+int proc_run(char *const argv[], char *const env[], int timeout_s, char *out, size_t cap,
+             int *status, char *err, size_t errcap);
+
+/** @return the status a wait status stands for: the exit code, or 128 + N
+ *  for a process signal N killed. */
+int proc_status(int wstatus);
+
+#endif

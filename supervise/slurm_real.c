@@ -1,0 +1,274 @@
+/*
+ * slurm_real.c - the SLURM adapter over scontrol and squeue (slurm_real.h):
+ * bounded calls with fixed output formats, and their parsers.
+ */
+#include "supervise/slurm_real.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "supervise/proc.h"
+#include "util/util.h"
+
+int slurm_parse_field(const char *record, const char *field, char *out, size_t cap)
+{
+    size_t flen = strlen(field);
+    for (const char *p = record; (p = strstr(p, field)); p += flen) {
+        /* The field's name starts a word and is followed by '='. */
+        if ((p != record && !isspace((unsigned char)p[-1])) || p[flen] != '=')
+            continue;
+        const char *v = p + flen + 1;
+        size_t n = strcspn(v, " \t\n");
+        snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), v);
+        if (strcmp(out, "(null)") == 0)
+            out[0] = '\0';
+        return 1;
+    }
+    if (cap)
+        out[0] = '\0';
+    return 0;
+}
+
+unsigned slurm_state_flags(const char *state)
+{
+    static const struct {
+        const char *word;
+        unsigned flag;
+    } words[] = {
+        {"DOWN", SV_NODE_DOWN},
+        {"DRAIN", SV_NODE_DRAIN}, /* DRAIN, DRAINING, DRAINED */
+        {"FAIL", SV_NODE_FAIL},   /* FAIL, FAILING */
+        {"NOT_RESPONDING", SV_NODE_NOT_RESPONDING},
+    };
+    unsigned flags = 0;
+    if (!state || !*state)
+        return SV_NODE_UNKNOWN;
+    for (size_t i = 0; i < sizeof words / sizeof *words; i++)
+        if (strstr(state, words[i].word))
+            flags |= words[i].flag;
+    /* sinfo's and scontrol's '*' suffix: the node does not respond. */
+    if (strchr(state, '*'))
+        flags |= SV_NODE_NOT_RESPONDING;
+    return flags;
+}
+
+int slurm_parse_node_states(const char *text, sv_node_t *nodes, int n)
+{
+    int lines = 0;
+    for (int i = 0; i < n; i++)
+        nodes[i].state = SV_NODE_UNKNOWN;
+    for (const char *p = text; p && *p;) {
+        size_t len = strcspn(p, "\n");
+        char line[8192], name[SV_NAME_MAX], state[256];
+        snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1), p);
+        p += len + (p[len] == '\n');
+        if (!slurm_parse_field(line, "NodeName", name, sizeof name))
+            continue;
+        lines++;
+        slurm_parse_field(line, "State", state, sizeof state);
+        for (int i = 0; i < n; i++)
+            if (strcmp(nodes[i].name, name) == 0)
+                nodes[i].state = slurm_state_flags(state);
+    }
+    return lines;
+}
+
+double slurm_parse_time(const char *text)
+{
+    long d = 0, h = 0, m = 0, s = 0;
+    char buf[64], *p = buf, *end;
+    snprintf(buf, sizeof buf, "%.*s", (int)strcspn(text, "\n"), text);
+    while (*p == ' ')
+        p++;
+    if (!isdigit((unsigned char)*p))
+        return -1;
+    if (strchr(p, '-')) {
+        d = strtol(p, &end, 10);
+        if (*end != '-')
+            return -1;
+        p = end + 1;
+    }
+    long f[3];
+    int nf = 0;
+    for (;;) {
+        if (!isdigit((unsigned char)*p) || nf == 3)
+            return -1;
+        f[nf++] = strtol(p, &end, 10);
+        if (*end == ':')
+            p = end + 1;
+        else if (*end == '\0' || *end == ' ')
+            break;
+        else
+            return -1;
+    }
+    if (nf == 3)
+        h = f[0], m = f[1], s = f[2];
+    else if (nf == 2)
+        m = f[0], s = f[1];
+    else
+        s = f[0];
+    return (double)(((d * 24 + h) * 60 + m) * 60 + s);
+}
+
+int slurm_parse_names(const char *text, sv_node_t *nodes, int cap)
+{
+    int n = 0;
+    for (const char *p = text; p && *p;) {
+        size_t len = strcspn(p, ",\n");
+        if (len > 0 && len < SV_NAME_MAX) {
+            if (n == cap)
+                return -1;
+            snprintf(nodes[n].name, SV_NAME_MAX, "%.*s", (int)len, p);
+            nodes[n++].state = 0;
+        }
+        p += len + (p[len] != '\0');
+    }
+    return n;
+}
+
+/* Run one SLURM command with the adapter's limit.  @return SV_SLURM_OK
+ * (exit status 0), SV_SLURM_EFAIL or SV_SLURM_ETIMEOUT, with err. */
+static int query(sv_slurm_real_t *r, char *const argv[], char *out, size_t cap, char *err,
+                 size_t errcap)
+{
+    int status, rc = proc_run(argv, NULL, r->timeout_s, out, cap, &status, err, errcap);
+    if (rc == PROC_ETIMEOUT)
+        return SV_SLURM_ETIMEOUT;
+    if (rc != PROC_OK)
+        return SV_SLURM_EFAIL;
+    if (status != 0)
+        return util_fail(err, errcap, SV_SLURM_EFAIL, "%s %s failed (status %d)", argv[0],
+                         argv[1], status);
+    return SV_SLURM_OK;
+}
+
+static int real_nodes(void *ctx, const char *job_ref, sv_node_t *nodes, int cap, int *count,
+                      int *states_known, char *err, size_t errcap)
+{
+    sv_slurm_real_t *r = ctx;
+    static char out[1 << 20];
+    char list[8192] = "";
+    *count = 0;
+    *states_known = 0;
+    char *job[] = {"scontrol", "show", "job", "-o", (char *)job_ref, NULL};
+    int rc = query(r, job, out, sizeof out, err, errcap);
+    if (rc == SV_SLURM_OK)
+        slurm_parse_field(out, "NodeList", list, sizeof list);
+    if (!list[0])
+        snprintf(list, sizeof list, "%s", r->fallback_nodes);
+    if (!list[0])
+        return rc != SV_SLURM_OK ? rc : util_fail(err, errcap, SV_SLURM_EFAIL,
+                                                   "SLURM names no node of job %s", job_ref);
+    char *names[] = {"scontrol", "show", "hostnames", list, NULL};
+    if (query(r, names, out, sizeof out, err, errcap) != SV_SLURM_OK || !out[0])
+        snprintf(out, sizeof out, "%s", list);
+    int n = slurm_parse_names(out, nodes, cap);
+    if (n < 0)
+        return util_fail(err, errcap, SV_SLURM_EFAIL, "job %s holds more than %d nodes",
+                         job_ref, cap);
+    *count = n;
+    /* One query for every node's state, whatever their count. */
+    char *show[] = {"scontrol", "show", "node", "-o", list, NULL};
+    rc = query(r, show, out, sizeof out, err, errcap);
+    if (rc == SV_SLURM_OK && slurm_parse_node_states(out, nodes, n) > 0)
+        *states_known = 1;
+    else
+        for (int i = 0; i < n; i++)
+            nodes[i].state = 0;
+    return rc;
+}
+
+static int real_time_left(void *ctx, const char *job_ref, double *seconds, char *err,
+                          size_t errcap)
+{
+    sv_slurm_real_t *r = ctx;
+    char out[256];
+    char *argv[] = {"squeue", "-h", "-j", (char *)job_ref, "-o", "%L", NULL};
+    *seconds = -1;
+    int rc = query(r, argv, out, sizeof out, err, errcap);
+    if (rc == SV_SLURM_OK)
+        *seconds = slurm_parse_time(out);
+    return rc;
+}
+
+int slurm_parse_array_task(const char *record, const char *job_id, const char *aj,
+                           const char *at)
+{
+    char id[SV_NAME_MAX], a[SV_NAME_MAX], t[SV_NAME_MAX];
+    if (!slurm_parse_field(record, "JobId", id, sizeof id) || strcmp(id, job_id) != 0)
+        return -1;
+    slurm_parse_field(record, "ArrayJobId", a, sizeof a);
+    slurm_parse_field(record, "ArrayTaskId", t, sizeof t);
+    return strcmp(a, aj) == 0 && strcmp(t, at) == 0;
+}
+
+int slurm_array_task(sv_slurm_real_t *r, const char *job_id, const char *aj, const char *at)
+{
+    static char out[1 << 16];
+    char err[256];
+    char *argv[] = {"scontrol", "show", "job", "-o", (char *)job_id, NULL};
+    if (query(r, argv, out, sizeof out, err, sizeof err) != SV_SLURM_OK)
+        return -1;
+    return slurm_parse_array_task(out, job_id, aj, at);
+}
+
+double slurm_time_limit(sv_slurm_real_t *r, const char *job_ref)
+{
+    char out[256], err[256];
+    char *argv[] = {"squeue", "-h", "-j", (char *)job_ref, "-o", "%l", NULL};
+    return query(r, argv, out, sizeof out, err, sizeof err) == SV_SLURM_OK
+               ? slurm_parse_time(out)
+               : -1;
+}
+
+static int real_requeue(void *ctx, const char *job_ref, const char (*exclude)[SV_NAME_MAX],
+                        int n_exclude, char *err, size_t errcap)
+{
+    sv_slurm_real_t *r = ctx;
+    static char out[1 << 16];
+    char old[4096] = "", *list = NULL;
+    int rc = SV_SLURM_EFAIL;
+    if (n_exclude > 0) {
+        /* SLURM changes ExcNodeList only once the job no longer runs:
+         * after the requeue, the old list kept. */
+        char *job[] = {"scontrol", "show", "job", "-o", (char *)job_ref, NULL};
+        if (query(r, job, out, sizeof out, err, errcap) == SV_SLURM_OK)
+            slurm_parse_field(out, "ExcNodeList", old, sizeof old);
+        size_t len = strlen(old) + 32 + (size_t)n_exclude * SV_NAME_MAX;
+        if (!(list = malloc(len)))
+            return util_fail(err, errcap, SV_SLURM_EFAIL, "out of memory");
+        snprintf(list, len, "ExcNodeList=%s", old);
+        for (int i = 0; i < n_exclude; i++)
+            snprintf(list + strlen(list), len - strlen(list), "%s%s",
+                     i == 0 && !old[0] ? "" : ",", exclude[i]);
+    }
+    char *requeue[] = {"scontrol", "requeue", (char *)job_ref, NULL};
+    for (int try = 1; try <= 3 && rc != SV_SLURM_OK; try++) {
+        rc = query(r, requeue, out, sizeof out, err, errcap);
+        if (rc != SV_SLURM_OK && try < 3) {
+            struct timespec ts = {r->requeue_pause_s, 0};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (rc == SV_SLURM_OK && list) {
+        char jobid[256];
+        snprintf(jobid, sizeof jobid, "JobId=%s", job_ref);
+        char *update[] = {"scontrol", "update", jobid, list, NULL};
+        char uerr[256];
+        if (query(r, update, out, sizeof out, uerr, sizeof uerr) != SV_SLURM_OK)
+            rc = util_fail(err, errcap, 1, "SLURM did not take %s for the requeued job (%s)",
+                           list, uerr);
+    }
+    free(list);
+    return rc;
+}
+
+static const sv_slurm_ops_t real_ops = {real_nodes, real_time_left, real_requeue};
+
+sv_slurm_t sv_slurm_real(sv_slurm_real_t *r)
+{
+    return (sv_slurm_t){&real_ops, r};
+}

@@ -1,0 +1,73 @@
+/*
+ * slurm_real.h - the SLURM adapter (slurm.h) over scontrol and squeue:
+ * every call bounded by FTRAIN_SLURM_TIMEOUT (proc.h), with fixed output
+ * formats (squeue -o %L, scontrol's one-line records -o), read by the
+ * pure parsers below.
+ *
+ *   nodes      scontrol show job -o REF        (NodeList=)
+ *              scontrol show hostnames LIST    (one name a line)
+ *              scontrol show node -o LIST      (NodeName= State=, one a line)
+ *   time left  squeue -h -j REF -o %L          ([D-]H:MM:SS, M:SS, UNLIMITED)
+ *   requeue    scontrol requeue REF            (3 tries, 5 s apart), then, to
+ *              leave nodes out, scontrol update JobId=REF ExcNodeList=OLD,NEW;
+ *              a requeue made whose update SLURM refused returns 1 (a
+ *              warning in err), not an error: the job is requeued all the
+ *              same
+ *
+ * HowTo: sv_slurm_real_t r = {.timeout_s = 20}; sv_slurm_t s =
+ * sv_slurm_real(&r); then as slurm.h says.  The parsers take the
+ * commands' text and never fail on odd input: what they cannot read is
+ * "not said".
+ */
+#ifndef FTRAIN_SUPERVISE_SLURM_REAL_H
+#define FTRAIN_SUPERVISE_SLURM_REAL_H
+
+#include <stddef.h>
+
+#include "supervise/slurm.h"
+
+typedef struct {
+    int timeout_s; /* FTRAIN_SLURM_TIMEOUT */
+    char fallback_nodes[8192]; /* the environment's node list, when SLURM names none */
+    int requeue_pause_s; /* between requeue tries (5) */
+} sv_slurm_real_t;
+
+/** An adapter over r (not copied). */
+sv_slurm_t sv_slurm_real(sv_slurm_real_t *r);
+
+/** The value of FIELD= in a one-line scontrol record (scontrol show job -o,
+ *  show node -o) into out; "(null)" counts as empty.  @return 1 when the
+ *  field is there, else 0. */
+int slurm_parse_field(const char *record, const char *field, char *out, size_t cap);
+
+/** SLURM's state words ("IDLE+DRAIN", "DOWN*", "MIXED+NOT_RESPONDING") as
+ *  SV_NODE_* flags (0: usable); an empty state is SV_NODE_UNKNOWN. */
+unsigned slurm_state_flags(const char *state);
+
+/** Set the states of nodes[0..n) from scontrol show node -o's lines; a
+ *  node no line names gets SV_NODE_UNKNOWN.  @return the lines read. */
+int slurm_parse_node_states(const char *text, sv_node_t *nodes, int n);
+
+/** squeue's time (%L, %l): [D-]H:MM:SS, M:SS or SS in seconds; -1 for
+ *  UNLIMITED, INVALID, NOT_SET or anything else. */
+double slurm_parse_time(const char *text);
+
+/** Split names (one a line, or comma-separated) into nodes, at most cap.
+ *  @return the count, or -1 when more than cap. */
+int slurm_parse_names(const char *text, sv_node_t *nodes, int cap);
+
+/** Whether the array variables SLURM_ARRAY_JOB_ID=aj and
+ *  SLURM_ARRAY_TASK_ID=at are job_id's own, from its record (scontrol show
+ *  job -o JOB_ID): a job submitted from inside an array task inherits the
+ *  task's.  @return 1 they are, 0 they are not, -1 the record is not
+ *  job_id's (no answer: take them as its own). */
+int slurm_parse_array_task(const char *record, const char *job_id, const char *aj,
+                           const char *at);
+
+/** The same, asked of SLURM (one bounded query).  @return as above. */
+int slurm_array_task(sv_slurm_real_t *r, const char *job_id, const char *aj, const char *at);
+
+/** The job's time limit in seconds (squeue %l), -1 when unknown. */
+double slurm_time_limit(sv_slurm_real_t *r, const char *job_ref);
+
+#endif
