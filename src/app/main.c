@@ -329,6 +329,23 @@ static void print_result(const config_t *cfg, const train_result_t *res)
                res->local_stall_ms, res->local_cpu_ms);
 }
 
+/* The failure record's kind of a train_run error. */
+static failure_kind_t failure_kind_of(int rc)
+{
+    switch (rc) {
+    case TRAIN_EMISMATCH:
+        return FAILURE_RESUME_REFUSED;
+    case TRAIN_EDIVERGED:
+        return FAILURE_NAN;
+    case TRAIN_EDEVICE:
+        return FAILURE_DEVICE;
+    case TRAIN_EDATA:
+        return FAILURE_BAD_DATA;
+    default:
+        return FAILURE_OTHER;
+    }
+}
+
 /* Report the result of train_run (its error rc and err, or the outcome in
  * res; the rank was at *at when it returned) and map it to the exit code.
  * Collective on failure. */
@@ -338,14 +355,12 @@ static int report_outcome(const config_t *cfg, const world_t *world, int rc,
     if (rc != TRAIN_OK) {
         /* Every rank returns the same failure; rank 0 reports it, and other
          * ranks only when their message differs (a local cause) or when
-         * that cannot be known in time; the same ranks write a record.
-         * The return code tells a refused resume (another architecture)
-         * from the rest, which train_run does not classify yet. */
+         * that cannot be known in time; the same ranks write a record
+         * whose kind the return code gives. */
         int same = world_same_text(world, err, SAME_TEXT_TIMEOUT_S); /* every rank takes part */
         if (world->rank == 0 || same != 1) {
             fprintf(stderr, "ftrain: rank %d: %s\n", world->rank, err);
-            note_failure(cfg, world->rank,
-                         rc == TRAIN_EMISMATCH ? FAILURE_RESUME_REFUSED : FAILURE_OTHER, at, err);
+            note_failure(cfg, world->rank, failure_kind_of(rc), at, err);
         }
         return FTRAIN_EXIT_FAILURE;
     }

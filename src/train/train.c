@@ -125,13 +125,13 @@ static void plan_step(trainer_t *t, step_plan_t *plan)
 }
 
 /* The message of a device failure voted by some rank: this rank's own
- * reason, or that it was another's.  @return TRAIN_EFAIL. */
+ * reason, or that it was another's.  @return TRAIN_EDEVICE. */
 static int device_failure(const trainer_t *t, char *err, size_t cap)
 {
     const char *why = t->dev.failed ? gpu_last_error() : NULL;
     snprintf(err, cap, "a device failed at step %lld%s%s", (long long)t->run.step,
              why ? ": " : " (on another rank)", why ? why : "");
-    return TRAIN_EFAIL;
+    return TRAIN_EDEVICE;
 }
 
 /* A diverged run or a failed device, voted by any rank, fails every rank. */
@@ -143,12 +143,12 @@ static int check_control(const trainer_t *t, const double *ctl, char *err, size_
     if (ctl[CTL_BAD] > 0) {
         snprintf(err, cap, "non-finite or runaway loss at step %lld: training diverged "
                  "(lower --lr?)", step);
-        return TRAIN_EFAIL;
+        return TRAIN_EDIVERGED;
     }
     if (!isfinite(ctl[CTL_GMAX])) {
         snprintf(err, cap, "non-finite gradient at step %lld: training diverged (lower --lr?)",
                  step);
-        return TRAIN_EFAIL;
+        return TRAIN_EDIVERGED;
     }
     return TRAIN_OK;
 }
@@ -230,7 +230,7 @@ static int train_step(trainer_t *t, train_result_t *res, char *err, size_t cap)
     if (rc == TRAIN_OK && !isfinite(sums.loss)) {
         snprintf(err, cap, "non-finite loss at step %lld: training diverged (lower --lr?)",
                  (long long)t->run.step);
-        rc = TRAIN_EFAIL;
+        rc = TRAIN_EDIVERGED;
     }
     if (rc != TRAIN_OK)
         return rc;

@@ -33,8 +33,11 @@
  * reports it in train_result_t.outcome. */
 typedef enum {
     TRAIN_OK = 0,
-    TRAIN_EFAIL = -1,    /* data, checkpoint, resume or collective failure */
-    TRAIN_EMISMATCH = -2 /* the checkpoint belongs to another architecture */
+    TRAIN_EFAIL = -1,     /* checkpoint, resume or collective failure, the rest */
+    TRAIN_EMISMATCH = -2, /* the checkpoint belongs to another architecture */
+    TRAIN_EDIVERGED = -3, /* a loss or gradient not finite, or runaway */
+    TRAIN_EDEVICE = -4,   /* a rank's device failed */
+    TRAIN_EDATA = -5      /* the data set cannot be read or is invalid */
 } train_rc_t;
 
 /* How a run that returned TRAIN_OK ended. */

@@ -98,7 +98,7 @@ static int load_data(trainer_t *t, char *err, size_t cap)
                        &t->data.test, derr, sizeof derr);
     if (comm_any_failed(t->comm, rc)) {
         snprintf(err, cap, "%s", derr[0] ? derr : "data loading failed on another rank");
-        return TRAIN_EFAIL;
+        return TRAIN_EDATA;
     }
     t->data.test_sst = sum_squared_deviations(&t->data.test);
     /* The default global batch, lowered to fit a small set (sine's 100). */
@@ -340,7 +340,9 @@ int trainer_open(trainer_t *t, const config_t *cfg, const world_t *world, comm_t
     if (comm_any_failed(t->comm, rc != TRAIN_OK)) {
         if (rc == TRAIN_OK || !err[0])
             snprintf(err, cap, "set-up failed on another rank");
-        return TRAIN_EFAIL;
+        /* The data's own failure keeps its kind (the same on every rank:
+         * load_data agreed on it). */
+        return rc == TRAIN_EDATA ? TRAIN_EDATA : TRAIN_EFAIL;
     }
     describe_state(t);
     if (cfg->ckpt_local[0]) {
