@@ -7,12 +7,15 @@ set -u
 PKGS="build-essential pkg-config openmpi-bin libopenmpi-dev libzstd-dev zstd
 libarchive-dev libjansson-dev libxxhash-dev libopenblas-dev zlib1g-dev
 dataset-fashion-mnist python3 perl procps slurmd slurmctld slurm-client munge
-python3-numpy python3-torch python3-zstandard python3-xxhash man-db bzip2 xz-utils"
+python3-numpy python3-torch python3-zstandard python3-xxhash man-db bzip2 xz-utils
+python3-venv python3-pip python3-setuptools"
 # python3-numpy and python3-torch: the Python binding's tests and the
 # PyTorch example run in make check (and PyTorch is the benchmark's peer);
 # python3-zstandard and python3-xxhash: the format test's independent reader
 # (tests/ckpt/format_spec.sh), written from docs/checkpoint-format.md alone;
-# man-db renders the man pages' check; bzip2 and xz-utils make the refused-filter archives.
+# man-db renders the man pages' check; bzip2 and xz-utils make the refused-filter archives;
+# python3-venv, python3-pip and python3-setuptools: the offline
+# `pip install ./python` into a venv (tests/python/packaging.sh).
 
 missing=""
 for p in $PKGS; do
