@@ -250,6 +250,25 @@ done_testing() {
     exit 0
 }
 
+# need_ckpt_lib: FTRAIN_CKPT_LIB, the checkpoint library the Python binding
+# loads, as an absolute path, exported: the one given, else $BUILD's; the
+# test skips, saying which, when it is missing.  Sets from_tree to 1 when
+# it is $BUILD's.
+need_ckpt_lib() {
+    if [ -n "${FTRAIN_CKPT_LIB:-}" ]; then
+        [ -f "$FTRAIN_CKPT_LIB" ] || skip_all "FTRAIN_CKPT_LIB=$FTRAIN_CKPT_LIB does not exist"
+        case $FTRAIN_CKPT_LIB in /*) ;; *) FTRAIN_CKPT_LIB=$(pwd)/$FTRAIN_CKPT_LIB ;; esac
+        from_tree=0
+    else
+        case $BUILD in /*) _lib_dir=$BUILD ;; *) _lib_dir=$(pwd)/$BUILD ;; esac
+        [ -f "$_lib_dir/libftrain-ckpt.so.2" ] ||
+            skip_all "$BUILD/libftrain-ckpt.so.2 not built (make $BUILD/libftrain-ckpt.so.2)"
+        FTRAIN_CKPT_LIB=$_lib_dir/libftrain-ckpt.so.2
+        from_tree=1
+    fi
+    export FTRAIN_CKPT_LIB
+}
+
 need_mpi() {
     [ -x "$FTRAIN" ] || skip_all "$FTRAIN not built (make $FTRAIN)"
     command -v mpirun >/dev/null 2>&1 || skip_all "mpirun not installed"

@@ -32,16 +32,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 "$PY" -c 'import numpy' 2>/dev/null || skip_all "$PY has no numpy (apt-get install python3-numpy)"
 "$PY" -c 'import torch.distributed as d; assert d.is_available() and d.is_gloo_available()' 2>/dev/null ||
     skip_all "$PY has no torch with torch.distributed on gloo (apt-get install python3-torch)"
-if [ -n "${FTRAIN_CKPT_LIB:-}" ]; then
-    [ -f "$FTRAIN_CKPT_LIB" ] || skip_all "FTRAIN_CKPT_LIB=$FTRAIN_CKPT_LIB does not exist"
-    from_tree=0
-else
-    case $BUILD in /*) bdir=$BUILD ;; *) bdir=$(pwd)/$BUILD ;; esac
-    [ -f "$bdir/libftrain-ckpt.so.2" ] || skip_all "$BUILD/libftrain-ckpt.so.2 not built (make $BUILD/libftrain-ckpt.so.2)"
-    FTRAIN_CKPT_LIB=$bdir/libftrain-ckpt.so.2
-    from_tree=1
-fi
-export FTRAIN_CKPT_LIB
+need_ckpt_lib
 export PYTHONDONTWRITEBYTECODE=1 # no __pycache__ in the source tree
 
 # tap_from FILE WHAT: "PASS name" / "FAIL name: why" lines as TAP; others as

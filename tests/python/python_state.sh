@@ -20,15 +20,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 [ -x "$PY" ] || skip_all "$PY not found (set PYTHON)"
 "$PY" -c 'import numpy' 2>/dev/null || skip_all "$PY has no numpy (apt-get install python3-numpy)"
 "$PY" -c 'import torch' 2>/dev/null || skip_all "$PY has no torch (apt-get install python3-torch)"
-if [ -n "${FTRAIN_CKPT_LIB:-}" ]; then
-    [ -f "$FTRAIN_CKPT_LIB" ] || skip_all "FTRAIN_CKPT_LIB=$FTRAIN_CKPT_LIB does not exist"
-else
-    case $BUILD in /*) bdir=$BUILD ;; *) bdir=$(pwd)/$BUILD ;; esac
-    [ -f "$bdir/libftrain-ckpt.so.2" ] ||
-        skip_all "$BUILD/libftrain-ckpt.so.2 not built (make $BUILD/libftrain-ckpt.so.2)"
-    FTRAIN_CKPT_LIB=$bdir/libftrain-ckpt.so.2
-fi
-export FTRAIN_CKPT_LIB
+need_ckpt_lib
 export PYTHONDONTWRITEBYTECODE=1 # no __pycache__ in the source tree
 
 mkdir -p "$T/w"

@@ -39,15 +39,9 @@ PROG=$root/examples/pytorch_ddp.py
 "$PY" -c 'import torch.distributed as d; assert d.is_available() and d.is_gloo_available()' 2>/dev/null ||
     skip_all "$PY has no torch with torch.distributed on gloo (apt-get install python3-torch)"
 case $BUILD in /*) bdir=$BUILD ;; *) bdir=$root/$BUILD ;; esac
-if [ -n "${FTRAIN_CKPT_LIB:-}" ]; then
-    [ -f "$FTRAIN_CKPT_LIB" ] || skip_all "FTRAIN_CKPT_LIB=$FTRAIN_CKPT_LIB does not exist"
-    case $FTRAIN_CKPT_LIB in /*) ;; *) FTRAIN_CKPT_LIB=$(pwd)/$FTRAIN_CKPT_LIB ;; esac
-else
-    [ -f "$bdir/libftrain-ckpt.so.2" ] || skip_all "$BUILD/libftrain-ckpt.so.2 not built (make $BUILD/libftrain-ckpt.so.2)"
-    FTRAIN_CKPT_LIB=$bdir/libftrain-ckpt.so.2
-fi
+need_ckpt_lib
 [ -x "$bdir/ckptctl" ] || skip_all "$BUILD/ckptctl not built (make)"
-export FTRAIN_CKPT_LIB GLOO_SOCKET_IFNAME=lo PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1
+export GLOO_SOCKET_IFNAME=lo PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1
 STEPS=300
 ARGS="--steps $STEPS --log-every 25 --step-delay 0.01"
 
