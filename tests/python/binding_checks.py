@@ -31,26 +31,7 @@ import ftrain_ckpt as fc  # noqa: E402
 
 # The number of check() calls a full run makes, raises() included.
 PLAN = 92
-results = []
-
-
-def check(name, cond, why=""):
-    results.append(name)
-    print(f"PASS {name}" if cond else f"FAIL {name}: {why}", flush=True)
-    return cond
-
-
-def raises(name, fn, exc, *needles):
-    """fn() must raise exc with every needle in its message."""
-    try:
-        fn()
-    except exc as e:
-        text = str(e)
-        missing = [n for n in needles if n not in text]
-        return check(name, not missing, f"message lacks {missing}: {text}")
-    except Exception as e:
-        return check(name, False, f"raised {type(e).__name__}: {e}, wanted {exc.__name__}")
-    return check(name, False, f"no exception, wanted {exc.__name__}")
+from checks import check, raises, results  # noqa: E402,F401  (tests/python/checks.py)
 
 
 def flip(path, where=0.5):

@@ -35,25 +35,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import ftrain_ckpt as fc  # noqa: E402
 
 PLAN = 56
-results = []
-
-
-def check(name, cond, why=""):
-    results.append(name)
-    print(f"PASS {name}" if cond else f"FAIL {name}: {why}", flush=True)
-    return cond
-
-
-def raises(name, fn, exc, *texts):
-    try:
-        fn()
-    except exc as e:
-        msg = str(e)
-        missing = [t for t in texts if t not in msg]
-        return check(name, not missing, f"message {msg!r} lacks {missing}")
-    except Exception as e:  # noqa: BLE001
-        return check(name, False, f"raised {type(e).__name__}: {e}")
-    return check(name, False, "did not raise")
+from checks import check, raises, results  # noqa: E402,F401  (tests/python/checks.py)
 
 
 def params_bytes(model):
