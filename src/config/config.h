@@ -109,7 +109,9 @@ typedef struct {
     double grace;          /* seconds a stop may take before we warn */
     double hang_timeout;   /* seconds without progress: a hang; 0 off;
                               CONFIG_HANG_AUTO derived from the run */
-    int64_t log_every;     /* steps between progress lines, 0 auto */
+    int64_t log_every;     /* steps between progress lines, 0: by time */
+    double log_interval;   /* seconds between progress lines when log_every
+                              is 0 (the last step is always shown) */
     int step_delay_ms;     /* test aid: sleep per step */
     int ckpt_local_copy_delay_ms; /* test aid: the local save's helper waits this
                                      long before it copies the snapshot */

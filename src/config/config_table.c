@@ -222,7 +222,14 @@ static const config_option_t config_opts[] = {
              "step, evaluation or save seen, at least 45)"},
     {"log-every", .kind = CONFIG_ARG_INT, FIELD(log_every), .ints = {1, STEPS_CAP},
      .max_is_cap = 1, .metavar = "N",
-     .help = "steps between progress lines (default: 10 a epoch)"},
+     .help = "a progress line every N steps (default: by\n"
+             "time, see --log-interval)"},
+    {"log-interval", .kind = CONFIG_ARG_REAL, FIELD(log_interval),
+     .reals = {0, 1e6, CONFIG_OPEN_MIN}, .max_is_cap = 1, .unit = "seconds", .metavar = "SEC",
+     .default_text = "5",
+     .help = "a progress line when SEC seconds passed since\n"
+             "the last (default 5), and at the last step;\n"
+             "--log-every N counts steps instead"},
     {"step-delay-ms", .kind = CONFIG_ARG_INT, FIELD(step_delay_ms), .ints = {0, 600000},
      .unit = "milliseconds", .metavar = "MS", .help = "sleep per step (for tests and demos)"},
     {"ckpt-local-copy-delay-ms", .kind = CONFIG_ARG_INT, FIELD(ckpt_local_copy_delay_ms),

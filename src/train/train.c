@@ -84,11 +84,11 @@ static int evaluate_epoch(trainer_t *t, train_result_t *res, int *cut_short, cha
 static void start_clocks(trainer_t *t)
 {
     const config_t *cfg = t->cfg;
-    int64_t spe = t->run.steps_per_epoch;
-    t->log.every = cfg->log_every ? cfg->log_every : (spe >= 10 ? spe / 10 : 1);
+    t->log.every = cfg->log_every; /* 0: every --log-interval seconds */
     t->clock.run_base = t->state.run_seconds; /* 0, or what state_load read */
     t->clock.run_start = util_mono_s();
     t->log.window.since = t->clock.run_start;
+    t->log.rate.since = t->clock.run_start;
     t->clock.control_last = t->clock.run_start;
     t->ckpt.last_time = t->clock.run_start;
     t->local.last_time = t->clock.run_start;

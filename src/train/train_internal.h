@@ -119,8 +119,15 @@ typedef struct {
 
 /* What rank 0 prints as training goes, and what it has told already. */
 typedef struct {
-    int64_t every;             /* steps between progress lines */
-    log_window_t window;
+    int64_t every;             /* steps between progress lines; 0: by time */
+    log_window_t window;       /* loss and accuracy since the last line */
+    /* The rate's window: at least REPORT_RATE_WINDOW_S long, so that a
+     * line every step does not print the noise of one step's clock. */
+    struct {
+        double since;          /* when this window began */
+        int64_t samples;       /* samples since then */
+        double last;           /* samples/s of the last full window, 0 none */
+    } rate;
     int other_signals_seen;    /* stop_other_signals() already warned of */
     /* An unplanned end of the launch before (rank 0): reported once this
      * launch has trained its first step. */

@@ -16,7 +16,8 @@
 
 /* Rank 0, once: the Young/Daly checkpoint interval sqrt(2 C M) for the
  * measured cost C of a save (its training stall) and --mtbf M, beside the
- * interval this run uses. */
+ * interval this run uses; printed only when the whole run (at the speed
+ * seen) is longer than that interval, always written as a metrics event. */
 void train_tell_young_daly(trainer_t *t, int64_t step, double cost_s)
 {
     if (t->rank != 0 || t->ckpt.young_daly_told || !(cost_s > 0))
@@ -33,17 +34,21 @@ void train_tell_young_daly(trainer_t *t, int64_t step, double cost_s)
                  (long long)cfg->ckpt_every, step_s * (double)cfg->ckpt_every);
     else if (cfg->ckpt_interval)
         snprintf(now, sizeof now, "; this run saves every %.1f s", cfg->ckpt_interval);
-    if (!cfg->quiet) {
+    /* Advice only where it applies: a run shorter than the interval that
+     * loses least needs no periodic saves at all (the event says it all the
+     * same). */
+    double run_s = step_s * (double)t->run.total_steps;
+    int applies = step_s > 0 && run_s > best;
+    if (applies && !cfg->quiet) {
         printf("checkpoint: Young/Daly: a save costs %.3g s of training; for a mean time "
-               "between failures of %g h (--mtbf) the interval that loses least is %.0f s",
-               cost_s, cfg->mtbf_hours, best);
-        if (step_s > 0)
-            printf(" (about %.0f steps of %.3g s)", best / step_s, step_s);
-        printf("%s\n", now);
+               "between failures of %g h (--mtbf) the interval that loses least is %.*f s",
+               cost_s, cfg->mtbf_hours, best < 10 ? 3 : 0, best);
+        printf(" (about %.0f steps of %.3g s)%s\n", best / step_s, step_s, now);
     }
     char extra[REPORT_MAX];
-    snprintf(extra, sizeof extra, "\"save_cost_s\":%.4f,\"mtbf_h\":%g,\"interval_s\":%.1f,"
-             "\"step_s\":%.5f", cost_s, cfg->mtbf_hours, best, step_s);
+    snprintf(extra, sizeof extra, "\"save_cost_s\":%.4f,\"mtbf_h\":%g,\"interval_s\":%.4g,"
+             "\"step_s\":%.5f,\"run_s\":%.1f,\"told\":%s", cost_s, cfg->mtbf_hours, best,
+             step_s, run_s, applies ? "true" : "false");
     metrics_event(&t->metrics, "young_daly", step, t->size, extra);
 }
 

@@ -88,6 +88,29 @@ void report_epochs(int64_t steps, int64_t steps_per_epoch, char *buf, size_t cap
         snprintf(buf, cap, "%lld.%lld", (long long)(tenths / 10), (long long)(tenths % 10));
 }
 
+/* The shortest span a printed rate is measured over: one step of a small
+ * model takes microseconds, and its clock's noise made one line say 31k
+ * samples/s and the next 15.8M. */
+#define REPORT_RATE_WINDOW_S 1.0
+
+/* Rank 0: samples/s for a progress line at time now: over the span since
+ * the rate's window began when that is REPORT_RATE_WINDOW_S or longer (and
+ * a new window begins), else the last such span's, else (the first second
+ * of a launch) the launch's average so far. */
+static double progress_rate(trainer_t *t, double now)
+{
+    double dt = now - t->log.rate.since;
+    if (dt >= REPORT_RATE_WINDOW_S) {
+        t->log.rate.last = (double)t->log.rate.samples / dt;
+        t->log.rate.since = now;
+        t->log.rate.samples = 0;
+    }
+    if (t->log.rate.last > 0)
+        return t->log.rate.last;
+    double run = now - t->clock.run_start;
+    return run > 0 ? (double)t->stats.run_samples / run : 0;
+}
+
 /* Rank 0: the progress line and metrics row of the window since the last. */
 static void print_progress(trainer_t *t)
 {
@@ -99,12 +122,11 @@ static void print_progress(trainer_t *t)
     char done_epochs[32], all_epochs[32];
     report_epochs(step, spe, done_epochs, sizeof done_epochs);
     report_epochs(t->run.total_steps, spe, all_epochs, sizeof all_epochs);
-    double dt = util_mono_s() - win->since;
-    double sps = dt > 0 ? (double)win->samples / dt : 0;
+    double now = util_mono_s();
+    double sps = progress_rate(t, now);
     double samples = (double)t->stats.run_samples;
     double steps_done = t->stats.run_samples ? samples / (double)cfg->global_batch : 1;
-    double eta = (double)(t->run.total_steps - step) * (util_mono_s() - t->clock.run_start) /
-                 steps_done;
+    double eta = (double)(t->run.total_steps - step) * (now - t->clock.run_start) / steps_done;
     char eta_text[REPORT_MAX];
     fmt_eta(eta, eta_text, sizeof eta_text);
     double lr = optim_lr(optim_config(t->nn.opt), step - 1);
@@ -124,10 +146,12 @@ static void print_progress(trainer_t *t)
     metrics_step(&t->metrics, &row);
     fflush(stdout);
     memset(win, 0, sizeof *win);
-    win->since = util_mono_s();
+    win->since = now;
 }
 
-/* Count the step just done; print progress every --log-every steps. */
+/* Count the step just done; print progress every --log-every steps, or
+ * (the default) when --log-interval seconds passed since the last line, and
+ * always at the run's last step. */
 void report_progress(trainer_t *t, const step_plan_t *plan, const step_sums_t *sums)
 {
     t->stats.run_samples += plan->samples;
@@ -135,7 +159,13 @@ void report_progress(trainer_t *t, const step_plan_t *plan, const step_sums_t *s
     t->log.window.hits += sums->hits;
     t->log.window.samples += plan->samples;
     t->run.last_loss = sums->loss / (double)plan->samples;
-    if (t->rank == 0 && (t->run.step % t->log.every == 0 || t->run.step == t->run.total_steps))
+    t->log.rate.samples += plan->samples;
+    if (t->rank != 0)
+        return;
+    int due = t->log.every
+                  ? t->run.step % t->log.every == 0
+                  : util_mono_s() - t->log.window.since >= t->cfg->log_interval;
+    if (due || t->run.step == t->run.total_steps)
         print_progress(t);
 }
 

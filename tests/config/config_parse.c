@@ -300,6 +300,15 @@ static void test_valid_values(void)
     ok(parse_one(&cfg, "hang-timeout", "0") == CONFIG_RUN && cfg.hang_timeout == 0,
        "--hang-timeout 0 (off)");
     ok(parse_one(&cfg, "log-every", "5") == CONFIG_RUN && cfg.log_every == 5, "--log-every 5");
+    {
+        config_t dflt;
+        config_defaults(&dflt);
+        ok(dflt.log_every == 0 && dflt.log_interval == 5,
+           "by default progress comes by time: --log-every unset, --log-interval 5");
+    }
+    ok(parse_one(&cfg, "log-interval", "0.5") == CONFIG_RUN && cfg.log_interval == 0.5,
+       "--log-interval 0.5");
+    ok(parse_one(&cfg, "log-interval", "0") == CONFIG_EUSAGE, "--log-interval 0 is refused");
     ok(parse_one(&cfg, "step-delay-ms", "20") == CONFIG_RUN && cfg.step_delay_ms == 20,
        "--step-delay-ms 20");
     ok(parse_one(&cfg, "ckpt-local-copy-delay-ms", "300") == CONFIG_RUN &&

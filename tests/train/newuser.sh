@@ -5,12 +5,14 @@
 # value, counts that agree with their nouns ("1 shard"), a checkpoint root
 # given as the run directory is refused, --resume takes ckptctl's forms
 # (RUN, RUN/ckpt, RUN/N, RUN/ckpt/step-N), and a launch that waits for a run
-# directory's lock says so at once, not after 10 s.
+# directory's lock says so at once, not after 10 s; progress comes by time
+# (and at the last step) with rates measured over a second or more, and the
+# --log-every N lines still come every N steps.
 . "$(dirname "$0")/../lib.sh"
 need_mpi
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 CTL="$BUILD/ckptctl"
-plan 27
+plan 31
 
 want=$(sed -n 's/^#define FTRAIN_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' \
     "$SRC/include/ftrain/version.h" | paste -sd. -)
@@ -76,7 +78,7 @@ is "$rc" 0 "  and the advice is accepted (--global-batch ${advice:-none}: exit $
 # progress line, the done line, the metrics, the record (ckptctl list) and
 # the last eval all say 12 (12.5 where tenths are shown).
 run "$FTRAIN" --device cpu --data line --layers 4 --global-batch 125 --micro-batch 25 --steps 100 \
-    --ckpt-every 100 --run-dir "$T/ep"
+    --ckpt-every 100 --log-every 1 --run-dir "$T/ep"
 ok "$([ "$rc" -eq 0 ] && grep -q '^epoch 12\.5/12\.5 step 100/100 ' "$T/out" &&
     grep -q '^epoch 1/12\.5 step 8/100 ' "$T/out" && grep -q '^epoch 1\.1/12\.5 step 9/100 ' "$T/out" &&
     grep -q '^done: step=100 epoch=12 ' "$T/out" && grep -q '^eval: epoch 12 ' "$T/out" &&
@@ -114,6 +116,36 @@ is "$rc $(grep -c "is a checkpoint root (it holds LATEST or step-N), not a run d
     "--run-dir RUN/ckpt/: exit 1, naming RUN as the run directory" || why "$(cat "$T/err")"
 ls -A "$T/run/ckpt" >"$T/root.after"
 is "$(cat "$T/root.after")" "$(cat "$T/root.before")" "  and nothing is written into the checkpoint root" || why "$(diff "$T/root.before" "$T/root.after")"
+
+# Progress by time, not a wall of text: the README's small run (well under
+# the 5 s --log-interval) prints one progress line, its last step's.
+run "$FTRAIN" --device cpu --data line --layers 16 --steps 200
+ok "$([ "$rc" -eq 0 ] && [ "$(grep -c '^epoch ' "$T/out")" -eq 1 ] &&
+    grep -q '^epoch 25/25 step 200/200 ' "$T/out" && [ "$(wc -l <"$T/out")" -lt 40 ]; echo $?)" \
+    "ftrain --data line --layers 16 --steps 200: one progress line (the last step), $(wc -l <"$T/out") lines in all" ||
+    why "$(grep -c '^epoch ' "$T/out") progress lines" "$(head -n 8 "$T/out")"
+# --log-interval 1 on a run of 30 steps of 100 ms: a line about every 10
+# steps (never two within 8 steps: the clock, not the step count, decides)
+# and the last step's.
+run "$FTRAIN" --device cpu --data line --layers 4 --steps 30 --step-delay-ms 100 --log-interval 1
+steps=$(sed -n 's/^epoch [0-9.]*\/[0-9.]* step \([0-9]*\)\/30 .*/\1/p' "$T/out" | tr '\n' ' ')
+ok "$([ "$rc" -eq 0 ] && echo "$steps" | awk '{ if (NF < 2 || NF > 4 || $NF != 30) exit 1
+        for (i = 2; i < NF; i++) if ($i - $(i - 1) < 8) exit 1 }'; echo $?)" \
+    "--log-interval 1, 30 steps of 100 ms: lines at steps ${steps:-none}(a second apart, and the last)" ||
+    why "$(grep '^epoch ' "$T/out")"
+# --log-every 1 prints every step; steps of about 1 ms for 3 s: the rate of
+# a line is that of the last full second, so the last 1000 lines (about one
+# second) show at most 3 figures, near the timing line's.
+run "$FTRAIN" --device cpu --data line --layers 4 --steps 3000 --step-delay-ms 1 --log-every 1
+rates=$(grep '^epoch ' "$T/out" | tail -n 1000 | sed -n 's/.* \([0-9]*\) samples\/s .*/\1/p' | sort -u | wc -l)
+is "$rc $(grep -c '^epoch ' "$T/out")" "0 3000" "--log-every 1: a progress line for each of 3000 steps" ||
+    why "$(tail -n 3 "$T/out")"
+last=$(grep '^epoch ' "$T/out" | tail -n 1 | sed -n 's/.* \([0-9]*\) samples\/s .*/\1/p')
+mean=$(sed -n 's/^timing: \([0-9]*\) samples\/s.*/\1/p' "$T/out")
+ok "$([ "$rates" -ge 1 ] && [ "$rates" -le 3 ] &&
+    awk -v a="${last:-0}" -v m="${mean:-0}" 'BEGIN { exit !(m > 0 && a > m / 2 && a < m * 2) }'; echo $?)" \
+    "  the last 1000 lines show $rates rate figure(s) (over a second each), the last ${last:-none} samples/s near the run's ${mean:-none}" ||
+    why "$(grep '^epoch ' "$T/out" | tail -n 1000 | sed -n 's/.* \([0-9]*\) samples\/s .*/\1/p' | sort -u | head -n 5)"
 
 # A lock held by another launch: the wait is announced at once, naming it.
 d="$T/locked"

@@ -15,7 +15,9 @@
 #    resume after them prints no recovery line and logs no event.
 # 3. Young/Daly: one line per launch after its first save, whose interval is
 #    sqrt(2 C M) of the printed cost C and --mtbf M; the "young_daly" event
-#    has the same figures; --quiet prints no line.
+#    has the same figures; --quiet prints no line; a run shorter than the
+#    interval prints none either (the advice does not apply), and its event
+#    says so ("told":false, run_s < interval_s).
 # 4. --fault kinds: segv and abort end the job with that signal's status,
 #    stop (a hang) with 76 under --hang-timeout 3; a bad value exits 2
 #    naming --fault (tests/config/config_parse.c covers the parser).
@@ -41,12 +43,13 @@ left() { ls -A "$1" 2>/dev/null; }
 _beating() { [ -n "$(beats "$1")" ]; }
 # yd_figures FILE: the Young/Daly line's "COST HOURS INTERVAL" in FILE.
 yd_figures() {
-    sed -n -E 's/^checkpoint: Young\/Daly: a save costs ([0-9.]+) s of training; for a mean time between failures of ([0-9.e+]+) h \(--mtbf\) the interval that loses least is ([0-9]+) s.*/\1 \2 \3/p' "$1"
+    sed -n -E 's/^checkpoint: Young\/Daly: a save costs ([0-9.]+) s of training; for a mean time between failures of ([0-9.e+]+) h \(--mtbf\) the interval that loses least is ([0-9.]+) s.*/\1 \2 \3/p' "$1"
 }
 # yd_agrees COST HOURS INTERVAL [COST_ROUND INTERVAL_ROUND]: INTERVAL is
 # sqrt(2 C M) for the cost C and --mtbf M, as far as their rounding tells:
 # the cost to the nearest COST_ROUND (0.0005: three decimals), the interval
-# to the nearest INTERVAL_ROUND (0.5: whole seconds).
+# to the nearest INTERVAL_ROUND (0.5: whole seconds; 0.0005 for an
+# interval under 10 s, which the line gives to 3 decimals).
 yd_agrees() {
     awk -v c="$1" -v h="$2" -v i="$3" -v cr="${4:-0.0005}" -v ir="${5:-0.5}" 'BEGIN {
         m = 3600 * h; lo = c - cr; if (lo < 0) lo = 0
@@ -64,7 +67,7 @@ REF=$(hash_of "$T/ref.out")
 # written its heartbeat.
 d="$T/kill"
 mpi 2 $RUN --log-every 1 --step-delay-ms 100 --ckpt-every 5 --hang-timeout 15 --run-dir "$d" \
-    --fault kill@12:1 >"$d.out" 2>"$d.err"
+    --mtbf 0.001 --fault kill@12:1 >"$d.out" 2>"$d.err"
 rc=$?
 ok "$([ "$rc" -ne 0 ] && grep -q 'rank 1: --fault: raising signal 9 after step 12' "$d.err"; echo $?)" \
     "--fault kill@12:1: rank 1 killed itself after step 12, the job ended non-zero (exit $rc)" ||
@@ -92,7 +95,7 @@ victim=$(rank_pid "$d.out" 1)
 
 t0=$(now)
 mpi_bg 3 $RUN --log-every 1 --step-delay-ms 100 --ckpt-every 5 --hang-timeout 15 --run-dir "$d" \
-    >"$d.res" 2>"$d.reserr"
+    --mtbf 0.001 >"$d.res" 2>"$d.reserr"
 # While it trains, no heartbeat of the failed launch is there (its pids).
 old_list="$(rank_pid "$d.out" 0) $victim"
 old_pids=" $old_list "
@@ -159,20 +162,21 @@ near "$(json "$ev" seconds)" "$total" 0.051 && near "$(json "$ev" until_end_s)" 
 ok $? "  its seconds are the line's" || why "$ev" "$line"
 
 # Young/Daly, one line per launch: the failed one saved at steps 5 and 10,
-# the resume at 15 to 30.
+# the resume at 15 to 30.  --mtbf 0.001 (3.6 s) puts the interval (about
+# 0.2 s) well inside these 3 s runs, so the advice applies.
 is "$(grep -c '^checkpoint: Young/Daly:' "$d.out"):$(grep -c '^checkpoint: Young/Daly:' "$d.res")" "1:1" \
     "  one Young/Daly line in each launch"
 # shellcheck disable=SC2046 # the three figures
 set -- $(yd_figures "$d.res")
-yd_agrees "${1:-0}" "${2:-0}" "${3:-0}"
-ok $? "  the resume's: sqrt(2 x ${1:-?} s x ${2:-?} h) ~ ${3:-?} s (default --mtbf 24)" ||
+yd_agrees "${1:-0}" "${2:-0}" "${3:-0}" 0.0005 0.0005 && [ "${2:-}" = 0.001 ]
+ok $? "  the resume's: sqrt(2 x ${1:-?} s x ${2:-?} h) ~ ${3:-?} s (--mtbf 0.001)" ||
     why "$(grep 'Young/Daly' "$d.res")"
 yd=$(grep '"event":"young_daly"' "$d/metrics.jsonl")
 last_yd=$(printf '%s\n' "$yd" | tail -n 1)
 [ "$(printf '%s\n' "$yd" | grep -c young_daly)" = 2 ] &&
     near "$(json "$last_yd" save_cost_s)" "${1:-x}" 0.00051 && near "$(json "$last_yd" mtbf_h)" "${2:-x}" 0 &&
-    near "$(json "$last_yd" interval_s)" "${3:-x}" 0.5 &&
-    yd_agrees "$(json "$last_yd" save_cost_s)" "$(json "$last_yd" mtbf_h)" "$(json "$last_yd" interval_s)" 0.00005 0.05
+    near "$(json "$last_yd" interval_s)" "${3:-x}" 0.0005 &&
+    yd_agrees "$(json "$last_yd" save_cost_s)" "$(json "$last_yd" mtbf_h)" "$(json "$last_yd" interval_s)" 0.00005 0.0005
 ok $? "  metrics.jsonl: one young_daly event per launch, the last with the resume's figures" || why "$yd"
 
 # ---- 2. no failure, no recovery --------------------------------------------------------
@@ -217,22 +221,34 @@ grep -q '^recovery: ' "$d.res" || grep -q '"event":"recovery"' "$d/metrics.jsonl
 ok "$((! $?))" "  and no recovery line or event: neither was a failure" ||
     why "$(grep '^recovery' "$d.res")"
 
-# ---- 3. Young/Daly with another MTBF; --quiet -----------------------------------------------
+# ---- 3. Young/Daly with another MTBF; --quiet; a run too short for it ------------------------
+# --mtbf 0.0005 (1.8 s): an interval of about 0.1 s against a run of 30
+# steps of 30 ms.
 d="$T/yd"
-"$FTRAIN" --device cpu $RUN --step-delay-ms 10 --ckpt-every 5 --mtbf 0.5 --run-dir "$d" >"$d.out" 2>&1
+"$FTRAIN" --device cpu $RUN --step-delay-ms 30 --ckpt-every 5 --mtbf 0.0005 --run-dir "$d" >"$d.out" 2>&1
 # shellcheck disable=SC2046 # the three figures
 set -- $(yd_figures "$d.out")
-yd_agrees "${1:-0}" "${2:-0}" "${3:-0}" && [ "$(grep -c 'Young/Daly' "$d.out")" = 1 ] && [ "${2:-}" = 0.5 ]
-ok $? "--mtbf 0.5: one line, sqrt(2 x ${1:-?} s x ${2:-?} h) ~ ${3:-?} s" || why "$(grep 'Young/Daly' "$d.out")"
+yd_agrees "${1:-0}" "${2:-0}" "${3:-0}" 0.0005 0.0005 && [ "$(grep -c 'Young/Daly' "$d.out")" = 1 ] &&
+    [ "${2:-}" = 0.0005 ]
+ok $? "--mtbf 0.0005: one line, sqrt(2 x ${1:-?} s x ${2:-?} h) ~ ${3:-?} s" || why "$(grep 'Young/Daly' "$d.out")"
 yd=$(grep '"event":"young_daly"' "$d/metrics.jsonl")
-near "$(json "$yd" save_cost_s)" "${1:-x}" 0.00051 && near "$(json "$yd" mtbf_h)" 0.5 0 &&
-    near "$(json "$yd" interval_s)" "${3:-x}" 0.5 &&
-    yd_agrees "$(json "$yd" save_cost_s)" 0.5 "$(json "$yd" interval_s)" 0.00005 0.05
-ok $? "  the young_daly event has the same figures" || why "$yd"
-"$FTRAIN" --device cpu $RUN --step-delay-ms 10 --ckpt-every 5 --mtbf 0.5 --quiet --run-dir "$T/yq" >"$T/yq.out" 2>&1
+near "$(json "$yd" save_cost_s)" "${1:-x}" 0.00051 && near "$(json "$yd" mtbf_h)" 0.0005 0 &&
+    near "$(json "$yd" interval_s)" "${3:-x}" 0.0005 && [ "$(json "$yd" told)" = true ] &&
+    yd_agrees "$(json "$yd" save_cost_s)" 0.0005 "$(json "$yd" interval_s)" 0.00005 0.0005
+ok $? "  the young_daly event has the same figures, and told:true" || why "$yd"
+"$FTRAIN" --device cpu $RUN --step-delay-ms 30 --ckpt-every 5 --mtbf 0.0005 --quiet --run-dir "$T/yq" >"$T/yq.out" 2>&1
 rc=$?
 ok "$([ "$rc" = 0 ] && grep -q '"event":"checkpoint"' "$T/yq/metrics.jsonl" && ! grep -q 'Young/Daly' "$T/yq.out"; echo $?)" \
     "  --quiet: saved, no Young/Daly line" || why "$(cat "$T/yq.out")"
+# The default --mtbf 24 h: an interval of tens of seconds, longer than this
+# whole run of under a second: no advice, and the event says why.
+"$FTRAIN" --device cpu $RUN --step-delay-ms 10 --ckpt-every 5 --run-dir "$T/ys" >"$T/ys.out" 2>&1
+rc=$?
+yd=$(grep '"event":"young_daly"' "$T/ys/metrics.jsonl")
+ok "$([ "$rc" = 0 ] && ! grep -q 'Young/Daly' "$T/ys.out" && [ "$(json "$yd" told)" = false ] &&
+    awk -v r="$(json "$yd" run_s)" -v i="$(json "$yd" interval_s)" 'BEGIN { exit !(r != "" && i != "" && r + 0 < i + 0) }'; echo $?)" \
+    "a run shorter than its Young/Daly interval prints no advice; its event has told:false, run_s < interval_s" ||
+    why "rc $rc" "$yd" "$(grep Young "$T/ys.out")"
 
 # ---- 4. the --fault kinds ---------------------------------------------------------------
 # fault KIND@STEP:RANK: a 2-rank run with it; sets rc and err (its stderr).
