@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -351,18 +352,32 @@ static long long position(long long step, int phase)
 }
 
 /* The rank a hang points at (the first one its report names), for the
- * failure record. */
+ * failure record; gone when its process is known to have ended. */
 typedef struct {
     int rank; /* FAILURE_NO_RANK: none named */
     char host[64];
+    int gone;
 } culprit_t;
 
-static void name_culprit(culprit_t *c, int rank, const char *host)
+static void name_culprit(culprit_t *c, int rank, const char *host, int gone)
 {
     if (c->rank != FAILURE_NO_RANK)
         return;
     c->rank = rank;
     snprintf(c->host, sizeof c->host, "%s", host);
+    c->gone = gone;
+}
+
+/* 1 when a silent peer's process is known to be gone: it ran on this
+ * rank's host (its pids are ours to ask) and no process has its pid any
+ * more.  0 when it is alive, on another host, or unknown: only a fact
+ * this host can check turns a hang into a lost peer. */
+static int peer_gone(const char *host, int pid)
+{
+    const char *mine = wd.peers ? wd.peers[wd.opts.rank].host : NULL;
+    if (pid <= 0 || !mine || strcmp(host, mine) != 0)
+        return 0;
+    return kill((pid_t)pid, 0) == -1 && errno == ESRCH;
 }
 
 /* Name the ranks whose heartbeat stopped (first[] and then[] were read
@@ -379,17 +394,22 @@ static int name_ranks(const beat_t *first, const beat_t *then, long long mine, c
             continue;
         const beat_t *b = &then[r];
         if (!b->valid) {
-            add(report, cap, "ftrain: hang: rank %d (host %s, pid %d) left no heartbeat: it "
-                "never got this far, or it is gone\n", r, host_of(r, NULL), pid_of(r, NULL));
-            name_culprit(culprit, r, host_of(r, NULL));
+            int gone = peer_gone(host_of(r, NULL), pid_of(r, NULL));
+            add(report, cap, "ftrain: hang: rank %d (host %s, pid %d) left no heartbeat: %s\n",
+                r, host_of(r, NULL), pid_of(r, NULL),
+                gone ? "its process is gone (no such pid on this host)"
+                     : "it never got this far, or it is gone");
+            name_culprit(culprit, r, host_of(r, NULL), gone);
             named++;
         } else if (!first[r].valid || first[r].seq == b->seq) {
+            int gone = peer_gone(b->host, b->pid);
             add(report, cap, "ftrain: hang: rank %d (host %s, pid %d) stopped making "
-                "progress: its heartbeat has not changed for %.1f s (the process is stopped, "
-                "dead or cut off); its last heartbeat had it in %s\n", r, b->host, b->pid,
-                wd.look_s,
+                "progress: its heartbeat has not changed for %.1f s (%s); its last heartbeat "
+                "had it in %s\n", r, b->host, b->pid, wd.look_s,
+                gone ? "its process is gone: no such pid on this host"
+                     : "the process is stopped, dead or cut off",
                 watchdog_phase_text((watchdog_phase_t)b->phase, b->step, where, sizeof where));
-            name_culprit(culprit, r, b->host);
+            name_culprit(culprit, r, b->host, gone);
             named++;
         } else {
             long long p = position(b->step, b->phase);
@@ -410,7 +430,7 @@ static int name_ranks(const beat_t *first, const beat_t *then, long long mine, c
             pid_of(r, r == wd.opts.rank ? NULL : b),
             watchdog_phase_text((watchdog_phase_t)phase, p / WATCHDOG_PHASES, where,
                                 sizeof where));
-        name_culprit(culprit, r, host_of(r, r == wd.opts.rank ? NULL : b));
+        name_culprit(culprit, r, host_of(r, r == wd.opts.rank ? NULL : b), 0);
         named++;
     }
     return named;
@@ -480,8 +500,9 @@ static void *record_writer(void *unused)
     return NULL;
 }
 
-/* Write the hang's failure record (kind "hang", the culprit the report
- * named) into the run directory, on a thread of its own, waiting at most
+/* Write the hang's failure record (kind "hang", or "peer_lost" when the
+ * culprit the report named is known to be gone) into the run directory,
+ * on a thread of its own, waiting at most
  * RECORD_WAIT_S for it; a record that cannot be written is said on stderr,
  * and the hang is ended all the same. */
 static void write_hang_record(watchdog_phase_t phase, int64_t step, const culprit_t *culprit,
@@ -490,7 +511,7 @@ static void write_hang_record(watchdog_phase_t phase, int64_t step, const culpri
     if (!wd.run_dir[0])
         return;
     failure_t *rec = &hang_rec.rec;
-    failure_init(rec, FAILURE_HANG, wd.opts.rank);
+    failure_init(rec, culprit->gone ? FAILURE_PEER_LOST : FAILURE_HANG, wd.opts.rank);
     rec->launch = wd.launch;
     if (wd.peers)
         snprintf(rec->host, sizeof rec->host, "%s", wd.peers[wd.opts.rank].host);

@@ -4,10 +4,13 @@
 # supervisor decides from it: data that cannot be read is bad_data, a
 # diverged run nan, another architecture resume_refused; each with exit 1
 # and its message, and the record's message is the one printed.  A run
-# that ends well leaves no record.
+# that ends well leaves no record.  A peer whose process is gone (SIGKILL,
+# and a launcher that keeps the others running) is named in peer_lost
+# records by the ranks that waited for it; a stopped one (SIGSTOP: alive)
+# in hang records.
 . "$(dirname "$0")/../lib.sh"
 need_mpi
-plan 8
+plan 12
 
 # kind_of DIR: the kind of the one record under DIR/failures ("" if none,
 # "many" if more than one).
@@ -41,3 +44,39 @@ n=$(ls "$T"/div2/failures/*.json 2>/dev/null | wc -l)
 is "$rc $n" "1 1" "2 ranks diverging: one record (rank 0's; the other's message is the same)" ||
     why "$(cat "$T/err")"
 is "$(kind_of "$T/div2")" nan "  of kind nan"
+
+# lost SIG DIR: 3 ranks under mpirun --enable-recovery, which keeps the
+# others running when a rank dies (as a launcher that does not notice
+# would); rank 1 gets SIG once the run trains; waits for the job's end.
+lost() {
+    timeout -k 5 90 mpirun --oversubscribe --enable-recovery -n 3 "$FTRAIN" --device cpu \
+        --data line --layers 8 --steps 2000 --step-delay-ms 100 --log-every 1 --hang-timeout 5 \
+        --run-dir "$2" >"$2.out" 2>"$2.err" &
+    _job=$!
+    track_bg "$_job"
+    victim=""
+    if wait_for 30 progress_ge "$2.out" 3; then
+        victim=$(rank_pid "$2.out" 1)
+        [ -n "$victim" ] && kill -"$1" "$victim"
+    fi
+    wait "$_job"
+    [ -n "$victim" ] && kill -9 "$victim" 2>/dev/null
+}
+# kinds DIR: "KIND:CULPRIT_RANK xCOUNT" for the records under DIR/failures.
+kinds() {
+    for f in "$1"/failures/*.json; do
+        [ -f "$f" ] && printf '%s\n' "$(sed -n 's/.*"kind":"\([a-z_]*\)".*"culprit":{"rank":\(-\{0,1\}[0-9]*\),.*/\1:\2/p' "$f")"
+    done | sort | uniq -c | awk '{ print $2 " x" $1 }' | paste -sd' ' -
+}
+lost KILL "$T/gone"
+k=$(kinds "$T/gone")
+like "$k" '^peer_lost:1 x[12]$' "a rank SIGKILLed, the others kept running: their records are peer_lost, naming rank 1 ($k)" ||
+    why "victim ${victim:-none}" "$(grep 'hang:' "$T/gone.err" | head -n 4)"
+grep -q "rank 1 (host [^ ]*, pid ${victim:-x}) stopped making progress: .*(its process is gone: no such pid on this host)" "$T/gone.err"
+ok $? "  the report says its process is gone" || why "$(grep 'rank 1' "$T/gone.err" | head -n 3)"
+lost STOP "$T/stopped"
+k=$(kinds "$T/stopped")
+like "$k" '^hang:1 x[12]$' "a rank SIGSTOPped (alive): hang records naming rank 1 ($k)" ||
+    why "victim ${victim:-none}" "$(grep 'hang:' "$T/stopped.err" | head -n 4)"
+grep -q "rank 1 (host [^ ]*, pid ${victim:-x}) stopped making progress: .*(the process is stopped, dead or cut off)" "$T/stopped.err"
+ok $? "  the report does not call it gone" || why "$(grep 'rank 1' "$T/stopped.err" | head -n 3)"
