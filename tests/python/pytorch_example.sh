@@ -153,11 +153,16 @@ ok $? "ckptctl verify: the stop step ${stop1:-?} is committed and good" || why "
 import json, sys
 d = json.load(open(sys.argv[1]))
 r = d["record"]
-objs = r["torch_state"]["objects"]
-ok = (d["world_size"] == 3 and r["step"] == int(sys.argv[2]) and "epoch" in r and "cursor" in r
-      and "torch" in r["rng"] and any(t["name"] == "optim/0/exp_avg" for t in d["tensors"])
-      and {"scheduler", "sampler", "samples_hash"} <= set(objs))
-print("ok" if ok else f"bad: {d}")
+objs = r.get("torch_state", {}).get("objects", {})
+bad = [what for what, good in (
+    (f"world_size {d['world_size']}", d["world_size"] == 3),
+    (f"step {r.get('step')}", r.get("step") == int(sys.argv[2])),
+    ("no epoch or cursor", "epoch" in r and "cursor" in r),
+    ("no torch RNG state", "torch" in r.get("rng", {})),
+    ("no optim/0/exp_avg", any(t["name"] == "optim/0/exp_avg" for t in d["tensors"])),
+    (f"state objects {sorted(objs)}", {"scheduler", "sampler", "samples_hash"} <= set(objs)))
+    if not good]
+print("; ".join(bad) or "ok")
 PYEOF
 is "$(cat "$T/judge1")" ok \
     "ckptctl inspect: 3 shards; step, epoch, cursor, RNG; Adam's moments; scheduler, sampler, samples_hash"
