@@ -79,14 +79,11 @@ def exit_status(failures: Dict[int, Any]) -> int:
     (timestamp, then rank) that is not 75, a signal N as 128 + N."""
     if not failures:
         return EXIT_DONE
-    codes = {r: _code(f.exitcode) for r, f in failures.items()}
-    if all(c == EXIT_REQUEUE for c in codes.values()):
-        return EXIT_REQUEUE
-    order = sorted(failures, key=lambda r: (getattr(failures[r], "timestamp", 0), r))
-    for r in order:
-        if codes[r] != EXIT_REQUEUE:
-            return codes[r]
-    return EXIT_REQUEUE  # not reached
+    for r in sorted(failures, key=lambda r: (getattr(failures[r], "timestamp", 0), r)):
+        code = _code(failures[r].exitcode)
+        if code != EXIT_REQUEUE:
+            return code
+    return EXIT_REQUEUE
 
 
 def _code(exitcode: Optional[int]) -> int:
