@@ -239,10 +239,11 @@ def _parser():
     p.description = ("torchrun (torch.distributed.run) that exits 75 when every worker "
                      "that ended exited 75 and sends USR1, USR2, TERM and INT on to the "
                      "workers.  The options are torchrun's.")
-    p.epilog = ("exit status: 0 every worker exited 0; 75 every worker that ended exited 75 "
-                "(stopped, checkpoint committed: requeue); otherwise the earliest other "
-                "failure's status (128+N: killed by signal N); 2 bad options.  "
-                "docs/python.md, man ftrain-torchrun.")
+    p.epilog = ("exit status: 0 every worker exited 0; 75 every worker that did not exit 0 "
+                "exited 75 (stopped, checkpoint committed: requeue me); otherwise the "
+                "earliest other status of a worker (128+N: killed by signal N); 128+N the "
+                "launcher stopped by signal N (HUP, QUIT); 1 the launch failed "
+                "(rendezvous); 2 bad options.  docs/python.md, man ftrain-torchrun.")
     return p
 
 
