@@ -12,10 +12,12 @@ machinery (its option parser, config_from_args and the elastic launch
 API, launch_agent) with three changes:
 
 * exit status: 0 when every worker exited 0; 75 when every worker that
-  ended exited 75; otherwise the earliest failure's status, a status other
-  than 0 and 75 taking precedence (a worker killed by signal N: 128 + N).
-  The workers the agent itself stopped because another had ended are not
-  counted.  A signal that stopped the launcher itself (HUP, QUIT): 128 + N.
+  did not exit 0 exited 75; otherwise the status of the earliest worker
+  to end with one other than 0 and 75 (ties: the lowest rank; a worker
+  killed by signal N: 128 + N).  The workers the agent itself stopped
+  because another had ended are not counted.  A signal that stopped the
+  launcher itself (HUP, QUIT): 128 + N; a launch that failed (the
+  rendezvous): 1; bad options: 2.
 * signals: USR1, USR2, TERM and INT sent to the launcher are sent on to
   every worker it runs, and the launcher carries on until they end (it
   neither kills them nor stops waiting).  A worker started less than
