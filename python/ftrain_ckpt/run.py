@@ -138,7 +138,6 @@ class _Forwarder:
         self.started = 0.0     # time.monotonic() when the workers started
         self.pending: List[int] = []
         self.stopped: Optional[int] = None  # the first signal, once one came
-        self.lock = threading.Lock()
 
     def install(self) -> None:
         for s in FORWARDED:
