@@ -4,7 +4,8 @@ the ftrain_ckpt binding (docs/python.md).
 
 The workload is what a PyTorch user writes: an MLP fitted to y = sin(2 pi x)
 (ftrain's `--data sine`: 100 training points x = k/99, 99 test points
-between them) with Adam, under DistributedDataParallel on gloo.  The lines
+between them) with Adam and a StepLR schedule, fed by a DataLoader, under
+DistributedDataParallel on gloo.  The lines
 marked "ftrain_ckpt" are what it takes to make it requeue-safe:
 
   * the stop signal (USR1, or FTRAIN_STOP_SIGNAL; TERM and INT too) is
@@ -13,10 +14,13 @@ marked "ftrain_ckpt" are what it takes to make it requeue-safe:
     save one sharded checkpoint together and exit 75;
   * at start it resumes from the newest checkpoint that verifies, in
     --run-dir or FTRAIN_RUN_DIR, on any number of processes: parameters,
-    Adam moments, the data position (the ResumableSampler's global cursor)
-    and RNG state.
+    Adam moments, the LR schedule, the data position (the ResumableSampler's
+    global cursor, which the DataLoader draws from) and RNG state.
 
 Launch (rank and world from the environment):
+  python3 -m ftrain_ckpt.run --nproc_per_node 3 examples/pytorch_ddp.py --run-dir runs/ddp
+      (torchrun that exits 75 after a stop and sends USR1 on to the ranks;
+      plain torchrun exits 1 then, docs/python.md)
   torchrun --redirects 2 --tee 2 --nproc_per_node 3 examples/pytorch_ddp.py --run-dir runs/ddp
       (--redirects 2 --tee 2: Debian 12's torch 1.13 under Python 3.11
       cannot parse their default "0", docs/python.md; other versions run
@@ -40,8 +44,13 @@ to float rounding, not bit for bit.
 
 Output (rank 0 unless said): "world:" lines (every rank: rank, pid),
 "resume:", "train:", progress lines, "checkpoint:", "stop:", and
-"done: step=S epoch=E test_loss=T param_hash=H" (H: the first 16 hex digits
-of the SHA-256 of the parameters' bytes).
+"done: step=S epoch=E samples_hash=D lr=L test_loss=T param_hash=H" (D: the
+first 16 hex digits of a SHA-256 chained over the steps, each step's link
+the ids of the samples the ranks trained on, rank by rank: the global
+batches in the order consumed, the same on any number of processes and
+across stops, since the chain is saved with the checkpoint; L: the last
+learning rate, in full; H: the first 16 hex digits of the SHA-256 of the
+parameters' bytes).
 
 Exit status: 0 finished, 75 stopped on a signal with a committed
 checkpoint (requeue me), 1 a failure, 2 bad options or a refused resume.
@@ -100,6 +109,8 @@ def parse_args():
                     help="samples per step, split over the ranks")
     ap.add_argument("--layers", default="64,64", help="hidden widths")
     ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--lr-step", type=int, default=100, help="StepLR: decay every N steps")
+    ap.add_argument("--lr-gamma", type=float, default=0.9, help="StepLR: by this factor")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
     ap.add_argument("--ckpt-every", type=int, default=0,
@@ -117,8 +128,8 @@ def parse_args():
         a.widths = [int(w) for w in a.layers.split(",") if w]
     except ValueError:
         ap.error(f"--layers: not a list of widths: {a.layers}")
-    if a.steps < 1 or a.global_batch < 1 or any(w < 1 for w in a.widths):
-        ap.error("--steps, --global-batch and --layers must be positive")
+    if a.steps < 1 or a.global_batch < 1 or a.lr_step < 1 or any(w < 1 for w in a.widths):
+        ap.error("--steps, --global-batch, --lr-step and --layers must be positive")
     return a
 
 
@@ -131,6 +142,7 @@ def main():
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.utils.data import DataLoader, TensorDataset
 
     torch.set_num_threads(a.threads)
     torch.use_deterministic_algorithms(True)
@@ -165,19 +177,29 @@ def main():
         prev = w
     model = torch.nn.Sequential(*layers, torch.nn.Linear(prev, 1))
     opt = torch.optim.Adam(model.parameters(), lr=a.lr)
-    config = {"layers": a.widths, "lr": a.lr, "global_batch": a.global_batch,
-              "seed": a.seed, "data": "sine", "activation": "tanh", "optimizer": "adam"}
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=a.lr_step, gamma=a.lr_gamma)
+    config = {"layers": a.widths, "lr": a.lr, "lr_step": a.lr_step, "lr_gamma": a.lr_gamma,
+              "global_batch": a.global_batch, "seed": a.seed, "data": "sine",
+              "activation": "tanh", "optimizer": "adam"}
 
     # ftrain_ckpt: the data order, world-size invariant and resumable: rank r
     # takes the r-th share of each global batch of a permutation that depends
     # on the seed and the epoch only (ftrain's own order for --data sine).
     try:
+        if a.global_batch < world:
+            raise ValueError(f"fewer samples than the {world} ranks")
         sampler = fc.ResumableSampler(n, a.global_batch, seed=a.seed, rank=rank,
                                       world_size=world)
     except ValueError as e:
         if rank == 0:
             print(f"pytorch_ddp: --global-batch {a.global_batch}: {e}", file=sys.stderr)
         leave(EX_USAGE)
+    # Each batch: this rank's share of one global batch (ids, x, y).
+    loader = DataLoader(TensorDataset(torch.arange(n), x, y),
+                        batch_sampler=sampler.batch_sampler())
+    # ftrain_ckpt: what a resume restores besides the model and the optimizer
+    # (objects in place; the plain value samples_hash replaced).
+    state = {"scheduler": sched, "sampler": sampler, "samples_hash": ""}
 
     # ftrain_ckpt: resume from the newest good checkpoint, on any world size.
     root = os.path.join(a.run_dir, "ckpt")
@@ -194,7 +216,7 @@ def main():
                 print(f"pytorch_ddp: resume from {path} refused: options differ: "
                       f"{', '.join(diff)}", file=sys.stderr)
             leave(EX_USAGE)
-        rec = fc.load_state(path, model, opt, state={"sampler": sampler})
+        rec = fc.load_state(path, model, opt, state=state)
         step = saved = rec["step"]
         fc.set_rng_state(rec["rng"])
         say(f"resume: from {path} step {step} (epoch {sampler.epoch}, cursor {sampler.cursor}), "
@@ -212,50 +234,63 @@ def main():
     def save(at):
         """ftrain_ckpt: every rank passes the whole state and writes its slice."""
         t0 = time.perf_counter()
-        rec = {"format": "pytorch_ddp", "version": 2, "step": at, "epoch": sampler.epoch,
+        rec = {"format": "pytorch_ddp", "version": 3, "step": at, "epoch": sampler.epoch,
                "cursor": sampler.cursor, "config": config, "rng": fc.rng_state(),
                "world_size": world, "saved_at": int(time.time())}
-        p = fc.save_state(root, at, model, opt, state={"sampler": sampler}, record=rec,
-                          comm=comm)
+        p = fc.save_state(root, at, model, opt, state=state, record=rec, comm=comm)
         if rank == 0:
             fc.prune(root, a.ckpt_keep, in_use=p)
         say(f"checkpoint: {p} committed in {time.perf_counter() - t0:.3f} s")
         return p
 
-    say(f"train: mlp 1-{'-'.join(map(str, a.widths))}-1 tanh, adam lr {a.lr}, data sine "
+    say(f"train: mlp 1-{'-'.join(map(str, a.widths))}-1 tanh, adam lr {a.lr} "
+        f"(x{a.lr_gamma} every {a.lr_step} steps), data sine "
         f"({n} train / {tx.shape[0]} test), global batch {a.global_batch} over {world} "
         f"rank(s), steps {step} -> {a.steps}, {a.threads} thread(s) per rank")
-    while step < a.steps:
-        take = len(sampler.global_batch_at())  # this step's global batch (the last of an epoch is short)
-        mine = torch.tensor(next(sampler.iter_batches()), dtype=torch.int64)  # this rank's share
-        opt.zero_grad(set_to_none=True)
-        # Sum of this rank's squared errors scaled by world/take: DDP's mean
-        # over the ranks is then the mean over the global batch.
-        loss_sum = ((ddp(x[mine]) - y[mine]) ** 2).sum()
-        (loss_sum * (world / take)).backward()
-        opt.step()
-        step += 1
-        sampler.advance()  # ftrain_ckpt: one global batch consumed
-        if a.step_delay > 0:
-            time.sleep(a.step_delay)
-        if a.log_every and step % a.log_every == 0:
-            s = loss_sum.detach().clone()
-            if world > 1:
-                dist.all_reduce(s)
-            say(f"step {step}/{a.steps} epoch {sampler.epoch} loss {s.item() / take:.6g}")
-        # ftrain_ckpt: one agreed stop step for every rank.
-        stop = guard.check(step)
-        if stop is not None:
-            if stop != step:
-                raise RuntimeError(f"ranks out of step: at {step}, agreed {stop}")
-            save(step)
-            sig, t_sig = guard.stop_signal.name[3:], guard.requested_at
-            say(f"stop: signal {sig} at step {step}: checkpoint committed "
-                f"{time.time() - t_sig:.3f} s after this rank's signal" if t_sig else
-                f"stop: signal {sig} (another rank's) at step {step}: checkpoint committed")
-            leave(fc.EXIT_REQUEUE)
-        if a.ckpt_every and step % a.ckpt_every == 0 and step < a.steps:
-            save(step)
+    def global_ids(ids):
+        """The ids the ranks train on this step, rank by rank: the global batch."""
+        parts = [ids.tolist()]
+        if world > 1:
+            parts = [None] * world
+            dist.all_gather_object(parts, ids.tolist())
+        return [i for part in parts for i in part]
+
+    while step < a.steps:  # epochs: each pass of the loader starts at the sampler's cursor
+        for ids, xb, yb in loader:  # this rank's share of each global batch
+            take = len(sampler.global_batch_at())  # the global batch (an epoch's last is short)
+            opt.zero_grad(set_to_none=True)
+            # Sum of this rank's squared errors scaled by world/take: DDP's
+            # mean over the ranks is then the mean over the global batch.
+            loss_sum = ((ddp(xb) - yb) ** 2).sum()
+            (loss_sum * (world / take)).backward()
+            opt.step()
+            sched.step()
+            step += 1
+            sampler.advance()  # ftrain_ckpt: one global batch consumed
+            link = f"{state['samples_hash']}:{global_ids(ids)}"
+            state["samples_hash"] = hashlib.sha256(link.encode()).hexdigest()
+            if a.step_delay > 0:
+                time.sleep(a.step_delay)
+            if a.log_every and step % a.log_every == 0:
+                s = loss_sum.detach().clone()
+                if world > 1:
+                    dist.all_reduce(s)
+                say(f"step {step}/{a.steps} epoch {sampler.epoch} loss {s.item() / take:.6g}")
+            # ftrain_ckpt: one agreed stop step for every rank.
+            stop = guard.check(step)
+            if stop is not None:
+                if stop != step:
+                    raise RuntimeError(f"ranks out of step: at {step}, agreed {stop}")
+                save(step)
+                sig, t_sig = guard.stop_signal.name[3:], guard.requested_at
+                say(f"stop: signal {sig} at step {step}: checkpoint committed "
+                    f"{time.time() - t_sig:.3f} s after this rank's signal" if t_sig else
+                    f"stop: signal {sig} (another rank's) at step {step}: checkpoint committed")
+                leave(fc.EXIT_REQUEUE)
+            if a.ckpt_every and step % a.ckpt_every == 0 and step < a.steps:
+                save(step)
+            if step == a.steps:
+                break
 
     if saved != step:
         save(step)
@@ -264,7 +299,8 @@ def main():
         h = hashlib.sha256()
         for p in model.parameters():
             h.update(p.detach().numpy().tobytes())
-    say(f"done: step={step} epoch={sampler.epoch} test_loss={test_loss:.6g} param_hash={h.hexdigest()[:16]}")
+    say(f"done: step={step} epoch={sampler.epoch} samples_hash={state['samples_hash'][:16]} "
+        f"lr={sched.get_last_lr()[0]!r} test_loss={test_loss:.9g} param_hash={h.hexdigest()[:16]}")
     leave(fc.EXIT_DONE)
 
 

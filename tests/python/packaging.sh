@@ -13,7 +13,9 @@
 #      installed package, run outside the source tree, finds the library
 #      through FTRAIN_CKPT_LIB and through the dynamic loader
 #      (LD_LIBRARY_PATH), saves and reads back a checkpoint, and without
-#      either says where it looked.
+#      either says where it looked; pip installs the command
+#      ftrain-torchrun (ftrain_ckpt.run), which answers --help and refuses
+#      a call without a script (exit 2).
 #
 # Part 3 skips, saying why, when the python ($PYTHON, default
 # /usr/bin/python3) has no venv or pip module, numpy, or setuptools 61 or
@@ -29,7 +31,7 @@ case $BUILD in /*) bdir=$BUILD ;; *) bdir=$(pwd)/$BUILD ;; esac
     skip_all "$BUILD/libftrain-ckpt.so.2 not built (make $BUILD/libftrain-ckpt.so.2)"
 lib=$bdir/libftrain-ckpt.so.2
 export PYTHONDONTWRITEBYTECODE=1 # no __pycache__ in the source tree
-plan 13
+plan 15
 
 # ---- 1. the version --------------------------------------------------------------
 hv=$(sed -n 's/^#define FTRAIN_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' \
@@ -56,15 +58,15 @@ is "$out" "all typed" "the public functions and methods carry type hints"
 
 # ---- 3. pip install into a venv, offline -----------------------------------------------
 if ! "$PY" -c 'import venv, numpy' 2>/dev/null; then
-    skip_n 9 "pip install" "$PY has no venv module or no numpy (apt-get install python3-venv python3-numpy)"
+    skip_n 11 "pip install" "$PY has no venv module or no numpy (apt-get install python3-venv python3-numpy)"
     exit 0
 fi
 if ! "$PY" -c 'import sys, setuptools; sys.exit(int(setuptools.__version__.split(".")[0]) < 61)' 2>/dev/null; then
-    skip_n 9 "pip install" "$PY has no setuptools 61 or later (apt-get install python3-setuptools)"
+    skip_n 11 "pip install" "$PY has no setuptools 61 or later (apt-get install python3-setuptools)"
     exit 0
 fi
 if ! "$PY" -m venv --system-site-packages "$T/venv" >"$T/venv.out" 2>&1 || [ ! -x "$T/venv/bin/pip" ]; then
-    skip_n 9 "pip install" "python3 -m venv made no venv with pip (apt-get install python3-venv): $(tail -n 1 "$T/venv.out")"
+    skip_n 11 "pip install" "python3 -m venv made no venv with pip (apt-get install python3-venv): $(tail -n 1 "$T/venv.out")"
     exit 0
 fi
 V=$T/venv/bin/python3
@@ -108,3 +110,20 @@ fi
 out=$(cd "$T" && env -u FTRAIN_CKPT_LIB "$V" -c 'import ftrain_ckpt as fc; print(fc.__version__)' 2>&1)
 is "$out" "$hv" "installed: import needs no library (lazy loading)"
 like "$(cat "$T/pip.out")" "Successfully installed ftrain-ckpt-$hv" "pip reports ftrain-ckpt-$hv installed"
+if [ ! -x "$T/venv/bin/ftrain-torchrun" ]; then
+    ok 1 "pip installed the command ftrain-torchrun (no $T/venv/bin/ftrain-torchrun)"
+    ok 1 "ftrain-torchrun without a script"
+elif ! "$V" -c 'import torch.distributed.run' 2>/dev/null; then
+    ok 0 "pip installed the command ftrain-torchrun"
+    skip "ftrain-torchrun --help" "no torch with torch.distributed (apt-get install python3-torch)"
+else
+    out=$(cd "$T" && "$T/venv/bin/ftrain-torchrun" --help 2>&1)
+    like "$(printf '%s\n' "$out" | head -n 1) $(printf '%s\n' "$out" | grep '^exit status:')" \
+        "^usage: ftrain-torchrun .* exit status: 0 every worker exited 0; 75" \
+        "pip installed the command ftrain-torchrun; --help answers"
+    out=$(cd "$T" && "$T/venv/bin/ftrain-torchrun" 2>&1)
+    rc=$?
+    like "$rc $(printf '%s\n' "$out" | tail -n 1)" \
+        "^2 ftrain-torchrun: error: the following arguments are required: training_script" \
+        "ftrain-torchrun without a script: exit 2, saying so"
+fi
