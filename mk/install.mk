@@ -89,11 +89,13 @@ PC_LIBS_RPATH = $(if $(filter 1,$(PC_RPATH)),-Wl$(comma)-rpath$(comma)$${libdir}
 # Every header of include/ftrain is installed (internal ones live beside
 # their sources under src/ and ckpt/).
 INSTALL_HEADERS := $(wildcard include/ftrain/*.h)
-INSTALL_MAN1    := man/ftrain.1 man/ckptctl.1 man/ftrain-supervise.1 man/ftrain-plot.1
+INSTALL_MAN1    := man/ftrain.1 man/ckptctl.1 man/ftrain-supervise.1 man/ftrain-plot.1 \
+                   man/ftrain-torchrun.1
 INSTALL_MAN3    := man/libftrain-ckpt.3
 
 # Every file install writes, without DESTDIR: what uninstall removes.
 INSTALLED := $(BINDIR)/ftrain $(BINDIR)/ckptctl $(BINDIR)/ftrain-supervise $(BINDIR)/ftrain-plot \
+             $(BINDIR)/ftrain-torchrun \
              $(LIBDIR)/$(notdir $(CKPT_SO)) $(LIBDIR)/$(CKPT_SONAME) \
              $(LIBDIR)/libftrain-ckpt.so $(LIBDIR)/libftrain-ckpt.a \
              $(INSTALL_HEADERS:include/%=$(INCLUDEDIR)/%) \
@@ -127,6 +129,10 @@ install: $(BUILD)/ftrain $(BUILD)/ckptctl $(BUILD)/ftrain-supervise $(CKPT_SO) $
 	sed '1s|^#!/usr/bin/env python3$$|#!$(PLOT_PYTHON)|' scripts/ftrain-plot \
 	    >'$(DESTDIR)$(BINDIR)/ftrain-plot'
 	chmod 755 '$(DESTDIR)$(BINDIR)/ftrain-plot'
+	sed -e '1s|^#!/usr/bin/env python3$$|#!$(PLOT_PYTHON)|' \
+	    -e 's|^PACKAGE_DIR = .*|PACKAGE_DIR = "$(PYTHONDIR)"|' scripts/ftrain-torchrun \
+	    >'$(DESTDIR)$(BINDIR)/ftrain-torchrun'
+	chmod 755 '$(DESTDIR)$(BINDIR)/ftrain-torchrun'
 	$(INSTALL) -m 755 $(CKPT_SO) '$(DESTDIR)$(LIBDIR)/'
 	ln -sfn $(notdir $(CKPT_SO)) '$(DESTDIR)$(LIBDIR)/$(CKPT_SONAME)'
 	ln -sfn $(CKPT_SONAME) '$(DESTDIR)$(LIBDIR)/libftrain-ckpt.so'

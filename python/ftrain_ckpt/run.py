@@ -14,7 +14,9 @@ API, launch_agent) with three changes:
 * exit status: 0 when every worker exited 0; 75 when every worker that
   did not exit 0 exited 75; otherwise the status of the earliest worker
   to end with one other than 0 and 75 (ties: the lowest rank; a worker
-  killed by signal N: 128 + N).  The workers the agent itself stopped
+  killed by signal N: the launcher dies of signal N too, so that srun and
+  ftrain-supervise see a task killed by a signal, and a shell's $? is
+  128 + N).  The workers the agent itself stopped
   because another had ended are not counted.  A signal that stopped the
   launcher itself (HUP, QUIT): 128 + N; a launch that failed (the
   rendezvous): 1; bad options: 2.
@@ -79,13 +81,29 @@ def exit_status(failures: Dict[int, Any]) -> int:
     (global rank -> ProcessFailure: exitcode, timestamp; the workers that
     ended non-zero): 0 for none, 75 when all are 75, else the earliest
     (timestamp, then rank) that is not 75, a signal N as 128 + N."""
+    return _deciding(failures)[0]
+
+
+def _deciding(failures: Dict[int, Any]) -> "tuple[int, int]":
+    """(exit status, N): exit_status(), and N > 0 when it comes from a worker
+    killed by signal N (0 otherwise)."""
     if not failures:
-        return EXIT_DONE
+        return EXIT_DONE, 0
     for r in sorted(failures, key=lambda r: (getattr(failures[r], "timestamp", 0), r)):
-        code = _code(failures[r].exitcode)
+        exitcode = failures[r].exitcode
+        code = _code(exitcode)
         if code != EXIT_REQUEUE:
-            return code
-    return EXIT_REQUEUE
+            return code, (-exitcode if exitcode is not None and exitcode < 0 else 0)
+    return EXIT_REQUEUE, 0
+
+
+# Set by main(): the signal that killed the worker whose status the
+# launcher exits with (0: none).  run_main() dies of the same signal, so
+# that srun and ftrain-supervise see a task killed by a signal (a node's
+# or the system's doing: a relaunch) and not a task that exited 128 + N
+# (which they read as the program's own failure).  The shell's $? is
+# 128 + N either way.
+_WORKER_SIGNAL = 0
 
 
 def _code(exitcode: Optional[int]) -> int:
@@ -307,6 +325,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     # A stop signal while torch loads must not kill the launcher: take it
     # now, and send it on once the workers run.
     FORWARDER.install()
+    try:
+        import torch.distributed.run  # noqa: F401  (torchrun's machinery)
+    except ImportError as e:
+        _say(f"error: this launcher is torchrun's machinery and needs PyTorch with "
+             f"torch.distributed, which {sys.executable} cannot import ({e})")
+        return 1
     args = parse(argv)
     import torch.distributed.launcher.api as launcher_api
     from torch.distributed.run import config_from_args
@@ -336,8 +360,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         launcher_api.launch_agent(config, cmd, list(cmd_args))
         status, failures = EXIT_DONE, {}
     except ChildFailedError as e:
+        global _WORKER_SIGNAL
         failures = e.failures
-        status = exit_status(failures)
+        status, _WORKER_SIGNAL = _deciding(failures)
     except SignalException as e:
         sig = signal.Signals(e.sigval)
         _say(f"stopped by {sig.name}: the workers were sent {sig.name}; exit {128 + sig}")
@@ -373,7 +398,30 @@ def run_main() -> None:
             s.flush()
         except Exception:
             pass
+    if _WORKER_SIGNAL:
+        _die_of(_WORKER_SIGNAL)
     os._exit(code)
+
+
+def _die_of(sig: int) -> None:
+    """End this process by signal sig, as the worker it reports on ended
+    (no core file of the launcher's own); returns only if that failed."""
+    try:
+        import resource
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except (ImportError, ValueError, OSError):
+        pass
+    if sig not in (signal.SIGKILL, signal.SIGSTOP):  # these two keep their action
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+        except (OSError, ValueError):
+            pass
+    try:
+        os.kill(os.getpid(), sig)
+        time.sleep(1)
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

@@ -46,11 +46,12 @@ ok "$rc" "make install DESTDIR=... PREFIX=$P (exit $rc)" || why "$(tail -n 20 "$
 ok "$(! grep -Eq -- '( -c | -o |^ar |nvcc)' "$T/make.out"; echo $?)" \
     "  it only copies: nothing is compiled or linked" || why "$(grep -E -- '( -c | -o |^ar )' "$T/make.out" | head -n 5)"
 
-FILES="bin/ftrain bin/ckptctl bin/ftrain-supervise bin/ftrain-plot lib/libftrain-ckpt.so.2.0.0 lib/libftrain-ckpt.a
+FILES="bin/ftrain bin/ckptctl bin/ftrain-supervise bin/ftrain-plot bin/ftrain-torchrun lib/libftrain-ckpt.so.2.0.0 lib/libftrain-ckpt.a
 include/ftrain/ckpt.h include/ftrain/ckpt_local.h include/ftrain/ckpt_stop.h
 include/ftrain/exit_codes.h include/ftrain/version.h
 lib/pkgconfig/ftrain-ckpt.pc share/man/man1/ftrain.1 share/man/man1/ckptctl.1
-share/man/man1/ftrain-supervise.1 share/man/man1/ftrain-plot.1 share/man/man3/libftrain-ckpt.3 share/ftrain/train.sbatch"
+share/man/man1/ftrain-supervise.1 share/man/man1/ftrain-plot.1 share/man/man1/ftrain-torchrun.1
+share/man/man3/libftrain-ckpt.3 share/ftrain/train.sbatch"
 absent=""
 for f in $FILES; do [ -f "$DP/$f" ] && [ ! -L "$DP/$f" ] || absent="$absent $f"; done
 is "$absent" "" "every file is installed under DESTDIR$P"
@@ -71,14 +72,14 @@ like "$(grep '^installed_supervise=' "$DP/share/ftrain/train.sbatch")" "^install
 
 # ---- the manual pages ---------------------------------------------------------
 if command -v man >/dev/null 2>&1; then
-    for page in man1/ftrain.1 man1/ckptctl.1 man1/ftrain-supervise.1 man1/ftrain-plot.1 man3/libftrain-ckpt.3; do
+    for page in man1/ftrain.1 man1/ckptctl.1 man1/ftrain-supervise.1 man1/ftrain-plot.1 man1/ftrain-torchrun.1 man3/libftrain-ckpt.3; do
         MANWIDTH=80 man --warnings -l "$DP/share/man/$page" >"$T/out" 2>"$T/err"
         rc=$?
         ok "$([ "$rc" -eq 0 ] && [ ! -s "$T/err" ] && [ -s "$T/out" ]; echo $?)" \
             "man --warnings -l share/man/$page: renders without a warning" || why "$(head -n 20 "$T/err")"
     done
 else
-    for page in man1/ftrain.1 man1/ckptctl.1 man1/ftrain-supervise.1 man1/ftrain-plot.1 man3/libftrain-ckpt.3; do
+    for page in man1/ftrain.1 man1/ckptctl.1 man1/ftrain-supervise.1 man1/ftrain-plot.1 man1/ftrain-torchrun.1 man3/libftrain-ckpt.3; do
         skip "man --warnings -l share/man/$page" "man is not installed"
     done
 fi
@@ -277,6 +278,18 @@ c = fc.Checkpoint(sys.argv[1]); c.verify(); print(c.step, fc.library_path())' "$
         "  the installed Python package loads the library installed with it (no FTRAIN_CKPT_LIB)" || why "$out"
 else
     skip "the installed Python package finds its library" "/usr/bin/python3 with numpy is not installed"
+fi
+# ftrain-torchrun imports the package installed with it (PYTHONDIR written
+# into it), from anywhere, with no PYTHONPATH.
+if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import torch.distributed.run' 2>/dev/null; then
+    out=$(cd "$T" && env -u PYTHONPATH PYTHONDONTWRITEBYTECODE=1 "$P2/bin/ftrain-torchrun" --help 2>&1)
+    rc=$?
+    ok "$([ "$rc" -eq 0 ] && printf '%s\n' "$out" | grep -q 'ftrain-torchrun' &&
+        grep -q "^PACKAGE_DIR = \"${PYDIR2%/ftrain_ckpt}\"$" "$P2/bin/ftrain-torchrun"; echo $?)" \
+        "  the installed ftrain-torchrun runs from outside the tree with the installed package (exit $rc)" ||
+        why "$out" "$(grep '^PACKAGE_DIR' "$P2/bin/ftrain-torchrun")"
+else
+    skip "the installed ftrain-torchrun runs" "/usr/bin/python3 with torch is not installed"
 fi
 make_here uninstall PREFIX="$P2"
 ok "$([ $? -eq 0 ] && [ -z "$(find "$P2" ! -type d)" ]; echo $?)" "  make uninstall PREFIX=<it> removes it all" ||

@@ -5,7 +5,8 @@
 # ckptctl.1; every option of `ftrain-supervise --help` and every variable
 # it reads is in ftrain-supervise.1; every function the public headers
 # declare is in libftrain-ckpt.3; every option of `ftrain-plot --help` is in
-# ftrain-plot.1; and each page renders without a warning (`man
+# ftrain-plot.1; every option of `ftrain-torchrun --help` is in
+# ftrain-torchrun.1; and each page renders without a warning (`man
 # --warnings`, when man is installed).  tests/house/install.sh renders the
 # installed copies.
 . "$(dirname "$0")/../lib.sh"
@@ -80,15 +81,26 @@ else
     skip_n 2 "ftrain-plot.1 documents the options of ftrain-plot --help" "python3 is not installed"
 fi
 
+# ftrain-torchrun (scripts/ftrain-torchrun, ftrain_ckpt.run) takes
+# torchrun's options (some spelt with _): the page names each of them.
+if [ -n "$PY" ] && "$PY" -c 'import torch.distributed.run' 2>/dev/null; then
+    "$PY" "$SRC/scripts/ftrain-torchrun" --help | grep -o -- '--[a-z][a-z0-9_-]*' | sort -u >"$T/tr-opts"
+    n=$(wc -l <"$T/tr-opts" | tr -d ' ')
+    ok "$([ "$n" -ge 10 ]; echo $?)" "ftrain-torchrun --help lists $n options"
+    is "$(missing "$T/tr-opts" "$MAN/ftrain-torchrun.1")" "" "ftrain-torchrun.1 documents every one"
+else
+    skip_n 2 "ftrain-torchrun.1 documents the options of ftrain-torchrun --help" "python3 with torch is not installed"
+fi
+
 if command -v man >/dev/null 2>&1; then
-    for page in ftrain.1 ckptctl.1 ftrain-supervise.1 ftrain-plot.1 libftrain-ckpt.3; do
+    for page in ftrain.1 ckptctl.1 ftrain-supervise.1 ftrain-plot.1 ftrain-torchrun.1 libftrain-ckpt.3; do
         MANWIDTH=80 man --warnings -l "$MAN/$page" >"$T/out" 2>"$T/err"
         rc=$?
         ok "$([ "$rc" -eq 0 ] && [ ! -s "$T/err" ] && [ -s "$T/out" ]; echo $?)" \
             "man --warnings -l $page: renders, no warning (exit $rc)" || why "$(head -n 20 "$T/err")"
     done
 else
-    for page in ftrain.1 ckptctl.1 ftrain-supervise.1 ftrain-plot.1 libftrain-ckpt.3; do
+    for page in ftrain.1 ckptctl.1 ftrain-supervise.1 ftrain-plot.1 ftrain-torchrun.1 libftrain-ckpt.3; do
         skip "man --warnings -l $page" "man is not installed"
     done
 fi

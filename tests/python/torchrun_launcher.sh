@@ -131,6 +131,13 @@ MODE=exit:0,-9 ftr e9 $(local_args) --nproc_per_node 2 "$W"
 ftr_wait
 is "$rc" 137 "a worker killed by SIGKILL: exit 128 + 9" || why "$(tail -n 20 "$T/e9.out")"
 like "$(says e9)" "worker rank 1 .* was killed by SIGKILL" "the launcher says which signal"
+# ...and dies of that signal itself: srun and ftrain-supervise then see a
+# task killed by a signal (a relaunch), not a program that exited 137.
+# shellcheck disable=SC2046
+MODE=exit:0,-9 timeout -k 5 90 "$PY" -c 'import subprocess, sys
+print(subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode)' \
+    "$PY" -m ftrain_ckpt.run $(local_args) --nproc_per_node 2 "$W" >"$T/e9sig" 2>&1
+is "$(cat "$T/e9sig")" -9 "  the launcher itself ends by SIGKILL (a parent's wait sees the signal, not exit 137)"
 out=$("$PY" - 2>&1 <<'EOF'
 from types import SimpleNamespace as F
 from ftrain_ckpt.run import exit_status, first_node
@@ -152,9 +159,15 @@ is "$out" "no torch 0 75 3 3 4 143 n1 a1 gpu07 x" \
 # USR1 at once: the launcher is importing torch; the workers, once started,
 # take 1.5 s to install their handlers (an early USR1 would kill them).
 # shellcheck disable=SC2046
+# catches_usr1 PIDFILE: the process has a handler for SIGUSR1 (SigCgt bit
+# 9): the launcher took the signal, and sending it now tests the hold, not
+# how fast Python starts on a loaded machine.
+catches_usr1() {
+    _cu=$(sed -n 's/^SigCgt:[[:space:]]*//p' "/proc/$(cat "$1" 2>/dev/null)/status" 2>/dev/null)
+    [ -n "$_cu" ] && [ $((0x$_cu & 0x200)) -ne 0 ]
+}
 MODE=wait LATE=1.5 ftr u1 $(local_args) --nproc_per_node 2 "$W"
-if wait_for 20 test -s "$T/u1.pid"; then
-    sleep 0.2
+if wait_for 20 catches_usr1 "$T/u1.pid"; then
     kill -USR1 "$(cat "$T/u1.pid")"
 fi
 ftr_wait
