@@ -601,7 +601,8 @@ class LocalTier:
                 rc = lib.ckpt_shard_check(data.ctypes.data, data.size, int(sh["xxh64"], 16),
                                           step, s)
                 out[s] = None if rc == OK else \
-                    f"{path}: {lib.ckpt_last_error().decode('utf-8', 'replace')}"
+                    f"{path} does not hash to the manifest's xxh64 (ckpt_shard_check: " \
+                    f"{lib.ckpt_last_error().decode('utf-8', 'replace')})"
             except OSError as e:
                 out[s] = f"{path}: {e}"
         return out

@@ -158,7 +158,7 @@ wait_all
 is "$rcs" 0 "damaged copy: node a alone (2 ranks) ran, exit 0" || why "$(tail -n 30 "$T/L2.out")"
 [ -f "$W/res-restore.txt" ] && mv "$W/res-restore.txt" "$W/res-damaged.txt"
 results "$W/res-damaged.txt" "damaged copy"
-like "$(cat "$T/L2.out")" "local step 6 cannot be restored: shard 2 of step 6 has no good copy on the nodes now running \\(damaged: a: .*dmg/a/step-00000006/shard-2.ftsh" \
+like "$(cat "$T/L2.out")" "local step 6 cannot be restored: shard 2 of step 6 has no good copy on the nodes now running \\(damaged: a: .*dmg/a/step-00000006/shard-2.ftsh does not hash to the manifest" \
     "damaged copy: detected, named, and never loaded"
 like "$(cat "$T/L2.out")" "resuming from the shared tier: .*run/ckpt/step-00000004" \
     "damaged copy: the restore falls back to the shared tier's step 4, saying so"
