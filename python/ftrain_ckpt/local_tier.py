@@ -379,7 +379,7 @@ class LocalTier:
                 except OSError:
                     pass
         self._agree("LocalTier", exc)
-        if self.nnodes == 1 and self.size >= 1:
+        if self.nnodes == 1:
             self._log(f"one node ({self.node}) in this world: no partner copies are made, so a "
                       f"lost node loses its local checkpoints (the shared tier's stay)")
 
