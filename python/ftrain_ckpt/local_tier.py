@@ -733,12 +733,18 @@ class LocalTier:
             except OSError as e:
                 exc = e
         self._agree(f"assembling step {step}", exc)
+        for j in range(self.nnodes):
+            for s, why in sorted(bad[j].items()):
+                self._log(f"step {step}: the copy of shard {s} on {self.hosts[j]} is damaged, "
+                          f"never used: {why}")
         where = []
-        for k in range(self.nnodes):
-            mine = sorted(good[k] if k in dests else
-                          {s for s, j, _ in plan if j == k})
-            if mine:
-                where.append(f"shards {_ranges(mine)} on {self.hosts[k]}")
+        for k in sorted(dests):
+            parts = [f"shards {_ranges(good[k])} its own"] if good[k] else []
+            for j in range(self.nnodes):
+                got = [s for s, src, dst in plan if src == j and dst == k]
+                if got:
+                    parts.append(f"shards {_ranges(got)} from {self.hosts[j]}")
+            where.append(f"{self.hosts[k]}: " + ", ".join(parts))
         return True, (path if mine_dest else None), "; ".join(where)
 
     # ---- restore ----------------------------------------------------------------

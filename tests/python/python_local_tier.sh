@@ -18,7 +18,9 @@
 #      copy of step 6 damaged (a flipped byte): node a alone (2 ranks, one
 #      node) finds the damage, never loads it, and resumes from the shared
 #      tier's step 4, saying why; its damaged local step 6 is dropped.
-#   3. node a (1 rank) and a new node c (1 rank, empty root): step 6 from
+#   3. copies of a's and b's roots, a's copy of shard 2 damaged: nodes a and b
+#      (1 rank each) restore step 6, a reading shard 2 from b, saying why.
+#   4. node a (1 rank) and a new node c (1 rank, empty root): step 6 from
 #      a's own shards and b's partner copies, c getting every shard from a;
 #      every tensor equals step 6 as saved on 4 ranks, bit for bit; then
 #      training goes on to step 8, saved and flushed on the new world.
@@ -147,6 +149,11 @@ ok $? "flush: ckptctl verify accepts the shared tier" || why "$(cat "$T/verify-r
 is "$(cd "$W/run/ckpt" && ls -d step-* | tr '\n' ' ')" "step-00000004 " \
     "flush: every 2nd local save (step 4) is in the shared tier, one commit, no other"
 
+# Copies of both roots for part 3, one partner copy on a damaged.
+mkdir -p "$W/two"
+cp -a "$W/local/a" "$W/local/b" "$W/two/"
+flip "$W/two/a/step-00000006/shard-2.ftsh"
+
 # ---- 2. node b lost; a damaged partner copy: back to the shared tier ---------
 rm -rf "$W/local/b"
 mkdir -p "$W/dmg"
@@ -166,7 +173,21 @@ is "$(grep -c 'no partner copies' "$T/L2.out")" 1 "one node: no partner copies, 
 is "$(cd "$W/dmg/a" && ls -d step-* .restore 2>/dev/null | tr '\n' ' ')" "step-00000004 " \
     "damaged copy: after the resume from step 4 the node dropped its local step 6"
 
-# ---- 3. node a and a new node c restore step 6 on 2 ranks, then train on ------
+# ---- 3. a damaged copy on a, a good one on b: b's is used --------------------
+port=$(free_port)
+node L4a a 0 2 1 "$port" restore "$W" "$W/two/%n" local 6
+node L4b b 1 2 1 "$port" restore "$W" "$W/two/%n" local 6
+wait_all
+is "$rcs" "0 0" "good copy elsewhere: nodes a and b, 1 rank each, exit 0" ||
+    why "$(tail -n 30 "$T/L4a.out")" "$(tail -n 30 "$T/L4b.out")"
+[ -f "$W/res-restore.txt" ] && mv "$W/res-restore.txt" "$W/res-elsewhere.txt"
+results "$W/res-elsewhere.txt" "good copy elsewhere"
+like "$(cat "$T/L4a.out")" "step 6: the copy of shard 2 on a is damaged, never used: .*two/a/step-00000006/shard-2.ftsh does not hash" \
+    "good copy elsewhere: a's damaged copy is named and not used"
+like "$(cat "$T/L4a.out")" "resuming from local step 6 \\(a: shards 0-1,3 its own, shards 2 from b; b: shards 0-3 its own\\)" \
+    "good copy elsewhere: a reads shard 2 from b, the rest from its own copies"
+
+# ---- 4. node a and a new node c restore step 6 on 2 ranks, then train on ------
 port=$(free_port)
 node L3a a 0 2 1 "$port" restore "$W" "$W/local/%n" local 6 8
 node L3c c 1 2 1 "$port" restore "$W" "$W/local/%n" local 6 8
@@ -175,8 +196,8 @@ is "$rcs" "0 0" "restore: nodes a and c, 1 rank each, exit 0" ||
     why "$(tail -n 30 "$T/L3a.out")" "$(tail -n 30 "$T/L3c.out")"
 [ -f "$W/res-restore.txt" ] && mv "$W/res-restore.txt" "$W/res-fewer.txt"
 results "$W/res-fewer.txt" "restore on 2"
-like "$(cat "$T/L3a.out")" "resuming from local step 6 \\(shards 0-3 on a\\), newer than the shared tier's step 4" \
-    "restore: local step 6 from a's shards and b's partner copies, all read on a"
+like "$(cat "$T/L3a.out")" "resuming from local step 6 \\(a: shards 0-3 its own; c: shards 0-3 from a\\), newer than the shared tier's step 4" \
+    "restore: local step 6 from a's shards and b's partner copies, c getting them all from a"
 "$bdir/ckptctl" verify "$W/run/ckpt/step-00000008" >"$T/verify-8" 2>&1
 ok $? "flush on the new world: ckptctl verify accepts the shared step 8" || why "$(cat "$T/verify-8")"
 for n in a c; do
