@@ -509,7 +509,7 @@ class LocalTier:
             if self.partner >= 0:
                 own = _read_bytes(os.path.join(self.root, ".tmp-" + _ck.step_dirname(step),
                                                f"shard-{self.rank}.ftsh"), info.file_bytes)
-        except (TypeError, ValueError, OSError, CkptError) as e:
+        except Exception as e:  # noqa: BLE001 (this rank still votes: the others wait)
             exc = e
         mine = None if info is None else (info.raw_offset, info.raw_bytes, info.file_bytes,
                                          info.xxh64, info.table_xxh64, info.nframes, info.flags)
@@ -531,7 +531,7 @@ class LocalTier:
                 for src, data in zip(self.srcs, got):
                     check(lib.ckpt_shard_put(_ck._fs(self.root), step, src, data.ctypes.data,
                                              data.size, infos[src][3]), "ckpt_shard_put")
-            except (OSError, CkptError, RuntimeError) as e:
+            except Exception as e:  # noqa: BLE001 (voted below)
                 exc = e
         own = None
         # Rank 0's record seals every node's directory.
@@ -618,8 +618,9 @@ class LocalTier:
             return False, None, f"no node now running holds step {step}"
         keys = {rep[step][0] for rep in reports.values() if step in rep}
         if len(keys) > 1:
-            return False, None, (f"the nodes' manifests of step {step} differ (two different "
-                          f"checkpoints of one step number): neither is trusted")
+            return False, None, (f"the nodes' manifests of step {step} differ (two "
+                                 f"different checkpoints of one step number): neither is "
+                                 f"trusted")
         first = self.leaders[min(holders)]
         text = None
         if self.rank == first:
@@ -631,14 +632,15 @@ class LocalTier:
                 self._log(f"cannot read the manifest of step {step}: {e}")
         text = self._g.bcast(text, first)
         if not text:
-            return False, None, f"the manifest of step {step} cannot be read on node {self.hosts[min(holders)]}"
+            return False, None, (f"the manifest of step {step} cannot be read on node "
+                                 f"{self.hosts[min(holders)]}")
         man = json.loads(text)
         nshards = len(man["shards"])
         everything = set(range(nshards))
         absent = everything - set().union(*holders.values())
         if absent:
-            return False, None, (f"shards {_ranges(absent)} of step {step} are held by no node now "
-                          f"running")
+            return False, None, (f"shards {_ranges(absent)} of step {step} are held by no "
+                                 f"node now running")
         # Round 1: the dest nodes check their own copies; round 2: the other
         # nodes check the copies the dest nodes lack.
         good = {k: set() for k in range(self.nnodes)}
@@ -646,8 +648,12 @@ class LocalTier:
 
         def check_round(task):
             shards = task.get(self.my_node, set())
-            res = self._verify_share(step, man, shards) if shards else {}
-            for r, res_r in enumerate(self._agree(f"checking step {step}", None, res)):
+            res, exc = {}, None
+            try:
+                res = self._verify_share(step, man, shards) if shards else {}
+            except Exception as e:  # noqa: BLE001 (voted: every rank raises)
+                exc = e
+            for r, res_r in enumerate(self._agree(f"checking step {step}", exc, res)):
                 for s, why in res_r.items():
                     if why is None:
                         good[self.node_of[r]].add(s)
@@ -671,8 +677,9 @@ class LocalTier:
                 if not srcs:
                     damaged = [f"{self.hosts[j]}: {bad[j][s]}" for j in range(self.nnodes)
                                if s in bad[j]]
-                    return False, None, (f"shard {s} of step {step} has no good copy on the nodes "
-                                  f"now running (damaged: {'; '.join(damaged)})")
+                    return False, None, (f"shard {s} of step {step} has no good copy on the "
+                                         f"nodes now running (damaged: "
+                                         f"{'; '.join(damaged)})")
                 j = min(srcs, key=lambda x: (load[x], x))
                 load[j] += 1
                 plan.append((s, j, k))
@@ -708,7 +715,7 @@ class LocalTier:
                         os.link(src, dst)
                     except OSError:
                         shutil.copyfile(src, dst)
-        except OSError as e:
+        except Exception as e:  # noqa: BLE001 (voted below)
             exc = e
         self._agree(f"preparing step {step}", exc)
         exc = None
@@ -720,7 +727,7 @@ class LocalTier:
             for (src, _tag, s), data in zip(recvs, got):
                 check(lib.ckpt_shard_put(_ck._fs(base), step, s, data.ctypes.data, data.size,
                                          int(man["shards"][s]["xxh64"], 16)), "ckpt_shard_put")
-        except (OSError, CkptError, RuntimeError) as e:
+        except Exception as e:  # noqa: BLE001 (voted below)
             exc = e
         self._agree(f"moving the shards of step {step}", exc)
         exc = None
@@ -824,7 +831,7 @@ class LocalTier:
         try:
             record = _ts.load_state(path, model, optimizer, state=state, extra=extra,
                                     strict=strict)
-        except (ValueError, TypeError, OSError, CkptError) as e:
+        except Exception as e:  # noqa: BLE001 (voted below)
             exc = e
         self.release()
         self._agree(f"loading {path}", exc)
