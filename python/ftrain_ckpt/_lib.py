@@ -183,6 +183,20 @@ _API = {
     "ckpt_prune": (_c.c_int, [_str, _c.c_int, _str, _P(_c.c_int)]),
     "ckpt_prune_keep_good": (_c.c_int, [_str, _c.c_int, _str, _P(_c.c_int), _c.c_char_p,
                                         _c.c_size_t]),
+    # The node-local tier (include/ftrain/ckpt_local.h; local_tier.py).
+    # ckpt_local_scan's array is ckpt_local_step_t, local_tier.LocalStep.
+    "ckpt_shard_put": (_c.c_int, [_str, _c.c_uint64, _c.c_int, _vp, _c.c_uint64,
+                                  _c.c_uint64]),
+    "ckpt_shard_check": (_c.c_int, [_vp, _c.c_uint64, _c.c_uint64, _c.c_uint64, _c.c_int]),
+    "ckpt_local_seal": (_c.c_int, [_str, _c.c_uint64, _P(Tensor), _c.c_size_t, _str,
+                                   _P(Opts), _P(ShardInfo), _c.c_int, _c.c_int,
+                                   _P(_c.c_int)]),
+    "ckpt_local_scan": (_c.c_int, [_str, _P(_vp), _P(_c.c_size_t)]),
+    "ckpt_local_scan_free": (None, [_vp, _c.c_size_t]),
+    "ckpt_local_verify": (_c.c_int, [_str, _P(_c.c_int)]),
+    "ckpt_local_flush": (_c.c_int, [_P(_str), _c.c_size_t, _c.c_uint64, _str, _c.c_char_p,
+                                    _c.c_size_t]),
+    "ckpt_local_drop_after": (_c.c_int, [_str, _c.c_uint64, _P(_c.c_int)]),
 }
 # The stop path (include/ftrain/ckpt_stop.h): optional, so that a library
 # built before it still serves checkpoints; StopGuard says what is missing.

@@ -273,17 +273,21 @@ def checkpoint_root(path: PathArg) -> str:
 
 
 def resume_point(path: PathArg, on_skip: Optional[Callable[[str, str], None]] = None, *,
-                 comm: Optional[Comm] = None) -> Optional[str]:
+                 comm: Optional[Comm] = None, local: Any = None) -> Optional[str]:
     """Where to resume from: the newest checkpoint that fully verifies under
     ``path`` (a run directory, standing for its ckpt/, or a checkpoint
     root), or None for a fresh run (``path`` missing, empty, or holding no
     checkpoint).  Never raises for a fresh run; CorruptError when
     checkpoints exist and none of them verifies (resuming from scratch
     would throw the run away: move them aside with ckptctl first).
-    Collective like latest_good()."""
+    Collective like latest_good().  With ``local`` (a LocalTier, over its
+    own comm), a newer node-local step the nodes hold between them wins:
+    LocalTier.resume_point(path)."""
     if path is None:
         raise TypeError("resume_point: the path is None, not a run directory or "
                         "checkpoint root")
+    if local is not None:
+        return local.resume_point(path, on_skip)
     root = checkpoint_root(path)
     c = _comm.resolve(comm)
     if c.size == 1 and not os.path.isdir(root):
