@@ -67,6 +67,7 @@ _LAZY = {
     "torch_state": ("save_state", "load_state", "state_tensors", "rng_state",
                     "set_rng_state"),
     "sampler": ("ResumableSampler",),
+    "watchdog": ("Watchdog", "EXIT_HANG", "parse_heartbeat"),
 }
 _WHERE = {name: mod for mod, names in _LAZY.items() for name in names}
 
