@@ -243,34 +243,34 @@ wd.close()
 check("a stop_requested that raises changes nothing (no false hang, the thread lives)",
       not hangs and alive_thread, hangs)
 
+# The child waits in its phase for a line on stdin (no clock: a sleep's
+# deadline would pass while it is stopped, and it would mark progress first).
 child = subprocess.Popen([sys.executable, "-c", """
 import sys, time
 sys.path.insert(0, sys.argv[1])
 import ftrain_ckpt as fc
-wd = fc.Watchdog(sys.argv[2], timeout=1.0, on_hang=lambda r, rec: print("HANG", r, flush=True))
+wd = fc.Watchdog(sys.argv[2], timeout=1.5, on_hang=lambda r, rec: print("HANG", r, flush=True))
+wd.phase(1, "compute")
 print("ready", flush=True)
-end = time.monotonic() + 4
-s = 0
-while time.monotonic() < end:
-    s += 1
-    with wd.step(s):
-        time.sleep(0.05)
+sys.stdin.readline()
+wd.phase(2, "compute")
+time.sleep(0.3)
 wd.close()
 print("done", flush=True)
 """, os.path.join(HERE, "..", "..", "python"), os.path.join(WORK, "suspend")],
-    stdout=subprocess.PIPE, text=True)
+    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 ready = child.stdout.readline()
-time.sleep(0.5)
 child.send_signal(signal.SIGSTOP)
-time.sleep(2.5)
+time.sleep(3)
 child.send_signal(signal.SIGCONT)
+time.sleep(0.5)
 try:
-    out, _ = child.communicate(timeout=30)
+    out, _ = child.communicate("go\n", timeout=30)
 except subprocess.TimeoutExpired:
     child.kill()
     out = "(timed out)"
-check("a process suspended (SIGSTOP 2.5 s, timeout 1 s) is not a hang once it runs again",
-      ready == "ready\n" and out == "done\n" and child.returncode == 0,
+check("a process suspended (SIGSTOP 3 s in a phase, timeout 1.5 s) is not a hang once it runs "
+      "again", ready == "ready\n" and out == "done\n" and child.returncode == 0,
       f"rc {child.returncode}: {ready!r} {out!r}")
 
 # ---- 5. bad input ------------------------------------------------------------------------
