@@ -448,6 +448,11 @@ class Watchdog:
         self.record: Optional[Dict[str, Any]] = None
         self.report: Optional[str] = None
 
+        # An earlier launch's heartbeats (as ftrain's rank 0 reads them at
+        # its start): what they say, then they go.
+        self.leftovers: Optional[Dict[str, Any]] = None
+        if self.heartbeat_dir is not None and rank == 0:
+            self.leftovers = self._take_leftovers()
         if self.heartbeat_dir is not None:
             try:
                 os.makedirs(self.heartbeat_dir, exist_ok=True)
@@ -457,6 +462,49 @@ class Watchdog:
                               f"'{self.heartbeat_dir}': {e.strerror or e}") from e
         self._thread = threading.Thread(target=self._run, name="ftrain-watchdog", daemon=True)
         self._thread.start()
+
+    def _take_leftovers(self) -> Optional[Dict[str, Any]]:
+        """Read, then remove, the heartbeats of another launch (another
+        token) in the folder, as watchdog_leftovers does: None when there
+        are none, else {"ranks", "step_done" (the furthest step a rank had
+        finished), "first_silent", "last_silent" (the earliest and latest
+        last heartbeat, wall clock: when the first rank stopped, and about
+        when that launch ended), "first_rank", "first_pid", "first_host"
+        (the rank that went silent first)}."""
+        try:
+            names = os.listdir(self.heartbeat_dir)
+        except OSError:
+            return None
+        out: Optional[Dict[str, Any]] = None
+        for name in sorted(names):
+            if not name.startswith("rank-") or ".new" in name:
+                continue
+            path = os.path.join(self.heartbeat_dir, name)
+            try:
+                with open(path, "r", encoding="ascii", errors="replace") as f:
+                    fields = parse_heartbeat(f.readline(511))
+                when = os.stat(path).st_mtime
+            except OSError:
+                continue
+            if fields is not None and fields["token"] == self.token:
+                continue  # this launch's own
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            if fields is None:
+                continue
+            p, st = fields["phase"], fields["step"]
+            done = st - 1 if _COMPUTE <= p <= _REDUCE else st
+            if out is None:
+                out = {"ranks": 0, "step_done": done, "first_silent": when, "last_silent": when,
+                       "first_rank": fields["rank"], "first_pid": fields["pid"],
+                       "first_host": fields["host"]}
+            out["ranks"] += 1
+            out["step_done"] = max(out["step_done"], done)
+            if when < out["first_silent"]:
+                out.update(first_silent=when, first_rank=fields["rank"], first_pid=fields["pid"],
+                           first_host=fields["host"])
+            out["last_silent"] = max(out["last_silent"], when)
+        return out
 
     # ---- torch.distributed -----------------------------------------------------
 

@@ -12,7 +12,8 @@ check; exits 0 when it ran to its end.
    environment (failure_launch_from_env's rules) and the record's name.
 2. A live watchdog: its heartbeat is there at once and follows the marks
    within a beat period; a heartbeat folder removed under it comes back;
-   close() removes the file and the folder.
+   close() removes the file and the folder; an earlier launch's heartbeats
+   are read and removed (rank 0).
 3. The diagnosis, five runs at once (timeout 1 s; peers faked): a peer
    whose heartbeat stopped with its process alive -> "hang" naming it; the
    same with its pid gone -> "peer_lost"; gone but on another host ->
@@ -39,7 +40,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 import ftrain_ckpt as fc  # noqa: E402
 from ftrain_ckpt import watchdog as W  # noqa: E402
 
-PLAN = 33
+PLAN = 34
 from checks import check, raises, results  # noqa: E402  (tests/python/checks.py)
 
 WORK = sys.argv[1]
@@ -121,6 +122,21 @@ check("a heartbeat folder removed under it comes back", os.path.exists(hb), os.l
 wd.close()
 check("close(): the heartbeat and its folder are removed (a clean end)",
       not os.path.exists(os.path.dirname(hb)), os.listdir(run))
+old = os.path.join(WORK, "old")
+for r, step, phase, age in ((0, 9, 6, 5), (1, 9, 5, 20), (2, 8, 8, 10)):
+    os.makedirs(os.path.join(old, "heartbeat"), exist_ok=True)
+    f = os.path.join(old, "heartbeat", f"rank-{r}")
+    with open(f, "w") as fh:
+        fh.write(W.heartbeat_line(99, r, 1000 + r, 5, phase, step, 0.0, f"n{r}"))
+    os.utime(f, (time.time() - age, time.time() - age))
+wd = fc.Watchdog(old, timeout=30)
+left, files = wd.leftovers, sorted(os.listdir(os.path.join(old, "heartbeat")))
+wd.close()
+check("rank 0 reads an earlier launch's heartbeats (watchdog_leftovers' rules), then removes them",
+      left is not None and files == ["rank-0"]
+      and {k: left[k] for k in ("ranks", "step_done", "first_rank", "first_pid", "first_host")}
+      == {"ranks": 3, "step_done": 9, "first_rank": 1, "first_pid": 1001, "first_host": "n1"},
+      f"{left} {files}")
 with fc.Watchdog(os.path.join(WORK, "ctx"), timeout=30) as wd2:
     wd2.phase(1, "compute")
 check("a with-block closes it cleanly", not os.path.exists(os.path.join(WORK, "ctx", "heartbeat")),
