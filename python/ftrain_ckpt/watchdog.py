@@ -37,7 +37,6 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import contextlib
-import errno
 import hashlib
 import json
 import math

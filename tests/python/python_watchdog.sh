@@ -104,8 +104,12 @@ all_files() { # PREFIX N: PREFIX-0 .. PREFIX-(N-1) exist
         _i=$((_i + 1))
     done
 }
-records() { # RUN N: RUN/failures holds N records
-    [ "$(ls "$1/failures" 2>/dev/null | grep -c '\.json$')" -ge "$2" ]
+records() { # RUN N: RUN/failures holds at least N records
+    _n=0
+    for _f in "$1"/failures/*.json; do
+        [ -f "$_f" ] && _n=$((_n + 1))
+    done
+    [ "$_n" -ge "$2" ]
 }
 both_ended() { # W: rc-0 and rc-2 written
     [ -s "$1/rc-0" ] && [ -s "$1/rc-2" ]
@@ -119,6 +123,7 @@ torchrun_bg() {
     _run=$1 _w=$2
     shift 2
     mkdir -p "$_w"
+    # shellcheck disable=SC2016 # the sh -c script expands its own
     WD_W=$_w GLOO_SOCKET_IFNAME=lo timeout -k 5 150 "$PY" -m torch.distributed.run --nnodes 1 \
         --nproc_per_node 3 --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$(free_port)" \
         --monitor_interval 1 --redirects 2 --tee 2 --log_dir "$_w/logs" --no_python sh -c \

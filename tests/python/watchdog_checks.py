@@ -28,7 +28,6 @@ check; exits 0 when it ran to its end.
 """
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
