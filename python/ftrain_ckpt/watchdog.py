@@ -610,10 +610,11 @@ class Watchdog:
                 return
             self._closed = True
         self._stop.set()
-        if self._verdict.is_set():
+        inside = threading.current_thread() is self._thread  # from on_hang
+        if not inside:
             self._await_verdict()
-        self._thread.join(timeout=2.0 + TICK_S)
-        if clean and self.heartbeat_path is not None and not self._thread.is_alive():
+            self._thread.join(timeout=2.0 + TICK_S)
+        if clean and self.heartbeat_path is not None and (inside or not self._thread.is_alive()):
             with contextlib.suppress(OSError):
                 os.unlink(self.heartbeat_path)
             with contextlib.suppress(OSError):
@@ -628,7 +629,7 @@ class Watchdog:
         self.close(clean=kind is None)
 
     def _await_verdict(self) -> None:
-        if self._verdict.is_set():
+        if self._verdict.is_set() and threading.current_thread() is not self._thread:
             self._verdict_done.wait(self.look_s + 2 * RECORD_WAIT_S + 1.0)
 
     # ---- heartbeats ---------------------------------------------------------------
