@@ -210,6 +210,11 @@ $(BUILD)/tests/supervise/%.t: $(BUILD)/tests/supervise/%.o $(BUILD)/libsupervise
 $(BUILD)/tests/tools/%: tests/tools/%.c $(BUILD)/libckpt.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests $(filter %.c %.a,$^) -o $@ $(LDLIBS_CKPT) -lm
+# run_facts reads a run directory with ftrain's own readers (heartbeats,
+# failure records): it links the supervisor's and src/fault's.
+$(BUILD)/tests/tools/run_facts: tests/tools/run_facts.c $(BUILD)/libsupervise.a $(BUILD)/libftrain.a $(BUILD)/libckpt.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -I. -Isrc -Itests $(filter %.c %.a,$^) -o $@ $(LDLIBS_FTRAIN) $(LDLIBS_CKPT) -lm
 
 # LD_PRELOAD shims the tests use for fault injection (never sanitized:
 # they replace the allocator).

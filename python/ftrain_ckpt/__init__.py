@@ -68,6 +68,7 @@ _LAZY = {
                     "set_rng_state"),
     "sampler": ("ResumableSampler",),
     "local_tier": ("LocalTier", "node_name"),
+    "watchdog": ("Watchdog", "EXIT_HANG", "parse_heartbeat"),
 }
 _WHERE = {name: mod for mod, names in _LAZY.items() for name in names}
 

@@ -50,7 +50,8 @@ names = ["save", "write_shard", "latest_good", "resume_point", "checkpoint_root"
          "exit_now", "hold_stop_signals", "parse_signal"]
 bare = [n for n in names if inspect.signature(getattr(fc, n)).return_annotation is inspect.Signature.empty]
 for cls, meths in ((fc.Checkpoint, ["read", "read_slice", "read_range", "verify", "close"]),
-                   (fc.StopGuard, ["check"])):
+                   (fc.StopGuard, ["check"]),
+                   (fc.Watchdog, ["phase", "step", "where", "close"])):
     bare += [f"{cls.__name__}.{m}" for m in meths
              if inspect.signature(getattr(cls, m)).return_annotation is inspect.Signature.empty]
 print(" ".join(bare) or "all typed")' 2>&1)
@@ -107,8 +108,8 @@ except fc.LibraryNotFoundError as e:
     like "$out" "cannot load libftrain-ckpt.so.2; tried: .*FTRAIN_CKPT_LIB to its path" \
         "installed, no library: LibraryNotFoundError says where it looked and what to do"
 fi
-out=$(cd "$T" && env -u FTRAIN_CKPT_LIB "$V" -c 'import ftrain_ckpt as fc; print(fc.__version__)' 2>&1)
-is "$out" "$hv" "installed: import needs no library (lazy loading)"
+out=$(cd "$T" && env -u FTRAIN_CKPT_LIB "$V" -c 'import ftrain_ckpt as fc; print(fc.__version__, fc.EXIT_HANG, fc.Watchdog.__module__)' 2>&1)
+is "$out" "$hv 76 ftrain_ckpt.watchdog" "installed: import needs no library (lazy loading); the watchdog is there and needs none either"
 like "$(cat "$T/pip.out")" "Successfully installed ftrain-ckpt-$hv" "pip reports ftrain-ckpt-$hv installed"
 if [ ! -x "$T/venv/bin/ftrain-torchrun" ]; then
     ok 1 "pip installed the command ftrain-torchrun (no $T/venv/bin/ftrain-torchrun)"
