@@ -69,8 +69,8 @@ import datetime  # noqa: E402
 import hashlib  # noqa: E402
 import math  # noqa: E402
 import re  # noqa: E402
-import socket  # noqa: E402
 import time  # noqa: E402
+import traceback  # noqa: E402
 
 EX_USAGE = 2
 
@@ -121,6 +121,15 @@ def parse_args():
                     help="sleep this many seconds after each step (tests, demos)")
     ap.add_argument("--timeout", type=float, default=300,
                     help="seconds a collective may wait for a peer")
+    ap.add_argument("--local-root", help="the node-local tier: each node's directory "
+                    "(%%n: the node's name); none: no local tier")
+    ap.add_argument("--local-every", type=int, default=10,
+                    help="a local save (with partner copies) every N steps")
+    ap.add_argument("--flush-every", type=int, default=0,
+                    help="copy every K-th local save into the shared tier (0: never)")
+    ap.add_argument("--hang-timeout", type=float, default=0,
+                    help="seconds without progress that make a hang (exit 76; 0: "
+                    "ftrain's derived limit)")
     a = ap.parse_args()
     if not a.run_dir:
         ap.error("no run directory: give --run-dir or set FTRAIN_RUN_DIR")
@@ -130,6 +139,10 @@ def parse_args():
         ap.error(f"--layers: not a list of widths: {a.layers}")
     if a.steps < 1 or a.global_batch < 1 or a.lr_step < 1 or any(w < 1 for w in a.widths):
         ap.error("--steps, --global-batch, --lr-step and --layers must be positive")
+    if a.local_every < 1 or a.flush_every < 0 or a.hang_timeout < 0:
+        ap.error("--local-every must be positive, --flush-every and --hang-timeout not negative")
+    if a.flush_every and not a.local_root:
+        ap.error("--flush-every needs --local-root")
     return a
 
 
@@ -147,18 +160,23 @@ def main():
     torch.set_num_threads(a.threads)
     torch.use_deterministic_algorithms(True)
     say = (lambda *m: print(*m, flush=True)) if rank == 0 else (lambda *m: None)
-    print(f"world: rank {rank} of {world} ({launcher}) host {socket.gethostname()} "
+    print(f"world: rank {rank} of {world} ({launcher}) host {fc.node_name()} "
           f"pid {os.getpid()}", flush=True)
     if world > 1:
         dist.init_process_group("gloo", rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=a.timeout))
     comm = fc.TorchComm() if world > 1 else fc.SINGLE
+    # ftrain_ckpt: heartbeats in RUN_DIR/heartbeat (the batch script reads the
+    # step reached from them); no progress for too long: a report, a
+    # failure record and exit 76, which the batch script relaunches.
+    wd = fc.Watchdog(a.run_dir, a.hang_timeout or None, stop_requested=guard)
 
     def leave(code):
         """ftrain_ckpt: every rank leaves together, at once.  srun
         --kill-on-bad-exit kills a rank still tearing Python down once another
         has exited 75, and torch 1.13 can hang at interpreter exit in gloo's
         destructor: the checkpoint is committed, so skip the teardown."""
+        wd.close()  # a planned end: the heartbeat goes
         if world > 1:
             dist.barrier()
         fc.exit_now(code)
@@ -201,10 +219,28 @@ def main():
     # (objects in place; the plain value samples_hash replaced).
     state = {"scheduler": sched, "sampler": sampler, "samples_hash": ""}
 
-    # ftrain_ckpt: resume from the newest good checkpoint, on any world size.
-    root = os.path.join(a.run_dir, "ckpt")
+    # ftrain_ckpt: the node-local tier: every --local-every steps each node
+    # saves to its own storage and keeps a partner copy of the node before
+    # it, so the nodes left after a loss restore without the shared tier;
+    # every --flush-every-th local save is copied into the shared tier.
+    root = os.path.join(a.run_dir, "ckpt")  # the shared tier
+    tier = None
+    if a.local_root:
+        try:
+            tier = fc.LocalTier(a.local_root, every=a.local_every, shared=root,
+                                flush_every=a.flush_every, comm=comm,
+                                log=lambda m: say(f"local tier: {m}"))
+        except (OSError, ValueError) as e:
+            if rank == 0:
+                print(f"pytorch_ddp: --local-root {a.local_root}: {e}", file=sys.stderr)
+            leave(EX_USAGE)
+
+    # ftrain_ckpt: resume from the newest good checkpoint, on any world size:
+    # the shared tier's, or a newer one the nodes' local tiers hold between
+    # them (assembled whole on each node from their own and partner copies).
     step, saved = 0, None
-    path = fc.resume_point(a.run_dir, comm=comm,
+    wd.phase(0, "load")
+    path = fc.resume_point(root, comm=comm, local=tier,
                            on_skip=lambda name, why: say(f"resume: skipped {name}: {why}"))
     if path:
         t0 = time.perf_counter()
@@ -217,10 +253,19 @@ def main():
                       f"{', '.join(diff)}", file=sys.stderr)
             leave(EX_USAGE)
         rec = fc.load_state(path, model, opt, state=state)
+        local = tier is not None and tier.last_resume[0] == "local"
+        if tier is not None:
+            tier.release()  # every rank has read the assembled copy
         step = saved = rec["step"]
         fc.set_rng_state(rec["rng"])
-        say(f"resume: from {path} step {step} (epoch {sampler.epoch}, cursor {sampler.cursor}), "
+        say(f"resume: from {'the node-local tier (' + path + ')' if local else path} step "
+            f"{step} (epoch {sampler.epoch}, cursor {sampler.cursor}), "
             f"world {rec['world_size']} -> {world}, loaded in {time.perf_counter() - t0:.3f} s")
+        before = wd.leftovers  # rank 0: heartbeats an unplanned end left
+        if before:
+            say(f"recovery: the launch before ended unplanned after step {before['step_done']}: "
+                f"rank {before['first_rank']} (host {before['first_host']}) went silent first; "
+                f"resumed from step {step}: {max(0, before['step_done'] - step)} step(s) redone")
     ddp = DDP(model) if world > 1 else model
     if world > 1:
         # DDP lays its gradient buckets out anew after its first iteration.
@@ -231,17 +276,29 @@ def main():
         ddp(x[:0]).sum().backward()
         opt.zero_grad(set_to_none=True)
 
+    def record(at):
+        return {"format": "pytorch_ddp", "version": 3, "step": at, "epoch": sampler.epoch,
+                "cursor": sampler.cursor, "config": config, "rng": fc.rng_state(),
+                "world_size": world, "saved_at": int(time.time())}
+
     def save(at):
         """ftrain_ckpt: every rank passes the whole state and writes its slice."""
+        wd.phase(at, "save")
         t0 = time.perf_counter()
-        rec = {"format": "pytorch_ddp", "version": 3, "step": at, "epoch": sampler.epoch,
-               "cursor": sampler.cursor, "config": config, "rng": fc.rng_state(),
-               "world_size": world, "saved_at": int(time.time())}
-        p = fc.save_state(root, at, model, opt, state=state, record=rec, comm=comm)
+        p = fc.save_state(root, at, model, opt, state=state, record=record(at), comm=comm)
         if rank == 0:
             fc.prune(root, a.ckpt_keep, in_use=p)
         say(f"checkpoint: {p} committed in {time.perf_counter() - t0:.3f} s")
         return p
+
+    def save_local(at):
+        """ftrain_ckpt: the same state into the node-local tier (collective)."""
+        wd.phase(at, "save")
+        t0 = time.perf_counter()
+        tier.save(at, model, opt, state=state, record=record(at))
+        if rank == 0 and a.flush_every and at % (a.local_every * a.flush_every) == 0:
+            fc.prune(root, a.ckpt_keep)  # the flush added a shared checkpoint
+        say(f"checkpoint: local step {at} sealed on every node in {time.perf_counter() - t0:.3f} s")
 
     say(f"train: mlp 1-{'-'.join(map(str, a.widths))}-1 tanh, adam lr {a.lr} "
         f"(x{a.lr_gamma} every {a.lr_step} steps), data sine "
@@ -258,13 +315,14 @@ def main():
     while step < a.steps:  # epochs: each pass of the loader starts at the sampler's cursor
         for ids, xb, yb in loader:  # this rank's share of each global batch
             take = len(sampler.global_batch_at())  # the global batch (an epoch's last is short)
-            opt.zero_grad(set_to_none=True)
-            # Sum of this rank's squared errors scaled by world/take: DDP's
-            # mean over the ranks is then the mean over the global batch.
-            loss_sum = ((ddp(xb) - yb) ** 2).sum()
-            (loss_sum * (world / take)).backward()
-            opt.step()
-            sched.step()
+            with wd.step(step + 1):  # ftrain_ckpt: the watchdog sees the step's progress
+                opt.zero_grad(set_to_none=True)
+                # Sum of this rank's squared errors scaled by world/take: DDP's
+                # mean over the ranks is then the mean over the global batch.
+                loss_sum = ((ddp(xb) - yb) ** 2).sum()
+                (loss_sum * (world / take)).backward()
+                opt.step()
+                sched.step()
             step += 1
             sampler.advance()  # ftrain_ckpt: one global batch consumed
             link = f"{state['samples_hash']}:{global_ids(ids)}"
@@ -289,6 +347,8 @@ def main():
                 leave(fc.EXIT_REQUEUE)
             if a.ckpt_every and step % a.ckpt_every == 0 and step < a.steps:
                 save(step)
+            if tier is not None and tier.due(step) and step < a.steps:
+                save_local(step)
             if step == a.steps:
                 break
 
@@ -305,4 +365,10 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except Exception:  # noqa: BLE001
+        # ftrain_ckpt: a failure (a collective that lost its peer) ends the
+        # rank at once: torch 1.13 can hang at exit in gloo's destructor.
+        traceback.print_exc()
+        fc.exit_now(1)
