@@ -76,7 +76,7 @@ export RUN_DIR=$W/run
 job=$(sbatch --parsable -N 3 --time=5 -o "$out" -J pytorch-local "$root/slurm/train.sbatch" \
 	$ARGS --local-root "$W/local/%n" 2>"$W/sbatch.err")
 jobs_started="$jobs_started $job"
-log() { grep -E 'train\.sbatch|^(resume|recovery|local tier|done|world):|Error' "$out" | tail -n "${1:-20}"; }
+log() { grep -E 'train\.sbatch|^(resume|recovery|local tier|done|world):|Error' "$out" | tail -n 20; }
 field_of() { printf '%s\n' "$2" | sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
 
 node="" how="" powered_off=0
@@ -127,6 +127,7 @@ printf '%s\n' "$fail" | grep -Eq "failure at step [0-9]+: (node $node failed|a r
 	[ "$(grep -c 'train\.sbatch.*launch: ' "$out")" = 2 ]
 ok $? "the batch script names the failure at the step the watchdog's heartbeats reached and relaunches once on the 2 nodes left" ||
 	why "${fail:-no failure line}" "$(grep 'train\.sbatch' "$out" | tail -n 12)"
+diag "${fail#*]: }"
 
 # 2. Restored from the node-local tier: a local step newer than the shared 16.
 line=$(grep '^resume:' "$out" | head -n 1)
@@ -140,6 +141,7 @@ rec=$(grep '^recovery:' "$out" | head -n 1)
 redone=$(printf '%s\n' "$rec" | sed -n 's/.*: \([0-9]*\) step(s) redone$/\1/p')
 [ -n "$redone" ] && [ "$redone" -le 8 ]
 ok $? "its recovery line, from the heartbeats the lost launch left: ${redone:-?} step(s) redone" || why "${rec:-no recovery line}"
+diag "$rec"
 
 # 3. The uninterrupted run's samples, learning rate and (to rounding) loss.
 wait "$ref"
