@@ -6,7 +6,8 @@ The workload is what a PyTorch user writes: an MLP fitted to y = sin(2 pi x)
 (ftrain's `--data sine`: 100 training points x = k/99, 99 test points
 between them) with Adam and a StepLR schedule, fed by a DataLoader, under
 DistributedDataParallel on gloo.  The lines
-marked "ftrain_ckpt" are what it takes to make it requeue-safe:
+marked "ftrain_ckpt" are what it takes to make it requeue-safe and to
+survive a lost node:
 
   * the stop signal (USR1, or FTRAIN_STOP_SIGNAL; TERM and INT too) is
     held from the first line and handled by the library; every step the
@@ -15,7 +16,16 @@ marked "ftrain_ckpt" are what it takes to make it requeue-safe:
   * at start it resumes from the newest checkpoint that verifies, in
     --run-dir or FTRAIN_RUN_DIR, on any number of processes: parameters,
     Adam moments, the LR schedule, the data position (the ResumableSampler's
-    global cursor, which the DataLoader draws from) and RNG state.
+    global cursor, which the DataLoader draws from) and RNG state;
+  * with --local-root (%n: the node's name), every --local-every steps each
+    node saves to its own storage and keeps a partner copy of the node
+    before it (fc.LocalTier); every --flush-every-th local save is copied
+    into the shared tier; the nodes left after a node is lost resume from
+    the newest local step they hold between them;
+  * a watchdog (fc.Watchdog) writes ftrain's heartbeats in RUN_DIR/heartbeat,
+    which the batch script reads for the step a failed launch reached, and
+    ends a rank that makes no progress for --hang-timeout seconds (default:
+    ftrain's derived limit) with a failure record and exit 76.
 
 Launch (rank and world from the environment):
   python3 -m ftrain_ckpt.run --nproc_per_node 3 examples/pytorch_ddp.py --run-dir runs/ddp
@@ -29,6 +39,9 @@ Launch (rank and world from the environment):
       MASTER_ADDR defaults to the job's first node, MASTER_PORT to
       20000 + job id % 20000)
   FTRAIN_PROGRAM=$PWD/examples/pytorch_ddp.py sbatch -N 2 slurm/train.sbatch
+  FTRAIN_PROGRAM=$PWD/examples/pytorch_ddp.py FTRAIN_TASKS_PER_NODE=1 sbatch -N 3 \
+      slurm/train.sbatch --local-root /dev/shm/$USER-ddp/%n --local-every 50 --flush-every 10
+      (a lost node is relaunched in the job on the nodes left, from the local tier)
   examples/pytorch_ddp.py --run-dir runs/one       (one process, no DDP)
 
 Determinism: fixed seeds, torch.use_deterministic_algorithms(True), one
@@ -42,8 +55,10 @@ world size.  Across world sizes the sums are taken in another order
 (gloo's allreduce and each rank's own partial sums), so the weights agree
 to float rounding, not bit for bit.
 
-Output (rank 0 unless said): "world:" lines (every rank: rank, pid),
-"resume:", "train:", progress lines, "checkpoint:", "stop:", and
+Output (rank 0 unless said): "world:" lines (every rank: rank, node, pid),
+"resume:" (from the node-local tier or a shared checkpoint), "recovery:"
+(after an unplanned end, from its heartbeats), "local tier:", "train:",
+progress lines, "checkpoint:", "stop:", and
 "done: step=S epoch=E samples_hash=D lr=L test_loss=T param_hash=H" (D: the
 first 16 hex digits of a SHA-256 chained over the steps, each step's link
 the ids of the samples the ranks trained on, rank by rank: the global
@@ -53,7 +68,9 @@ learning rate, in full; H: the first 16 hex digits of the SHA-256 of the
 parameters' bytes).
 
 Exit status: 0 finished, 75 stopped on a signal with a committed
-checkpoint (requeue me), 1 a failure, 2 bad options or a refused resume.
+checkpoint (requeue me), 1 a failure (a collective that lost its peer: at
+once, no interpreter teardown), 2 bad options or a refused resume, 76 a
+hang its watchdog detected.
 """
 import os
 import sys

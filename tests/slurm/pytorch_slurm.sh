@@ -8,8 +8,9 @@
 # into the node-local tier every 4 steps (fc.LocalTier, --local-root
 # $W/local/%n: each node its own directory, a partner copy of the node
 # before it in the ring) and into the shared tier rarely (every 4th local
-# save is flushed: steps 16 and 32, and the end).  Its watchdog (fc.Watchdog)
-# writes ftrain's heartbeats in RUN_DIR/heartbeat.  Past step 21 a node that
+# save is flushed: steps 16 and 32, and the end).  Its watchdog (fc.Watchdog,
+# --hang-timeout 20: a heartbeat every 0.67 s) writes ftrain's heartbeats in
+# RUN_DIR/heartbeat.  Past step 21 a node that
 # is NOT the batch host is lost:
 #
 #   - with tests/slurm/lab/lab-kill-node.sh (when the lab has it): powered
@@ -63,7 +64,7 @@ export GLOO_SOCKET_IFNAME=lo PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1 MASTER_
 export FTRAIN_TASKS_PER_NODE=1 FTRAIN_PROGRAM="$PY $PROG"
 unset FTRAIN_ARGS MASTER_PORT
 STEPS=40
-ARGS="--steps $STEPS --log-every 1 --step-delay 0.15 --local-every 4 --flush-every 4"
+ARGS="--steps $STEPS --log-every 1 --step-delay 0.15 --local-every 4 --flush-every 4 --hang-timeout 20"
 
 # The uninterrupted run (one process), while the job starts.
 "$PY" "$PROG" --run-dir "$W/ref" --steps $STEPS --log-every 0 >"$W/ref.out" 2>&1 &
@@ -137,6 +138,7 @@ printf '%s\n' "$line" | grep -Eq '^resume: from the node-local tier \(.*/\.resto
 ok $? "resumed from the node-local tier (3 shards from the 2 nodes left: the lost node's from its partner copy), newer than the shared tier's step 16, world 3 -> 2" ||
 	why "${line:-no resume line}" "${tier_line:-no local tier line}" "$(grep -E '^(local tier|checkpoint):' "$out" | tail -n 8)"
 diag "$tier_line"
+diag "$line"
 rec=$(grep '^recovery:' "$out" | head -n 1)
 redone=$(printf '%s\n' "$rec" | sed -n 's/.*: \([0-9]*\) step(s) redone$/\1/p')
 [ -n "$redone" ] && [ "$redone" -le 8 ]
