@@ -30,6 +30,8 @@
 #      resumes (world 2 -> 2) and finishes.
 #      FTRAIN_TEST_NO_SLURM=1 skips this part alone, saying so (a machine
 #      whose test cluster is someone else's to run).
+# The example's node-local tier and watchdog on the cluster, a node lost and
+# the job finished on the nodes left: tests/slurm/pytorch_slurm.sh.
 #
 # Skips when the python ($PYTHON, default /usr/bin/python3) lacks numpy or
 # torch with gloo, or the library is not built ($BUILD/libftrain-ckpt.so.2
