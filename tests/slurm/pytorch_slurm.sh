@@ -10,7 +10,7 @@
 # before it in the ring) and into the shared tier rarely (every 4th local
 # save is flushed: steps 16 and 32, and the end).  Its watchdog (fc.Watchdog,
 # --hang-timeout 20: a heartbeat every 0.67 s) writes ftrain's heartbeats in
-# RUN_DIR/heartbeat.  Past step 21 a node that
+# RUN_DIR/heartbeat.  At step 21 (before the flush at 32) a node that
 # is NOT the batch host is lost:
 #
 #   - with tests/slurm/lab/lab-kill-node.sh (when the lab has it): powered
@@ -83,15 +83,18 @@ field_of() { printf '%s\n' "$2" | sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
 node="" how="" powered_off=0
 # A node powered off and not yet back gets its slurmd again at exit.
 at_exit '[ "$powered_off" = 1 ] && [ "$was_up" = 1 ] && "$here/lab/lab-up.sh" >/dev/null 2>&1 9>&-'
-if [ -n "$job" ] && wait_line "$out" "^step 21/$STEPS " 150; then
+# The node to lose, chosen while the job warms up (every rank has said
+# where it runs once rank 0 trains): not the batch host; rank 1's, else
+# rank 2's.  Then, as soon as step 21 is logged (well before the flush at
+# 32), the loss.
+if [ -n "$job" ] && wait_line "$out" "^step 5/$STEPS " 150; then
 	batch=$(field "$job" BatchHost)
-	# A node that is not the batch host: rank 1's, else rank 2's.
 	for r in 1 2; do
 		h=$(sed -n "s/^world: rank $r of 3 (srun) host \\([^ ]*\\) pid.*/\\1/p" "$out" | head -n 1)
 		[ -n "$h" ] && [ "$h" != "$batch" ] && { node=$h; break; }
 	done
 fi
-if [ -n "$node" ]; then
+if [ -n "$node" ] && wait_line "$out" "^step 21/$STEPS " 60; then
 	if [ -x "$here/lab/lab-kill-node.sh" ]; then
 		how="powered off (lab-kill-node.sh)"
 		"$here/lab/lab-kill-node.sh" "$node" "$W/local/$node" >"$W/kill.out" 2>&1
@@ -118,7 +121,7 @@ else
 		why "$(cat "$W/sbatch.err" 2>/dev/null)" "$(tail -n 20 "$out" 2>/dev/null)"
 fi
 
-wait_end "$job" 240
+[ -n "$job" ] && wait_end "$job" 240
 st=$(field "$job" JobState) restarts=$(field "$job" Restarts) code=$(field "$job" ExitCode)
 
 # 1. The failure, at the step the heartbeats reached, and one relaunch on 2.
