@@ -42,8 +42,9 @@
 #
 # Skips without root, the SLURM packages, numpy or torch with gloo
 # ($PYTHON, default /usr/bin/python3), or a built library; takes the lock of
-# the SLURM tests (one test cluster per machine).  About 1.5 minutes on the
-# busy 2-core test machine, most of it the 5 Python processes importing torch.
+# the SLURM tests (one test cluster per machine).  About 32 s on the busy
+# 2-core test machine (load average 6), most of it the 6 Python processes
+# importing torch; more when another SLURM test holds the lock.
 . "$(dirname "$0")/lab/common.sh" pytorch
 
 PY=${PYTHON:-/usr/bin/python3}
