@@ -53,7 +53,8 @@ verified, one atomic commit (the rename) and LATEST.
 HowTo:
 
     tier = fc.LocalTier("/tmp/ftrain-local/%n", every=50, keep=2,
-                        shared=run_dir, flush_every=10)   # collective
+                        shared=os.path.join(run_dir, "ckpt"),
+                        flush_every=10)   # collective
     path = tier.resume_point()            # or fc.resume_point(run_dir, local=tier)
     if path is not None:
         record = fc.load_state(path, model, optimizer, state=state)
@@ -267,7 +268,9 @@ class LocalTier:
     keep: the local steps each node keeps (>= 1; its newest).
     node: this node's name (default SLURMD_NODENAME, else the host name).
     shared: the shared tier (a checkpoint root, or a run directory standing
-        for its ckpt/): resume_point()'s and flush()'s default, and where
+        for its ckpt/; a fresh run directory has no ckpt/ yet and cannot be
+        told from a root, so give RUN/ckpt): resume_point()'s and flush()'s
+        default, and where
         flush_every flushes to.  It must not contain the local root, nor lie
         inside it.
     flush_every: flush every flush_every-th local save (the steps that are
