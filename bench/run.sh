@@ -1419,6 +1419,14 @@ section_5_python_binding() {
     FTRAIN_CKPT_LIB="$BUILD/libftrain-ckpt.so.2" timeout 1800 "$PYTHON_BIN" "$SCRIPT_DIR/py_ckpt.py" \
         --raw "$SCRATCH/raw.bin" --repeat "$REPEAT" --dir "$SCRATCH" --ckpt-bench "$CKPT_BENCH" ||
         echo "  py_ckpt.py failed (exit $?)"
+    # A PyTorch user's whole model: save_state / load_state beside
+    # torch.save + fsync / torch.load + load_state_dict (bench/py_state.py).
+    echo "  -- save_state / load_state of a model of $CKPT_MB MiB, then with Adam's state"
+    for _ps_opt in "" --optimizer; do
+        FTRAIN_CKPT_LIB="$BUILD/libftrain-ckpt.so.2" timeout 1800 "$PYTHON_BIN" "$SCRIPT_DIR/py_state.py" \
+            --mb "$CKPT_MB" --repeat "$REPEAT" --dir "$SCRATCH" $_ps_opt ||
+            echo "  py_state.py $_ps_opt failed (exit $?)"
+    done
 }
 
 # ---- 11. the node-local tier ---------------------------------------------------------
