@@ -84,12 +84,16 @@
 #    message that names the full file system, training goes on, and the run
 #    ends bit-exactly.  Skipped where no tmpfs can be mounted (not root, or
 #    not permitted).
-# 16. [all] A rank stopped (SIGSTOP) while local saves are in flight all the
-#    time (--ckpt-local-every 1, a state of 12 MiB): whichever phase the save
-#    was in (its partner exchange may be waiting on the stopped rank, on
-#    the helper thread with --ckpt-local-exchange thread), the watchdog
-#    ends the job with exit 76 within --hang-timeout and a few seconds, and
-#    names the stopped rank.
+# 16. [thread, steps] A rank stopped (SIGSTOP) while local saves are in
+#    flight all the time (--ckpt-local-every 1, a state of 12 MiB):
+#    whichever phase the save was in (its partner exchange may be waiting on
+#    the stopped rank, on the helper thread with --ckpt-local-exchange
+#    thread, or on the training thread's step boundaries with steps), the
+#    watchdog ends the job with exit 76 within --hang-timeout and a few
+#    seconds, and names the stopped rank.  What waits on the stopped rank
+#    is the exchange (by either thread) and the collectives, whatever the
+#    file system: the disk variant (the exchange at step boundaries there,
+#    as in steps) does not run it.
 # 17. [all] A partner copy damaged in transfer (the dmgsend LD_PRELOAD shim
 #    flips a byte of one piece that rank 1 sends; skipped in a sanitized
 #    build): the receiver's checksum refuses it, that save is sealed on no
@@ -536,39 +540,41 @@ if runs_in thread steps; then
 fi
 
 # ---- 16. a rank stopped while local saves are in flight ------------------------------------
-# _epochs_ge FILE N: FILE holds at least N progress lines.
-_epochs_ge() { [ "$(grep -c '^epoch ' "$1")" -ge "$2" ]; }
-d="$T/hang"
-nodes 2:a 2:b -- $RUN --layers 1024,1024 --steps 2000 --step-delay-ms 40 --log-every 1 \
-    --run-dir "$d" --ckpt-every 1000 --ckpt-local "$L/hang/%n" --ckpt-local-every 1 \
-    --hang-timeout 3 >"$d.out" 2>"$d.err" &
-hang_pid=$!
-if wait_for 60 _epochs_ge "$d.out" 12 && victim=$(rank_pid "$d.out" 3) && [ -n "$victim" ]; then
-    t0=$(date +%s.%N)
-    kill -STOP "$victim"
-    wait "$hang_pid"
-    rc=$?
-    took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-    kill -CONT "$victim" 2>/dev/null
-    saves=$(grep -c '^local checkpoint: step [0-9]* in ' "$d.out")
-    # The bound: --hang-timeout 3, then the diagnosis watches the heartbeats
-    # for 3 periods of 0.5 s (the shortest period), then the abort takes the
-    # job down: about 5 s (4.8 to 5.8 s measured with the 2 cores loaded 4
-    # times over).  10 s, twice that, leaves room for a loaded machine and
-    # still fails a watchdog that ignores --hang-timeout (45 s at least) or
-    # watches much longer than the heartbeats imply.
-    ok "$([ "$rc" = 76 ] && [ "$saves" -ge 2 ] && awk -v t="$took" 'BEGIN { exit !(t < 10) }'; echo $?)" \
-        "SIGSTOP to rank 3 with local saves always in flight ($EXCHANGE, $saves sealed before): the watchdog ended the job in $took s (< 10 s), exit $rc (76)" ||
-        why "$(tail -n 6 "$d.err")" "$(grep '^local' "$d.out" | tail -n 3)"
-    like "$(cat "$d.err")" "hang: rank 3 \(host [^,]+, pid $victim\) stopped making progress" \
-        "  and names the stopped rank"
-else
-    kill "$hang_pid" 2>/dev/null
-    wait "$hang_pid"
-    ok 1 "SIGSTOP to rank 3 with local saves in flight: the run did not get going" || why "$(tail -n 5 "$d.err")"
-    skip "  and names the stopped rank" "the run did not get going"
+if runs_in thread steps; then
+    # _epochs_ge FILE N: FILE holds at least N progress lines.
+    _epochs_ge() { [ "$(grep -c '^epoch ' "$1")" -ge "$2" ]; }
+    d="$T/hang"
+    nodes 2:a 2:b -- $RUN --layers 1024,1024 --steps 2000 --step-delay-ms 40 --log-every 1 \
+        --run-dir "$d" --ckpt-every 1000 --ckpt-local "$L/hang/%n" --ckpt-local-every 1 \
+        --hang-timeout 3 >"$d.out" 2>"$d.err" &
+    hang_pid=$!
+    if wait_for 60 _epochs_ge "$d.out" 12 && victim=$(rank_pid "$d.out" 3) && [ -n "$victim" ]; then
+        t0=$(date +%s.%N)
+        kill -STOP "$victim"
+        wait "$hang_pid"
+        rc=$?
+        took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+        kill -CONT "$victim" 2>/dev/null
+        saves=$(grep -c '^local checkpoint: step [0-9]* in ' "$d.out")
+        # The bound: --hang-timeout 3, then the diagnosis watches the heartbeats
+        # for 3 periods of 0.5 s (the shortest period), then the abort takes the
+        # job down: about 5 s (4.8 to 5.8 s measured with the 2 cores loaded 4
+        # times over).  10 s, twice that, leaves room for a loaded machine and
+        # still fails a watchdog that ignores --hang-timeout (45 s at least) or
+        # watches much longer than the heartbeats imply.
+        ok "$([ "$rc" = 76 ] && [ "$saves" -ge 2 ] && awk -v t="$took" 'BEGIN { exit !(t < 10) }'; echo $?)" \
+            "SIGSTOP to rank 3 with local saves always in flight ($EXCHANGE, $saves sealed before): the watchdog ended the job in $took s (< 10 s), exit $rc (76)" ||
+            why "$(tail -n 6 "$d.err")" "$(grep '^local' "$d.out" | tail -n 3)"
+        like "$(cat "$d.err")" "hang: rank 3 \(host [^,]+, pid $victim\) stopped making progress" \
+            "  and names the stopped rank"
+    else
+        kill "$hang_pid" 2>/dev/null
+        wait "$hang_pid"
+        ok 1 "SIGSTOP to rank 3 with local saves in flight: the run did not get going" || why "$(tail -n 5 "$d.err")"
+        skip "  and names the stopped rank" "the run did not get going"
+    fi
+    rm -rf "${L:?}/hang"
 fi
-rm -rf "${L:?}/hang"
 
 # ---- 17. a partner copy damaged in transfer ---------------------------------------------------
 # The dmgsend shim flips a byte of rank 1's second MPI_Isend: a piece of
