@@ -98,7 +98,7 @@ ALLOWED=$TD/skips-allowed.txt
 
 S=$(mktemp -d "${TMPDIR:-/tmp}/ftrain-run.XXXXXX") || die "mktemp failed"
 serpid=""
-trap '[ -z "$serpid" ] || kill "$serpid" 2>/dev/null; rm -rf "$S"' EXIT
+trap '[ -z "$serpid" ] || kill -TERM -- "-$serpid" 2>/dev/null || kill "$serpid" 2>/dev/null; rm -rf "$S"' EXIT
 trap 'exit 130' INT TERM
 
 # ---- the full list: "NAME PATH" lines, from the file system ----------------
@@ -207,7 +207,14 @@ if [ -s "$S/ser" ]; then
     # Its output goes to a file, printed once the parallel prove is done
     # (two proves writing to one terminal would mix their lines).
     echo "# the serial files' prove: its output follows the parallel files'"
-    run_prove "$S/ser" "$@" >"$S/ser.out" 2>&1 &
+    # In a session of its own (setsid -w: its status is prove's), so that a
+    # run.sh that is interrupted or killed ends this prove and the tests it
+    # started, as one group: a background job ignores the terminal's
+    # SIGINT, and killing prove alone would leave its test running.
+    _setsid=""
+    command -v setsid >/dev/null 2>&1 && _setsid="setsid -w"
+    # shellcheck disable=SC2046
+    $_setsid prove -f --timer --exec "sh $self --wrap" "$@" $(cat "$S/ser") >"$S/ser.out" 2>&1 8>&- &
     serpid=$!
 fi
 if [ -s "$S/par" ]; then
