@@ -22,11 +22,16 @@
 # tests/tiers.txt names the files that cannot run beside any other:
 #   serial NAME   one at a time among themselves, beside the parallel ones
 #                 (they share one resource, such as the SLURM test cluster);
+#                 in a prove of their own, a slot beyond the N: they wait
+#                 on that resource most of the time;
 #   alone  NAME   after the parallel part, one at a time, with nothing else
 #                 running (they measure times or need every core).
 # These names must exist as well.  Every other file may run beside any other.
 # The parallel files start slowest first, by the times of the last run
-# ($BUILD/test-times; a file with no time yet starts first).
+# ($BUILD/test-times; a file with no time yet starts first).  Three proves,
+# then: the serial files' (in the background, its output printed after the
+# parallel files'), the parallel files' (-j N), and, once both are done,
+# the alone files' (one at a time).
 #
 # Skip guard: each test runs through this script's --wrap mode, which copies
 # the test's TAP output to $BUILD/test-logs/NAME.tap (its stderr and exit
@@ -92,7 +97,8 @@ ALLOWED=$TD/skips-allowed.txt
 [ -f "$ALLOWED" ] || die "$ALLOWED not found"
 
 S=$(mktemp -d "${TMPDIR:-/tmp}/ftrain-run.XXXXXX") || die "mktemp failed"
-trap 'rm -rf "$S"' EXIT
+serpid=""
+trap '[ -z "$serpid" ] || kill -TERM -- "-$serpid" 2>/dev/null || kill "$serpid" 2>/dev/null; rm -rf "$S"' EXIT
 trap 'exit 130' INT TERM
 
 # ---- the full list: "NAME PATH" lines, from the file system ----------------
@@ -156,26 +162,18 @@ TIMES=$BUILD/test-times
 awk 'FILENAME == ARGV[1] { ms[$1] = $2; next } { print ($1 in ms ? ms[$1] : 999999999), $0 }' \
     "$TIMES" "$S/tier" | sort -k1,1nr -k2,2 | cut -d' ' -f2- >"$S/order"
 
-# prove's rules: the serial files as one sequence beside the parallel ones;
-# the alone files match no rule, so prove runs them at the end, one by one,
-# once every other file is done.  (With nothing to run in parallel, one
-# sequence of them all.)  Each parallel file is a sequence of its own, not
-# one par=GLOB: prove starts a plain file before any sequence, so with
-# par=GLOB the serial files would wait for every parallel one to start, and
-# then run one after another at the end.  Sequences start in the order of
-# the rules: the serial one first, then the parallel files slowest first.
-brace() { # brace FILE: its lines as {a,b,c}, a glob of prove's rules
-    awk 'NR > 1 { printf "," } { printf "%s", $0 } END { print "" }' "$1" | sed 's/.*/{&}/'
-}
+# Three groups, each its own prove: the serial files, one at a time, in a
+# prove of their own beside the parallel files' (an extra slot: they
+# spend most of their time waiting on the test cluster, so that the
+# parallel files keep all N slots meanwhile); the parallel files, prove
+# -j N; and, once both are done, the alone files, one by one, with
+# nothing else running.  In the parallel prove each file is a sequence of
+# its own (a rule seq=PATH each, in the order of the rules: slowest
+# first), not one par=GLOB, so that prove starts them in that order.
 awk 'FILENAME == ARGV[1] { k[$1] = 1; next } $1 in k { print $2 }' "$S/serial" "$S/order" >"$S/ser"
 awk 'FILENAME == ARGV[1] { k[$1] = 1; next } $1 in k { print $2 }' "$S/alone" "$S/order" >"$S/alo"
 cat "$S/serial" "$S/alone" >"$S/notpar"
 awk 'FILENAME == ARGV[1] { k[$1] = 1; next } !($1 in k) { print $2 }' "$S/notpar" "$S/order" >"$S/par"
-[ -s "$S/ser" ] && set -- "$@" "--rules=seq=$(brace "$S/ser")"
-while read -r p; do
-    set -- "$@" "--rules=seq=$p"
-done <"$S/par"
-[ -s "$S/ser" ] || [ -s "$S/par" ] || set -- "$@" "--rules=seq=**"
 
 JOBS=${FTRAIN_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
 case $JOBS in '' | *[!0-9]* | 0) die "FTRAIN_TEST_JOBS='$JOBS' is not a positive number" ;; esac
@@ -191,14 +189,49 @@ fi
 rm -f "$LOGS"/*.tap "$LOGS"/*.rc "$LOGS"/*.ms
 export FTRAIN_TEST_LOGS="$LOGS"
 
-echo "# run.sh: tier $tier: $(wc -l <"$S/order") files, prove -j $JOBS;" \
-    "$(wc -l <"$S/ser") serial beside the rest, $(wc -l <"$S/alo") alone at the end; TAP logs in $LOGS/"
+echo "# run.sh: tier $tier: $(wc -l <"$S/order") files: $(wc -l <"$S/par") parallel (prove -j $JOBS)," \
+    "$(wc -l <"$S/ser") serial in a slot of their own beside them, $(wc -l <"$S/alo") alone at the end; TAP logs in $LOGS/"
+# run_prove LIST [PROVE-ARGS...]: prove on the files listed in LIST.  The
+# paths have no blanks (tests/SUBJECT/NAME.sh, $BUILD/tests/SUBJECT/NAME.t;
+# BUILD was checked), so word splitting is safe here.
+run_prove() {
+    _list=$1
+    shift
+    # shellcheck disable=SC2046
+    prove -f --timer --exec "sh $self --wrap" "$@" $(cat "$_list") 8>&-
+}
 start=$(date +%s)
-# The paths have no blanks (tests/SUBJECT/NAME.sh, $BUILD/tests/SUBJECT/NAME.t; BUILD was
-# checked), so word splitting is safe here.
-# shellcheck disable=SC2046
-prove -f --timer -j "$JOBS" --exec "sh $self --wrap" "$@" $(cut -d' ' -f2 "$S/order") 8>&-
-status=$?
+status=0
+serpid=""
+if [ -s "$S/ser" ]; then
+    # Its output goes to a file, printed once the parallel prove is done
+    # (two proves writing to one terminal would mix their lines).
+    echo "# the serial files' prove: its output follows the parallel files'"
+    # In a session of its own (setsid -w: its status is prove's), so that a
+    # run.sh that is interrupted or killed ends this prove and the tests it
+    # started, as one group: a background job ignores the terminal's
+    # SIGINT, and killing prove alone would leave its test running.
+    _setsid=""
+    command -v setsid >/dev/null 2>&1 && _setsid="setsid -w"
+    # shellcheck disable=SC2046
+    $_setsid prove -f --timer --exec "sh $self --wrap" "$@" $(cat "$S/ser") >"$S/ser.out" 2>&1 8>&- &
+    serpid=$!
+fi
+if [ -s "$S/par" ]; then
+    sed 's/^/--rules=seq=/' "$S/par" >"$S/par.rules"
+    # shellcheck disable=SC2046
+    run_prove "$S/par" -j "$JOBS" $(cat "$S/par.rules") "$@" || status=1
+fi
+if [ -n "$serpid" ]; then
+    wait "$serpid" || status=1
+    serpid=""
+    echo "# the serial files' prove:"
+    cat "$S/ser.out"
+fi
+if [ -s "$S/alo" ]; then
+    echo "# the alone files, one by one:"
+    run_prove "$S/alo" "$@" || status=1
+fi
 end=$(date +%s)
 
 # ---- the skip guard ---------------------------------------------------------
@@ -272,7 +305,7 @@ sort -k1,1nr "$S/ms" | head -n 10 | awk '{ printf "#   %8d  %s\n", $1, $2 }'
 # Keep the times of this run for the next one's order.
 awk 'FILENAME == ARGV[1] { ms[$2] = $1; next } !($1 in ms) { print } END { for (n in ms) print n, ms[n] }' \
     "$S/ms" "$TIMES" | sort >"$S/times" && cp "$S/times" "$TIMES"
-echo "# tier $tier: wall time $((end - start)) s with prove -j $JOBS; $allowed allowed skip(s); load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+echo "# tier $tier: wall time $((end - start)) s with prove -j $JOBS (and the serial files' slot); $allowed allowed skip(s); load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
 
 if [ -s "$S/bad" ]; then
     cat "$S/bad" >&2

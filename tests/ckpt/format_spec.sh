@@ -344,13 +344,49 @@ accepted "manifest.json without manifest_xxh64 (an older writer's)"
 rd craft "$C2" "$T/craft" >"$T/craft.list" 2>&1
 is "$(wc -l <"$T/craft.list" | tr -d ' ')" 50 "format_reader.py craft makes 50 checkpoints, one rule each" ||
     why "$(tail -n 5 "$T/craft.list")"
-bad_r="" bad_c=""
+# The reader verifies all 50 in one process (each path it is given: "PATH:
+# ok (...)" on stdout, or "format_reader: PATH: KIND: ..." on stderr, as
+# reader_kind reads it for one), and one Python reads ckptctl verify
+# --json's 50 verdicts as ckptctl_kind does: 150 Python start-ups fewer.
+paths=""
 for d in $(cat "$T/craft.list"); do
-    want=${d%%-*}
-    c="$T/craft/$d/$(basename "$C2")"
-    [ "$(reader_kind "$c")" = "$want" ] || bad_r="$bad_r $d:$(reader_kind "$c")"
-    [ "$(ckptctl_kind "$c")" = "$want" ] || bad_c="$bad_c $d:$(ckptctl_kind "$c")"
+    paths="$paths $T/craft/$d/$(basename "$C2")"
+    "$CKPTCTL" verify --json "$T/craft/$d/$(basename "$C2")" >"$T/craft/$d.json" 2>/dev/null
 done
+# shellcheck disable=SC2086 # the paths hold no blanks
+rd verify $paths >"$T/craft.rd" 2>"$T/craft.rd.err"
+"$PY" - "$T/craft" "$T/craft.list" "$(basename "$C2")" >"$T/craft.kinds" 2>&1 <<'PY'
+import json, re, sys
+root, names, base = sys.argv[1], open(sys.argv[2]).read().split(), sys.argv[3]
+out = open(root + ".rd").read().splitlines()
+err = open(root + ".rd.err").read().splitlines()
+kinds = {None: "ok", "malformed manifest": "format", "checksum mismatch or corrupt data": "corrupt",
+         "unsupported format version": "version"}
+for d in names:
+    c = "%s/%s/%s" % (root, d, base)
+    if any(l.startswith(c + ": ok (") for l in out):
+        rk = "ok"
+    else:
+        rk = "?"
+        for l in err:
+            m = re.match(re.escape("format_reader: " + c) + r": (format|corrupt|version|incomplete|layout): ", l)
+            if m:
+                rk = m.group(1)
+                break
+    try:
+        v = json.load(open("%s/%s.json" % (root, d)))["checkpoints"][0]
+        ck = "incomplete" if v["status"] == "incomplete" else kinds.get(v["error"], v["error"])
+    except (ValueError, KeyError, IndexError):
+        ck = "?"
+    print(d, rk, str(ck).replace(" ", "_"))
+PY
+bad_r="" bad_c=""
+while read -r d rk ck; do
+    want=${d%%-*}
+    [ "$rk" = "$want" ] || bad_r="$bad_r $d:$rk"
+    [ "$ck" = "$want" ] || bad_c="$bad_c $d:$ck"
+done <"$T/craft.kinds"
+[ "$(wc -l <"$T/craft.kinds")" -eq 50 ] || bad_r="$bad_r (verdicts: $(tail -n 3 "$T/craft.kinds"))"
 is "$bad_r" "" "the reader's verdict on each is the document's (ok, format, corrupt, version)"
 is "$bad_c" "" "ckptctl verify's verdict on each is the same"
 is "$(reader_kind --strict "$T/craft/ok-offset-not-8-aligned/$(basename "$C2")") $(reader_kind --strict "$T/craft/ok-uneven-shards-first-empty/$(basename "$C2")")" \

@@ -31,7 +31,9 @@ def rd(p):
     with gzip.open(p) as f:
         return bytearray(f.read())
 def wr(p, b):
-    with gzip.open(p, "wb") as f:
+    # Level 1: the reader does not care, and level 9 (gzip's default) took
+    # most of this file's time.
+    with gzip.open(p, "wb", compresslevel=1) as f:
         f.write(b)
 img = rd(t + "/same/train-images-idx3-ubyte.gz")
 lab = rd(t + "/same/train-labels-idx1-ubyte.gz")
