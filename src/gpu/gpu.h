@@ -92,6 +92,15 @@ typedef struct gpu_optim gpu_optim_t;
 int gpu_init(gpu_ctx_t **out, int ordinal);
 /** Synchronize and release the context; accepts NULL. */
 void gpu_close(gpu_ctx_t *ctx);
+/**
+ * Load cuBLAS (gpu_init does it on its first call; nothing else needs
+ * it).  cuBLAS is not linked but opened with dlopen, so that a process
+ * that uses no GPU does not pay the ~0.6 s of CPU its constructors take.
+ * Needs no GPU.  @return GPU_OK, GPU_ECUBLAS (the library or one of its
+ * functions cannot be found: gpu_last_error() says which) or
+ * GPU_ENOTBUILT.
+ */
+int gpu_blas_load(void);
 
 /** @return the context's cudaStream_t as a void pointer (NULL for NULL). */
 void *gpu_stream(gpu_ctx_t *ctx);

@@ -40,6 +40,7 @@ int gpu_init(gpu_ctx_t **out, int ordinal)
 }
 
 void gpu_close(gpu_ctx_t *ctx) {}
+int gpu_blas_load(void) { return GPU_ENOTBUILT; }
 void *gpu_stream(gpu_ctx_t *ctx) { return NULL; }
 int gpu_ordinal(const gpu_ctx_t *ctx) { return -1; }
 int gpu_sync(gpu_ctx_t *ctx) { return GPU_ENOTBUILT; }
