@@ -100,7 +100,7 @@ m=$(ls -d "$d"/ckpt/step-* | tail -n 1)/manifest.json
 pending=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["record"].get("eval_pending"))' "$m" 2>&1)
 is "$pending" True "the stop's checkpoint records its epoch evaluation as pending"
 "$EDIT" "$m" record.eval_pending
-mpi 2 $EP --run-dir "$d" >"$d.res" 2>"$d.reserr"
+mpi 2 $EP --log-every 1 --run-dir "$d" >"$d.res" 2>"$d.reserr"
 rc=$?
 ok "$([ "$rc" -eq 0 ] && [ "$(hash_of "$d.res")" = "$REF" ] &&
     ! sed -n '/^resume:/,/^epoch /p' "$d.res" | grep -q '^eval:'; echo $?)" \
