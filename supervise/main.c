@@ -141,6 +141,8 @@ static void guard_start(void)
     }
     if (rc == STEPS_UNKNOWN)
         sv_log("warning: %s", msg);
+    else
+        sv_log("RUN_DIR is shared: all %d nodes of the job see it", sv.cfg.job_nodes);
     if (!sv.cfg.deputy) {
         sv_log("FTRAIN_DEPUTY=0: no deputy; the batch host's loss would hold the job until "
                "its time limit");
