@@ -34,6 +34,7 @@ const char deputy_usage[] =
     "usage: ftrain-supervise --deputy --heartbeat FILE --watch NODE --job REF --restart N\n"
     "           [--max-restarts N] [--stale SECONDS] [--slurm-timeout SECONDS]\n"
     "           [--requeue-exclude 0|1] [--log-name NAME] [--log-job REF]\n"
+    "           [--job-output FILE]\n"
     "(started by ftrain-supervise itself as a step on another node; see\n"
     "ftrain-supervise(1) and docs/supervisor.md)\n";
 
@@ -46,7 +47,7 @@ static void on_term(int sig)
 }
 
 typedef struct {
-    const char *heartbeat, *watch, *job, *log_job, *log_name;
+    const char *heartbeat, *watch, *job, *log_job, *log_name, *job_output;
     long long restart, max_restarts;
     int stale, slurm_timeout, requeue_exclude;
 } deputy_args_t;
@@ -85,6 +86,8 @@ static int parse_args(int argc, char **argv, deputy_args_t *a, char *err, size_t
             a->job = v;
         else if (strcmp(o, "--log-job") == 0)
             a->log_job = v;
+        else if (strcmp(o, "--job-output") == 0)
+            a->job_output = v;
         else if (strcmp(o, "--log-name") == 0)
             a->log_name = v;
         else if (strcmp(o, "--restart") == 0 && number(v, 0, 999999999, &n) == 0)
@@ -139,6 +142,20 @@ static void ask(sv_slurm_real_t *r, const deputy_args_t *a, sv_deputy_input_t *i
         return;
     in->host_state = flags;
     in->answered = 1;
+}
+
+/* The batch host is lost, and with it the srun that carried this step's
+ * output: from now on the lines go straight into the job's output file
+ * (appended; no other writer is left on it). */
+static void direct(const deputy_args_t *a)
+{
+    static int done;
+    if (done || !a->job_output || !*a->job_output)
+        return;
+    done = 1;
+    int fd = open(a->job_output, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd >= 0)
+        sv_log_to(fd);
 }
 
 int deputy_main(int argc, char **argv)
@@ -236,6 +253,7 @@ int deputy_main(int argc, char **argv)
                 sv_log("deputy on %s: %s: leaving", me, d.reason);
             return 0;
         case SV_DEPUTY_REQUEUE: {
+            direct(&a);
             sv_log("deputy on %s: %s; the next run resumes from the newest checkpoint (the "
                    "node-local tier's copies on the nodes left, else RUN_DIR/ckpt)",
                    me, d.reason);
@@ -258,6 +276,7 @@ int deputy_main(int argc, char **argv)
             continue;
         }
         case SV_DEPUTY_END:
+            direct(&a);
             sv_log("deputy on %s: %s", me, d.reason);
             if (slurm_cancel(&real, a.job, err, sizeof err) != SV_SLURM_OK) {
                 sv_log("deputy on %s: error: scancel %s failed (%s); cancel it by hand", me,

@@ -21,9 +21,10 @@
  * requeue or cancel of its own ends it too.  Its life is bounded by the
  * job's: SLURM ends every step when the job ends.
  *
- * Its log lines go to its standard output (the supervisor points the
- * step's output at the job's output file), as "<log name>[<job>]: deputy
- * on <node>: ...".
+ * Its log lines, "<log name>[<job>]: deputy on <node>: ...", go to its
+ * standard output, which srun on the batch host carries into the job's
+ * output; once it acts (the batch host lost, that srun with it) they are
+ * appended straight to the job's output file (--job-output, SLURM's StdOut).
  *
  * HowTo: main() calls deputy_main(argc, argv) when argv[1] is "--deputy";
  * its options are in deputy_usage.

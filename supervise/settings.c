@@ -23,6 +23,7 @@ const char settings_usage[] =
     "       ftrain-supervise --deputy --heartbeat FILE --watch NODE --job REF --restart N\n"
     "           [--max-restarts N] [--stale SECONDS] [--slurm-timeout SECONDS]\n"
     "           [--requeue-exclude 0|1] [--log-name NAME] [--log-job REF]\n"
+    "           [--job-output FILE]\n"
     "\n"
     "Run ftrain (or FTRAIN_PROGRAM) under SLURM from inside a batch job: launch\n"
     "it with srun or mpirun, forward the stop signal, relaunch inside the\n"

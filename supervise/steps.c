@@ -106,7 +106,7 @@ static struct {
 int steps_deputy_start(const sv_config_t *c, const char *node, const char *host,
                        const char *beat, const char *std_out)
 {
-    char self[4096], opt_node[SV_NAME_MAX + 16], opt_out[4200], restart[32], maxr[32],
+    char self[4096], opt_node[SV_NAME_MAX + 16], restart[32], maxr[32],
         stale[32], slurm_t[32], excl[8];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) {
@@ -117,7 +117,6 @@ int steps_deputy_start(const sv_config_t *c, const char *node, const char *host,
     }
     self[n] = '\0';
     snprintf(opt_node, sizeof opt_node, "--nodelist=%s", node);
-    snprintf(opt_out, sizeof opt_out, "--output=%s", std_out);
     snprintf(restart, sizeof restart, "%lld", (long long)c->restarts);
     snprintf(maxr, sizeof maxr, "%lld", (long long)c->policy.max_restarts);
     snprintf(stale, sizeof stale, "%d", c->deputy_stale);
@@ -129,10 +128,6 @@ int steps_deputy_start(const sv_config_t *c, const char *node, const char *host,
                     "--kill-on-bad-exit=0", "--job-name=ftrain-deputy"};
     for (size_t i = 0; i < sizeof head / sizeof *head; i++)
         argv[a++] = head[i];
-    if (std_out && *std_out) {
-        argv[a++] = opt_out;
-        argv[a++] = "--open-mode=append";
-    }
     char *tail[] = {self, "--deputy", "--heartbeat", (char *)beat, "--watch", (char *)host,
                     "--job", (char *)c->self, "--log-job", (char *)c->job_ref,
                     "--restart", restart, "--max-restarts", maxr, "--stale", stale,
@@ -140,6 +135,10 @@ int steps_deputy_start(const sv_config_t *c, const char *node, const char *host,
                     (char *)c->log_name};
     for (size_t i = 0; i < sizeof tail / sizeof *tail; i++)
         argv[a++] = tail[i];
+    if (std_out && *std_out) {
+        argv[a++] = "--job-output";
+        argv[a++] = (char *)std_out;
+    }
     argv[a] = NULL;
     dep.starts++;
     pid_t pid = fork();

@@ -13,8 +13,9 @@
  * time says nothing either way (a warning; the launch goes on).
  *
  * The deputy step: srun --overlap -N1 -n1 --nodelist=NODE running
- * ftrain-supervise --deputy, its output appended to the job's output file
- * when SLURM names one.  It is started once the heartbeat (beat.h) is
+ * ftrain-supervise --deputy; its lines reach the job's output through srun
+ * (on this host), and once it finds this host lost, straight into the job's
+ * output file (--job-output) when SLURM names one.  It is started once the heartbeat (beat.h) is
  * written, watched from the supervisor's tick (steps_deputy_poll: an end
  * is logged), started again on another node before a relaunch when it has
  * ended (at most STEPS_DEPUTY_STARTS times), and ended at the supervisor's
@@ -45,8 +46,8 @@ int steps_probe_run_dir(const sv_config_t *c, int n_job, const sv_node_t *nodes,
                         char *msg, size_t cap);
 
 /** Start the deputy on node, watching host (this batch host) through the
- *  heartbeat file beat (beat.h); its output appended to std_out ("" to
- *  leave it to srun).  @return 0, or -1 (it could not be started; logged). */
+ *  heartbeat file beat (beat.h); std_out the job's output file ("" when
+ *  SLURM names none), for the deputy's lines once this host is lost.  @return 0, or -1 (it could not be started; logged). */
 int steps_deputy_start(const sv_config_t *c, const char *node, const char *host,
                        const char *beat, const char *std_out);
 

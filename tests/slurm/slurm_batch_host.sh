@@ -44,19 +44,22 @@ REF=$(sed -n 's/^done: .*param_hash=\([0-9a-f]*\).*/\1/p' "$W/ref.out")
 LOCAL_ROOT=/dev/shm/ftrain-test-$$-batch-host
 export FTRAIN_LOCAL_ROOT=$LOCAL_ROOT
 at_exit 'rm -rf "$LOCAL_ROOT"'
-export FTRAIN_ARGS="$RUN --step-delay-ms 150 --ckpt-every 40 --ckpt-local-every 4"
+export FTRAIN_ARGS="$RUN --step-delay-ms 200 --ckpt-every 40 --ckpt-local-every 4"
 out=$W/job.out
 export RUN_DIR=$W/run
 job=$(sbatch --parsable -N 3 --time=5 -o "$out" -J batch-host "$root/slurm/train.sbatch" 2>"$W/sbatch.err")
 jobs_started="$jobs_started $job"
 log() { grep -E 'train\.sbatch|^(resume|done|world: [0-9])' "$out" | tail -n "${1:-20}"; }
 
-if wait_line "$out" '^epoch [0-9.]+/[0-9.]+ step 22/' 90; then
-	host=$(field "$job" BatchHost)
+# The batch host, once the job runs; then, at step 22, its power off.
+host=""
+wait_line "$out" 'train\.sbatch.*deputy: started on ' 60 && host=$(field "$job" BatchHost)
+if [ -n "$host" ] && wait_line "$out" '^epoch [0-9.]+/[0-9.]+ step 22/' 90; then
 	kill_node "$host" "$LOCAL_ROOT/ftrain-job-$job/$host" >"$W/kill.out" 2>&1
 	t_kill=$(date +%s)
-	grep -q 'deputy: started on n[0-9]* .*this batch host' "$out" && ! grep -q "deputy: started on $host " "$out"
-	ok $? "the job trains on 3 nodes, its deputy on another node than the batch host $host; $host powered off at step 22" ||
+	grep -q 'deputy: started on n[0-9]* .*this batch host' "$out" && ! grep -q "deputy: started on $host " "$out" &&
+		grep -Eq '^killed: .*\(slurmd, [1-9][0-9]* slurmstepd of' "$W/kill.out" && ! grep -q '^done:' "$out"
+	ok $? "the job trains on 3 nodes, its deputy on another node than the batch host $host; $host powered off at step 22, mid-run" ||
 		why "$(cat "$W/kill.out")" "$(log)"
 	# The deputy's word, then the job back and finished (the requeue delay
 	# is cred_expire + 1 s here: 6 s).

@@ -47,16 +47,13 @@ children() {
 		done
 	done
 }
-stepds=""
-for p in /proc/[0-9]*; do
-	p=${p#/proc/}
-	[ "$(cat "/proc/$p/comm" 2>/dev/null)" = slurmstepd ] || continue
+stepds="" others=0
+for p in $(pgrep -x slurmstepd); do
+	mine=0
 	for fd in /proc/"$p"/fd/*; do
-		if [ "$(readlink "$fd" 2>/dev/null)" = "$log" ]; then
-			stepds="$stepds $p"
-			break
-		fi
+		[ "$(readlink "$fd" 2>/dev/null)" = "$log" ] && mine=1 && break
 	done
+	if [ "$mine" = 1 ]; then stepds="$stepds $p"; else others=$((others + 1)); fi
 done
 # shellcheck disable=SC2086
 all="$pid $stepds $(children $pid $stepds)"
@@ -65,7 +62,7 @@ all="$pid $stepds $(children $pid $stepds)"
 kill -KILL $all 2>/dev/null
 out="killed:"
 for p in $all; do out="$out $p"; done
-echo "$out"
+echo "$out (slurmd, $(echo $stepds | wc -w) slurmstepd of $node and their children; $others slurmstepd of other nodes left)"
 
 # The node's local space.
 if [ -d "$LAB/tmp/$node" ]; then
