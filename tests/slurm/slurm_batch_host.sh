@@ -18,8 +18,8 @@
 #      SLURM says DOWN or NOT_RESPONDING), requeue, restart 1;
 #   2. the job comes back (Restarts 1) on 3 nodes without the lost one;
 #   3. it resumes from the node-local tier (the nodes left hold every shard:
-#      their own and the partner copies), 3 -> 3 ranks, at step 20 or 24 (the
-#      shared tier has none yet);
+#      their own and the partner copies), 3 -> 3 ranks, at step 20, 24 or 28
+#      (the shared tier has none yet);
 #   4. it finishes COMPLETED with the uninterrupted run's param_hash;
 #   5. a healthy run is left alone: the requeued run's deputy requeues
 #      nothing and leaves when the supervisor ends the job;
@@ -74,8 +74,8 @@ if [ -n "$host" ] && wait_line "$out" '^epoch [0-9.]+/[0-9.]+ step 22/' 90; then
 	[ "$restarts" = 1 ] && [ -n "$nodes" ] && ! printf ',%s,' "$nodes" | grep -q ",$host,"
 	ok $? "  requeued once (Restarts $restarts), back on 3 nodes without $host (${nodes:-none})" || why "$(log)"
 	line=$(grep '^resume:' "$out" | head -n 1)
-	printf '%s\n' "$line" | grep -Eq '^resume: from the node-local tier \(shards [0-9,-]+ read on n[0-9]+(; shards [0-9,-]+ read on n[0-9]+)*\) step-0*(20|24) step (20|24) .*world 3 -> 3'
-	ok $? "  resumed from the node-local tier the nodes left hold (step 20 or 24; the shared tier has none), 3 -> 3 ranks" ||
+	printf '%s\n' "$line" | grep -Eq '^resume: from the node-local tier \(shards [0-9,-]+ read on n[0-9]+(; shards [0-9,-]+ read on n[0-9]+)*\) step-0*(20|24|28) step (20|24|28) .*world 3 -> 3'
+	ok $? "  resumed from the node-local tier the nodes left hold (step 20, 24 or 28; the shared tier has none), 3 -> 3 ranks" ||
 		why "${line:-no resume line}" "$(grep -E '^local|train\.sbatch' "$out" | tail -n 8)"
 	hash=$(sed -n 's/^done: .*param_hash=\([0-9a-f]*\).*/\1/p' "$out" | tail -n 1)
 	[ "$st" = COMPLETED ] && [ "$code" = 0:0 ] && [ "$hash" = "$REF" ]
