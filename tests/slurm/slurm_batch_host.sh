@@ -64,16 +64,21 @@ if [ -n "$host" ] && wait_line "$out" '^epoch [0-9.]+/[0-9.]+ step 22/' 90; then
 	# The deputy's word, then the job back and finished (the requeue delay
 	# is cred_expire + 1 s here: 6 s).
 	lost="train\\.sbatch\\[$job\\]: deputy on n[0-9]+: the batch host $host is lost \\(the supervisor silent for [0-9]+ s, SLURM says (DOWN|NOT_RESPONDING)\\): requeue job $job \\(restart 1 of at most 20\\)"
-	wait_line "$out" "$lost" 120
-	ok $? "the deputy names it: the batch host $host lost, the job requeued ($(($(date +%s) - t_kill)) s after the loss)" ||
-		why "$(log)" "$(tail -n 5 "$LAB/log/slurmctld.log")"
-	wait_end "$job" 180
+	# The node is NOT_RESPONDING 15-30 s after the loss, DOWN after 40.
+	wait_line "$out" "$lost" 90
+	ok $? "the deputy names it: the batch host $host lost, the job requeued ($(($(date +%s) - t_kill)) s after the loss)" &&
+		bound=150 || { bound=5; why "$(log)" "$(tail -n 5 "$LAB/log/slurmctld.log")"; }
+	diag "$(grep -E "deputy on .*: the batch host .* is lost" "$out" | cut -c1-200)"
+	# Without the requeue the job would hold its allocation to the time
+	# limit: no long wait then.
+	wait_end "$job" "$bound"
 	st=$(field "$job" JobState) restarts=$(field "$job" Restarts) code=$(field "$job" ExitCode)
 	second=$(sed -n "s/.*train\\.sbatch\\[$job\\]: start: job $job restart 1\\/20 nodes 3 (\\([^)]*\\)).*/\\1/p" "$out")
 	nodes=$(scontrol show hostnames "$second" 2>/dev/null | paste -sd, -)
 	[ "$restarts" = 1 ] && [ -n "$nodes" ] && ! printf ',%s,' "$nodes" | grep -q ",$host,"
 	ok $? "  requeued once (Restarts $restarts), back on 3 nodes without $host (${nodes:-none})" || why "$(log)"
 	line=$(grep '^resume:' "$out" | head -n 1)
+	diag "$line"
 	printf '%s\n' "$line" | grep -Eq '^resume: from the node-local tier \(shards [0-9,-]+ read on n[0-9]+(; shards [0-9,-]+ read on n[0-9]+)*\) step-0*(20|24|28) step (20|24|28) .*world 3 -> 3'
 	ok $? "  resumed from the node-local tier the nodes left hold (step 20, 24 or 28; the shared tier has none), 3 -> 3 ranks" ||
 		why "${line:-no resume line}" "$(grep -E '^local|train\.sbatch' "$out" | tail -n 8)"
