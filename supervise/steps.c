@@ -19,6 +19,20 @@
 
 /* ---- the probe ------------------------------------------------------------------ */
 
+/* The markers beside the token (names that start with "base."). */
+static int probe_markers(const char *run_dir, const char *base)
+{
+    DIR *d = opendir(run_dir);
+    struct dirent *e;
+    size_t len = strlen(base);
+    int n = 0;
+    while (d && (e = readdir(d)))
+        n += strncmp(e->d_name, base, len) == 0 && e->d_name[len] == '.';
+    if (d)
+        closedir(d);
+    return n;
+}
+
 /* Remove the token and every marker beside it (names that start with it). */
 static void probe_clean(const char *run_dir, const char *base)
 {
@@ -71,14 +85,19 @@ int steps_probe_run_dir(const sv_config_t *c, int n_job, const sv_node_t *nodes,
                            "could not tell whether every node sees RUN_DIR %s: the probe "
                            "step %s",
                            c->run_dir, err);
+    } else if (status != 0 && probe_markers(c->run_dir, base) == 0) {
+        /* Not even this node's task left its marker, though the token is
+         * here: the step did not run (srun refused it), which says nothing
+         * of RUN_DIR. */
+        result = util_fail(msg, cap, STEPS_UNKNOWN,
+                           "could not tell whether every node sees RUN_DIR %s: the probe step "
+                           "exited %d and no task of it left its marker (it did not run)",
+                           c->run_dir, status);
     } else if (status != 0) {
         char missing[2048] = "";
-        int seen = 0;
         for (int i = 0; i < n; i++) {
             snprintf(marker, sizeof marker, "%s.%s", token, nodes[i].name);
-            if (access(marker, F_OK) == 0)
-                seen++;
-            else
+            if (access(marker, F_OK) != 0)
                 snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s",
                          missing[0] ? "," : "", nodes[i].name);
         }
@@ -86,10 +105,9 @@ int steps_probe_run_dir(const sv_config_t *c, int n_job, const sv_node_t *nodes,
             msg, cap, STEPS_NOT_SHARED,
             "RUN_DIR %s is not shared across the job's %d nodes: a file written there on "
             "this node is not seen on %s (the probe step, one 'test -f' per node, exited "
-            "%d%s); RUN_DIR must be on a file system every node of the job sees (the ranks "
+            "%d); RUN_DIR must be on a file system every node of the job sees (the ranks "
             "write their checkpoints and heartbeats there, and the supervisor reads them)",
-            c->run_dir, n_job, missing[0] ? missing : "some node", status,
-            n > 0 && seen == 0 ? "; no node saw it: or the probe step could not run" : "");
+            c->run_dir, n_job, missing[0] ? missing : "some node", status);
     }
     probe_clean(c->run_dir, base);
     return result;

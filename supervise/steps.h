@@ -10,7 +10,9 @@
  * node.  The step's exit status is the fact: 0, every node sees RUN_DIR;
  * anything else, some node does not (the missing markers name which), and
  * the supervisor refuses to start (exit 2).  A probe that does not end in
- * time says nothing either way (a warning; the launch goes on).
+ * time, or that failed with no marker at all (not even this node's, whose
+ * task sees the token whatever the file system: the step did not run),
+ * says nothing either way (a warning; the launch goes on).
  *
  * The deputy step: srun --overlap -N1 -n1 --nodelist=NODE running
  * ftrain-supervise --deputy; its lines reach the job's output through srun

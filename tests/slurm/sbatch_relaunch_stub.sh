@@ -26,7 +26,8 @@
 #      tier is removed;
 #  16. a RUN_DIR that some nodes do not see (the probe step fails there):
 #      refused, exit 2, naming them, before anything is launched; the
-#      probe's files removed; a 1-node job is not probed;
+#      probe's files removed; a probe step that did not run: a warning; a
+#      1-node job is not probed;
 #  17. the deputy: started before the launch on the last node that is not
 #      the batch host, watching it through a heartbeat file (version 1); at
 #      the job's end the heartbeat says "ended" and the deputy leaves by
@@ -532,6 +533,10 @@ ok "$(grep -q "^srun --overlap -N 3 -n 3 --ntasks-per-node=1 --mpi=none --kill-o
 	grep -q 'RUN_DIR is shared: all 3 nodes of the job see it' "$T/st-root/out"; echo $?)" \
 	"  a shared RUN_DIR: one probe step, one task a node, before the launch, and the log says so" ||
 	why "$(grep -v hostnames "$T/st-root/stub.log")"
+case_dir probenorun
+run_case probenorun STUB_PROBE_MISS=n1,n2,n3
+ok "$([ "$rc" = 0 ] && [ "$(launches)" = 1 ] && says 'warning: could not tell whether every node sees RUN_DIR .*: the probe step exited 1 and no task of it left its marker'; echo $?)" \
+	"  a probe step that did not run at all (no marker, not even the batch host's): a warning, the job goes on (exit $rc)" || show
 case_dir onenode
 echo n1 >"$ST/nodelist"
 run_case onenode
