@@ -17,10 +17,16 @@
  *     decision and the relaunch makes it decide again;
  *   - every SLURM call is bounded (slurm_real.h, proc.h); the node-local
  *     tier's job directory (never FTRAIN_LOCAL_ROOT itself) is removed
- *     once, before a requeue or at the end.
+ *     once, before a requeue or at the end;
+ *   - a job of more than one node is refused (exit 2) before anything is
+ *     launched when RUN_DIR is not shared (steps.h's probe); it gets a
+ *     deputy on another node (deputy.h) and a heartbeat file (beat.h) that
+ *     every wait keeps fresh (the tick); the heartbeat says "ended" and the
+ *     deputy is ended before the supervisor ends the job itself.
  *
- *   start -> decide(launched 0) -> LAUNCH -> run -> facts -> decide
- *            -> RELAUNCH -> run -> ...  | REQUEUE -> exit 75 (or end) | END
+ *   start -> probe, heartbeat, deputy -> decide(launched 0) -> LAUNCH -> run
+ *            -> facts -> decide -> RELAUNCH (deputy again if it ended) -> run
+ *            -> ...  | REQUEUE -> exit 75 (or end) | END (deputy ended first)
  */
 #include <errno.h>
 #include <limits.h>
