@@ -300,11 +300,11 @@ static void requeue(const sv_decision_t *d, const char *reason)
 /* End the job with status (the node-local tier removed first). */
 static void finish(int status)
 {
-    beat_end(); /* the deputy leaves */
-    steps_deputy_stop();
+    beat_end(); /* the deputy leaves on its next read: meanwhile, the clean-up */
     if (sv.err_path[0])
         unlink(sv.err_path);
     clean_local(status);
+    steps_deputy_stop();
     if (status == 0)
         sv_log("done: training finished");
     else if (status == 75 && sv.sig.term)

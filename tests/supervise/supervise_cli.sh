@@ -209,7 +209,7 @@ ok "$([ "$rc" = 0 ] && grep -q '^scontrol requeue 4242$' "$LOG" &&
 	says 'deputy on n3: the batch host n1 is lost \(the supervisor silent for [0-9]+ s, SLURM says DOWN\): requeue job 4242 \(restart 1 of at most 20\)'; echo $?)" \
 	"deputy: a silent heartbeat and n1 DOWN*: requeue, naming why (exit $rc, $secs s)" || show
 beat running
-deputy 4 STUB_NODE_STATE='ALLOCATED'
+deputy 3 STUB_NODE_STATE='ALLOCATED'
 ok "$([ "$rc" = 124 ] && ! grep -q 'requeue' "$LOG" && grep -q '^scontrol show node -o n1$' "$LOG" &&
 	says "but SLURM does not say n1 is down or not responding: waiting"; echo $?)" \
 	"deputy: silent, but n1 ALLOCATED (a slow supervisor): it waits, no requeue (exit $rc)" || show
