@@ -232,13 +232,15 @@ int deputy_main(int argc, char **argv)
             ask(&real, &a, &in, err, sizeof err);
             next_ask = util_mono_s() + DEPUTY_ASK_S;
             supervise_deputy_decide(&in, &d);
-            if (d.rule == SV_DRULE_NO_ANSWER)
-                sv_log("deputy on %s: SLURM did not answer (%s): asking again in %.0f s", me,
-                       err, DEPUTY_ASK_S);
-            else if (d.rule == SV_DRULE_HOST_ALIVE && said != SV_DRULE_HOST_ALIVE)
-                sv_log("deputy on %s: %s", me, d.reason);
-            if (d.rule == SV_DRULE_HOST_ALIVE)
-                said = SV_DRULE_HOST_ALIVE;
+            /* Each answer (or its absence) once per silence. */
+            if ((d.rule == SV_DRULE_NO_ANSWER || d.rule == SV_DRULE_HOST_ALIVE) && said != d.rule) {
+                if (d.rule == SV_DRULE_NO_ANSWER)
+                    sv_log("deputy on %s: SLURM did not answer (%s): asking again every %.0f s",
+                           me, err, DEPUTY_ASK_S);
+                else
+                    sv_log("deputy on %s: %s", me, d.reason);
+                said = d.rule;
+            }
         } else if (d.rule == SV_DRULE_FRESH && said) {
             sv_log("deputy on %s: the supervisor's heartbeat is fresh again", me);
             said = 0;

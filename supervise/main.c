@@ -301,6 +301,7 @@ static void requeue(const sv_decision_t *d, const char *reason)
 static void finish(int status)
 {
     beat_end(); /* the deputy leaves on its next read: meanwhile, the clean-up */
+    steps_deputy_ending();
     if (sv.err_path[0])
         unlink(sv.err_path);
     clean_local(status);

@@ -119,6 +119,7 @@ static struct {
     pid_t pid;
     char node[SV_NAME_MAX];
     int starts;
+    int ending; /* the heartbeat says ended: its end is expected */
 } dep;
 
 int steps_deputy_start(const sv_config_t *c, const char *node, const char *host,
@@ -195,9 +196,12 @@ int steps_deputy_poll(void)
     if (w == 0)
         return 1;
     int status = w == dep.pid ? proc_status(wstatus) : -1;
-    sv_log("warning: the deputy step on %s ended (status %d): until another starts, the "
-           "batch host's loss would hold the job until its time limit",
-           dep.node, status);
+    if (dep.ending)
+        sv_log("deputy on %s left (status %d)", dep.node, status);
+    else
+        sv_log("warning: the deputy step on %s ended (status %d): until another starts, the "
+               "batch host's loss would hold the job until its time limit",
+               dep.node, status);
     dep.pid = 0;
     dep.node[0] = '\0';
     return 0;
@@ -211,6 +215,11 @@ const char *steps_deputy_node(void)
 int steps_deputy_starts(void)
 {
     return dep.starts;
+}
+
+void steps_deputy_ending(void)
+{
+    dep.ending = 1;
 }
 
 void steps_deputy_stop(void)

@@ -61,6 +61,10 @@ int steps_deputy_poll(void);
 const char *steps_deputy_node(void);
 int steps_deputy_starts(void);
 
+/** The heartbeat says "ended": the deputy step's end, from now on, is
+ *  expected (logged as such, not as a loss). */
+void steps_deputy_ending(void);
+
 /** End the deputy step (the heartbeat says "ended" already): wait for it
  *  STEPS_DEPUTY_STOP_S, then TERM, then KILL; logged. */
 void steps_deputy_stop(void);
