@@ -260,6 +260,7 @@ int launch_run(const sv_config_t *c, const sv_argv_t *cmd, int id, sv_signal_sta
             kill(pid, SIGKILL);
             term_at = util_mono_s() + 3600;
         }
+        proc_tick(); /* the supervisor's heartbeat (beat.h) */
         poll(NULL, 0, 200); /* a signal ends it early */
     }
     fwd.pid = 0;

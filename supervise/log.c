@@ -10,6 +10,12 @@
 
 static char log_name[64] = "ftrain-supervise";
 static char log_job[160] = "nojob";
+static int log_fd = -1;
+
+void sv_log_to(int fd)
+{
+    log_fd = fd;
+}
 
 void sv_log_init(const char *name, const char *job_ref)
 {
@@ -36,8 +42,9 @@ void sv_log(const char *fmt, ...)
         n = (int)sizeof line - 2;
     line[n++] = '\n';
     fflush(stdout);
+    int fd = log_fd >= 0 ? log_fd : STDOUT_FILENO;
     /* One write: the line is not split among other processes' output. */
     for (ssize_t off = 0, w; off < n; off += w)
-        if ((w = write(STDOUT_FILENO, line + off, (size_t)(n - off))) <= 0)
+        if ((w = write(fd, line + off, (size_t)(n - off))) <= 0)
             break;
 }

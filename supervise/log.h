@@ -14,6 +14,11 @@
 /** Set the name and the job in each line (copied). */
 void sv_log_init(const char *name, const char *job_ref);
 
+/** Write the lines from now on to fd instead of standard output (the
+ *  deputy, once the batch host is lost: its srun, which carried its
+ *  standard output, died with that host).  -1: standard output again. */
+void sv_log_to(int fd);
+
 /** Log one event (printf format). */
 void sv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

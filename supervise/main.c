@@ -17,10 +17,16 @@
  *     decision and the relaunch makes it decide again;
  *   - every SLURM call is bounded (slurm_real.h, proc.h); the node-local
  *     tier's job directory (never FTRAIN_LOCAL_ROOT itself) is removed
- *     once, before a requeue or at the end.
+ *     once, before a requeue or at the end;
+ *   - a job of more than one node is refused (exit 2) before anything is
+ *     launched when RUN_DIR is not shared (steps.h's probe); it gets a
+ *     deputy on another node (deputy.h) and a heartbeat file (beat.h) that
+ *     every wait keeps fresh (the tick); the heartbeat says "ended" and the
+ *     deputy is ended before the supervisor ends the job itself.
  *
- *   start -> decide(launched 0) -> LAUNCH -> run -> facts -> decide
- *            -> RELAUNCH -> run -> ...  | REQUEUE -> exit 75 (or end) | END
+ *   start -> probe, heartbeat, deputy -> decide(launched 0) -> LAUNCH -> run
+ *            -> facts -> decide -> RELAUNCH (deputy again if it ended) -> run
+ *            -> ...  | REQUEUE -> exit 75 (or end) | END (deputy ended first)
  */
 #include <errno.h>
 #include <limits.h>
@@ -33,6 +39,8 @@
 
 #include "fault/failure.h"
 #include "ftrain/exit_codes.h"
+#include "supervise/beat.h"
+#include "supervise/deputy.h"
 #include "supervise/explain.h"
 #include "supervise/facts.h"
 #include "supervise/launch.h"
@@ -42,6 +50,7 @@
 #include "supervise/settings.h"
 #include "supervise/signals.h"
 #include "supervise/slurm_real.h"
+#include "supervise/steps.h"
 #include "util/util.h"
 
 #define RECORDS_MAX 64
@@ -61,6 +70,11 @@ typedef struct {
     int term_at_end;    /* TERM had come when the launch ended */
     int stop_at_end;    /* ... the stop warning */
     char err_path[4400]; /* the last launch's standard error (read: removed at the end) */
+    /* The deputy's: this batch host, the job's output file, the job's nodes. */
+    char host[SV_NAME_MAX];
+    char std_out[4096];
+    sv_node_t job_nodes[SV_NODES_MAX];
+    int n_job_nodes;
 } supervisor_t;
 
 static supervisor_t sv;
@@ -80,6 +94,83 @@ static void query_nodes(int *n, int *known)
         sv_log("warning: SLURM did not say within %d s what state the job's nodes are in (%s): "
                "taking them as they are",
                sv.cfg.slurm_timeout, rc != SV_SLURM_OK ? err : "no state named");
+}
+
+/* Every wait's tick (proc.h): the heartbeat, and the deputy's end noticed. */
+static void tick(void)
+{
+    beat_tick();
+    steps_deputy_poll();
+}
+
+/* Start the deputy on a node of nodes[0..n) other than this batch host
+ * (the last such: the first nodes hold the low ranks), when none runs. */
+static void deputy_ensure(const sv_node_t *nodes, int n)
+{
+    if (!beat_file()[0] || steps_deputy_poll() || steps_deputy_starts() >= STEPS_DEPUTY_STARTS)
+        return;
+    for (int i = n - 1; i >= 0; i--) {
+        if (strcmp(nodes[i].name, sv.host) == 0)
+            continue;
+        steps_deputy_start(&sv.cfg, nodes[i].name, sv.host, beat_file(), sv.std_out);
+        return;
+    }
+    sv_log("warning: no node but this batch host (%s) to run the deputy on: the batch host's "
+           "loss would hold the job until its time limit",
+           sv.host);
+}
+
+/* Before the first launch, for a job of more than one node: the probe that
+ * RUN_DIR is shared (refused: exit 2), then the heartbeat and the deputy. */
+static void guard_start(void)
+{
+    sv_job_facts_t f;
+    char err[1024], msg[4096];
+    if (sv.cfg.job_nodes <= 1)
+        return;
+    memset(&f, 0, sizeof f);
+    if (slurm_job_facts(&sv.real, sv.cfg.self, &f, err, sizeof err) != SV_SLURM_OK)
+        sv_log("warning: SLURM did not describe job %s within %d s (%s)", sv.cfg.self,
+               sv.cfg.slurm_timeout, err);
+    const char *list = f.node_list[0] ? f.node_list : sv.real.fallback_nodes;
+    sv.n_job_nodes = list[0] ? slurm_hostnames(&sv.real, list, sv.job_nodes, SV_NODES_MAX,
+                                                err, sizeof err)
+                             : 0;
+    if (sv.n_job_nodes < 0)
+        sv.n_job_nodes = 0;
+    int rc = steps_probe_run_dir(&sv.cfg, sv.cfg.job_nodes, sv.job_nodes, sv.n_job_nodes, msg,
+                                 sizeof msg);
+    if (rc == STEPS_NOT_SHARED) {
+        sv_log("error: %s", msg);
+        settings_free(&sv.cfg);
+        exit(FTRAIN_EXIT_USAGE);
+    }
+    if (rc == STEPS_UNKNOWN)
+        sv_log("warning: %s", msg);
+    else
+        sv_log("RUN_DIR is shared: all %d nodes of the job see it", sv.cfg.job_nodes);
+    if (!sv.cfg.deputy) {
+        sv_log("FTRAIN_DEPUTY=0: no deputy; the batch host's loss would hold the job until "
+               "its time limit");
+        return;
+    }
+    const char *me = getenv("SLURMD_NODENAME");
+    snprintf(sv.host, sizeof sv.host, "%s", me && *me ? me : f.batch_host);
+    if (f.std_out[0] == '/' && !strchr(f.std_out, '%'))
+        snprintf(sv.std_out, sizeof sv.std_out, "%s", f.std_out);
+    if (!sv.host[0] || !sv.n_job_nodes) {
+        sv_log("warning: %s: no deputy; the batch host's loss would hold the job until its "
+               "time limit",
+               !sv.host[0] ? "SLURM does not name this batch host"
+                           : "SLURM does not name the job's nodes");
+        return;
+    }
+    if (beat_open(sv.cfg.run_dir, sv.cfg.self, sv.cfg.restarts, sv.host, err, sizeof err) != 0) {
+        sv_log("warning: %s: no deputy", err);
+        return;
+    }
+    proc_set_tick(tick);
+    deputy_ensure(sv.job_nodes, sv.n_job_nodes);
 }
 
 /* clean_local: remove this job's node-local directory on every node the
@@ -202,18 +293,19 @@ static void requeue(const sv_decision_t *d, const char *reason)
     signal(SIGTERM, SIG_DFL);
     if (sv_signals_term())
         raise(SIGTERM);
-    struct timespec ts = {30, 0};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
+    proc_sleep(30, NULL); /* the heartbeat kept fresh meanwhile */
     exit(FTRAIN_EXIT_REQUEUE);
 }
 
 /* End the job with status (the node-local tier removed first). */
 static void finish(int status)
 {
+    beat_end(); /* the deputy leaves on its next read: meanwhile, the clean-up */
+    steps_deputy_ending();
     if (sv.err_path[0])
         unlink(sv.err_path);
     clean_local(status);
+    steps_deputy_stop();
     if (status == 0)
         sv_log("done: training finished");
     else if (status == 75 && sv.sig.term)
@@ -377,6 +469,12 @@ static void act(const sv_input_t *in, const sv_decision_t *d, sv_launch_result_t
         finish(d->status);
     }
     sv_log("%s", reason);
+    sv_node_t *keep = calloc((size_t)d->n_use + 1, sizeof *keep);
+    for (int i = 0; keep && i < d->n_use; i++)
+        keep[i] = in->nodes[d->use[i]];
+    if (keep)
+        deputy_ensure(keep, d->n_use); /* its node may have been lost */
+    free(keep);
     sv.history[sv.n_history++] = (sv_launch_t){
         .status = in->status, .failure = d->failure, .culprit = d->culprit,
         .to_ckpt_s = in->to_ckpt_s};
@@ -443,6 +541,8 @@ static void inherited_array(void)
 int main(int argc, char **argv)
 {
     char err[4096];
+    if (argc > 1 && strcmp(argv[1], "--deputy") == 0)
+        return deputy_main(argc, argv);
     /* First: a warning during the set-up must not kill this process. */
     sv.sig.start = util_mono_s();
     if (sv_signals_install() != 0) {
@@ -490,6 +590,7 @@ int main(int argc, char **argv)
                "never relaunches it here; set it to at most the smallest node count of sbatch "
                "-N",
                sv.cfg.policy.min_nodes, sv.cfg.job_nodes);
+    guard_start();
     supervise();
     return 0;
 }

@@ -77,6 +77,13 @@
  *   C9 anything else: the user's.
  * Records refused as garbage count as none: the status decides (C4-C9),
  * and the reason says how many were refused.
+ *
+ * The deputy's decision (supervise_deputy_decide, rules D1-D9 in
+ * policy.h): leave when the supervisor ends the job or a later run's
+ * heartbeat is there; watch while the heartbeat is fresh; once silent past
+ * the bound, ask SLURM, and requeue (or, at the restart cap, cancel) only
+ * when the job still runs this restart on this batch host and SLURM says
+ * that host is DOWN or not responding.
  */
 #include "supervise/policy.h"
 
@@ -477,5 +484,101 @@ int supervise_decide(const sv_input_t *in, sv_decision_t *out)
         before_launch(in, out);
     else if (!planned_end(in, out))
         after_failure(in, out);
+    return SV_OK;
+}
+
+/* ---- the deputy (policy.h: rules D1-D9) ----------------------------------------- */
+
+const char *supervise_deputy_rule_name(sv_deputy_rule_t rule)
+{
+    static const char *const names[] = {
+        "none", "supervisor-ended", "later-run", "fresh", "ask", "no-answer",
+        "job-moved-on", "host-alive", "restart-cap", "host-lost",
+    };
+    return rule >= 0 && (size_t)rule < sizeof names / sizeof names[0] ? names[rule] : "unknown";
+}
+
+const char *supervise_deputy_action_name(sv_deputy_action_t action)
+{
+    static const char *const names[] = {"none", "watch", "ask", "exit", "requeue", "end"};
+    return action >= 0 && (size_t)action < sizeof names / sizeof names[0] ? names[action]
+                                                                          : "unknown";
+}
+
+static void deputy_say(sv_deputy_decision_t *out, sv_deputy_action_t action,
+                       sv_deputy_rule_t rule, const char *fmt, ...)
+{
+    va_list ap;
+    out->action = action;
+    out->rule = rule;
+    va_start(ap, fmt);
+    vsnprintf(out->reason, sizeof out->reason, fmt, ap);
+    va_end(ap);
+}
+
+int supervise_deputy_decide(const sv_deputy_input_t *in, sv_deputy_decision_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!(in->stale_s > 0) || in->restart_count < 0 || in->max_restarts < 0) {
+        snprintf(out->reason, sizeof out->reason,
+                 "supervise_deputy_decide: input '%s' is out of range",
+                 !(in->stale_s > 0) ? "stale_s" : in->restart_count < 0 ? "restart_count"
+                                                                        : "max_restarts");
+        return SV_EINVAL;
+    }
+    unsigned lost = in->host_state & (SV_NODE_DOWN | SV_NODE_NOT_RESPONDING);
+    if (in->beat == SV_BEAT_ENDED && in->beat_restart == in->restart_count) {
+        deputy_say(out, SV_DEPUTY_EXIT, SV_DRULE_SUPERVISOR_ENDED,
+                   "the supervisor on %s is ending the job itself", in->host);
+    } else if (in->beat != SV_BEAT_NONE && in->beat_restart > in->restart_count) {
+        deputy_say(out, SV_DEPUTY_EXIT, SV_DRULE_LATER_RUN,
+                   "the heartbeat is restart %lld's, a later run of the job than this one "
+                   "(restart %lld)",
+                   (long long)in->beat_restart, (long long)in->restart_count);
+    } else if (in->silent_s < in->stale_s) {
+        deputy_say(out, SV_DEPUTY_WATCH, SV_DRULE_FRESH, "the supervisor's heartbeat is fresh");
+    } else if (!in->asked) {
+        deputy_say(out, SV_DEPUTY_ASK, SV_DRULE_ASK,
+                   "the supervisor on %s has been silent for %.0f s (FTRAIN_DEPUTY_STALE=%.0f): "
+                   "asking SLURM about it",
+                   in->host, in->silent_s, in->stale_s);
+    } else if (!in->answered) {
+        deputy_say(out, SV_DEPUTY_WATCH, SV_DRULE_NO_ANSWER,
+                   "the supervisor on %s has been silent for %.0f s, and SLURM did not answer "
+                   "in time: asking again",
+                   in->host, in->silent_s);
+    } else if (!in->job_running || in->job_restarts != in->restart_count ||
+               (in->batch_host[0] && strcmp(in->batch_host, in->host) != 0)) {
+        deputy_say(out, SV_DEPUTY_EXIT, SV_DRULE_JOB_MOVED_ON,
+                   "SLURM says job %s is %s (restart %lld, batch host %s): this run of it "
+                   "(restart %lld on %s) is over",
+                   in->job_ref, in->job_running ? "running" : "not running",
+                   (long long)in->job_restarts, in->batch_host[0] ? in->batch_host : "unnamed",
+                   (long long)in->restart_count, in->host);
+    } else if (!lost) {
+        deputy_say(out, SV_DEPUTY_WATCH, SV_DRULE_HOST_ALIVE,
+                   "the supervisor on %s has been silent for %.0f s, but SLURM does not say %s "
+                   "is down or not responding: waiting",
+                   in->host, in->silent_s, in->host);
+    } else if (in->restart_count >= in->max_restarts) {
+        deputy_say(out, SV_DEPUTY_END, SV_DRULE_RESTART_CAP,
+                   "the batch host %s is lost (silent for %.0f s, SLURM says %s); restart cap "
+                   "reached (%lld of FTRAIN_MAX_RESTARTS=%lld): cancelling job %s rather than "
+                   "holding its allocation",
+                   in->host, in->silent_s, lost & SV_NODE_DOWN ? "DOWN" : "NOT_RESPONDING",
+                   (long long)in->restart_count, (long long)in->max_restarts, in->job_ref);
+    } else {
+        deputy_say(out, SV_DEPUTY_REQUEUE, SV_DRULE_HOST_LOST,
+                   "the batch host %s is lost (the supervisor silent for %.0f s, SLURM says "
+                   "%s): requeue job %s (restart %lld of at most %lld)%s%s",
+                   in->host, in->silent_s, lost & SV_NODE_DOWN ? "DOWN" : "NOT_RESPONDING",
+                   in->job_ref, (long long)in->restart_count + 1, (long long)in->max_restarts,
+                   in->requeue_exclude ? ", without node " : "",
+                   in->requeue_exclude ? in->host : "");
+        if (in->requeue_exclude) {
+            snprintf(out->exclude[0], SV_NAME_MAX, "%s", in->host);
+            out->n_exclude = 1;
+        }
+    }
     return SV_OK;
 }

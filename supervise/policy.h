@@ -222,4 +222,92 @@ const char *supervise_rule_name(sv_rule_t rule);
 const char *supervise_action_name(sv_action_t action);
 const char *supervise_from_name(sv_from_t from);
 
+/* ---- the deputy's decision ------------------------------------------------------
+ *
+ * The deputy (ftrain-supervise --deputy, a one-task step on a node other
+ * than the batch host) watches the supervisor's heartbeat file
+ * (supervise/beat.h) and, once it has been silent for longer than its
+ * bound, asks SLURM about the job and the batch host.  Its decision, a pure
+ * function like supervise_decide, in this order (the first that applies):
+ *
+ *   D1 supervisor-ended  the heartbeat says the supervisor is ending the job
+ *                        (its normal end, an end status): EXIT.
+ *   D2 later-run         the heartbeat names a later restart of the job: a
+ *                        new run's supervisor writes it: EXIT.
+ *   D3 fresh             silent for less than the bound: WATCH.
+ *   D4 ask               silent, SLURM not asked yet: ASK.
+ *   D5 no-answer         SLURM did not answer: WATCH (asked again later).
+ *   D6 job-moved-on      the job is no longer RUNNING, has another restart
+ *                        count or another batch host: this run is over: EXIT.
+ *   D7 host-alive        SLURM does not say the batch host is DOWN or not
+ *                        responding: the supervisor is slow, not lost: WATCH.
+ *   D8 restart-cap       SLURM_RESTART_COUNT >= FTRAIN_MAX_RESTARTS: END
+ *                        (cancel the job rather than hold its allocation).
+ *   D9 host-lost         REQUEUE (with FTRAIN_REQUEUE_EXCLUDE=1 leaving the
+ *                        batch host out).
+ */
+typedef enum {
+    SV_BEAT_NONE = 0, /* no heartbeat of this job read */
+    SV_BEAT_RUNNING,  /* the supervisor supervises */
+    SV_BEAT_ENDED,    /* it is ending the job itself */
+} sv_beat_state_t;
+
+typedef struct {
+    /* The heartbeat, as last read: its state and the restart it names
+     * (-1 when none was read). */
+    sv_beat_state_t beat;
+    int64_t beat_restart;
+    double silent_s; /* since the heartbeat last changed (or the deputy began) */
+    double stale_s;  /* FTRAIN_DEPUTY_STALE */
+    /* SLURM, once asked: asked 0 not yet; answered 0 no answer in time. */
+    int asked, answered;
+    int job_running;             /* JobState=RUNNING */
+    int64_t job_restarts;        /* Restarts= */
+    char batch_host[SV_NAME_MAX]; /* BatchHost= ("" not said) */
+    unsigned host_state;         /* the watched host's SV_NODE_* flags */
+    /* This deputy: the batch host it watches, its job, its run. */
+    char host[SV_NAME_MAX];
+    char job_ref[2 * SV_NAME_MAX];
+    int64_t restart_count, max_restarts;
+    int requeue_exclude;
+} sv_deputy_input_t;
+
+typedef enum {
+    SV_DEPUTY_WATCH = 1, /* go on watching */
+    SV_DEPUTY_ASK,       /* ask SLURM, then decide again with its answer */
+    SV_DEPUTY_EXIT,      /* leave: nothing to do (exit 0) */
+    SV_DEPUTY_REQUEUE,   /* requeue the job */
+    SV_DEPUTY_END,       /* cancel the job (the restart cap) */
+} sv_deputy_action_t;
+
+typedef enum {
+    SV_DRULE_SUPERVISOR_ENDED = 1,
+    SV_DRULE_LATER_RUN,
+    SV_DRULE_FRESH,
+    SV_DRULE_ASK,
+    SV_DRULE_NO_ANSWER,
+    SV_DRULE_JOB_MOVED_ON,
+    SV_DRULE_HOST_ALIVE,
+    SV_DRULE_RESTART_CAP,
+    SV_DRULE_HOST_LOST,
+} sv_deputy_rule_t;
+
+typedef struct {
+    sv_deputy_action_t action;
+    sv_deputy_rule_t rule;
+    int n_exclude; /* SV_DEPUTY_REQUEUE: the batch host, with requeue_exclude */
+    char exclude[1][SV_NAME_MAX];
+    char reason[SV_REASON_MAX];
+} sv_deputy_decision_t;
+
+/** The deputy's decision on in (rules D1-D9 above).  @return SV_OK, or
+ *  SV_EINVAL (a stale bound not above 0, a negative restart count) with
+ *  out->reason saying which. */
+int supervise_deputy_decide(const sv_deputy_input_t *in, sv_deputy_decision_t *out);
+
+/** @return the deputy rule's name ("host-lost" ...) or action's ("requeue"
+ *  ...), for logs and tests. */
+const char *supervise_deputy_rule_name(sv_deputy_rule_t rule);
+const char *supervise_deputy_action_name(sv_deputy_action_t action);
+
 #endif

@@ -25,6 +25,33 @@ int proc_status(int wstatus)
     return 255;
 }
 
+static void (*tick_fn)(void);
+
+void proc_set_tick(void (*tick)(void))
+{
+    tick_fn = tick;
+}
+
+void proc_tick(void)
+{
+    if (tick_fn)
+        tick_fn();
+}
+
+int proc_sleep(double seconds, const volatile sig_atomic_t *stop)
+{
+    double end = util_mono_s() + seconds;
+    for (double now = util_mono_s(); now < end; now = util_mono_s()) {
+        if (stop && *stop)
+            return 1;
+        proc_tick();
+        double left = end - now < 0.1 ? end - now : 0.1;
+        struct timespec ts = {0, (long)(left * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+    return stop && *stop ? 1 : 0;
+}
+
 /* In the child: stdout to the pipe, stderr to /dev/null, the default
  * signal actions, the extra environment; then exec. */
 static void child_exec(char *const argv[], char *const env[], int out_fd)
@@ -103,6 +130,7 @@ int proc_run(char *const argv[], char *const env[], int timeout_s, char *out, si
             struct timespec ts = {0, 50 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }
+        proc_tick();
         if (!exited && waitpid(pid, &wstatus, WNOHANG) == pid) {
             exited = 1;
             exited_at = util_mono_s();

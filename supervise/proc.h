@@ -15,6 +15,7 @@
 #ifndef FTRAIN_SUPERVISE_PROC_H
 #define FTRAIN_SUPERVISE_PROC_H
 
+#include <signal.h>
 #include <stddef.h>
 
 enum { PROC_OK = 0, PROC_EFAIL = -1, PROC_ETIMEOUT = -2 };
@@ -29,5 +30,18 @@ int proc_run(char *const argv[], char *const env[], int timeout_s, char *out, si
 /** @return the status a wait status stands for: the exit code, or 128 + N
  *  for a process signal N killed. */
 int proc_status(int wstatus);
+
+/** A function every wait of proc_run (and of the launch's loop, launch.h)
+ *  calls about every 0.1 s: the supervisor keeps its heartbeat fresh with
+ *  it (beat.h) through bounded calls that take long.  NULL: none. */
+void proc_set_tick(void (*tick)(void));
+
+/** Call the tick function, if one is set. */
+void proc_tick(void);
+
+/** Sleep seconds (bounded, EINTR or not), calling the tick function about
+ *  every 0.1 s; @return early, with 1, when stop is set and becomes non-zero
+ *  (a signal's flag), else 0. */
+int proc_sleep(double seconds, const volatile sig_atomic_t *stop);
 
 #endif

@@ -20,13 +20,21 @@
 const char settings_usage[] =
     "usage: ftrain-supervise [--log-name NAME] [--installed-ftrain PATH] [--] [ftrain options...]\n"
     "       ftrain-supervise --help | --version\n"
+    "       ftrain-supervise --deputy --heartbeat FILE --watch NODE --job REF --restart N\n"
+    "           [--max-restarts N] [--stale SECONDS] [--slurm-timeout SECONDS]\n"
+    "           [--requeue-exclude 0|1] [--log-name NAME] [--log-job REF]\n"
+    "           [--job-output FILE]\n"
     "\n"
     "Run ftrain (or FTRAIN_PROGRAM) under SLURM from inside a batch job: launch\n"
     "it with srun or mpirun, forward the stop signal, relaunch inside the\n"
     "allocation after a failure that is not the user's, requeue after a\n"
-    "checkpoint.  Settings come from the environment (FTRAIN, FTRAIN_PROGRAM,\n"
-    "RUN_DIR, FTRAIN_ARGS, FTRAIN_LAUNCH, FTRAIN_MAX_RESTARTS, ...): see\n"
-    "ftrain-supervise(1) and docs/slurm.md.\n"
+    "checkpoint.  With more than one node it first checks that RUN_DIR is\n"
+    "shared (exit 2 when a node does not see it) and starts a deputy step on\n"
+    "another node that requeues the job if the batch host is lost (--deputy:\n"
+    "that step; not for use by hand).  Settings come from the environment\n"
+    "(FTRAIN, FTRAIN_PROGRAM, RUN_DIR, FTRAIN_ARGS, FTRAIN_LAUNCH,\n"
+    "FTRAIN_MAX_RESTARTS, FTRAIN_DEPUTY, ...): see ftrain-supervise(1) and\n"
+    "docs/slurm.md.\n"
     "\n"
     "Exit status: 0 training finished; 75 checkpointed but not requeued; 143\n"
     "TERM before the first launch; 2 a configuration error; else the last\n"
@@ -112,6 +120,8 @@ static const num_opt_t num_opts[] = {
     {"FTRAIN_SLURM_TIMEOUT", "20", 1, 99999, "whole seconds from 1 to 99999"},
     {"FTRAIN_REQUEUE_EXCLUDE", "0", 0, 1, "0 or 1"},
     {"FTRAIN_KILL_TIMEOUT", "15", 0, 99999, "whole seconds below 10^5"},
+    {"FTRAIN_DEPUTY", "1", 0, 1, "0 or 1"},
+    {"FTRAIN_DEPUTY_STALE", "60", 5, 99999, "whole seconds from 5 to 99999"},
 };
 enum { N_NUM = sizeof num_opts / sizeof num_opts[0] };
 
@@ -139,6 +149,8 @@ static int load_numbers(sv_config_t *c, sv_getenv_fn env, char *err, size_t cap)
     c->slurm_timeout = (int)v[5];
     c->policy.requeue_exclude = (int)v[6];
     c->kill_timeout = (int)v[7];
+    c->deputy = (int)v[8];
+    c->deputy_stale = (int)v[9];
     return 0;
 }
 

@@ -48,6 +48,8 @@ typedef struct {
     int kill_timeout;        /* FTRAIN_KILL_TIMEOUT, seconds (mpirun) */
     int tasks_per_node;      /* FTRAIN_TASKS_PER_NODE, 0 when unset */
     int per_node;            /* the first launch's ranks per node (first_per) */
+    int deputy;              /* FTRAIN_DEPUTY: 1 a deputy step watches this batch host */
+    int deputy_stale;        /* FTRAIN_DEPUTY_STALE, seconds */
     /* The job. */
     char job_id[SV_NAME_MAX], array_job_id[SV_NAME_MAX], array_task_id[SV_NAME_MAX];
     int array_task;          /* 1: the array variables are this job's */

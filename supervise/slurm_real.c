@@ -248,10 +248,8 @@ static int real_requeue(void *ctx, const char *job_ref, const char (*exclude)[SV
     char *requeue[] = {"scontrol", "requeue", (char *)job_ref, NULL};
     for (int try = 1; try <= 3 && rc != SV_SLURM_OK; try++) {
         rc = query(r, requeue, out, sizeof out, err, errcap);
-        if (rc != SV_SLURM_OK && try < 3) {
-            struct timespec ts = {r->requeue_pause_s, 0};
-            nanosleep(&ts, NULL);
-        }
+        if (rc != SV_SLURM_OK && try < 3)
+            proc_sleep(r->requeue_pause_s, NULL); /* the heartbeat kept fresh */
     }
     if (rc == SV_SLURM_OK && list) {
         char jobid[256];
@@ -264,6 +262,83 @@ static int real_requeue(void *ctx, const char *job_ref, const char (*exclude)[SV
     }
     free(list);
     return rc;
+}
+
+int slurm_parse_job(const char *record, const char *job_id, sv_job_facts_t *f)
+{
+    char id[SV_NAME_MAX], v[64];
+    memset(f, 0, sizeof *f);
+    f->restarts = -1;
+    if (!record || !slurm_parse_field(record, "JobId", id, sizeof id) ||
+        strcmp(id, job_id) != 0)
+        return 0;
+    slurm_parse_field(record, "JobState", f->state, sizeof f->state);
+    if (slurm_parse_field(record, "Restarts", v, sizeof v) && v[0] &&
+        strspn(v, "0123456789") == strlen(v) && strlen(v) < 10)
+        f->restarts = strtoll(v, NULL, 10);
+    slurm_parse_field(record, "BatchHost", f->batch_host, sizeof f->batch_host);
+    slurm_parse_field(record, "NodeList", f->node_list, sizeof f->node_list);
+    slurm_parse_field(record, "StdOut", f->std_out, sizeof f->std_out);
+    return 1;
+}
+
+int slurm_job_facts(sv_slurm_real_t *r, const char *job_ref, sv_job_facts_t *f, char *err,
+                    size_t errcap)
+{
+    static char out[1 << 16];
+    char *argv[] = {"scontrol", "show", "job", "-o", (char *)job_ref, NULL};
+    memset(f, 0, sizeof *f);
+    f->restarts = -1;
+    int rc = query(r, argv, out, sizeof out, err, errcap);
+    if (rc != SV_SLURM_OK)
+        return rc;
+    /* An array task's record names its own JobId, not <array>_<task>. */
+    char id[SV_NAME_MAX] = "";
+    slurm_parse_field(out, "JobId", id, sizeof id);
+    const char *want = strchr(job_ref, '_') ? id : job_ref;
+    if (!slurm_parse_job(out, want, f))
+        return util_fail(err, errcap, SV_SLURM_EFAIL, "scontrol show job %s: no record of it",
+                         job_ref);
+    return SV_SLURM_OK;
+}
+
+int slurm_node_flags(sv_slurm_real_t *r, const char *node, unsigned *flags, char *err,
+                     size_t errcap)
+{
+    static char out[1 << 14];
+    char *argv[] = {"scontrol", "show", "node", "-o", (char *)node, NULL};
+    sv_node_t one;
+    *flags = 0;
+    int rc = query(r, argv, out, sizeof out, err, errcap);
+    if (rc != SV_SLURM_OK)
+        return rc;
+    snprintf(one.name, sizeof one.name, "%s", node);
+    if (slurm_parse_node_states(out, &one, 1) < 1 || one.state == SV_NODE_UNKNOWN)
+        return util_fail(err, errcap, SV_SLURM_EFAIL, "scontrol show node %s: no state of it",
+                         node);
+    *flags = one.state;
+    return SV_SLURM_OK;
+}
+
+int slurm_hostnames(sv_slurm_real_t *r, const char *list, sv_node_t *nodes, int cap,
+                    char *err, size_t errcap)
+{
+    static char out[1 << 16];
+    char *argv[] = {"scontrol", "show", "hostnames", (char *)list, NULL};
+    int rc = query(r, argv, out, sizeof out, err, errcap);
+    if (rc != SV_SLURM_OK)
+        return -1;
+    int n = slurm_parse_names(out, nodes, cap);
+    if (n < 0)
+        return util_fail(err, errcap, -1, "more than %d nodes in %s", cap, list);
+    return n;
+}
+
+int slurm_cancel(sv_slurm_real_t *r, const char *job_ref, char *err, size_t errcap)
+{
+    char out[256];
+    char *argv[] = {"scancel", (char *)job_ref, NULL};
+    return query(r, argv, out, sizeof out, err, errcap);
 }
 
 static const sv_slurm_ops_t real_ops = {real_nodes, real_time_left, real_requeue};

@@ -8,6 +8,10 @@
  *              scontrol show hostnames LIST    (one name a line)
  *              scontrol show node -o LIST      (NodeName= State=, one a line)
  *   time left  squeue -h -j REF -o %L          ([D-]H:MM:SS, M:SS, UNLIMITED)
+ *   job facts  scontrol show job -o REF        (JobState= Restarts= BatchHost=
+ *                                               NodeList= StdOut=)
+ *   one node   scontrol show node -o NODE      (State=)
+ *   cancel     scancel REF
  *   requeue    scontrol requeue REF            (3 tries, 5 s apart), then, to
  *              leave nodes out, scontrol update JobId=REF ExcNodeList=OLD,NEW;
  *              a requeue made whose update SLURM refused returns 1 (a
@@ -23,6 +27,7 @@
 #define FTRAIN_SUPERVISE_SLURM_REAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "supervise/slurm.h"
 
@@ -69,5 +74,40 @@ int slurm_array_task(sv_slurm_real_t *r, const char *job_id, const char *aj, con
 
 /** The job's time limit in seconds (squeue %l), -1 when unknown. */
 double slurm_time_limit(sv_slurm_real_t *r, const char *job_ref);
+
+/* What one job record says (scontrol show job -o REF), for the deputy and
+ * the supervisor's start. */
+typedef struct {
+    char state[32];              /* JobState= ("" not said) */
+    int64_t restarts;            /* Restarts=, -1 not said */
+    char batch_host[SV_NAME_MAX]; /* BatchHost= */
+    char node_list[8192];        /* NodeList= (a host list, n[1-3]) */
+    char std_out[4096];          /* StdOut= (the job's output file) */
+} sv_job_facts_t;
+
+/** Read a one-line job record of job_id into f.  @return 1 when the
+ *  record is job_id's (JobId=), else 0 (f then says nothing). */
+int slurm_parse_job(const char *record, const char *job_id, sv_job_facts_t *f);
+
+/** The same, asked of SLURM (one bounded query).  @return SV_SLURM_OK,
+ *  SV_SLURM_EFAIL (refused, or a record of another job) or
+ *  SV_SLURM_ETIMEOUT, with err. */
+int slurm_job_facts(sv_slurm_real_t *r, const char *job_ref, sv_job_facts_t *f, char *err,
+                    size_t errcap);
+
+/** The state flags of one node (scontrol show node -o NODE: one bounded
+ *  query) into *flags.  @return as slurm_job_facts; a record that does not
+ *  name the node is SV_SLURM_EFAIL. */
+int slurm_node_flags(sv_slurm_real_t *r, const char *node, unsigned *flags, char *err,
+                     size_t errcap);
+
+/** Expand a host list (n[1-3]) into nodes with scontrol show hostnames
+ *  (one bounded query), at most cap.  @return the count, or -1 (err). */
+int slurm_hostnames(sv_slurm_real_t *r, const char *list, sv_node_t *nodes, int cap,
+                    char *err, size_t errcap);
+
+/** Cancel job_ref (scancel, one bounded call).  @return SV_SLURM_OK or an
+ *  error, with err. */
+int slurm_cancel(sv_slurm_real_t *r, const char *job_ref, char *err, size_t errcap);
 
 #endif

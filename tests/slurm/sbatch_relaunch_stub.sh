@@ -23,7 +23,16 @@
 #      millisecond; a launcher the forwarded stop signal killed is requeued;
 #   8. a TERM or a stop warning while the script decides on a relaunch:
 #      the failed launch's status is kept, nothing is "checkpointed", the
-#      tier is removed.
+#      tier is removed;
+#  16. a RUN_DIR that some nodes do not see (the probe step fails there):
+#      refused, exit 2, naming them, before anything is launched; the
+#      probe's files removed; a probe step that did not run: a warning; a
+#      1-node job is not probed;
+#  17. the deputy: started before the launch on the last node that is not
+#      the batch host, watching it through a heartbeat file (version 1); at
+#      the job's end the heartbeat says "ended" and the deputy leaves by
+#      itself; FTRAIN_DEPUTY=0: none; its step ended (its node lost): a
+#      warning, and the relaunch starts another on a node it keeps.
 #
 # SBATCH_SCRIPT=FILE runs the cases against another copy of the script.
 . "$(dirname "$0")/../lib.sh"
@@ -46,6 +55,37 @@ export T
 cat >"$B/srun" <<'EOF'
 #!/bin/bash
 echo "${0##*/} $*" >>"$LOG"
+case " $* " in
+*" --job-name=ftrain-probe "*)
+	# The RUN_DIR probe (sh -c SCRIPT TOKEN): the script once per node of
+	# $ST/nodelist, as that node; a node in STUB_PROBE_MISS (n2,n3) does
+	# not see RUN_DIR.
+	args=("$@") st=0
+	for i in "${!args[@]}"; do [ "${args[$i]}" = -c ] && break; done
+	for n in $(tr ',' ' ' <"$ST/nodelist"); do
+		case ",${STUB_PROBE_MISS:-}," in *",$n,"*) st=1; continue ;; esac
+		SLURMD_NODENAME=$n sh -c "${args[$((i + 1))]}" "${args[$((i + 2))]}" || st=1
+	done
+	exit $st ;;
+*" --job-name=ftrain-deputy "*)
+	# The deputy step: the deputy runs here as the node of --nodelist, and
+	# ends with the batch shell, as a job's steps end with the job.
+	args=("$@") node=""
+	for i in "${!args[@]}"; do
+		case ${args[$i]} in --nodelist=*) node=${args[$i]#--nodelist=} ;; --deputy) break ;; esac
+	done
+	SLURMD_NODENAME=$node "${args[@]:$((i - 1))}" &
+	d=$! sh=$PPID
+	echo $$ >"$ST/deputy.pid"
+	trap 'kill -TERM $d 2>/dev/null' TERM
+	(while kill -0 "$sh" 2>/dev/null; do sleep 0.5; done; kill -TERM "$d" 2>/dev/null) &
+	w=$!
+	wait "$d"
+	st=$?
+	while kill -0 "$d" 2>/dev/null; do wait "$d"; st=$?; done
+	kill "$w" 2>/dev/null
+	exit $st ;;
+esac
 case " $* " in *" rm -rf -- "*)
 	[ -n "${SRUN_RM_FAIL:-}" ] && exit 1 # no step runs: after a TERM
 	d=${!#}
@@ -137,11 +177,13 @@ case_dir() {
 	: >"$LOG"
 }
 # start VAR=VALUE...: run the batch script for the current case in the
-# background (at most LIMIT s, 60), output in $ST/out; sets SPID.
+# background (at most LIMIT s, 60), output in $ST/out; sets SPID.  The
+# batch host is the first node.
 start() {
 	local n
 	n=$(tr ',' '\n' <"$ST/nodelist" | grep -c .)
 	env PATH="$B:$PATH" SLURM_JOB_ID=4242 SLURM_SUBMIT_DIR="$T" FTRAIN="$T/ftrain" \
+		SLURMD_NODENAME="$(cut -d, -f1 "$ST/nodelist")" \
 		SLURM_JOB_NODELIST="$(cat "$ST/nodelist")" SLURM_NODELIST="$(cat "$ST/nodelist")" \
 		SLURM_JOB_NUM_NODES="$n" SLURM_NNODES="$n" SLURM_TASKS_PER_NODE="1(x$n)" \
 		RUN_DIR="$ST/run" "$@" timeout -k 5 "${LIMIT:-60}" bash "$SCRIPT" --data line ${ARGS:-} >"$ST/out" 2>&1 &
@@ -478,6 +520,54 @@ finish
 ok "$([ "$rc" = 143 ] && says 'note: USR1 came [0-9]+ s after the job started and its time limit is 60 s: if that is .*time limit is within the signal lead' &&
 	grep -q '^squeue -h -j 4242 -o %l$' "$LOG" && grep -q '^scontrol requeue 4242$' "$LOG"; echo $?)" \
 	"15. USR1 2 s into a job with a 1-minute limit: the log says the limit is within the signal lead, then requeues (exit $rc)" || show
+
+# ---- 16. RUN_DIR not shared across the job's nodes -----------------------------------------
+case_dir notshared
+run_case notshared STUB_PROBE_MISS=n2,n3
+ok "$([ "$rc" = 2 ] && [ "$(launches)" = 0 ] && ! grep -q 'ftrain-deputy' "$LOG" &&
+	says "error: RUN_DIR $ST/run is not shared across the job's 3 nodes: a file written there on this node is not seen on n2,n3 \(the probe step, one 'test -f' per node, exited 1\)" &&
+	[ -z "$(ls -A "$ST/run" | grep probe)" ]; echo $?)" \
+	"16. RUN_DIR not seen on n2 and n3: refused (exit $rc) naming them, nothing launched, the probe's files removed" || show
+ok "$(grep -q "^srun --overlap -N 3 -n 3 --ntasks-per-node=1 --mpi=none --kill-on-bad-exit=0 --job-name=ftrain-probe sh -c " "$T/st-root/stub.log" &&
+	[ "$(grep -n 'ftrain-probe' "$T/st-root/stub.log" | cut -d: -f1)" -lt "$(grep -n -- '--data line' "$T/st-root/stub.log" | head -n 1 | cut -d: -f1)" ] &&
+	grep -q 'RUN_DIR is shared: all 3 nodes of the job see it' "$T/st-root/out"; echo $?)" \
+	"  a shared RUN_DIR: one probe step, one task a node, before the launch, and the log says so" ||
+	why "$(grep -v hostnames "$T/st-root/stub.log")"
+case_dir probenorun
+run_case probenorun STUB_PROBE_MISS=n1,n2,n3
+ok "$([ "$rc" = 0 ] && [ "$(launches)" = 1 ] && says 'warning: could not tell whether every node sees RUN_DIR .*: the probe step exited 1 and no task of it left its marker'; echo $?)" \
+	"  a probe step that did not run at all (no marker, not even the batch host's): a warning, the job goes on (exit $rc)" || show
+case_dir onenode
+echo n1 >"$ST/nodelist"
+run_case onenode
+ok "$([ "$rc" = 0 ] && ! grep -q -- '--overlap' "$LOG" && [ "$(launches)" = 1 ]; echo $?)" \
+	"  a 1-node job: no probe, no deputy (exit $rc)" || show
+
+# ---- 17. the deputy ------------------------------------------------------------------------
+hb=$T/st-root/run/.supervisor-4242.heartbeat
+dep=$(grep -- '--job-name=ftrain-deputy' "$T/st-root/stub.log")
+ok "$(printf '%s\n' "$dep" | grep -q -- "^srun --overlap -N 1 -n 1 --nodelist=n3 --mpi=none --kill-on-bad-exit=0 --job-name=ftrain-deputy $FTRAIN_SUPERVISE --deputy --heartbeat $hb --watch n1 --job 4242 --log-job 4242 --restart 0 --max-restarts 20 --stale 60 " &&
+	grep -q 'deputy: started on n3 .*this batch host (n1)' "$T/st-root/out" &&
+	grep -q 'deputy on n3: watching the supervisor on n1' "$T/st-root/out"; echo $?)" \
+	"17. the deputy step: on n3 (the last node but the batch host n1), watching n1's heartbeat, started and watching" ||
+	why "$dep" "$(cat "$T/st-root/out")"
+ok "$(grep -Eq '^ftrain-supervisor 1 job 4242 restart 0 host n1 pid [0-9]+ seq [0-9]+ state ended +$' "$hb" &&
+	[ "$(wc -c <"$hb")" = 256 ] && grep -q 'deputy on n3 left (status 0)' "$T/st-root/out" &&
+	! grep -q 'deputy on n3: .*requeue job' "$T/st-root/out"; echo $?)" \
+	"  at the end the heartbeat (version 1, 256 bytes) says ended, and the deputy leaves by itself (status 0), having requeued nothing" ||
+	why "$(cat "$hb")" "$(cat "$T/st-root/out")"
+case_dir nodeputy
+run_case nodeputy FTRAIN_DEPUTY=0
+ok "$([ "$rc" = 0 ] && ! grep -q 'ftrain-deputy' "$LOG" && says 'FTRAIN_DEPUTY=0: no deputy' && [ ! -e "$ST/run/.supervisor-4242.heartbeat" ]; echo $?)" \
+	"  FTRAIN_DEPUTY=0: no deputy step, no heartbeat file, and the log says so (exit $rc)" || show
+case_dir deplost
+echo 'kill -TERM "$(cat "$ST/deputy.pid")"; sleep 0.5; echo "srun: error: Node failure on n3" >&2; echo DOWN >"$ST/state.n3"; exit 1' >"$ST/launch.1"
+echo 'exit 0' >"$ST/launch.2"
+run_case deplost
+ok "$([ "$rc" = 0 ] && says 'warning: the deputy step on n3 ended' && says 'deputy: started on n2 ' &&
+	[ "$(grep -c -- '--job-name=ftrain-deputy' "$LOG")" = 2 ] &&
+	launch_line 2 | grep -q -- '-N 2 --nodelist=n1,n2 '; echo $?)" \
+	"  the deputy's node lost: a warning, and the relaunch on n1,n2 starts another deputy on n2 (exit $rc)" || show
 
 # ---- 9. array tasks: each names itself alone ----------------------------------------------
 # SLURM gives one task the array's own id as its SLURM_JOB_ID, and that id

@@ -15,7 +15,8 @@
 #      since FTRAIN_MAX_RESTARTS=1 the job then ends without a requeue;
 #   4. resubmits by hand on -N 3 with the same RUN_DIR: it must resume with
 #      world 2 -> 3 and finish (exit 0), with the same parameter hash as an
-#      uninterrupted one-rank run (--deterministic).  Should a rank die at
+#      uninterrupted one-rank run (--deterministic); the deputies of both
+#      jobs (docs/supervisor.md) never act on these healthy runs.  Should a rank die at
 #      start-up there (the batch script then tries its node once more), the
 #      crash and its stack are shown.
 # The jobs run in the work directory with no core size limit: a rank that
@@ -136,7 +137,7 @@ cleanup() {
 # After lib.sh's own cleanup has stopped the test's background processes.
 at_exit cleanup
 
-plan 18
+plan 19
 diag "program: $prog; work dir $W; cluster state $LAB"
 
 FTRAIN_SLURM_CLEAN=1 "$here/lab/lab-up.sh" >"$W/lab-up.log" 2>&1 9>&-
@@ -239,6 +240,12 @@ ok $? "the resumed job finished (JobState=$state ExitCode=$code)"
 done_line=$(grep -E "^done: step=$STEPS " "$out_b" | tail -n1)
 [ -n "$done_line" ]
 ok $? "ftrain printed done: step=$STEPS"
+# Healthy runs are left alone: a deputy watched each job (both have more
+# than one node) through the stops, the requeue and the resize, acted in
+# none, and left job B at its end.
+grep -q 'train\.sbatch.*deputy: started on ' "$out_a" && grep -Eq 'train\.sbatch.*deputy on n[0-9]+ left \(status 0\)' "$out_b" &&
+	! grep -Eq 'deputy on .*: the batch host .* is lost' "$out_a" "$out_b"
+ok $? "the deputies watched both jobs and never acted; job B's left at its end" || why "$(grep -h deputy "$out_a" "$out_b")"
 
 if [ "$program" = ftrain ]; then
 	# shellcheck disable=SC2086

@@ -67,14 +67,16 @@ rank1() {
 	sed -n 's/^world: rank 1 local [0-9]* host \([^ ]*\) pid \([0-9]*\).*/\2 \1/p' "$out" | head -n 1
 }
 # finished_exactly NAME: the job completed, in one allocation, with the
-# uninterrupted run's param_hash.
+# uninterrupted run's param_hash; its deputy (a healthy batch host) never
+# acted.
 finished_exactly() {
 	wait_end "$job" 180
 	local st restarts code hash
 	st=$(field "$job" JobState) restarts=$(field "$job" Restarts) code=$(field "$job" ExitCode)
 	hash=$(sed -n 's/^done: .*param_hash=\([0-9a-f]*\).*/\1/p' "$out" | tail -n 1)
-	[ "$st" = COMPLETED ] && [ "$code" = 0:0 ] && [ "$restarts" = 0 ] && [ "$hash" = "$REF" ]
-	ok $? "  $1: job $job COMPLETED in one allocation (Restarts $restarts) with the uninterrupted param_hash" ||
+	[ "$st" = COMPLETED ] && [ "$code" = 0:0 ] && [ "$restarts" = 0 ] && [ "$hash" = "$REF" ] &&
+		! grep -Eq 'deputy on .*: the batch host .* is lost' "$out"
+	ok $? "  $1: job $job COMPLETED in one allocation (Restarts $restarts) with the uninterrupted param_hash, its deputy idle" ||
 		why "state $st exit $code restarts $restarts hash ${hash:-none} want $REF" "$(grep -E 'train\.sbatch|^done|error' "$out" | tail -n 12)"
 }
 

@@ -16,14 +16,20 @@
 #      record of this launch (kind device) is taken: a relaunch with
 #      FTRAIN_LAUNCH_ID 2;
 #   4. --help prints the usage and exits 0; the stop signal is forwarded
-#      to srun and exit 75 requeues (scontrol requeue 4242).
+#      to srun and exit 75 requeues (scontrol requeue 4242);
+#   5. the deputy (--deputy) on its own, with --stale 1: a silent
+#      heartbeat and SLURM saying the batch host is DOWN requeue the job,
+#      naming why; the host ALLOCATED (a slow supervisor): no requeue; an
+#      "ended" heartbeat: it leaves at once, asking SLURM nothing; the job
+#      no longer RUNNING: it leaves; at the restart cap it cancels the job;
+#      bad options: exit 2.
 . "$(dirname "$0")/../lib.sh"
 SUP=$(cd "$(dirname "$0")/../.." && pwd)/$BUILD/ftrain-supervise
 [ -x "$SUP" ] || { echo "Bail out! $SUP is not built (make)"; exit 1; }
 B=$T/bin
 mkdir -p "$B"
 export LOG=$T/stub.log
-plan 21
+plan 28
 
 # srun stub (also mpirun's): notes its run, then runs the command after its
 # own options as one task (exec: signals reach the command).
@@ -47,13 +53,15 @@ cat >"$B/scontrol" <<'EOF'
 #!/bin/bash
 echo "scontrol $*" >>"$LOG"
 case "$1 $2" in
-"show job") echo "JobId=$SLURM_JOB_ID JobName=ftrain NodeList=n1 BatchHost=n1" ;;
+"show job") echo "JobId=$SLURM_JOB_ID JobName=ftrain JobState=${STUB_JOB_STATE:-RUNNING} Restarts=${STUB_RESTARTS:-0} NodeList=n1 BatchHost=n1" ;;
 "show hostnames") echo "$3" | tr ',' '\n' ;;
-"show node") echo "NodeName=n1 Arch=x86_64 State=ALLOCATED Partitions=main" ;;
+"show node") echo "NodeName=n1 Arch=x86_64 State=${STUB_NODE_STATE:-ALLOCATED} Partitions=main" ;;
 esac
 exit 0
 EOF
 printf '#!/bin/sh\necho "squeue $*" >>"$LOG"\necho 50:00\n' >"$B/squeue"
+# scancel: noted; it TERMs its caller, as SLURM's cancel of the job does.
+printf '#!/bin/sh\necho "scancel $*" >>"$LOG"\nkill -TERM "$PPID"\n' >"$B/scancel"
 # The ftrain stub: writes its arguments one a line and its launch id, then
 # runs $T/act.N (N: the launch id) if there is one; exits 0 otherwise.
 cat >"$T/ftrain" <<'EOF'
@@ -174,3 +182,54 @@ ok "$([ "$rc" = 143 ] && says 'got USR1: forwarded USR1 to srun' && grep -q got-
 	says 'checkpointed: requeue job 4242 \(restart 1 of at most 20\)'; echo $?)" \
 	"the stop signal forwarded to srun, exit 75 requeued; the requeue's TERM ends it" || show
 rm -f "$T/act.1"
+
+# ---- 5. the deputy on its own -------------------------------------------------
+# beat STATE [RESTART]: a heartbeat file of job 4242 on n1, as beat.c writes it.
+beat() {
+	mkdir -p "$T/run"
+	printf '%-255s\n' "ftrain-supervisor 1 job 4242 restart ${2:-0} host n1 pid 7 seq 1 state $1" >"$T/run/.supervisor-4242.heartbeat"
+}
+# deputy LIMIT VAR=VALUE... -- ARGS...: the deputy of job 4242 on n3, watching
+# n1 (at most LIMIT s); output in $T/out, status in rc, seconds in secs.
+deputy() {
+	local limit=$1 vars=()
+	shift
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do vars+=("$1"); shift; done
+	[ "${1:-}" = -- ] && shift
+	: >"$LOG"
+	local t0=$SECONDS
+	env PATH="$B:$PATH" SLURM_JOB_ID=4242 SLURMD_NODENAME=n3 "${vars[@]}" timeout -k 2 "$limit" \
+		"$SUP" --deputy --heartbeat "$T/run/.supervisor-4242.heartbeat" --watch n1 --job 4242 \
+		--restart 0 --stale 1 --log-name train.sbatch "$@" >"$T/out" 2>&1 </dev/null
+	rc=$? secs=$((SECONDS - t0))
+}
+beat running
+deputy 20 STUB_NODE_STATE='DOWN*'
+ok "$([ "$rc" = 0 ] && grep -q '^scontrol requeue 4242$' "$LOG" &&
+	says 'deputy on n3: the batch host n1 is lost \(the supervisor silent for [0-9]+ s, SLURM says DOWN\): requeue job 4242 \(restart 1 of at most 20\)'; echo $?)" \
+	"deputy: a silent heartbeat and n1 DOWN*: requeue, naming why (exit $rc, $secs s)" || show
+beat running
+deputy 3 STUB_NODE_STATE='ALLOCATED'
+ok "$([ "$rc" = 124 ] && ! grep -q 'requeue' "$LOG" && grep -q '^scontrol show node -o n1$' "$LOG" &&
+	says "but SLURM does not say n1 is down or not responding: waiting"; echo $?)" \
+	"deputy: silent, but n1 ALLOCATED (a slow supervisor): it waits, no requeue (exit $rc)" || show
+beat ended
+deputy 20 STUB_NODE_STATE='DOWN*'
+ok "$([ "$rc" = 0 ] && [ "$secs" -le 2 ] && ! grep -q . "$LOG"; echo $?)" \
+	"deputy: the heartbeat says ended: it leaves at once, asking SLURM nothing (exit $rc, $secs s)" || show
+beat running 1
+deputy 20 STUB_NODE_STATE='DOWN*'
+ok "$([ "$rc" = 0 ] && ! grep -q . "$LOG" && says 'restart 1.s, a later run'; echo $?)" \
+	"deputy: a later restart's heartbeat: it leaves (exit $rc)" || show
+beat running
+deputy 20 STUB_NODE_STATE='DOWN*' STUB_JOB_STATE=PENDING
+ok "$([ "$rc" = 0 ] && ! grep -q 'requeue' "$LOG" && says 'is not running .*: this run of it .* is over: leaving'; echo $?)" \
+	"deputy: SLURM says the job is no longer RUNNING: it leaves, no requeue (exit $rc)" || show
+beat running 20
+deputy 20 STUB_NODE_STATE='DOWN*' STUB_RESTARTS=20 -- --restart 20 --max-restarts 20
+ok "$([ "$rc" = 0 ] && grep -q '^scancel 4242$' "$LOG" && ! grep -q 'requeue' "$LOG" &&
+	says 'restart cap reached \(20 of FTRAIN_MAX_RESTARTS=20\): cancelling job 4242'; echo $?)" \
+	"deputy: the batch host lost at the restart cap: it cancels the job rather than hold it (exit $rc)" || show
+deputy 5 -- --stale 0
+ok "$([ "$rc" = 2 ] && says 'deputy: bad option or value: --stale 0'; echo $?)" \
+	"deputy: a bad option is refused, exit 2 (exit $rc)" || show

@@ -5,11 +5,14 @@
  * (supervise/facts.c: srun's and mpirun's messages, read as a hint), on
  * outputs captured on a test cluster running SLURM 22.05 (the paths and the
  * OS field of the records are left out), plus odd input that must read as
- * "not said", never crash; and the heartbeat lines' fields, read by name.
+ * "not said", never crash; the heartbeat lines' fields, read by name; the
+ * job record and node states the deputy reads after the batch host's loss;
+ * and the supervisor's own heartbeat line (beat.h).
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "supervise/beat.h"
 #include "supervise/facts.h"
 #include "supervise/slurm_real.h"
 #include "tap.h"
@@ -28,6 +31,46 @@ static const char job_86[] =
     "TRES=cpu=6,node=3,billing=6 Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=* "
     "MinCPUsNode=1 MinMemoryNode=0 MinTmpDiskNode=0 Features=(null) DelayBoot=00:00:00 "
     "OverSubscribe=NO Contiguous=0 Licenses=(null) Network=(null) Power=\n";
+
+/* scontrol show job -o 203 (3 nodes, --no-kill) after its batch host n1
+ * lost power: SLURM took n1 out of NodeList and keeps the job RUNNING. */
+static const char job_203_lost[] =
+    "JobId=203 JobName=job4.sh UserId=root(0) GroupId=root(0) MCS_label=N/A "
+    "Priority=4294901741 Nice=0 Account=(null) QOS=(null) JobState=RUNNING Reason=None "
+    "Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0 "
+    "RunTime=00:10:25 TimeLimit=UNLIMITED TimeMin=N/A SubmitTime=2026-11-29T08:04:02 "
+    "EligibleTime=2026-11-29T08:04:02 AccrueTime=2026-11-29T08:04:02 "
+    "ResizeTime=2026-11-29T08:04:46 StartTime=2026-11-29T08:04:03 EndTime=Unknown "
+    "Deadline=N/A SuspendTime=None SecsPreSuspend=0 LastSchedEval=2026-11-29T08:04:03 "
+    "Scheduler=Main Partition=debug AllocNode:Sid=localhost:31598 ReqNodeList=(null) "
+    "ExcNodeList=(null) NodeList=n[2-3] BatchHost=n1 NumNodes=2 NumCPUs=2 NumTasks=2 "
+    "CPUs/Task=1 ReqB:S:C:T=0:0:*:* TRES=cpu=2,node=2,billing=2 Socks/Node=* "
+    "NtasksPerN:B:S:C=0:0:*:* CoreSpec=* MinCPUsNode=1 MinMemoryNode=0 MinTmpDiskNode=0 "
+    "Features=(null) DelayBoot=00:00:00 OverSubscribe=OK Contiguous=0 Licenses=(null) "
+    "Network=(null) Command=/w/job4.sh WorkDir=/w StdErr=/w/out4.txt StdIn=/dev/null "
+    "StdOut=/w/out4.txt Power= \n";
+
+/* scontrol show node -o n1 of that job, 21 s after the loss, then 43 s
+ * after (SlurmdTimeout 30 s). */
+static const char node_n1_nr[] =
+    "NodeName=n1 Arch=x86_64 CoresPerSocket=1  CPUAlloc=1 CPUEfctv=2 CPUTot=2 CPULoad=7.17 "
+    "AvailableFeatures=(null) ActiveFeatures=(null) Gres=(null) NodeAddr=127.0.0.1 "
+    "NodeHostName=localhost Port=17001 Version=22.05.8  RealMemory=1000 AllocMem=0 "
+    "FreeMem=21362 Sockets=2 Boards=1 State=MIXED+NOT_RESPONDING ThreadsPerCore=1 TmpDisk=0 "
+    "Weight=1 Owner=N/A MCS_label=N/A Partitions=debug  BootTime=2026-11-29T01:28:22 "
+    "SlurmdStartTime=2026-11-29T07:57:47 LastBusyTime=2026-11-29T07:57:47 "
+    "CfgTRES=cpu=2,mem=1000M,billing=2 AllocTRES=cpu=1 CapWatts=n/a CurrentWatts=0 "
+    "AveWatts=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s\n";
+static const char node_n1_down[] =
+    "NodeName=n1 Arch=x86_64 CoresPerSocket=1  CPUAlloc=0 CPUEfctv=2 CPUTot=2 CPULoad=7.17 "
+    "AvailableFeatures=(null) ActiveFeatures=(null) Gres=(null) NodeAddr=127.0.0.1 "
+    "NodeHostName=localhost Port=17001 Version=22.05.8  RealMemory=1000 AllocMem=0 "
+    "FreeMem=21362 Sockets=2 Boards=1 State=DOWN+NOT_RESPONDING ThreadsPerCore=1 TmpDisk=0 "
+    "Weight=1 Owner=N/A MCS_label=N/A Partitions=debug  BootTime=2026-11-29T01:28:22 "
+    "SlurmdStartTime=2026-11-29T07:57:47 LastBusyTime=2026-11-29T07:57:47 "
+    "CfgTRES=cpu=2,mem=1000M,billing=2 AllocTRES= CapWatts=n/a CurrentWatts=0 AveWatts=0 "
+    "ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s Reason=Not responding "
+    "[root@2026-11-29T08:04:46]\n";
 
 /* scontrol show node -o n1,n2,n3 (two allocated, one idle). */
 static const char nodes_3[] =
@@ -212,6 +255,66 @@ static void slurm_tests(void)
     is_int(slurm_parse_names("n1,n2,n3,n4", got, 3), -1, "more names than room: refused");
 }
 
+/* The job record the deputy and the supervisor's start read, and the
+ * batch host's states after its loss. */
+static void job_tests(void)
+{
+    sv_job_facts_t f;
+    ok(slurm_parse_job(job_203_lost, "203", &f) && strcmp(f.state, "RUNNING") == 0 &&
+           f.restarts == 0 && strcmp(f.batch_host, "n1") == 0 &&
+           strcmp(f.node_list, "n[2-3]") == 0 && strcmp(f.std_out, "/w/out4.txt") == 0,
+       "job record after the batch host's loss: RUNNING, Restarts 0, BatchHost n1, NodeList "
+       "n[2-3], StdOut");
+    ok(slurm_parse_job(job_86, "86", &f) && strcmp(f.node_list, "n[1-3]") == 0 &&
+           f.std_out[0] == '\0',
+       "a record without StdOut: NodeList read, StdOut empty");
+    ok(!slurm_parse_job(job_203_lost, "204", &f) && f.restarts == -1 && !f.state[0],
+       "a record of another job says nothing");
+    ok(!slurm_parse_job("JobState=RUNNING Restarts=x", "1", &f), "no JobId: nothing");
+    ok(slurm_parse_job("JobId=9 JobState=PENDING Restarts=2x", "9", &f) && f.restarts == -1 &&
+           strcmp(f.state, "PENDING") == 0,
+       "a Restarts that is no number reads as not said");
+    sv_node_t n1 = {"n1", 0};
+    slurm_parse_node_states(node_n1_nr, &n1, 1);
+    is_int((int)n1.state, SV_NODE_NOT_RESPONDING, "21 s after the loss: MIXED+NOT_RESPONDING");
+    slurm_parse_node_states(node_n1_down, &n1, 1);
+    is_int((int)n1.state, SV_NODE_DOWN | SV_NODE_NOT_RESPONDING,
+           "43 s after: DOWN+NOT_RESPONDING");
+}
+
+/* The supervisor's heartbeat lines (beat.h), as beat.c writes them. */
+static void beat_tests(void)
+{
+    sv_beat_line_t b;
+    char line[BEAT_LINE_LEN + 1];
+    int n = snprintf(line, sizeof line,
+                     "ftrain-supervisor 1 job 4242_1 restart 3 host n1 pid 777 seq 12 state "
+                     "running");
+    memset(line + n, ' ', (size_t)(BEAT_LINE_LEN - 1 - n));
+    line[BEAT_LINE_LEN - 1] = '\n';
+    line[BEAT_LINE_LEN] = '\0';
+    ok(beat_parse(line, &b) == 0 && strcmp(b.job, "4242_1") == 0 && b.restart == 3 &&
+           strcmp(b.host, "n1") == 0 && b.pid == 777 && b.seq == 12 &&
+           b.state == SV_BEAT_RUNNING,
+       "a heartbeat line: job, restart, host, pid, seq and state");
+    memcpy(strstr(line, "running"), "ended  ", 7);
+    ok(beat_parse(line, &b) == 0 && b.state == SV_BEAT_ENDED, "  state ended");
+    ok(beat_parse("ftrain-supervisor 1 job 1 restart 0 host n1 pid 7 seq 1 state running\n",
+                  &b) == 0,
+       "  unpadded, with its newline: read");
+    ok(beat_parse("ftrain-supervisor 1 job 1 restart 0 host n1 pid 7 seq 1 state running", &b) !=
+           0,
+       "a line cut before its newline (a torn read): refused");
+    ok(beat_parse("ftrain-supervisor 1 job 1 restart 0 host n1 pid 7 seq 1 state runn\n", &b) != 0,
+       "a state cut short: refused");
+    ok(beat_parse("ftrain-supervisor 2 job 1 restart 0 host n1 pid 7 seq 1 state running\n",
+                  &b) != 0,
+       "another version: refused");
+    ok(beat_parse("ftrain-heartbeat 2 token aa rank 1 pid 101 seq 9 phase 6 step 12\n", &b) != 0,
+       "a rank's heartbeat: refused");
+    ok(beat_parse("", &b) != 0 && beat_parse(NULL, &b) != 0, "empty: refused");
+}
+
 static void heartbeat_tests(void)
 {
     char tok[24];
@@ -235,9 +338,11 @@ static void heartbeat_tests(void)
 
 int main(void)
 {
-    plan(10 + 28 + 4);
+    plan(10 + 28 + 4 + 7 + 8);
     said_tests();
     slurm_tests();
     heartbeat_tests();
+    job_tests();
+    beat_tests();
     return done_testing();
 }

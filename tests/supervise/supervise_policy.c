@@ -16,6 +16,7 @@
 
 #include "supervise/policy.h"
 #include "supervise/slurm_fake.h"
+#include "supervise/slurm_real.h"
 #include "tap.h"
 
 /* One case.  Zero is the default everywhere: nodes n1,n2,n3 all usable,
@@ -473,14 +474,151 @@ static void test_bad_input(void)
     is_str(supervise_job_ref("77", "", "", ref, sizeof ref), "77", "a plain job is its id");
 }
 
+/* ---- the deputy's decision (rules D1-D9) ------------------------------------------- */
+
+/* One deputy case.  Zero is the default: the heartbeat of this run
+ * (restart 0) running, silent 0 s of a 60 s bound, SLURM not asked; job
+ * 4242 RUNNING at restart 0 on batch host n1 (when answered), n1 healthy;
+ * 20 restarts allowed. */
+typedef struct {
+    const char *name;
+    sv_beat_state_t beat; /* 0: running (SV_BEAT_NONE is -1 here: see NONE) */
+    int beat_restart;     /* the heartbeat's restart */
+    double silent;
+    int asked, answered;
+    int not_running, job_restarts;
+    const char *batch_host; /* NULL: n1; "": not said */
+    const char *state;      /* the watched host's state words, "DOWN*" */
+    int restarts, max_restarts, requeue_exclude;
+    sv_deputy_action_t action;
+    sv_deputy_rule_t rule;
+    const char *exclude, *says;
+} dcase_t;
+
+#define D(x) SV_DRULE_##x
+#define NONE ((sv_beat_state_t)-1)
+
+static const dcase_t dcases[] = {
+    {"D1 supervisor-ended: the heartbeat says ended: leave (the supervisor's normal end)",
+     .beat = SV_BEAT_ENDED, .action = SV_DEPUTY_EXIT, .rule = D(SUPERVISOR_ENDED)},
+    {"D1 supervisor-ended: ended, even silent long and SLURM saying the host is DOWN",
+     .beat = SV_BEAT_ENDED, .silent = 500, .asked = 1, .answered = 1, .state = "DOWN*",
+     .action = SV_DEPUTY_EXIT, .rule = D(SUPERVISOR_ENDED)},
+    {"D2 later-run: a heartbeat of restart 1 read by the deputy of restart 0: leave",
+     .beat_restart = 1, .silent = 500, .action = SV_DEPUTY_EXIT, .rule = D(LATER_RUN),
+     .says = "restart 1's"},
+    {"D3 fresh: silent 59 s of 60: watch, SLURM not asked", .silent = 59,
+     .action = SV_DEPUTY_WATCH, .rule = D(FRESH)},
+    {"D3 fresh: a relaunch in progress keeps the heartbeat fresh: watch", .silent = 2,
+     .action = SV_DEPUTY_WATCH, .rule = D(FRESH)},
+    {"D3 fresh: an ended heartbeat of an earlier restart is no end of this run", .beat = SV_BEAT_ENDED,
+     .beat_restart = 0, .restarts = 1, .silent = 3, .action = SV_DEPUTY_WATCH, .rule = D(FRESH)},
+    {"D4 ask: silent 60 s of 60, not asked yet: ask SLURM", .silent = 60,
+     .action = SV_DEPUTY_ASK, .rule = D(ASK), .says = "silent for 60 s"},
+    {"D4 ask: no heartbeat read at all (none yet, unreadable), silent past the bound: ask",
+     .beat = NONE, .silent = 61, .action = SV_DEPUTY_ASK, .rule = D(ASK)},
+    {"D5 no-answer: SLURM did not answer: watch, never act on no facts", .silent = 90,
+     .asked = 1, .state = "DOWN", .action = SV_DEPUTY_WATCH, .rule = D(NO_ANSWER)},
+    {"D6 job-moved-on: the job is no longer RUNNING (requeued, ended): leave", .silent = 90,
+     .asked = 1, .answered = 1, .not_running = 1, .state = "DOWN", .action = SV_DEPUTY_EXIT,
+     .rule = D(JOB_MOVED_ON)},
+    {"D6 job-moved-on: SLURM counts restart 1 (requeued and running again): leave",
+     .silent = 90, .asked = 1, .answered = 1, .job_restarts = 1, .state = "DOWN",
+     .action = SV_DEPUTY_EXIT, .rule = D(JOB_MOVED_ON)},
+    {"D6 job-moved-on: another batch host: leave", .silent = 90, .asked = 1, .answered = 1,
+     .batch_host = "n2", .state = "DOWN", .action = SV_DEPUTY_EXIT, .rule = D(JOB_MOVED_ON)},
+    {"D7 host-alive: silent, the host ALLOCATED: the supervisor is slow, not lost: watch",
+     .silent = 90, .asked = 1, .answered = 1, .state = "ALLOCATED",
+     .action = SV_DEPUTY_WATCH, .rule = D(HOST_ALIVE)},
+    {"D7 host-alive: DRAIN is no loss: watch", .silent = 90, .asked = 1, .answered = 1,
+     .state = "ALLOCATED+DRAIN", .action = SV_DEPUTY_WATCH, .rule = D(HOST_ALIVE)},
+    {"D7 host-alive: a planned stop (the heartbeat fresh again) never gets here", .silent = 1,
+     .asked = 1, .answered = 1, .state = "DOWN", .action = SV_DEPUTY_WATCH, .rule = D(FRESH)},
+    {"D8 restart-cap: the host lost at restart 20 of 20: cancel the job", .silent = 90,
+     .asked = 1, .answered = 1, .state = "DOWN", .restarts = 20, .job_restarts = 20,
+     .beat_restart = 20, .action = SV_DEPUTY_END, .rule = D(RESTART_CAP),
+     .says = "restart cap reached"},
+    {"D9 host-lost: silent 90 s, SLURM says DOWN: requeue", .silent = 90, .asked = 1,
+     .answered = 1, .state = "DOWN*", .action = SV_DEPUTY_REQUEUE, .rule = D(HOST_LOST),
+     .exclude = "", .says = "requeue job 4242 (restart 1 of at most 20)"},
+    {"D9 host-lost: NOT_RESPONDING (before SLURM sets it DOWN) is enough", .silent = 61,
+     .asked = 1, .answered = 1, .state = "ALLOCATED*", .action = SV_DEPUTY_REQUEUE,
+     .rule = D(HOST_LOST), .says = "NOT_RESPONDING"},
+    {"D9 host-lost: BatchHost not said by SLURM: this run's host taken", .silent = 61,
+     .asked = 1, .answered = 1, .batch_host = "", .state = "DOWN", .action = SV_DEPUTY_REQUEUE,
+     .rule = D(HOST_LOST)},
+    {"D9 host-lost: with FTRAIN_REQUEUE_EXCLUDE=1 the batch host is left out", .silent = 90,
+     .asked = 1, .answered = 1, .state = "DOWN", .requeue_exclude = 1,
+     .action = SV_DEPUTY_REQUEUE, .rule = D(HOST_LOST), .exclude = "n1",
+     .says = "without node n1"},
+    {"D9 host-lost: restart 3 of 20: requeue (restart 4)", .silent = 90, .asked = 1,
+     .answered = 1, .state = "DOWN", .restarts = 3, .job_restarts = 3, .beat_restart = 3,
+     .action = SV_DEPUTY_REQUEUE, .rule = D(HOST_LOST), .says = "restart 4 of at most 20"},
+};
+
+static void run_dcase(const dcase_t *c)
+{
+    sv_deputy_input_t in;
+    sv_deputy_decision_t d;
+    char bad[512] = "";
+    size_t n = 0;
+    memset(&in, 0, sizeof in);
+    in.beat = c->beat == NONE ? SV_BEAT_NONE : c->beat ? c->beat : SV_BEAT_RUNNING;
+    in.beat_restart = c->beat == NONE ? -1 : c->beat_restart;
+    in.silent_s = c->silent;
+    in.stale_s = 60;
+    in.asked = c->asked;
+    in.answered = c->answered;
+    in.job_running = !c->not_running;
+    in.job_restarts = c->job_restarts;
+    snprintf(in.batch_host, sizeof in.batch_host, "%s", c->batch_host ? c->batch_host : "n1");
+    in.host_state = c->state ? slurm_state_flags(c->state) : 0;
+    snprintf(in.host, sizeof in.host, "n1");
+    snprintf(in.job_ref, sizeof in.job_ref, "4242");
+    in.restart_count = c->restarts;
+    in.max_restarts = c->max_restarts ? c->max_restarts : 20;
+    in.requeue_exclude = c->requeue_exclude;
+    int rc = supervise_deputy_decide(&in, &d);
+#define MISS(...) (n += (size_t)snprintf(bad + n, sizeof bad - n, __VA_ARGS__))
+    if (rc != SV_OK)
+        MISS(" rc %d (%s)", rc, d.reason);
+    if (d.action != c->action)
+        MISS(" action %s, not %s", supervise_deputy_action_name(d.action),
+             supervise_deputy_action_name(c->action));
+    if (d.rule != c->rule)
+        MISS(" rule %s, not %s", supervise_deputy_rule_name(d.rule),
+             supervise_deputy_rule_name(c->rule));
+    if (c->exclude && strcmp(d.n_exclude ? d.exclude[0] : "", c->exclude) != 0)
+        MISS(" excluded '%s', not '%s'", d.n_exclude ? d.exclude[0] : "", c->exclude);
+    if (c->says && !strstr(d.reason, c->says))
+        MISS(" reason without '%s'", c->says);
+#undef MISS
+    if (!ok(bad[0] == '\0', "deputy %s", c->name))
+        tap_why("  %s; reason: %s", bad, d.reason);
+}
+
+static void test_deputy_bad_input(void)
+{
+    sv_deputy_input_t in;
+    sv_deputy_decision_t d;
+    memset(&in, 0, sizeof in);
+    in.max_restarts = 20;
+    ok(supervise_deputy_decide(&in, &d) == SV_EINVAL && strstr(d.reason, "stale_s"),
+       "deputy: a stale bound of 0 is refused, naming the input (%s)", d.reason);
+}
+
 int main(void)
 {
     int n = (int)(sizeof cases / sizeof cases[0]);
-    plan(n + 8);
-    diag("%d policy cases", n);
+    int nd = (int)(sizeof dcases / sizeof dcases[0]);
+    plan(n + 8 + nd + 1);
+    diag("%d policy cases, %d deputy cases", n, nd);
     for (int i = 0; i < n; i++)
         run_case(&cases[i]);
     test_through_fake();
     test_bad_input();
+    for (int i = 0; i < nd; i++)
+        run_dcase(&dcases[i]);
+    test_deputy_bad_input();
     return done_testing();
 }

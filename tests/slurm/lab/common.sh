@@ -10,9 +10,11 @@
 # SLURM commands or a built ftrain and ckptctl; takes the cluster's lock
 # (one SLURM test at a time, at most 900 s of waiting); makes the work
 # directory W (/tmp/ftrain-NAME.XXXXXX, kept when a check failed or the
-# test bailed out); and defines field, wait_end and lab_up.  Jobs listed in
-# jobs_started are cancelled and nodes in downed resumed at exit, and the
-# cluster is stopped then if lab_up started it.
+# test bailed out); and defines field, wait_end, lab_up, kill_node and
+# node_back.  Jobs listed in jobs_started are cancelled and nodes in downed
+# resumed at exit, nodes powered off by kill_node are brought back (their
+# slurmd started again), and the cluster is stopped then if lab_up started
+# it.
 set -u
 name=${1:-slurm}
 
@@ -60,9 +62,12 @@ W=$(mktemp -d "/tmp/ftrain-$name.XXXXXX")
 chmod 755 "$W"
 jobs_started=""
 downed=""
+killed=""
 slurm_cleanup() {
 	for j in $jobs_started; do SLURM_CONF=$LAB/etc/slurm.conf scancel "$j" 2>/dev/null; done
 	for d in $downed; do SLURM_CONF=$LAB/etc/slurm.conf scontrol update nodename="$d" state=resume 2>/dev/null; done
+	# A node powered off comes back with its slurmd (ReturnToService=2).
+	[ -z "$killed" ] || [ "$was_up" != 1 ] || "$here/lab/lab-up.sh" >/dev/null 2>&1 9>&-
 	[ "$was_up" = 1 ] || "$here/lab/lab-down.sh" >/dev/null 2>&1
 	if all_passed; then rm -rf "$W"; else echo "# kept $W"; fi
 }
@@ -76,4 +81,17 @@ lab_up() {
 	ok $? "test cluster is up" || { why "$(tail -n 5 "$W/lab-up.log")"; echo "Bail out! no cluster"; exit 1; }
 	# shellcheck disable=SC1091
 	. "$LAB/env"
+}
+
+# kill_node NODE [DIR...]: power NODE off (lab/lab-kill-node.sh: its slurmd,
+# slurmstepds and their children killed at once, its local space and each
+# DIR wiped); noted, so that the node comes back at exit.
+kill_node() {
+	killed="$killed $1"
+	"$here/lab/lab-kill-node.sh" "$@"
+}
+# node_back: start the slurmd of every node powered off again and wait (at
+# most FTRAIN_SLURM_WAIT, 30 s) until every node is idle.  @return lab-up's.
+node_back() {
+	"$here/lab/lab-up.sh" >"$W/lab-back.log" 2>&1 9>&- && killed=""
 }
