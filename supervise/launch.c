@@ -27,9 +27,15 @@ int launch_command(const sv_config_t *c, const char *nodes, int count, sv_argv_t
         per = c->tasks_per_node;
     argv_free(cmd);
     if (c->launcher == SV_SRUN) {
-        /* --kill-on-bad-exit: a rank that dies ends the step at once. */
-        rc = argv_push(cmd, "srun") || argv_push(cmd, "--mpi=pmix") ||
-             argv_push(cmd, "--kill-on-bad-exit=1");
+        /* --kill-on-bad-exit: a rank that dies ends the step at once.
+         * --overlap: the step may use CPUs that other steps of the job
+         * still hold: the deputy's, and those of the step before when a
+         * node of it lost power (SLURM keeps that step until it hears from
+         * the node, and a relaunch without --overlap waited for it: "Requested
+         * nodes are busy", until the time limit).  One training step runs
+         * at a time: a relaunch starts only after the srun before ended. */
+        rc = argv_push(cmd, "srun") || argv_push(cmd, "--overlap") ||
+             argv_push(cmd, "--mpi=pmix") || argv_push(cmd, "--kill-on-bad-exit=1");
         if (rc == 0 && nodes) {
             snprintf(buf, sizeof buf, "%d", count);
             rc = argv_push(cmd, "-N") || argv_push(cmd, buf);

@@ -276,7 +276,7 @@ is "$(sed -n 's/^prog args: //p' "$LOG")" "--lr 3 --data line" \
     "FTRAIN_PROGRAM: the program gets its own arguments and the script's, none of ftrain's options"
 is "$(sed -n 's/^prog env: //p' "$LOG")" "FTRAIN_RUN_DIR=$T/run FTRAIN_STOP_SIGNAL=USR1" \
     "  and FTRAIN_RUN_DIR and FTRAIN_STOP_SIGNAL in its environment"
-like "$(grep '^srun ' "$LOG")" "^srun --mpi=pmix --kill-on-bad-exit=1 $T/prog --lr 3 --data line\$" \
+like "$(grep '^srun ' "$LOG")" "^srun --overlap --mpi=pmix --kill-on-bad-exit=1 $T/prog --lr 3 --data line\$" \
     "  launched by srun as ftrain is"
 ok "$(logged 'prog got USR1' && logged 'scontrol requeue 4242' && [ "$rc" -eq 143 ]; echo $?)" \
     "  the warning reaches it, its exit 75 requeues the job (exit $rc)" || why "$(cat "$LOG" "$T/out")"
