@@ -60,6 +60,7 @@
 #   wait_line FILE REGEX SECONDS  poll FILE every 0.2 s until a line of it
 #                   matches REGEX (grep -E); returns 1 after SECONDS.
 #   progress_ge FILE N  FILE holds at least N progress ("epoch ...") lines.
+#   tap_from FILE WHAT [PREFIX]  a checker's PASS/FAIL/plan lines as tests.
 #   hash_of FILE    the param_hash of the "done:" line in FILE.
 #   rank_pid FILE R the pid of rank R from the "world: rank R ... pid P"
 #                   lines rank 0 prints at start.
@@ -369,6 +370,26 @@ wait_line() {
         sleep 0.2
     done
     return 0
+}
+
+# tap_from FILE WHAT [NAME_PREFIX]: a checker's "PASS name" / "FAIL name:
+# why" lines as TAP tests (NAME_PREFIX before each name), its other lines
+# as notes.  The checker states first how many checks it makes ("plan N");
+# one more test wants exactly N PASS and FAIL lines, so that a checker that
+# stops printing, or never ran (no FILE), fails.
+tap_from() {
+    _tf_planned="" _tf_seen=0
+    if [ -f "$1" ]; then
+        while IFS= read -r _tf_line; do
+            case $_tf_line in
+            "PASS "*) ok 0 "${3:-}${_tf_line#PASS }"; _tf_seen=$((_tf_seen + 1)) ;;
+            "FAIL "*) ok 1 "${3:-}${_tf_line#FAIL }"; _tf_seen=$((_tf_seen + 1)) ;;
+            "plan "*) _tf_planned=${_tf_line#plan } ;;
+            *) diag "$_tf_line" ;;
+            esac
+        done <"$1"
+    fi
+    is "$_tf_seen" "${_tf_planned:-no plan line}" "$2: as many checks reported as planned (${_tf_planned:-none})"
 }
 
 progress_ge() {

@@ -35,23 +35,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 need_ckpt_lib
 export PYTHONDONTWRITEBYTECODE=1 # no __pycache__ in the source tree
 
-# tap_from FILE WHAT: "PASS name" / "FAIL name: why" lines as TAP; others as
-# notes.  The Python side states first how many checks it makes ("plan N");
-# one more test wants exactly N PASS and FAIL lines, so that a check that
-# stops printing (or a plan line that is missing) fails.
-tap_from() {
-    _planned="" _seen=0
-    while IFS= read -r line; do
-        case $line in
-        "PASS "*) ok 0 "${line#PASS }"; _seen=$((_seen + 1)) ;;
-        "FAIL "*) ok 1 "${line#FAIL }"; _seen=$((_seen + 1)) ;;
-        "plan "*) _planned=${line#plan } ;;
-        *) diag "$line" ;;
-        esac
-    done <"$1"
-    is "$_seen" "${_planned:-no plan line}" "$2: as many checks reported as planned (${_planned:-none})"
-}
-
 free_port() {
     "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }

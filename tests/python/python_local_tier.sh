@@ -73,19 +73,7 @@ wait_all() {
 }
 
 # results FILE WHAT: the worker's checks (plan N, PASS/FAIL lines) as tests.
-results() {
-    _planned="" _seen=0
-    if [ -f "$1" ]; then
-        while IFS= read -r line; do
-            case $line in
-            "PASS "*) ok 0 "$2: ${line#PASS }"; _seen=$((_seen + 1)) ;;
-            "FAIL "*) ok 1 "$2: ${line#FAIL }"; _seen=$((_seen + 1)) ;;
-            "plan "*) _planned=${line#plan } ;;
-            esac
-        done <"$1"
-    fi
-    is "$_seen" "${_planned:-no results}" "$2: as many checks reported as planned"
-}
+results() { tap_from "$1" "$2" "$2: "; }
 
 files() { (cd "$1" 2>/dev/null && ls -A | tr '\n' ' ' | sed 's/ $//'); }
 

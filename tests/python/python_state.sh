@@ -30,14 +30,5 @@ rc=$?
 # for the count and one for its run to the end.
 n=$(sed -n 's/^plan \([0-9][0-9]*\)$/\1/p' "$T/out" | head -n 1)
 plan $((${n:-0} + 2))
-seen=0
-while IFS= read -r line; do
-    case $line in
-    "PASS "*) ok 0 "${line#PASS }"; seen=$((seen + 1)) ;;
-    "FAIL "*) ok 1 "${line#FAIL }"; seen=$((seen + 1)) ;;
-    "plan "*) ;;
-    *) diag "$line" ;;
-    esac
-done <"$T/out"
-is "$seen" "${n:-no plan line}" "state_checks.py: as many checks reported as planned (${n:-none})"
+tap_from "$T/out" state_checks.py
 ok $rc "state_checks.py ran to its end (exit $rc)" || why "$(tail -n 20 "$T/out")"

@@ -43,16 +43,7 @@ timeout -k 5 120 "$PY" "$here/watchdog_checks.py" "$T/c" >"$T/c.out" 2>&1
 rc=$?
 n=$(sed -n 's/^plan \([0-9][0-9]*\)$/\1/p' "$T/c.out" | head -n 1)
 plan $((${n:-0} + 2 + 3 + 9 + 3 + 4))
-seen=0
-while IFS= read -r line; do
-    case $line in
-    "PASS "*) ok 0 "${line#PASS }"; seen=$((seen + 1)) ;;
-    "FAIL "*) ok 1 "${line#FAIL }"; seen=$((seen + 1)) ;;
-    "plan "*) ;;
-    *) diag "$line" ;;
-    esac
-done <"$T/c.out"
-is "$seen" "${n:-no plan line}" "watchdog_checks.py: as many checks reported as planned (${n:-none})"
+tap_from "$T/c.out" watchdog_checks.py
 ok $rc "watchdog_checks.py ran to its end (exit $rc)" || why "$(tail -n 20 "$T/c.out")"
 
 # facts RUN_DIR: run_facts' lines in $T/facts (1 when it is not built).
