@@ -540,7 +540,7 @@ ok "$([ "$rc" = 0 ] && [ "$(launches)" = 1 ] && says 'warning: could not tell wh
 case_dir onenode
 echo n1 >"$ST/nodelist"
 run_case onenode
-ok "$([ "$rc" = 0 ] && ! grep -q -- '--overlap' "$LOG" && [ "$(launches)" = 1 ]; echo $?)" \
+ok "$([ "$rc" = 0 ] && ! grep -Eq -- 'ftrain-probe|ftrain-deputy' "$LOG" && [ "$(launches)" = 1 ]; echo $?)" \
 	"  a 1-node job: no probe, no deputy (exit $rc)" || show
 
 # ---- 17. the deputy ------------------------------------------------------------------------
