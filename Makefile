@@ -64,7 +64,8 @@ endif
 #   src/nn          model, optimizers, data, sampler
 #   src/config      the options: one table, parsing, checks, --help
 #   src/parallel    world, communicators (MPI, NCCL), device choice
-#   src/gpu         the CUDA model and kernels, the stub without CUDA
+#   src/gpu         the CUDA model and kernels, the cuBLAS loader, the stub
+#                   without CUDA
 #   src/fault       signals and the stop agreement, the watchdog
 #   src/state       what a checkpoint holds for ftrain, which one to resume
 #   src/tier        the node-local tier: placement, save phases, partners

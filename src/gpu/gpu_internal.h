@@ -1,6 +1,7 @@
 /*
- * gpu_internal.h - what gpu_model.cu and gpu_kernels.cu share (not a
- * public header): the context struct, error helpers and kernel launchers.
+ * gpu_internal.h - what gpu_model.cu, gpu_kernels.cu and gpu_blas.cu share
+ * (not a public header): the context struct, error helpers and kernel
+ * launchers.  The cuBLAS table is in gpu_blas.h.
  *
  * Error convention: a function keeps one `int rc` and one `fail:` label;
  * GPU_CUDA(call) / GPU_BLAS(call) record "file:line: call: message" in this
@@ -33,6 +34,8 @@ int gpu_fail_cublas(const char *file, int line, const char *call,
                     cublasStatus_t s);
 /* Record a plain message; returns rc. */
 int gpu_fail_msg(int rc, const char *file, int line, const char *msg);
+/* Record msg as it is, without file:line; returns rc. */
+int gpu_fail_text(int rc, const char *msg);
 
 #define GPU_CUDA(call)                                                       \
     do {                                                                     \

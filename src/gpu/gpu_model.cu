@@ -1,6 +1,7 @@
 /*
  * gpu_model.cu - the GPU context (device, stream, cuBLAS handle), memory
- * helpers, error messages and the MLP of model.h on the device.
+ * helpers, error messages and the MLP of model.h on the device.  cuBLAS is
+ * called through the table gpu_blas.cu loads (gpu_blas.h).
  *
  * The model mirrors model.c step for step (see its header comment for the
  * notation): forward Z = A W^T + b with cuBLAS and k_bias_act; the loss
@@ -28,6 +29,7 @@
  * batches are gathered on the device from sample indices instead.
  */
 #include "gpu/gpu_internal.h"
+#include "gpu/gpu_blas.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -42,98 +44,6 @@ extern "C" {
 #define GPU_ERR_MAX 512
 
 static thread_local char gpu_err_buf[GPU_ERR_MAX];
-
-/* ---- cuBLAS, loaded when a GPU is first used -------------------------------
- * cuBLAS is not linked: loading libcublas (and libcublasLt) runs their
- * constructors, about 0.6 s of CPU in every process that links them, which
- * a CPU-only run (and ftrain --help) would pay for nothing.  gpu_init()
- * loads it with dlopen and takes the few functions used here; the calls
- * below go through this table under their usual names. */
-#include <dlfcn.h>
-#include <pthread.h>
-
-#define GPU_STR_(x) #x
-#define GPU_STR(x) GPU_STR_(x)
-
-static struct {
-    decltype(&cublasCreate) create;
-    decltype(&cublasDestroy) destroy;
-    decltype(&cublasSetStream) set_stream;
-    decltype(&cublasSetMathMode) set_math_mode;
-    decltype(&cublasSetAtomicsMode) set_atomics_mode;
-    decltype(&cublasSetPointerMode) set_pointer_mode;
-    decltype(&cublasSgemm) sgemm;
-    decltype(&cublasGetStatusString) status_string;
-    decltype(&cublasGetStatusName) status_name;
-    int loaded;          /* 1: every entry is set */
-    char why[256];       /* why it could not be loaded */
-} blas_lib;
-static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
-
-/* The library's name for this toolkit's major version, then the same in
- * the toolkit's lib64 the build used (FTRAIN_CUDA_LIBDIR). */
-static void blas_load_once(void)
-{
-    static const char *names[] = {
-        "libcublas.so." GPU_STR(CUBLAS_VER_MAJOR),
-#ifdef FTRAIN_CUDA_LIBDIR
-        FTRAIN_CUDA_LIBDIR "/libcublas.so." GPU_STR(CUBLAS_VER_MAJOR),
-#endif
-    };
-    void *lib = NULL;
-    const char *err = "no name to try";
-    for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; i++) {
-        lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-        if (!lib)
-            err = dlerror();
-    }
-    if (!lib) {
-        snprintf(blas_lib.why, sizeof blas_lib.why, "cannot load cuBLAS (%s): %s", names[0],
-                 err ? err : "unknown error");
-        return;
-    }
-    /* The names after cublas_v2.h's macros (cublasCreate is cublasCreate_v2). */
-#define GPU_BLAS_SYM(field, name)                                                  \
-    if (!(blas_lib.field = (decltype(blas_lib.field))dlsym(lib, GPU_STR(name)))) { \
-        snprintf(blas_lib.why, sizeof blas_lib.why, "cuBLAS (%s) lacks %s",       \
-                 names[0], GPU_STR(name));                                          \
-        return;                                                                     \
-    }
-    GPU_BLAS_SYM(create, cublasCreate)
-    GPU_BLAS_SYM(destroy, cublasDestroy)
-    GPU_BLAS_SYM(set_stream, cublasSetStream)
-    GPU_BLAS_SYM(set_math_mode, cublasSetMathMode)
-    GPU_BLAS_SYM(set_atomics_mode, cublasSetAtomicsMode)
-    GPU_BLAS_SYM(set_pointer_mode, cublasSetPointerMode)
-    GPU_BLAS_SYM(sgemm, cublasSgemm)
-    GPU_BLAS_SYM(status_string, cublasGetStatusString)
-    GPU_BLAS_SYM(status_name, cublasGetStatusName)
-#undef GPU_BLAS_SYM
-    blas_lib.loaded = 1; /* kept loaded for the life of the process */
-}
-
-/* 1 when cuBLAS is loaded (loading it the first time), else 0 with
- * blas_lib.why saying why. */
-static int blas_load(void)
-{
-    pthread_once(&blas_once, blas_load_once);
-    return blas_lib.loaded;
-}
-
-#undef cublasCreate
-#undef cublasDestroy
-#undef cublasSetStream
-#undef cublasSetPointerMode
-#undef cublasSgemm
-#define cublasCreate blas_lib.create
-#define cublasDestroy blas_lib.destroy
-#define cublasSetStream blas_lib.set_stream
-#define cublasSetMathMode blas_lib.set_math_mode
-#define cublasSetAtomicsMode blas_lib.set_atomics_mode
-#define cublasSetPointerMode blas_lib.set_pointer_mode
-#define cublasSgemm blas_lib.sgemm
-#define cublasGetStatusString blas_lib.status_string
-#define cublasGetStatusName blas_lib.status_name
 
 /* ---- errors -------------------------------------------------------------- */
 
@@ -171,6 +81,12 @@ int gpu_fail_msg(int rc, const char *file, int line, const char *msg)
     return rc;
 }
 
+int gpu_fail_text(int rc, const char *msg)
+{
+    snprintf(gpu_err_buf, sizeof gpu_err_buf, "%s", msg);
+    return rc;
+}
+
 extern "C" const char *gpu_last_error(void)
 {
     return gpu_err_buf;
@@ -205,8 +121,8 @@ extern "C" int gpu_init(gpu_ctx_t **out, int ordinal)
     if (!ctx)
         GPU_FAIL(GPU_ENOMEM, "gpu_init: out of host memory");
     ctx->ordinal = ordinal;
-    if (!blas_load())
-        GPU_FAIL(GPU_ECUBLAS, blas_lib.why);
+    if (!gpu_blas_try_load())
+        GPU_FAIL(GPU_ECUBLAS, gpu_blas_lib.why);
     GPU_CUDA(cudaSetDevice(ordinal));
     GPU_CUDA(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
     GPU_BLAS(cublasCreate(&ctx->blas));
@@ -225,14 +141,6 @@ extern "C" int gpu_init(gpu_ctx_t **out, int ordinal)
 fail:
     gpu_close(ctx);
     return rc;
-}
-
-extern "C" int gpu_blas_load(void)
-{
-    if (blas_load())
-        return GPU_OK;
-    snprintf(gpu_err_buf, sizeof gpu_err_buf, "gpu_blas_load: %s", blas_lib.why);
-    return GPU_ECUBLAS;
 }
 
 extern "C" void gpu_close(gpu_ctx_t *ctx)

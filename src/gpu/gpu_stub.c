@@ -2,7 +2,7 @@
  * gpu_stub.c - gpu_strerror(), and every gpu.h function as a stub returning
  * GPU_ENOTBUILT when ftrain is built without CUDA (make CUDA=0, or no nvcc
  * found), so callers need no #ifdef.  With CUDA the real functions live in
- * gpu_model.cu and gpu_kernels.cu.
+ * gpu_model.cu, gpu_kernels.cu and gpu_blas.cu.
  */
 #include "gpu/gpu.h"
 
