@@ -63,7 +63,8 @@ endif
 #   src/util        error text, mkdir -p, names      (ftrain from here up)
 #   src/nn          model, optimizers, data, sampler
 #   src/config      the options: one table, parsing, checks, --help
-#   src/parallel    world, communicators (MPI, NCCL), device choice
+#   src/parallel    world, communicators (MPI, NCCL), device choice, the
+#                   liveness ring
 #   src/gpu         the CUDA model and kernels, the cuBLAS loader, the stub
 #                   without CUDA
 #   src/fault       signals and the stop agreement, the watchdog

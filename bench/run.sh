@@ -1196,11 +1196,11 @@ job_state() {
 }
 # job_launchers JOB: the pids of the live srun processes of JOB that launch
 # the training (not the supervisor's own steps, the deputy and the RUN_DIR
-# probe, which run with --overlap), one a line.
+# probe, told by their job names ftrain-deputy and ftrain-probe), one a line.
 job_launchers() {
     for _jl_pid in $(pgrep -x srun); do
         grep -q '^State:[[:space:]]*Z' "/proc/$_jl_pid/status" 2>/dev/null && continue
-        tr '\0' ' ' <"/proc/$_jl_pid/cmdline" 2>/dev/null | grep -q -- '--overlap' && continue
+        { tr '\0' ' ' <"/proc/$_jl_pid/cmdline"; } 2>/dev/null | grep -Eq -- '--job-name=ftrain-(deputy|probe)' && continue
         { tr '\0' '\n' <"/proc/$_jl_pid/environ"; } 2>/dev/null | grep -qx "SLURM_JOB_ID=$1" && echo "$_jl_pid"
     done
 }

@@ -145,6 +145,26 @@ static int query(sv_slurm_real_t *r, char *const argv[], char *out, size_t cap, 
     return SV_SLURM_OK;
 }
 
+/* scontrol show hostnames list into out, one name a line; a list seen
+ * before is not asked again (r->seen_*: a job's list only shrinks, and
+ * then it is another list). */
+static int expand(sv_slurm_real_t *r, const char *list, char *out, size_t cap, char *err,
+                  size_t errcap)
+{
+    if (r->seen_names[0] && strcmp(list, r->seen_list) == 0) {
+        snprintf(out, cap, "%s", r->seen_names);
+        return SV_SLURM_OK;
+    }
+    char *argv[] = {"scontrol", "show", "hostnames", (char *)list, NULL};
+    int rc = query(r, argv, out, cap, err, errcap);
+    if (rc == SV_SLURM_OK && out[0] && strlen(out) < sizeof r->seen_names &&
+        strlen(list) < sizeof r->seen_list) {
+        snprintf(r->seen_list, sizeof r->seen_list, "%s", list);
+        snprintf(r->seen_names, sizeof r->seen_names, "%s", out);
+    }
+    return rc;
+}
+
 static int real_nodes(void *ctx, const char *job_ref, sv_node_t *nodes, int cap, int *count,
                       int *states_known, char *err, size_t errcap)
 {
@@ -155,15 +175,24 @@ static int real_nodes(void *ctx, const char *job_ref, sv_node_t *nodes, int cap,
     *states_known = 0;
     char *job[] = {"scontrol", "show", "job", "-o", (char *)job_ref, NULL};
     int rc = query(r, job, out, sizeof out, err, errcap);
-    if (rc == SV_SLURM_OK)
+    r->left_at = 0;
+    if (rc == SV_SLURM_OK) {
+        char limit[64] = "", run[64] = "";
         slurm_parse_field(out, "NodeList", list, sizeof list);
+        slurm_parse_field(out, "TimeLimit", limit, sizeof limit);
+        slurm_parse_field(out, "RunTime", run, sizeof run);
+        double l = slurm_parse_time(limit), t = slurm_parse_time(run);
+        if (l >= 0 && t >= 0) {
+            r->left_s = l > t ? l - t : 0;
+            r->left_at = util_mono_s();
+        }
+    }
     if (!list[0])
         snprintf(list, sizeof list, "%s", r->fallback_nodes);
     if (!list[0])
         return rc != SV_SLURM_OK ? rc : util_fail(err, errcap, SV_SLURM_EFAIL,
                                                    "SLURM names no node of job %s", job_ref);
-    char *names[] = {"scontrol", "show", "hostnames", list, NULL};
-    if (query(r, names, out, sizeof out, err, errcap) != SV_SLURM_OK || !out[0])
+    if (expand(r, list, out, sizeof out, err, errcap) != SV_SLURM_OK || !out[0])
         snprintf(out, sizeof out, "%s", list);
     int n = slurm_parse_names(out, nodes, cap);
     if (n < 0)
@@ -188,6 +217,12 @@ static int real_time_left(void *ctx, const char *job_ref, double *seconds, char 
     char out[256];
     char *argv[] = {"squeue", "-h", "-j", (char *)job_ref, "-o", "%L", NULL};
     *seconds = -1;
+    /* The job record nodes() just read says it (whole seconds, as %L). */
+    double age = util_mono_s() - r->left_at;
+    if (r->left_at > 0 && age >= 0 && age < SLURM_REAL_FRESH_S) {
+        *seconds = r->left_s > age ? r->left_s - age : 0;
+        return SV_SLURM_OK;
+    }
     int rc = query(r, argv, out, sizeof out, err, errcap);
     if (rc == SV_SLURM_OK)
         *seconds = slurm_parse_time(out);
@@ -324,9 +359,7 @@ int slurm_hostnames(sv_slurm_real_t *r, const char *list, sv_node_t *nodes, int 
                     char *err, size_t errcap)
 {
     static char out[1 << 16];
-    char *argv[] = {"scontrol", "show", "hostnames", (char *)list, NULL};
-    int rc = query(r, argv, out, sizeof out, err, errcap);
-    if (rc != SV_SLURM_OK)
+    if (expand(r, list, out, sizeof out, err, errcap) != SV_SLURM_OK)
         return -1;
     int n = slurm_parse_names(out, nodes, cap);
     if (n < 0)

@@ -35,7 +35,16 @@ typedef struct {
     int timeout_s; /* FTRAIN_SLURM_TIMEOUT */
     char fallback_nodes[8192]; /* the environment's node list, when SLURM names none */
     int requeue_pause_s; /* between requeue tries (5) */
+    /* What the newest job record said (nodes()), so that the decision after
+     * a launch asks SLURM twice, not four times: the node list's expansion
+     * while the list is the same, and the time left (TimeLimit - RunTime)
+     * for SLURM_REAL_FRESH_S after it.  Zero-initialised: nothing known. */
+    char seen_list[8192], seen_names[8192];
+    double left_s, left_at; /* left_at: monotonic seconds, 0: none */
 } sv_slurm_real_t;
+
+/* How long a job record's time left stands in for squeue's (seconds). */
+#define SLURM_REAL_FRESH_S 2.0
 
 /** An adapter over r (not copied). */
 sv_slurm_t sv_slurm_real(sv_slurm_real_t *r);

@@ -24,6 +24,7 @@
 #include "parallel/comm_nccl.h"
 #include "config/config.h"
 #include "parallel/device.h"
+#include "parallel/liveness.h"
 #include "gpu/gpu.h"
 #include "app/run_lock.h"
 #include "fault/failure.h"
@@ -195,8 +196,11 @@ static void *hang_last_resort(void *unused)
 static void end_job_on_hang(const char *report, void *arg)
 {
     (void)arg;
-    fprintf(stderr, "%sftrain: hang: ending the job with exit code %d; the newest committed "
-            "checkpoint is kept\n", report, FTRAIN_EXIT_HANG);
+    liveness_bye(); /* the neighbours: this rank ends on purpose */
+    fprintf(stderr, "%sftrain: %s: ending the job with exit code %d; the newest committed "
+            "checkpoint is kept\n", report,
+            strncmp(report, "ftrain: peer lost:", 18) == 0 ? "peer lost" : "hang",
+            FTRAIN_EXIT_HANG);
     fflush(stderr);
     pthread_t last;
     if (pthread_create(&last, NULL, hang_last_resort, NULL) == 0)
@@ -238,17 +242,47 @@ static void note_failure(const config_t *cfg, int rank, failure_kind_t kind, con
 typedef struct {
     watchdog_peer_t peer;
     uint64_t started_ns;
+    liveness_card_t live; /* where it listens for the liveness ring ("" none) */
 } rank_card_t;
 
-/* Collective: gather every rank's pid and host, start the watchdog.  A
- * rank whose watchdog does not start trains on, with a warning. */
+/* Collective, after the cards are gathered: form the liveness ring (unless
+ * --no-liveness).  A ring that does not form is a warning, on every rank
+ * that saw why: the watchdog's heartbeats still notice a dead rank. */
+static void start_liveness(const config_t *cfg, const world_t *world, const rank_card_t *cards,
+                           uint64_t token)
+{
+    if (cfg->no_liveness || world->size <= 1)
+        return;
+    liveness_card_t *live = calloc((size_t)world->size, sizeof *live);
+    int ready = live != NULL;
+    for (int r = 0; ready && r < world->size; r++) {
+        live[r] = cards[r].live;
+        ready = live[r].text[0] != '\0';
+    }
+    char err[512] = "a rank could not listen";
+    if (!ready || liveness_connect(world->rank, world->size, live, token, LIVENESS_CONNECT_S,
+                                   err, sizeof err) != LIVENESS_OK) {
+        liveness_close(); /* the listener too */
+        fprintf(stderr, "ftrain: warning: rank %d: %s: a rank that dies is noticed by the "
+                "heartbeats only (--hang-timeout)\n", world->rank, err);
+    }
+    free(live);
+}
+
+/* Collective: gather every rank's pid and host, start the watchdog and the
+ * liveness ring.  A rank whose watchdog does not start trains on, with a
+ * warning. */
 static void start_watchdog(const config_t *cfg, const world_t *world)
 {
     struct timespec ts;
+    char lerr[256];
     clock_gettime(CLOCK_REALTIME, &ts);
     rank_card_t me = {.peer.pid = (int)getpid(),
                       .started_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec};
     snprintf(me.peer.host, sizeof me.peer.host, "%s", world->host);
+    if (!cfg->no_liveness && world->size > 1 &&
+        liveness_listen(&me.live, lerr, sizeof lerr) != LIVENESS_OK)
+        fprintf(stderr, "ftrain: warning: rank %d: %s\n", world->rank, lerr);
     rank_card_t *cards = calloc((size_t)world->size, sizeof *cards);
     watchdog_peer_t *peers = calloc((size_t)world->size, sizeof *peers);
     int gathered = cards && peers && world_allgather(world, &me, sizeof me, cards) == WORLD_OK;
@@ -260,6 +294,8 @@ static void start_watchdog(const config_t *cfg, const world_t *world)
     /* Rank 0's pid and start time: heartbeats of an earlier job in the same
      * run directory are not this one's. */
     uint64_t token = gathered ? cards[0].started_ns ^ ((uint64_t)cards[0].peer.pid << 40) : 0;
+    if (gathered)
+        start_liveness(cfg, world, cards, token);
     watchdog_opts_t opts = {
         .rank = world->rank, .size = world->size, .peers = gathered ? peers : NULL,
         .timeout_s = cfg->hang_timeout, .heartbeat_dir = gathered ? dir : NULL,

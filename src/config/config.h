@@ -109,6 +109,9 @@ typedef struct {
     double grace;          /* seconds a stop may take before we warn */
     double hang_timeout;   /* seconds without progress: a hang; 0 off;
                               CONFIG_HANG_AUTO derived from the run */
+    int no_liveness;       /* 1: no ring of connections between the ranks
+                              (parallel/liveness.h): a rank that dies is
+                              noticed by the heartbeats only */
     int64_t log_every;     /* steps between progress lines, 0: by time */
     double log_interval;   /* seconds between progress lines when log_every
                               is 0 (the last step is always shown) */

@@ -220,6 +220,10 @@ static const config_option_t config_opts[] = {
      .help = "end the job (exit 76) when a rank makes no progress\n"
              "for SEC seconds (0: never; default: 10x the longest\n"
              "step, evaluation or save seen, at least 45)"},
+    {"no-liveness", .kind = CONFIG_ARG_FLAG, FIELD(no_liveness),
+     .help = "no connection from each rank to its neighbours\n"
+             "(by default a rank that dies is noticed by them in\n"
+             "0.1 s; without, only by --hang-timeout)"},
     {"log-every", .kind = CONFIG_ARG_INT, FIELD(log_every), .ints = {1, STEPS_CAP},
      .max_is_cap = 1, .metavar = "N",
      .help = "a progress line every N steps (default: by\n"

@@ -10,9 +10,13 @@
  * cut off; among the live ones, the rank(s) furthest behind in (step,
  * phase) are the ones the others wait for.  The first rank named is the
  * culprit of the failure record (fault/failure.h) written before fire.
+ * Each tick also asks the liveness ring (parallel/liveness.h) whether a
+ * neighbour's process ended without a word: that rank is lost, named in a
+ * failure record of kind peer_lost, and fire ends the job at once.
  */
 #include "fault/watchdog.h"
 #include "fault/failure.h"
+#include "parallel/liveness.h"
 #include "util/util.h"
 
 #include <dirent.h>
@@ -34,6 +38,8 @@
 /* A look this much later than due means the whole process was not running
  * (SIGSTOP, `scontrol suspend`): that time is no rank's fault. */
 #define STALL_S 2.0
+/* The most watchdog_beat_now waits for the thread's write. */
+#define BEAT_NOW_WAIT_S 1.0
 #define HB_LINE_MAX 512
 #define HB_PATH_MAX 4200
 #define HB_MAGIC "ftrain-heartbeat 2"
@@ -64,6 +70,7 @@ static struct {
     double group_since;      /* when the load or save (or other phase) began */
     watchdog_seen_t seen;
     unsigned long long beats;
+    atomic_uint beat_asked, beat_done; /* watchdog_beat_now's requests, met */
     char run_dir[HB_PATH_MAX]; /* "" : no failure record */
     failure_launch_t launch;   /* read from the environment at the start */
 } wd = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -532,6 +539,26 @@ static void write_hang_record(watchdog_phase_t phase, int64_t step, const culpri
         nanosleep(&tick, NULL);
 }
 
+/* A neighbour in the liveness ring ended without a goodbye: report it,
+ * write its peer_lost record and fire. */
+static void peer_lost(int lost, watchdog_phase_t phase, int64_t step)
+{
+    static char report[WATCHDOG_REPORT_MAX];
+    char where[128];
+    culprit_t culprit = {.rank = FAILURE_NO_RANK};
+    int pid = wd.peers ? wd.peers[lost].pid : 0;
+    report[0] = '\0';
+    add(report, sizeof report, "ftrain: peer lost: rank %d (host %s, pid %d) is gone: %s "
+        "(killed, crashed, or its node lost); rank %d (host %s) was in %s\n", lost,
+        host_of(lost, NULL), pid, liveness_how(), wd.opts.rank, host_of(wd.opts.rank, NULL),
+        watchdog_phase_text(phase, step, where, sizeof where));
+    name_culprit(&culprit, lost, host_of(lost, NULL), 1);
+    if (wd.dir[0]) /* alive until now: the next launch sees who went silent first */
+        write_beat(phase, step, 0);
+    write_hang_record(phase, step, &culprit, report);
+    wd.opts.fire(report, wd.opts.arg);
+}
+
 /* ---- the thread -------------------------------------------------------------- */
 
 static void *watch(void *unused)
@@ -564,9 +591,16 @@ static void *watch(void *unused)
         double limit = stopping ? watchdog_stop_allowance(phase, wd.opts.timeout_s, &wd.seen)
                                 : full;
         pthread_mutex_unlock(&wd.lock);
-        if (wd.dir[0] && now - last_beat >= wd.beat_s) {
+        unsigned asked = atomic_load(&wd.beat_asked);
+        if (wd.dir[0] && (now - last_beat >= wd.beat_s || asked != atomic_load(&wd.beat_done))) {
             write_beat(phase, step, idle);
             last_beat = now;
+            atomic_store(&wd.beat_done, asked);
+        }
+        int lost = liveness_lost();
+        if (lost >= 0 && lost < wd.opts.size) {
+            peer_lost(lost, phase, step); /* ends the job; if not, we are done */
+            return NULL;
         }
         if (wd.opts.timeout_s != 0 && idle > limit) {
             static char report[WATCHDOG_REPORT_MAX];
@@ -626,6 +660,19 @@ int watchdog_start(const watchdog_opts_t *opts, char *err, size_t cap)
     }
     wd.running = 1;
     return WATCHDOG_OK;
+}
+
+void watchdog_beat_now(void)
+{
+    pthread_mutex_lock(&wd.lock);
+    int on = wd.running && wd.dir[0];
+    unsigned want = on ? atomic_fetch_add(&wd.beat_asked, 1) + 1 : 0;
+    pthread_cond_signal(&wd.wake);
+    pthread_mutex_unlock(&wd.lock);
+    struct timespec ms = {0, 1000000};
+    for (double end = util_mono_s() + BEAT_NOW_WAIT_S;
+         on && (int)(atomic_load(&wd.beat_done) - want) < 0 && util_mono_s() < end;)
+        nanosleep(&ms, NULL);
 }
 
 void watchdog_stop(void)

@@ -107,6 +107,11 @@ void watchdog_phase(watchdog_phase_t phase, int64_t step);
 /** Where this rank is: the phase and step of its last watchdog_phase
  *  (WATCHDOG_START and 0 when not started).  For a failure record. */
 void watchdog_where(watchdog_phase_t *phase, int64_t *step);
+/** Have the thread write this rank's heartbeat now, and wait (at most
+ *  1 s) until it has: the last sign of life before a fault that --fault
+ *  raises, so that the next launch knows when it came.  A no-op without
+ *  heartbeats. */
+void watchdog_beat_now(void);
 /** Stop and join the thread, remove this rank's heartbeat.  Accepts "not
  *  started". */
 void watchdog_stop(void);

@@ -12,6 +12,7 @@
  * the node's, divided among the local ranks whose masks overlap it.  A job
  * given 4 of a 128-core node's cores thus runs 4 threads, not 128.
  */
+#include "parallel/liveness.h"
 #include "parallel/world.h"
 
 #include <limits.h>
@@ -199,6 +200,7 @@ int world_same_text(const world_t *world, const char *text, double timeout_s)
 void world_abort(const world_t *world, int code)
 {
     (void)world;
+    liveness_bye(); /* the neighbours: an end on purpose, not a death */
     MPI_Abort(MPI_COMM_WORLD, code);
 }
 

@@ -4,6 +4,7 @@
  * and --fault's injected faults (README, "Lost work and the checkpoint
  * interval").
  */
+#include "fault/watchdog.h"
 #include "train/train_internal.h"
 #include "util/util.h"
 
@@ -11,8 +12,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <time.h>
-
-#include "fault/watchdog.h"
 
 /* Rank 0, once: the Young/Daly checkpoint interval sqrt(2 C M) for the
  * measured cost C of a save (its training stall) and --mtbf M, beside the
@@ -97,6 +96,10 @@ void train_inject_fault(const trainer_t *t)
     fprintf(stderr, "ftrain: rank %d: --fault: raising signal %d after step %lld\n", t->rank,
             cfg->fault_signal, (long long)t->run.step);
     fflush(NULL);
+    /* The heartbeat of this moment: the next launch's recovery line then
+     * times the failure from the fault itself, not from a beat up to a
+     * period before it (a real SIGKILL gives no such beat). */
+    watchdog_beat_now();
     signal(cfg->fault_signal, SIG_DFL);
     raise(cfg->fault_signal);
 }

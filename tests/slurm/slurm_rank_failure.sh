@@ -3,10 +3,13 @@
 # (srun --mpi=pmix on the one-machine test cluster, 2 nodes) ends the job
 # within seconds and the job's output names it (TAP).
 #
-#   1. SIGKILL to rank 1: srun --kill-on-bad-exit=1 (the script's) ends the
-#      step at once, "task 1: Killed" names the task and node, the job
-#      fails, and the newest checkpoint verifies.  (SLURM's defaults would
-#      leave rank 0 waiting in a collective.)
+#   1. SIGKILL to rank 1: rank 0 reads the end of rank 1's connection in
+#      the liveness ring and ends the step within about a second (status
+#      76), naming rank 1, its node and pid; srun names the task; the
+#      newest checkpoint verifies.  With --no-liveness, srun
+#      --kill-on-bad-exit=1 (the script's) ends the step, after KillWait (the
+#      lab's 5 s); SLURM's defaults would leave rank 0 waiting in a
+#      collective.
 #   2. SIGSTOP to rank 1 with --hang-timeout 3: ftrain's watchdog on rank 0
 #      names rank 1 and its node and ends the job; the step exits 76.
 #
@@ -14,7 +17,7 @@
 # them), and takes the same lock: one test cluster per machine.
 . "$(dirname "$0")/lab/common.sh" rankfail
 
-plan 7
+plan 9
 lab_up
 export FTRAIN=$bdir/ftrain FTRAIN_TASKS_PER_NODE=1 FTRAIN_MAX_RELAUNCHES=0 # detection only: slurm_relaunch.sh relaunches
 export FTRAIN_ARGS="--device cpu --data line --layers 8 --global-batch 32 --micro-batch 8 --steps 100000 --log-every 1 --step-delay-ms 150 --ckpt-every 5"
@@ -48,15 +51,27 @@ submit() {
 
 # ---- 1. a rank killed -------------------------------------------------------------
 if submit kill KILL; then
-	ok "$fast" "SIGKILL to rank 1: the step ended in $took s (< 15 s)" || why "$(tail -n 8 "$out")"
-	grep -Eq 'srun: error: [^ ]+: task 1: Killed' "$out"
-	ok $? "  srun names task 1, its node and the signal" || why "$(grep -E 'srun|exited' "$out")"
+	below "$took" 3 && grep -q 'train\.sbatch.*ftrain exited with status 76' "$out"
+	ok $? "SIGKILL to rank 1: the step ended in $took s (< 3 s), status 76" || why "$(tail -n 8 "$out")"
+	grep -Eq "^ftrain: peer lost: rank 1 \(host n[0-9], pid $victim\) is gone: its connection closed without a goodbye" "$out" &&
+		grep -Eq 'srun: error: [^ ]+: task 1: Killed' "$out"
+	ok $? "  rank 0 names rank 1, its node and pid; srun names task 1 and the signal" ||
+		why "$(grep -E 'srun|exited|peer lost' "$out")"
 	"$bdir/ckptctl" verify "$RUN_DIR/ckpt" >"$W/kill.verify" 2>&1
 	ok $? "  the checkpoints left behind verify" || why "$(cat "$W/kill.verify")"
 else
 	ok 1 "SIGKILL to rank 1: the job did not get going"
-	ok 1 "  srun names task 1"
+	ok 1 "  rank 0 names rank 1"
 	ok 1 "  the checkpoints verify"
+fi
+if submit kill-nolive KILL --no-liveness; then
+	ok "$fast" "--no-liveness: SIGKILL to rank 1, srun --kill-on-bad-exit ended the step in $took s (< 15 s)" ||
+		why "$(tail -n 8 "$out")"
+	grep -Eq 'srun: error: [^ ]+: task 1: Killed' "$out" && ! grep -q 'peer lost' "$out"
+	ok $? "  srun names task 1, its node and the signal" || why "$(grep -E 'srun|exited' "$out")"
+else
+	ok 1 "--no-liveness: SIGKILL to rank 1: the job did not get going"
+	ok 1 "  srun names task 1"
 fi
 
 # ---- 2. a rank stopped: the watchdog -------------------------------------------------
