@@ -1183,12 +1183,6 @@ relaunch_unavailable() {
 
 # json_number LINE KEY: the value of KEY in one metrics.jsonl line.
 json_number() { printf '%s\n' "$1" | sed -n "s/.*\"$2\":\"\{0,1\}\([^\",}]*\).*/\1/p"; }
-# sbatch_time OUT REGEX N: the timestamp (seconds since the epoch; the log
-# has whole seconds) of the Nth train.sbatch log line in OUT that matches REGEX.
-sbatch_time() {
-    _st_stamp=$(grep -E "^[0-9T:-]+ train\.sbatch\[[0-9_]+\]: $2" "$1" | sed -n "$3s/^\([0-9T:-]*\) .*/\1/p")
-    [ -n "$_st_stamp" ] && date -d "$_st_stamp" +%s
-}
 # job_state JOB: SLURM's state of JOB.
 job_state() {
     SLURM_CONF=$LAB/etc/slurm.conf timeout 20 scontrol -o show job "$1" 2>/dev/null |
@@ -1213,8 +1207,8 @@ job_launchers() {
 # appearing in the job's output), RR_DRAIN (of it, until the "ftrain
 # exited" line appears: the script's copy of the launcher's standard error
 # ending), RR_START (the launch line to ftrain's start: srun and MPI
-# start-up, the rest of ftrain's "relaunch"), RR_SCRIPT_LOG (RR_SCRIPT from
-# the script's own log stamps, whole seconds), RR_OUTCOME and RR_OUT (the
+# start-up, the rest of ftrain's "relaunch"), RR_SCRIPT_LOG (the
+# supervisor's own time, from its "relaunch after" line), RR_OUTCOME and RR_OUT (the
 # job's output); returns 1 when the job did not end with one relaunch and
 # a recovery event.
 relaunch_round() {
@@ -1300,9 +1294,8 @@ relaunch_round() {
         [ -n "$_rr_t_exited" ] && RR_DRAIN=$(elapsed "$_rr_t_exit" "$_rr_t_exited")
         RR_START=$(awk -v b="$_rr_last_beat" -v r="$RR_RELAUNCH" -v l="$_rr_t_launch" 'BEGIN { printf "%.3f\n", b + r - l }')
     fi
-    _rr_exited=$(sbatch_time "$_rr_out" 'ftrain exited with status' 1)
-    _rr_launched=$(sbatch_time "$_rr_out" 'launch: ' 2)
-    [ -n "$_rr_exited" ] && [ -n "$_rr_launched" ] && RR_SCRIPT_LOG=$((_rr_launched - _rr_exited))
+    # The supervisor's own account of its time (its "relaunch after" line).
+    RR_SCRIPT_LOG=$(sed -n 's/.*train\.sbatch\[[0-9_]*\]: relaunch after \([0-9.]*\) s of this supervisor.s own time.*/\1/p' "$_rr_out" | head -n 1)
     return 0
 }
 
@@ -1394,12 +1387,12 @@ section_10_relaunch() {
     echo "  heartbeat to the first srun's exit; the script, from that exit to its relaunch's \"launch:\" line;"
     echo "  of that, the time until its \"ftrain exited\" line (the copy of srun's standard error ending); then"
     echo "  from the \"launch:\" line to ftrain's start (srun and MPI start-up: the relaunch less the two"
-    echo "  before).  Last, the script's time again from its own log stamps (\"ftrain exited with status\" to"
-    echo "  \"launch:\"), which have whole seconds only: 0 means the same second."
+    echo "  before).  Last, the supervisor's own time as it logs it (its \"relaunch after\" line: from seeing the"
+    echo "  srun end to starting the next; the outside figure also holds the poll's up to 0.1 s)."
     echo
-    relaunch_row "" "until" "" "" "start," "" "steps" "to" "" "of it," "srun," "script"
-    relaunch_row "" "job end" "relaunch" "load" "1st" "total" "redone" "srun" "script" "stderr" "MPI" "(log)"
-    relaunch_row "" "" "" "" "step" "" "" "exit" "" "copy" "start" ""
+    relaunch_row "" "until" "" "" "start," "" "steps" "to" "" "of it," "srun," "its"
+    relaunch_row "" "job end" "relaunch" "load" "1st" "total" "redone" "srun" "script" "stderr" "MPI" "own"
+    relaunch_row "" "" "" "" "step" "" "" "exit" "" "copy" "start" "(log)"
     relaunch_kind kill "SIGKILL" --fault kill@22:1
     relaunch_kind stop "SIGSTOP, a hang" --fault stop@22:1 --hang-timeout 3
     relaunch_lab_release

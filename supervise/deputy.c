@@ -158,17 +158,121 @@ static void direct(const deputy_args_t *a)
         sv_log_to(fd);
 }
 
-int deputy_main(int argc, char **argv)
-{
-    deputy_args_t a;
+/* The deputy's state between its looks. */
+typedef struct {
+    const deputy_args_t *a;
+    const char *me;             /* this node's name, for the log */
+    sv_slurm_real_t real;
+    sv_slurm_t slurm;
+    sv_deputy_input_t in;
+    double last_change, next_ask;
+    uint64_t seq;               /* the heartbeat's counter last seen */
+    int have_seq, rounds;       /* rounds: requeues tried */
+    sv_deputy_rule_t said;      /* the last rule logged in this silence */
     char err[1024];
-    const char *me = getenv("SLURMD_NODENAME");
-    me = me && *me ? me : "this node";
-    if (parse_args(argc, argv, &a, err, sizeof err) != 0) {
-        fprintf(stderr, "ftrain-supervise: %s\n%s", err, deputy_usage);
-        return 2;
+} deputy_t;
+
+/* Read the supervisor's heartbeat into w->in: its state, its restart, and
+ * how long its counter has not moved. */
+static void observe(deputy_t *w, double now)
+{
+    sv_beat_line_t line;
+    w->in.beat = SV_BEAT_NONE;
+    w->in.beat_restart = -1;
+    if (read_beat(w->a->heartbeat, &line) == 0 && strcmp(line.job, w->a->job) == 0) {
+        w->in.beat = line.state;
+        w->in.beat_restart = line.restart;
+        if (line.restart == w->a->restart && (!w->have_seq || line.seq != w->seq)) {
+            w->have_seq = 1;
+            w->seq = line.seq;
+            w->last_change = now;
+        }
     }
-    sv_log_init(a.log_name, a.log_job ? a.log_job : a.job);
+    w->in.silent_s = now - w->last_change;
+    w->in.asked = 0;
+}
+
+/* The heartbeat is silent: ask SLURM (at most every DEPUTY_ASK_S) and
+ * decide again with its answer, each answer logged once per silence.
+ * @return 0 when it asked (d holds the new decision), 1 when not yet due. */
+static int ask_slurm(deputy_t *w, double now, sv_deputy_decision_t *d)
+{
+    if (now < w->next_ask)
+        return 1;
+    if (w->said != SV_DRULE_ASK)
+        sv_log("deputy on %s: %s", w->me, d->reason);
+    w->said = SV_DRULE_ASK;
+    ask(&w->real, w->a, &w->in, w->err, sizeof w->err);
+    w->next_ask = util_mono_s() + DEPUTY_ASK_S;
+    supervise_deputy_decide(&w->in, d);
+    if ((d->rule == SV_DRULE_NO_ANSWER || d->rule == SV_DRULE_HOST_ALIVE) && w->said != d->rule) {
+        if (d->rule == SV_DRULE_NO_ANSWER)
+            sv_log("deputy on %s: SLURM did not answer (%s): asking again every %.0f s", w->me,
+                   w->err, DEPUTY_ASK_S);
+        else
+            sv_log("deputy on %s: %s", w->me, d->reason);
+        w->said = d->rule;
+    }
+    return 0;
+}
+
+/* Requeue the job (the batch host is lost).  @return the deputy's exit
+ * status, or -1 to try again later. */
+static int requeue_job(deputy_t *w, const sv_deputy_decision_t *d)
+{
+    direct(w->a);
+    sv_log("deputy on %s: %s; the next run resumes from the newest checkpoint (the "
+           "node-local tier's copies on the nodes left, else RUN_DIR/ckpt)",
+           w->me, d->reason);
+    int rc = w->slurm.ops->requeue(w->slurm.ctx, w->a->job, d->exclude, d->n_exclude, w->err,
+                                   sizeof w->err);
+    if (rc >= 0) {
+        if (rc > 0)
+            sv_log("deputy on %s: warning: %s", w->me, w->err);
+        sv_log("deputy on %s: requeued job %s", w->me, w->a->job);
+        proc_sleep(30, &got_term);
+        return 0;
+    }
+    sv_log("deputy on %s: error: scontrol requeue %s failed (%s)%s", w->me, w->a->job, w->err,
+           ++w->rounds < DEPUTY_REQUEUE_ROUNDS ? ": trying again in 30 s"
+                                               : ": giving up; cancel the job by hand");
+    if (w->rounds >= DEPUTY_REQUEUE_ROUNDS)
+        return 1;
+    w->next_ask = util_mono_s() + 30;
+    return -1;
+}
+
+/* Carry out d.  @return the deputy's exit status, or -1 to look again. */
+static int act(deputy_t *w, const sv_deputy_decision_t *d)
+{
+    switch (d->action) {
+    case SV_DEPUTY_WATCH:
+    case SV_DEPUTY_ASK:
+        return -1;
+    case SV_DEPUTY_EXIT:
+        if (d->rule != SV_DRULE_SUPERVISOR_ENDED)
+            sv_log("deputy on %s: %s: leaving", w->me, d->reason);
+        return 0;
+    case SV_DEPUTY_REQUEUE:
+        return requeue_job(w, d);
+    case SV_DEPUTY_END:
+        direct(w->a);
+        sv_log("deputy on %s: %s", w->me, d->reason);
+        if (slurm_cancel(&w->real, w->a->job, w->err, sizeof w->err) != SV_SLURM_OK) {
+            sv_log("deputy on %s: error: scancel %s failed (%s); cancel it by hand", w->me,
+                   w->a->job, w->err);
+            return 1;
+        }
+        proc_sleep(30, &got_term);
+        return 0;
+    }
+    return -1;
+}
+
+/* The signals: TERM and INT end the deputy (a flag), the stop warnings and
+ * SIGPIPE are ignored. */
+static void deputy_signals(void)
+{
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_term;
@@ -178,115 +282,59 @@ int deputy_main(int argc, char **argv)
     signal(SIGUSR1, SIG_IGN);
     signal(SIGUSR2, SIG_IGN);
     signal(SIGPIPE, SIG_IGN);
-    sv_slurm_real_t real = {.timeout_s = a.slurm_timeout, .requeue_pause_s = 5};
-    sv_slurm_t slurm = sv_slurm_real(&real);
+}
+
+int deputy_main(int argc, char **argv)
+{
+    static deputy_t w;
+    deputy_args_t a;
+    const char *me = getenv("SLURMD_NODENAME");
+    me = me && *me ? me : "this node";
+    if (parse_args(argc, argv, &a, w.err, sizeof w.err) != 0) {
+        fprintf(stderr, "ftrain-supervise: %s\n%s", w.err, deputy_usage);
+        return 2;
+    }
+    sv_log_init(a.log_name, a.log_job ? a.log_job : a.job);
+    deputy_signals();
+    w.a = &a;
+    w.me = me;
+    w.real = (sv_slurm_real_t){.timeout_s = a.slurm_timeout, .requeue_pause_s = 5};
+    w.slurm = sv_slurm_real(&w.real);
     sv_log("deputy on %s: watching the supervisor on %s (its heartbeat %s; silent for %d s "
            "and SLURM saying %s is down or not responding: the batch host is lost, the job "
            "is requeued)",
            me, a.watch, a.heartbeat, a.stale, a.watch);
-    sv_deputy_input_t in;
-    memset(&in, 0, sizeof in);
-    in.stale_s = a.stale;
-    snprintf(in.host, sizeof in.host, "%s", a.watch);
-    snprintf(in.job_ref, sizeof in.job_ref, "%s", a.job);
-    in.restart_count = a.restart;
-    in.max_restarts = a.max_restarts;
-    in.requeue_exclude = a.requeue_exclude;
-    double last_change = util_mono_s(), next_ask = 0;
-    uint64_t seq = 0;
-    int have_seq = 0, rounds = 0;
-    sv_deputy_rule_t said = 0; /* the last rule logged in this silence */
+    w.in.stale_s = a.stale;
+    snprintf(w.in.host, sizeof w.in.host, "%s", a.watch);
+    snprintf(w.in.job_ref, sizeof w.in.job_ref, "%s", a.job);
+    w.in.restart_count = a.restart;
+    w.in.max_restarts = a.max_restarts;
+    w.in.requeue_exclude = a.requeue_exclude;
+    w.last_change = util_mono_s();
     for (;;) {
         if (got_term) {
             sv_log("deputy on %s: got TERM: leaving", me);
             return 0;
         }
-        sv_beat_line_t line;
         double now = util_mono_s();
-        in.beat = SV_BEAT_NONE;
-        in.beat_restart = -1;
-        if (read_beat(a.heartbeat, &line) == 0 && strcmp(line.job, a.job) == 0) {
-            in.beat = line.state;
-            in.beat_restart = line.restart;
-            if (line.restart == a.restart && (!have_seq || line.seq != seq)) {
-                have_seq = 1;
-                seq = line.seq;
-                last_change = now;
-            }
-        }
-        in.silent_s = now - last_change;
-        in.asked = 0;
+        observe(&w, now);
         sv_deputy_decision_t d;
-        if (supervise_deputy_decide(&in, &d) != SV_OK) {
+        if (supervise_deputy_decide(&w.in, &d) != SV_OK) {
             sv_log("deputy on %s: error: %s", me, d.reason);
             return 2;
         }
         if (d.action == SV_DEPUTY_ASK) {
-            if (now < next_ask) {
+            if (ask_slurm(&w, now, &d) != 0) {
                 proc_sleep(DEPUTY_POLL_S, NULL);
                 continue;
             }
-            if (said != SV_DRULE_ASK)
-                sv_log("deputy on %s: %s", me, d.reason);
-            said = SV_DRULE_ASK;
-            ask(&real, &a, &in, err, sizeof err);
-            next_ask = util_mono_s() + DEPUTY_ASK_S;
-            supervise_deputy_decide(&in, &d);
-            /* Each answer (or its absence) once per silence. */
-            if ((d.rule == SV_DRULE_NO_ANSWER || d.rule == SV_DRULE_HOST_ALIVE) && said != d.rule) {
-                if (d.rule == SV_DRULE_NO_ANSWER)
-                    sv_log("deputy on %s: SLURM did not answer (%s): asking again every %.0f s",
-                           me, err, DEPUTY_ASK_S);
-                else
-                    sv_log("deputy on %s: %s", me, d.reason);
-                said = d.rule;
-            }
-        } else if (d.rule == SV_DRULE_FRESH && said) {
+        } else if (d.rule == SV_DRULE_FRESH && w.said) {
             sv_log("deputy on %s: the supervisor's heartbeat is fresh again", me);
-            said = 0;
+            w.said = 0;
         }
-        switch (d.action) {
-        case SV_DEPUTY_WATCH:
-        case SV_DEPUTY_ASK:
-            proc_sleep(DEPUTY_POLL_S, NULL);
-            continue;
-        case SV_DEPUTY_EXIT:
-            if (d.rule != SV_DRULE_SUPERVISOR_ENDED)
-                sv_log("deputy on %s: %s: leaving", me, d.reason);
-            return 0;
-        case SV_DEPUTY_REQUEUE: {
-            direct(&a);
-            sv_log("deputy on %s: %s; the next run resumes from the newest checkpoint (the "
-                   "node-local tier's copies on the nodes left, else RUN_DIR/ckpt)",
-                   me, d.reason);
-            int rc = slurm.ops->requeue(slurm.ctx, a.job, d.exclude, d.n_exclude, err,
-                                        sizeof err);
-            if (rc >= 0) {
-                if (rc > 0)
-                    sv_log("deputy on %s: warning: %s", me, err);
-                sv_log("deputy on %s: requeued job %s", me, a.job);
-                proc_sleep(30, &got_term);
-                return 0;
-            }
-            sv_log("deputy on %s: error: scontrol requeue %s failed (%s)%s", me, a.job, err,
-                   ++rounds < DEPUTY_REQUEUE_ROUNDS ? ": trying again in 30 s"
-                                                    : ": giving up; cancel the job by hand");
-            if (rounds >= DEPUTY_REQUEUE_ROUNDS)
-                return 1;
-            next_ask = util_mono_s() + 30;
-            proc_sleep(DEPUTY_POLL_S, NULL);
-            continue;
-        }
-        case SV_DEPUTY_END:
-            direct(&a);
-            sv_log("deputy on %s: %s", me, d.reason);
-            if (slurm_cancel(&real, a.job, err, sizeof err) != SV_SLURM_OK) {
-                sv_log("deputy on %s: error: scancel %s failed (%s); cancel it by hand", me,
-                       a.job, err);
-                return 1;
-            }
-            proc_sleep(30, &got_term);
-            return 0;
-        }
+        int rc = act(&w, &d);
+        if (rc >= 0)
+            return rc;
+        proc_sleep(DEPUTY_POLL_S, NULL);
     }
 }

@@ -194,9 +194,7 @@ static void child_exec(const sv_argv_t *cmd, int err_fd, int id)
     snprintf(v, sizeof v, "%d", id);
     setenv("FTRAIN_LAUNCH_ID", v, 1);
     dup2(err_fd, STDERR_FILENO);
-    signal(SIGUSR1, SIG_DFL);
-    signal(SIGUSR2, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
+    proc_child_signals();
     execvp(cmd->v[0], cmd->v);
     dprintf(STDERR_FILENO, "ftrain-supervise: cannot run %s: %s\n", cmd->v[0],
             strerror(errno));
@@ -269,11 +267,13 @@ int launch_run(const sv_config_t *c, const sv_argv_t *cmd, int id, sv_signal_sta
         proc_tick(); /* the supervisor's heartbeat (beat.h) */
         poll(NULL, 0, 200); /* a signal ends it early */
     }
+    double seen = util_mono_s();
     fwd.pid = 0;
     mirror(fd, &off);
     close(fd);
     res->status = proc_status(wstatus);
     res->killed = WIFSIGNALED(wstatus);
-    res->seconds = util_mono_s() - t0;
+    res->ended = seen;
+    res->seconds = res->ended - t0;
     return rc;
 }

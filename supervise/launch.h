@@ -53,6 +53,7 @@ typedef struct {
     int killed;      /* a signal killed the launcher itself */
     double wall_start; /* the wall clock at the fork (seconds) */
     double seconds;  /* how long it ran */
+    double ended;    /* monotonic seconds when its end was seen */
     char err_path[4400]; /* its standard error, kept for the facts */
 } sv_launch_result_t;
 

@@ -430,6 +430,10 @@ static void run_launch(const char *nodes, int count, sv_launch_result_t *res,
     for (int i = 0; i < cmd.n; i++)
         snprintf(line + strlen(line), sizeof line - strlen(line), "%s%s", i ? " " : "",
                  cmd.v[i]);
+    if (nodes && res->ended > 0) /* res: the launch before's */
+        sv_log("relaunch after %.3f s of this supervisor's own time (from the end of the "
+               "launch before: reading the facts, asking SLURM, deciding)",
+               util_mono_s() - res->ended);
     sv_log("launch: %s", line);
     launch_run(&sv.cfg, &cmd, id, &sv.sig, res);
     snprintf(sv.err_path, sizeof sv.err_path, "%s", res->err_path);
@@ -489,6 +493,7 @@ static void supervise(void)
     sv_launch_result_t res;
     facts_tokens_t old;
     memset(&in, 0, sizeof in);
+    memset(&res, 0, sizeof res);
     in.set = sv.cfg.policy;
     snprintf(in.job_id, sizeof in.job_id, "%s", sv.cfg.job_id);
     if (sv.cfg.array_task) {

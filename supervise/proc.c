@@ -52,6 +52,16 @@ int proc_sleep(double seconds, const volatile sig_atomic_t *stop)
     return stop && *stop ? 1 : 0;
 }
 
+void proc_child_signals(void)
+{
+    signal(SIGUSR1, SIG_DFL);
+    signal(SIGUSR2, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
 /* In the child: stdout to the pipe, stderr to /dev/null, the default
  * signal actions, the extra environment; then exec. */
 static void child_exec(char *const argv[], char *const env[], int out_fd)
@@ -62,12 +72,7 @@ static void child_exec(char *const argv[], char *const env[], int out_fd)
         dup2(null_fd, STDERR_FILENO);
     }
     dup2(out_fd, STDOUT_FILENO);
-    signal(SIGUSR1, SIG_DFL);
-    signal(SIGUSR2, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
+    proc_child_signals();
     for (int i = 0; env && env[i]; i++)
         putenv(env[i]);
     execvp(argv[0], argv);
@@ -99,6 +104,7 @@ int proc_run(char *const argv[], char *const env[], int timeout_s, char *out, si
     double deadline = util_mono_s() + timeout_s, killed_at = 0;
     int open_fd = 1, exited = 0;
     double exited_at = 0;
+    long nap_ns = 200000L;
     /* Until the command has ended and its output is read (a grandchild that
      * holds the pipe is given 1 s more, no longer). */
     while (!exited || (open_fd && util_mono_s() < exited_at + 1)) {
@@ -127,8 +133,12 @@ int proc_run(char *const argv[], char *const env[], int timeout_s, char *out, si
                 }
             }
         } else {
-            struct timespec ts = {0, 50 * 1000 * 1000};
+            /* The output is closed; the exit comes a moment later (a
+             * command that closes its output early is waited for in ever
+             * longer sleeps, at most 50 ms). */
+            struct timespec ts = {0, nap_ns};
             nanosleep(&ts, NULL);
+            nap_ns = nap_ns * 2 < 50000000L ? nap_ns * 2 : 50000000L;
         }
         proc_tick();
         if (!exited && waitpid(pid, &wstatus, WNOHANG) == pid) {

@@ -27,6 +27,12 @@ enum { PROC_OK = 0, PROC_EFAIL = -1, PROC_ETIMEOUT = -2 };
 int proc_run(char *const argv[], char *const env[], int timeout_s, char *out, size_t cap,
              int *status, char *err, size_t errcap);
 
+/** In a forked child, before exec: the default actions of the signals
+ *  the supervisor takes (USR1, USR2, TERM) and no signal blocked, so that
+ *  the command (srun, scontrol, a step) gets them as if run from a shell.
+ *  Async-signal-safe. */
+void proc_child_signals(void);
+
 /** @return the status a wait status stands for: the exit code, or 128 + N
  *  for a process signal N killed. */
 int proc_status(int wstatus);

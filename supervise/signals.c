@@ -6,7 +6,7 @@
 #include <signal.h>
 #include <string.h>
 
-static volatile sig_atomic_t got_usr1, got_usr2, got_term;
+static volatile sig_atomic_t got_usr1, got_usr2, got_term, got_chld;
 
 static void on_signal(int sig)
 {
@@ -16,6 +16,8 @@ static void on_signal(int sig)
         got_usr2 = 1;
     else if (sig == SIGTERM)
         got_term = 1;
+    else if (sig == SIGCHLD)
+        got_chld = 1; /* only to end a wait early: the loops call waitpid */
 }
 
 int sv_signals_install(void)
@@ -27,6 +29,11 @@ int sv_signals_install(void)
     /* No SA_RESTART: a poll or a sleep returns early, and the loop looks. */
     if (sigaction(SIGUSR1, &sa, NULL) != 0 || sigaction(SIGUSR2, &sa, NULL) != 0 ||
         sigaction(SIGTERM, &sa, NULL) != 0)
+        return -1;
+    /* SIGCHLD too: the launch's wait (a poll of 0.2 s) returns as soon as
+     * the launcher ends, not up to 0.2 s later. */
+    sa.sa_flags = SA_NOCLDSTOP;
+    if (sigaction(SIGCHLD, &sa, NULL) != 0)
         return -1;
     return 0;
 }

@@ -3,7 +3,8 @@
  * and USR2, from sbatch --signal=B:USR1@LEAD) and TERM (time limit,
  * preemption, scancel).  The handlers only set flags; the main loop reads
  * them (sv_signals_take) and acts: forwards the stop signal to the
- * launcher, notes TERM.
+ * launcher, notes TERM.  SIGCHLD's handler only ends a wait early (the
+ * launch's poll), so that a launcher's end is seen at once.
  *
  * Invariants:
  *   - a handler does nothing but store to a volatile sig_atomic_t;
@@ -15,7 +16,7 @@
 #ifndef FTRAIN_SUPERVISE_SIGNALS_H
 #define FTRAIN_SUPERVISE_SIGNALS_H
 
-/** Set the handlers of USR1, USR2 and TERM.  @return 0 or -1 (errno). */
+/** Set the handlers of USR1, USR2, TERM and CHLD.  @return 0 or -1 (errno). */
 int sv_signals_install(void);
 
 /** The stop signal that came since the last call (SIGUSR1, SIGUSR2, or 0),

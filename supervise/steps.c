@@ -169,12 +169,7 @@ int steps_deputy_start(const sv_config_t *c, const char *node, const char *host,
         int null_fd = open("/dev/null", O_RDONLY);
         if (null_fd >= 0)
             dup2(null_fd, STDIN_FILENO);
-        signal(SIGUSR1, SIG_DFL);
-        signal(SIGUSR2, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
+        proc_child_signals();
         execvp(argv[0], argv);
         _exit(127);
     }
