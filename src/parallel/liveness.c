@@ -173,7 +173,25 @@ static int send_all(int fd, const unsigned char *buf, size_t len, double deadlin
     return 0;
 }
 
-/* Open the connection to the right neighbour from its card, and say hello. */
+/* Read a hello from fd within the deadline: 1 when it is want's bytes. */
+static int hello_is(int fd, const unsigned char *want, double deadline)
+{
+    unsigned char got[HELLO_LEN];
+    size_t have = 0;
+    while (have < sizeof got && wait_fd(fd, POLLIN, deadline)) {
+        ssize_t r = recv(fd, got + have, sizeof got - have, 0);
+        if (r <= 0 && !(r < 0 && (errno == EAGAIN || errno == EINTR)))
+            break;
+        if (r > 0)
+            have += (size_t)r;
+    }
+    return have == sizeof got && memcmp(got, want, sizeof got) == 0;
+}
+
+/* Open the connection to the right neighbour from its card and say hello
+ * (its answer is read once this rank has answered its own left neighbour:
+ * every rank connects first, then accepts, then reads, so none waits on
+ * another in a circle). */
 static int open_right(const char *card, uint64_t token, int rank, double deadline)
 {
     char node[80], ips[LIVENESS_CARD_MAX];
@@ -185,14 +203,14 @@ static int open_right(const char *card, uint64_t token, int rank, double deadlin
     if (uname(&u) == 0 && strcmp(u.nodename, node) == 0)
         snprintf(list, sizeof list, "127.0.0.1,");
     snprintf(list + strlen(list), sizeof list - strlen(list), "%s", ips);
+    unsigned char h[HELLO_LEN];
+    hello(h, token, rank);
     int fd = -1;
     for (char *save = NULL, *ip = strtok_r(list, ",", &save); ip && fd < 0;
          ip = strtok_r(NULL, ",", &save)) {
         double each = mono_s() + 2.0;
         fd = connect_to(ip, port, each < deadline ? each : deadline);
     }
-    unsigned char h[HELLO_LEN];
-    hello(h, token, rank);
     if (fd >= 0 && send_all(fd, h, sizeof h, deadline) != 0) {
         close(fd);
         fd = -1;
@@ -200,25 +218,18 @@ static int open_right(const char *card, uint64_t token, int rank, double deadlin
     return fd;
 }
 
-/* Accept the left neighbour's connection: the first with its hello. */
-static int accept_left(int left, uint64_t token, double deadline)
+/* Accept the left neighbour's connection: the first with its hello,
+ * answered with this rank's. */
+static int accept_left(int rank, int left, uint64_t token, double deadline)
 {
-    unsigned char want[HELLO_LEN];
+    unsigned char want[HELLO_LEN], mine[HELLO_LEN];
     hello(want, token, left);
+    hello(mine, token, rank);
     while (wait_fd(lv.listen_fd, POLLIN, deadline)) {
         int fd = accept4(lv.listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0)
             continue;
-        unsigned char got[HELLO_LEN];
-        size_t have = 0;
-        while (have < sizeof got && wait_fd(fd, POLLIN, deadline)) {
-            ssize_t r = recv(fd, got + have, sizeof got - have, 0);
-            if (r <= 0 && !(r < 0 && (errno == EAGAIN || errno == EINTR)))
-                break;
-            if (r > 0)
-                have += (size_t)r;
-        }
-        if (have == sizeof got && memcmp(got, want, sizeof got) == 0)
+        if (hello_is(fd, want, deadline) && send_all(fd, mine, sizeof mine, deadline) == 0)
             return fd;
         close(fd); /* not our neighbour's hello: someone else's connection */
     }
@@ -246,18 +257,26 @@ int liveness_connect(int rank, int size, const liveness_card_t *cards, uint64_t 
     if (size > 1 && lv.listen_fd >= 0) {
         double deadline = mono_s() + timeout_s;
         int right = (rank + 1) % size, left = (rank + size - 1) % size;
+        unsigned char answer[HELLO_LEN];
+        hello(answer, token, right);
         int r = open_right(cards[right].text, token, rank, deadline);
-        int l = r >= 0 ? accept_left(left, token, deadline) : -1;
-        if (r < 0 || l < 0) {
+        int l = r >= 0 ? accept_left(rank, left, token, deadline) : -1;
+        int heard = l >= 0 && hello_is(r, answer, deadline);
+        if (!heard) {
             if (r < 0)
                 snprintf(err, cap, "liveness: cannot reach rank %d at \"%.120s\" within %.0f s",
                          right, cards[right].text, timeout_s);
-            else
+            else if (l < 0)
                 snprintf(err, cap, "liveness: rank %d did not connect within %.0f s", left,
                          timeout_s);
+            else
+                snprintf(err, cap, "liveness: rank %d at \"%.120s\" did not answer as rank %d "
+                         "of this job within %.0f s", right, cards[right].text, right, timeout_s);
             rc = LIVENESS_EFAIL;
             if (r >= 0)
                 close(r);
+            if (l >= 0)
+                close(l);
         } else {
             keepalive(r);
             keepalive(l);

@@ -30,8 +30,9 @@
  * A neighbour on the same node (the same uname node name) is tried at
  * 127.0.0.1 first, then at the card's addresses.  The first bytes on a
  * connection are a hello: "FTLV", version 1, the job's token and the
- * sender's rank; a connection with another hello is closed.  Wire format:
- * docs/heartbeat-format.md, "The liveness ring".
+ * sender's rank, and the answer, the acceptor's own hello; a connection
+ * with another hello is closed, and a neighbour that does not answer gives
+ * no ring.  Wire format: docs/heartbeat-format.md, "The liveness ring".
  *
  * Nothing here exits or prints; errors come back in err.
  */

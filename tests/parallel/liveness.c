@@ -14,14 +14,19 @@
  *      within the limit, naming the rank that did not connect.
  *   5. A card whose port nobody listens on: connect fails within the
  *      limit, naming the rank and its card.
+ *   6. A card that leads to a process of no ring (it accepts and never
+ *      answers): the ring does not form, said; nothing is watched.
  */
 #include "parallel/liveness.h"
 #include "tap.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -133,11 +138,25 @@ static void ring(int n, const uint64_t *tokens, const act_t *acts, char verdict[
         cards[u.rank] = u.card;
     }
     close(up[0]);
+    int stranger = -1;
     if (bad_port) {
+        /* 1: a port no one listens on; 2: a stranger's, which accepts (the
+         * kernel does, from its backlog) and never answers. */
+        unsigned use = 1;
+        if (bad_port == 2) {
+            struct sockaddr_in sa = {.sin_family = AF_INET,
+                                     .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+            socklen_t len = sizeof sa;
+            stranger = socket(AF_INET, SOCK_STREAM, 0);
+            if (stranger < 0 || bind(stranger, (struct sockaddr *)&sa, sizeof sa) ||
+                listen(stranger, 4) || getsockname(stranger, (struct sockaddr *)&sa, &len))
+                exit(97);
+            use = ntohs(sa.sin_port);
+        }
         char node[64], ips[160];
         unsigned port;
         if (sscanf(cards[1].text, "%63s %u %159s", node, &port, ips) == 3)
-            snprintf(cards[1].text, sizeof cards[1].text, "%s 1 %s", node, ips);
+            snprintf(cards[1].text, sizeof cards[1].text, "%s %u %s", node, use, ips);
     }
     for (int r = 0; r < n; r++) {
         (void)!write(down[r][1], cards, sizeof cards[0] * (size_t)n);
@@ -150,6 +169,8 @@ static void ring(int n, const uint64_t *tokens, const act_t *acts, char verdict[
         close(out[r][0]);
         waitpid(pid[r], NULL, 0);
     }
+    if (stranger >= 0)
+        close(stranger);
 }
 
 /* "lost 1 MS HOW" with MS under limit_ms and HOW starting with how. */
@@ -164,7 +185,7 @@ static int names(const char *v, int rank, int limit_ms, const char *how)
 
 int main(void)
 {
-    plan(9);
+    plan(11);
     char v[MAXR][700];
     const uint64_t same[MAXR] = {42, 42, 42, 42};
 
@@ -208,5 +229,14 @@ int main(void)
     ok(ms0 >= 0 && ms0 < 1500, "  within the limit (%d ms)", ms0);
     ok(strncmp(v[1], "connect-failed", 14) == 0 && strstr(v[1], "rank 0"),
        "  and rank 1 fails too, naming rank 0 (%s)", v[1]);
+
+    /* 6. A stranger at the card's address: never watched. */
+    ring(2, same, (act_t[]){ACT_WATCH, ACT_WATCH}, v, 2, 1.0);
+    ok(strncmp(v[0], "connect-failed", 14) == 0 &&
+           strstr(v[0], "did not answer as rank 1 of this job within 1 s"),
+       "a card that leads to another process (it accepts, never answers): no ring, said (%s)",
+       v[0]);
+    ok(strncmp(v[1], "connect-failed", 14) == 0 && strstr(v[1], "rank 0 did not connect"),
+       "  and rank 1 says rank 0 did not connect (%s)", v[1]);
     return 0;
 }
