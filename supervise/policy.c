@@ -34,8 +34,10 @@
  *                          resume): END with the status.
  *   10 failed-after-stop   the stop warning came: REQUEUE, leaving out the
  *                          nodes excluded so far and the culprit.
- *   11 same-failure        the same kind of failure as the launch before,
- *                          not past its step (start-up counts as a step): a
+ *   11 same-failure        the same kind of failure as the launch before
+ *                          (a rank's death, by a signal or in peer_lost
+ *                          records, is one kind), not past its step
+ *                          (start-up counts as a step): a
  *                          deterministic fault: END.  Never for a node lost
  *                          or the controller, nor for a rank that dies
  *                          again at start-up on the node spared for a try.
@@ -66,7 +68,8 @@
  *      no other kind is there: it follows from another's failure), the
  *      earliest: peer_lost and device are not the user's (culprit: the
  *      peer, the record's own host); nan, bad_data, resume_refused, io and
- *      run_lock are.
+ *      run_lock are.  A peer_lost record while the launcher said a task died
+ *      of a signal is that death (C6's kind, the record's culprit).
  *   C4 status 76 (a hang, no record read): not the user's; "hang".
  *   C5 the first task to end exited with a status of its own (not 75,
  *      76): the user's.
@@ -221,6 +224,12 @@ static void classify(const sv_input_t *in, sv_failure_t *f)
         failure_set(f, 1, SV_FROM_NODE_FAILURE, "node", in->said.host);
     } else if (rec && rec->kind == FAILURE_HANG) {
         failure_set(f, 1, SV_FROM_HANG_RECORD, "hang", rec->culprit_host);
+    } else if (rec && rec->kind == FAILURE_PEER_LOST && in->said.kind == SV_SAID_TASK_KILLED) {
+        /* One death, seen twice: the neighbours' records say who (the
+         * culprit), the launcher how (the signal: the kind a relaunch on
+         * one rank, with no neighbour, would be told by the launcher alone). */
+        failure_set(f, 1, SV_FROM_TASK_KILLED, in->said.what[0] ? in->said.what : "killed",
+                    rec->culprit_host);
     } else if (rec) {
         int infra = rec->kind == FAILURE_PEER_LOST || rec->kind == FAILURE_DEVICE;
         const char *culprit = rec->kind == FAILURE_PEER_LOST ? rec->culprit_host
@@ -288,12 +297,20 @@ static void healthy(const sv_input_t *in, const name_set_t *excluded, sv_decisio
     }
 }
 
+/* 1 when f is a rank that died: the launcher saw a task die of a signal,
+ * or its neighbours wrote peer_lost records (they do not know the signal). */
+static int a_death(const sv_failure_t *f)
+{
+    return f->from == SV_FROM_TASK_KILLED || strcmp(f->what, "peer_lost") == 0;
+}
+
 /* 1 when this failure is the one before again, not past its step (rule
- * 11); retrying is the node spared for this launch ("" none). */
+ * 11); retrying is the node spared for this launch ("" none).  A death is
+ * a death however it was seen. */
 static int same_again(const sv_failure_t *f, const sv_launch_t *last, const char *retrying)
 {
     if (!last || strcmp(f->what, "node") == 0 || strcmp(f->what, "controller") == 0 ||
-        strcmp(f->what, last->failure.what) != 0)
+        (strcmp(f->what, last->failure.what) != 0 && !(a_death(f) && a_death(&last->failure))))
         return 0;
     if (retrying[0] && strcmp(f->culprit, retrying) == 0 && f->step == SV_STEP_STARTUP)
         return 0;

@@ -86,8 +86,9 @@ if v=$(rank1 12) && [ -n "$v" ]; then
 	kill -KILL "${v%% *}"
 	finished_exactly "SIGKILL to rank 1 on ${v#* }"
 	grep -Eq "train\.sbatch.*failure record: rank [02] on n[0-9]+: peer_lost at step 1[0-9], points at ${v#* }" "$out" &&
-		grep -Eq "train\.sbatch.*failure at step 1[0-9]: a failure record of kind peer_lost on ${v#* }" "$out"
-	ok $? "  the script names the failed rank's node from its neighbours' peer_lost records" || why "$(grep 'train\.sbatch' "$out")"
+		grep -Eq "train\.sbatch.*failure at step 1[0-9]: a rank died: ${v#* }: task 1: Killed" "$out"
+	ok $? "  the script names the failed rank and its node (its neighbour's peer_lost record, srun's signal)" ||
+		why "$(grep 'train\.sbatch' "$out")"
 	grep -Eq "train\.sbatch.*node ${v#* } left out: the failure points at it" "$out" &&
 		grep -Eq 'train\.sbatch.*relaunch 1 of at most 3 on 1 node' "$out"
 	ok $? "  relaunched once, without that node" || why "$(grep 'train\.sbatch' "$out")"

@@ -37,7 +37,9 @@ typedef struct {
     long step;
     double ckpt, left;   /* 0: none, unknown */
     const char *history; /* "what@step>culprit:action;..." (step s: start-up;
-                            action x excluded, s spared, k kept, n none) */
+                            action x excluded, s spared, k kept, n none;
+                            a what other than hang, node, controller and
+                            peer_lost: a task's signal, as srun names it) */
     int restarts, max_relaunches, min_nodes, requeue_exclude, program, max_restarts;
     const char *job, *ajob, *atask;
     /* What must come out. */
@@ -171,6 +173,22 @@ static const case_t cases[] = {
      .status = 137, .startup = 1, .said = SV_SAID_TASK_KILLED, .said_host = "n2",
      .said_what = "Killed", .history = "Killed@s>n3:s", .action = SV_END,
      .rule = R(SAME_FAILURE), .exit = 137},
+    {"11 same-failure: a death again at step 10, seen in peer_lost records before and by the "
+     "launcher alone now (one rank left, no neighbour): the end",
+     .launched = 1, .status = 137, .said = SV_SAID_TASK_KILLED, .said_host = "n3",
+     .said_what = "Killed", .history = "peer_lost@10>n2:x", .action = SV_END,
+     .rule = R(SAME_FAILURE), .exit = 137},
+    {"11 same-failure: peer_lost records again at step 10 after a launcher's Killed there",
+     .launched = 1, .status = 76, .records = "peer_lost@n1>n3", .history = "Killed@10>n2:x",
+     .action = SV_END, .rule = R(SAME_FAILURE), .exit = 76},
+    {"C3+C6: peer_lost records and the launcher's Killed: one death, the launcher's kind, the "
+     "records' culprit",
+     .launched = 1, .status = 137, .said = SV_SAID_TASK_KILLED, .said_host = "n2",
+     .said_what = "Killed", .records = "peer_lost@n1>n2", .action = SV_RELAUNCH,
+     .use = "n1,n3", .what = "Killed", .culprit = SV_CULPRIT_EXCLUDED},
+    {"11 not: a death after a hang at the same step: relaunch", .launched = 1, .status = 76,
+     .records = "peer_lost@n1>n3", .history = "hang@10>:n", .action = SV_RELAUNCH,
+     .use = "n1,n2"},
     {"11 not: past the step before (12 > 10): relaunch", .launched = 1, .status = 76,
      .step = 12, .history = "hang@10>:n", .action = SV_RELAUNCH, .rule = R(RELAUNCH)},
     {"11 not: another kind at the same step (a hang after a kill)", .launched = 1,
@@ -358,6 +376,12 @@ static void build(const case_t *c, sv_input_t *in)
         };
         snprintf(history[i].failure.what, SV_WHAT_MAX, "%.31s", a);
         snprintf(history[i].failure.culprit, SV_NAME_MAX, "%s", h);
+        /* Where the supervisor would have taken that kind from. */
+        history[i].failure.from = strcmp(a, "hang") == 0         ? SV_FROM_HANG_RECORD
+                                  : strcmp(a, "node") == 0       ? SV_FROM_NODE_FAILURE
+                                  : strcmp(a, "controller") == 0 ? SV_FROM_CONTROLLER
+                                  : strcmp(a, "peer_lost") == 0  ? SV_FROM_RECORD
+                                                                 : SV_FROM_TASK_KILLED;
     }
     in->history = history;
 }
