@@ -119,6 +119,7 @@ def main():
             if step in (4, 6) and RANK == 0:
                 torch.save(snapshot(model, opt, state), os.path.join(WORK, f"ref-{step}.pt"))
             if step == 4:
+                tier.wait()  # the save (and flush) of step 4 ran in the background
                 m2, o2, s2 = build(99)
                 st2 = {"sched": s2, "seen": {"steps": -1}}
                 path = fc.latest_good(RUN)
@@ -155,6 +156,7 @@ def main():
             for _ in loop(tier, model, opt, sched, state, expect_step + 1, until):
                 pass
             check(f"trained on to step {until} and saved it on the new world", True)
+    tier.close()  # waits for the last save in the background
     finish()
 
 
