@@ -206,25 +206,29 @@ def _read_bytes(path: str, size: int):
 #   write@R   rank R's shard write fails as on a full disk (ENOSPC);
 #   put@R     rank R fails to store the partner copy it receives (CKPT_EIO);
 #   slow@S    every rank's shard write starts S seconds late (a slow copy:
-#             the optimizer-step guard holds meanwhile).
+#             the optimizer-step guard holds meanwhile);
+# each with ":STEP" after it for the save of that step only (write@1:4).
 FAULT_ENV = "FTRAIN_LOCAL_FAULT"
 
 
 def _parse_fault(text: str) -> Dict[str, Any]:
+    """{what: (argument, step or None)} from FAULT_ENV's text."""
     out: Dict[str, Any] = {}
     for item in filter(None, (t.strip() for t in text.split(","))):
         what, _, arg = item.partition("@")
+        arg, _, at = arg.partition(":")
         try:
+            at_step = int(at) if at else None
             if what in ("write", "put"):
-                out[what] = int(arg)
+                out[what] = (int(arg), at_step)
                 continue
             if what == "slow":
-                out[what] = float(arg)
+                out[what] = (float(arg), at_step)
                 continue
         except ValueError:
             pass
         raise ValueError(f"{FAULT_ENV}={text!r}: '{item}' is not write@RANK, put@RANK or "
-                         f"slow@SECONDS")
+                         f"slow@SECONDS (each with an optional :STEP)")
     return out
 
 
@@ -430,7 +434,7 @@ class LocalTier:
         self._tls = threading.local()  # the helper thread's group (_g)
         self._job: Optional[_SaveJob] = None  # the save in flight, or the last one
         self._bufs: Dict[Any, Any] = {}  # exchange buffers kept between saves
-        self._fault = _parse_fault(os.environ.get(FAULT_ENV, ""))
+        self._faults = _parse_fault(os.environ.get(FAULT_ENV, ""))
         self.last_save: Dict[str, float] = {}  # the last save's timings (stall_s...)
         try:
             self.keep = integer("keep", keep, 1, INT_MAX)
@@ -780,10 +784,10 @@ class LocalTier:
             if exc is None:
                 if job is not None:
                     job.phase = "writing this rank's shard"
-                slow = self._fault.get("slow")
+                slow = self._fault("slow", step)
                 if slow:
                     time.sleep(slow)
-                if self._fault.get("write") == self.rank:
+                if self._fault("write", step) == self.rank:
                     raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (injected: "
                                                 f"{FAULT_ENV} write@{self.rank})")
                 info = _lib.ShardInfo()
@@ -834,7 +838,7 @@ class LocalTier:
                     (lambda i, nbytes: self._buf(("recv", i), nbytes))
                 got = self._g.exchange(sends, recvs, into)
                 for src, data in zip(self.srcs, got):
-                    if self._fault.get("put") == self.rank:
+                    if self._fault("put", step) == self.rank:
                         raise error(EIO, "ckpt_shard_put",
                                     detail=f"injected: {FAULT_ENV} put@{self.rank}")
                     check(lib.ckpt_shard_put(_ck._fs(self.root), step, src, data.ctypes.data,
@@ -876,6 +880,12 @@ class LocalTier:
                 job.phase = "the flush into the shared tier"
             self.flush(step)
         return self._stepdir(step)
+
+    def _fault(self, what: str, step: int) -> Any:
+        """The injected fault ``what`` for the save of ``step`` (FAULT_ENV),
+        or None."""
+        arg, at = self._faults.get(what, (None, None))
+        return arg if at is None or at == step else None
 
     def _buf(self, key, nbytes: int):
         """A CPU uint8 tensor of nbytes, kept under ``key`` between saves
