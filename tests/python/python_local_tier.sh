@@ -37,15 +37,12 @@
 # lacks torch or numpy, or the library or ckptctl is not built.
 . "$(dirname "$0")/../lib.sh"
 
-PY=${PYTHON:-/usr/bin/python3}
 here=$(cd "$(dirname "$0")" && pwd)
-[ -x "$PY" ] || skip_all "$PY not found (set PYTHON)"
-"$PY" -c 'import numpy' 2>/dev/null || skip_all "$PY has no numpy (apt-get install python3-numpy)"
-"$PY" -c 'import torch' 2>/dev/null || skip_all "$PY has no torch (apt-get install python3-torch)"
+need_python numpy torch
 need_ckpt_lib
 case $BUILD in /*) bdir=$BUILD ;; *) bdir=$(pwd)/$BUILD ;; esac
 [ -x "$bdir/ckptctl" ] || skip_all "$BUILD/ckptctl not built (make $BUILD/ckptctl)"
-export PYTHONDONTWRITEBYTECODE=1 GLOO_SOCKET_IFNAME=lo
+export GLOO_SOCKET_IFNAME=lo
 W=$T/w
 mkdir -p "$W"
 worker=$here/local_tier_worker.py
