@@ -20,7 +20,8 @@ first rank appears; rank r, the j-th rank of node k, sends its shard file
 to the (j mod n)-th rank of node (k + 1) mod N (n: that node's ranks, N:
 the nodes).  With one node there is no partner copy (said once).
 
-One save (LocalTier.save, collective, synchronous):
+One save (LocalTier.save, collective; in the background by default, see
+below):
   1. each rank writes its shard into its node's root (ckpt_shard_write, the
      same tensors and record save_state() writes, so load_state() reads it);
      vote;
@@ -31,6 +32,29 @@ One save (LocalTier.save, collective, synchronous):
      beyond ``keep`` are pruned; vote.
 A save that fails anywhere raises on every rank (PeerError on the ranks
 that did not fail) and leaves no sealed step of its own.
+
+In the background (async_save=True, the default; False keeps the
+synchronous save): save() first waits for the save before it (exactly one
+in flight) and raises that save's failure on every rank; then the training
+thread takes the state's references (the parameters and the optimizer's
+state tensors, not copied), copies of the rest (buffers, which change in
+the forward; the tensors of state= and extra=), the record and the table,
+wraps optimizer.step on the instance, starts a helper thread and returns.
+The helper writes the shard from the live tensors (step 1: ctypes lets go
+of the GIL), then puts optimizer.step back; a step called meanwhile waits
+for it (the guard), so the saved step is exactly the state at the save()
+call while the next forward and backward run.  Steps 2 and 3 and the flush
+follow on the helper, whose collectives go through a gloo process group of
+the tier's own (made at construction: never the training thread's group,
+where DDP's allreduce runs).  Until wait_snapshot() returns, the
+parameters and the optimizer's state must change only through that
+optimizer's step(): docs/python.md says what else not to do.  A failure
+in the background raises at the next save(), wait(), flush(), close() (any
+call that waits), on every rank; its step is never sealed, the sealed
+steps before it stay.  Every wait is bounded by ``timeout`` (TimeoutError
+naming the step and where the helper is), and the helper's collectives
+time out after it too.  FTRAIN_LOCAL_FAULT injects faults for tests
+(FAULT_ENV below).
 
 Restore (LocalTier.resume_point / LocalTier.restore, collective): the newest
 shared checkpoint that verifies (resume_point of the shared root), then the
@@ -61,6 +85,8 @@ HowTo:
         step = record["step"]
     ... each step: tier.save(step, model, optimizer, state=state,
                              record={"step": step})   # saves when step % every == 0
+                                                      # (returns at once)
+    tier.close()                          # waits for the last save; collective
 """
 from __future__ import annotations
 
@@ -426,8 +452,17 @@ class LocalTier:
     comm: the collective (default: torch.distributed's world when it has
         several ranks, else this process alone).
     log: called with each message (default: rank 0 prints it on stderr).
+    async_save: save() in the background (default), or synchronous
+        (False); save(async_save=...) decides for one save.
+    timeout: seconds (600): the longest wait for a background save (its
+        copy, its end), and its helper's collectives' timeout.
     options: checkpoint options of the local shards (level 0, stored, by
         default: the local tier is about speed; frame_bytes, threads...).
+
+    Constructing it also makes the save helper's process group
+    (torch.distributed.new_group, gloo): with a comm of a subgroup, every
+    process of the default group must make its LocalTier at the same time,
+    as new_group requires.
     """
 
     def __init__(self, local_root, every: int = 1, keep: int = 2, *,
