@@ -1422,6 +1422,13 @@ section_5_python_binding() {
             --mb "$CKPT_MB" --repeat "$REPEAT" --dir "$SCRATCH" $_ps_opt ||
             echo "  py_state.py $_ps_opt failed (exit $?)"
     done
+    # The node-local save's training stall from PyTorch (fc.LocalTier), in
+    # the background and synchronous, 2 processes as nodes a and b
+    # (bench/py_local.py; docs/benchmarks.md, the 5b row of the summary).
+    echo "  -- LocalTier save of a model of $CKPT_MB MiB per rank, 2 emulated nodes: stall, sync against background"
+    FTRAIN_CKPT_LIB="$BUILD/libftrain-ckpt.so.2" timeout 1800 "$PYTHON_BIN" "$SCRIPT_DIR/py_local.py" \
+        --mb "$CKPT_MB" --saves "$REPEAT" ||
+        echo "  py_local.py failed (exit $?)"
 }
 
 # ---- 11. the node-local tier ---------------------------------------------------------

@@ -188,12 +188,31 @@ def main():
     # failure record and exit 76, which the batch script relaunches.
     wd = fc.Watchdog(a.run_dir, a.hang_timeout or None, stop_requested=guard)
 
+    tier = None  # ftrain_ckpt: the node-local tier, made below
+
+    def wait_local():
+        """ftrain_ckpt: the node-local save in the background ends (sealed on
+        every node, flushed; its failure raises on every rank), said once."""
+        if tier is None or tier.wait() is None:
+            return
+        last = tier.last_save
+        say(f"checkpoint: local step {last['step']} sealed on every node in "
+            f"{last['total_s']:.3f} s (training stall {last['stall_s']:.3f} s)")
+        if rank == 0 and a.flush_every and last["step"] % (a.local_every * a.flush_every) == 0:
+            fc.prune(root, a.ckpt_keep)  # the flush added a shared checkpoint
+
     def leave(code):
         """ftrain_ckpt: every rank leaves together, at once.  srun
         --kill-on-bad-exit kills a rank still tearing Python down once another
         has exited 75, and torch 1.13 can hang at interpreter exit in gloo's
         destructor: the checkpoint is committed, so skip the teardown."""
         wd.close()  # a planned end: the heartbeat goes
+        try:
+            # ftrain_ckpt: the local save in the background ends (sealed or
+            # failed, within the tier's timeout) before the rank leaves.
+            wait_local()
+        except Exception as e:  # noqa: BLE001 (the shared checkpoint is committed)
+            say(f"local tier: the last local save failed: {e}")
         if world > 1:
             dist.barrier()
         fc.exit_now(code)
@@ -301,6 +320,7 @@ def main():
     def save(at):
         """ftrain_ckpt: every rank passes the whole state and writes its slice."""
         wd.phase(at, "save")
+        wait_local()  # a local save's flush into the same root ends first
         t0 = time.perf_counter()
         p = fc.save_state(root, at, model, opt, state=state, record=record(at), comm=comm)
         if rank == 0:
@@ -309,13 +329,15 @@ def main():
         return p
 
     def save_local(at):
-        """ftrain_ckpt: the same state into the node-local tier (collective)."""
+        """ftrain_ckpt: the same state into the node-local tier (collective),
+        in the background: save() takes the state and returns, opt.step()
+        waits for the copy, a helper thread exchanges and seals."""
         wd.phase(at, "save")
+        wait_local()  # the save before (save() would wait for it too)
         t0 = time.perf_counter()
         tier.save(at, model, opt, state=state, record=record(at))
-        if rank == 0 and a.flush_every and at % (a.local_every * a.flush_every) == 0:
-            fc.prune(root, a.ckpt_keep)  # the flush added a shared checkpoint
-        say(f"checkpoint: local step {at} sealed on every node in {time.perf_counter() - t0:.3f} s")
+        say(f"checkpoint: local step {at} saving in the background "
+            f"({time.perf_counter() - t0:.3f} s in save())")
 
     say(f"train: mlp 1-{'-'.join(map(str, a.widths))}-1 tanh, adam lr {a.lr} "
         f"(x{a.lr_gamma} every {a.lr_step} steps), data sine "

@@ -64,6 +64,11 @@
 #   hash_of FILE    the param_hash of the "done:" line in FILE.
 #   rank_pid FILE R the pid of rank R from the "world: rank R ... pid P"
 #                   lines rank 0 prints at start.
+#   need_python MODULE...  the Python tests' preamble: PY is $PYTHON (default
+#                   /usr/bin/python3), skip_all, saying which and how to get
+#                   it, unless it exists and imports every MODULE (numpy,
+#                   torch); PYTHONDONTWRITEBYTECODE=1 exported (no
+#                   __pycache__ in the source tree).
 #   need_mpi        skip_all unless mpirun and $FTRAIN exist.
 #   have_shim NAME  sets SHIM to the LD_PRELOAD shim tests/preload/NAME.so
 #                   in $BUILD; returns 1, with SHIM_WHY saying why, when it
@@ -273,6 +278,16 @@ need_ckpt_lib() {
         from_tree=1
     fi
     export FTRAIN_CKPT_LIB
+}
+
+need_python() {
+    PY=${PYTHON:-/usr/bin/python3}
+    [ -x "$PY" ] || skip_all "$PY not found (set PYTHON)"
+    for _np_mod in "$@"; do
+        "$PY" -c "import $_np_mod" 2>/dev/null ||
+            skip_all "$PY has no $_np_mod (apt-get install python3-$_np_mod)"
+    done
+    export PYTHONDONTWRITEBYTECODE=1
 }
 
 need_mpi() {

@@ -21,9 +21,32 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import ctypes
+import os
+import socket
 import sys
 
 from . import _lib
+
+
+# The name lookup_node_name() falls back to when neither SLURMD_NODENAME
+# nor the host name gives one.
+UNKNOWN_NODE = "unknown"
+
+
+def lookup_node_name() -> str:
+    """This node's name as ftrain names it (world.c): SLURMD_NODENAME when
+    set and not empty, else the host name (socket.gethostname()), else
+    UNKNOWN_NODE ("unknown") when that fails or is empty.  The one lookup
+    of the node-local tier (local_tier.node_name, which also refuses a
+    name a directory cannot have) and of the watchdog's records
+    (watchdog.host_name, which also keeps it to what a record holds)."""
+    node = os.environ.get("SLURMD_NODENAME") or ""
+    if not node:
+        try:
+            node = socket.gethostname()
+        except OSError:
+            node = ""
+    return node or UNKNOWN_NODE
 
 
 class Comm:

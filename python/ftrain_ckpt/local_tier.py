@@ -20,7 +20,8 @@ first rank appears; rank r, the j-th rank of node k, sends its shard file
 to the (j mod n)-th rank of node (k + 1) mod N (n: that node's ranks, N:
 the nodes).  With one node there is no partner copy (said once).
 
-One save (LocalTier.save, collective, synchronous):
+One save (LocalTier.save, collective; in the background by default, see
+below):
   1. each rank writes its shard into its node's root (ckpt_shard_write, the
      same tensors and record save_state() writes, so load_state() reads it);
      vote;
@@ -31,6 +32,29 @@ One save (LocalTier.save, collective, synchronous):
      beyond ``keep`` are pruned; vote.
 A save that fails anywhere raises on every rank (PeerError on the ranks
 that did not fail) and leaves no sealed step of its own.
+
+In the background (async_save=True, the default; False keeps the
+synchronous save): save() first waits for the save before it (exactly one
+in flight) and raises that save's failure on every rank; then the training
+thread takes the state's references (the parameters and the optimizer's
+state tensors, not copied), copies of the rest (buffers, which change in
+the forward; the tensors of state= and extra=), the record and the table,
+wraps optimizer.step on the instance, starts a helper thread and returns.
+The helper writes the shard from the live tensors (step 1: ctypes lets go
+of the GIL), then puts optimizer.step back; a step called meanwhile waits
+for it (the guard), so the saved step is exactly the state at the save()
+call while the next forward and backward run.  Steps 2 and 3 and the flush
+follow on the helper, whose collectives go through a gloo process group of
+the tier's own (made at construction: never the training thread's group,
+where DDP's allreduce runs).  Until wait_snapshot() returns, the
+parameters and the optimizer's state must change only through that
+optimizer's step(): docs/python.md says what else not to do.  A failure
+in the background raises at the next save(), wait(), flush(), close() (any
+call that waits), on every rank; its step is never sealed, the sealed
+steps before it stay.  Every wait is bounded by ``timeout`` (TimeoutError
+naming the step and where the helper is), and the helper's collectives
+time out after it too.  FTRAIN_LOCAL_FAULT injects faults for tests
+(FAULT_ENV below).
 
 Restore (LocalTier.resume_point / LocalTier.restore, collective): the newest
 shared checkpoint that verifies (resume_point of the shared root), then the
@@ -61,6 +85,8 @@ HowTo:
         step = record["step"]
     ... each step: tier.save(step, model, optimizer, state=state,
                              record={"step": step})   # saves when step % every == 0
+                                                      # (returns at once)
+    tier.close()                          # waits for the last save; collective
 """
 from __future__ import annotations
 
@@ -68,20 +94,24 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import collections
 import ctypes
+import datetime
+import errno
+import functools
 import hashlib
 import json
 import os
 import shutil
-import socket
 import sys
+import threading
+import time
 
 from . import _lib
 from . import checkpoint as _ck
 from . import comm as _comm
 from ._lib import integer, INT_MAX
-from .errors import (OK, EPEER, EEXIST, EINCOMPLETE, CkptError, BadCheckpointError, error,
+from .errors import (OK, EIO, EPEER, EEXIST, EINCOMPLETE, CkptError, BadCheckpointError, error,
                      check)
-from .comm import Comm
+from .comm import Comm, lookup_node_name
 
 # Private directories of a node's root (no step name: readers, prune and
 # flush ignore them): where a node assembles a whole step to restore from
@@ -90,6 +120,18 @@ RESTORE_DIR = ".restore"
 FLUSH_DIR = ".flush"
 NODE_MARK = ".node-"  # ftrain's marker: this directory is node <name>'s
 SCAN_MAX = 4          # the newest local steps a node reports at a restore
+
+
+def node_name(node: Optional[str] = None) -> str:
+    """The node's name, as ftrain names it: ``node`` when given, else
+    comm.lookup_node_name() (SLURMD_NODENAME, else the host name, else
+    "unknown"); a ValueError when it is not a name a directory can have."""
+    if node is None:
+        node = lookup_node_name()
+    if not isinstance(node, str) or not node or "/" in node or "\0" in node or \
+            node in (".", ".."):
+        raise ValueError(f"node name {node!r}: must be a non-empty name without '/'")
+    return node
 
 
 class LocalStep(ctypes.Structure):
@@ -107,22 +149,6 @@ class LocalStep(ctypes.Structure):
 StepInfo = collections.namedtuple("StepInfo", "step nshards present total_bytes present_bytes")
 StepInfo.__doc__ = """A sealed step of a node-local root (LocalTier.scan()):
 present is the tuple of shard indices this node holds."""
-
-
-def node_name(node: Optional[str] = None) -> str:
-    """The node's name, as ftrain names it: ``node`` when given, else
-    SLURMD_NODENAME when set, else the host name."""
-    if node is None:
-        node = os.environ.get("SLURMD_NODENAME") or ""
-        if not node:
-            try:
-                node = socket.gethostname()
-            except OSError:
-                node = "unknown"
-    if not isinstance(node, str) or not node or "/" in node or "\0" in node or \
-            node in (".", ".."):
-        raise ValueError(f"node name {node!r}: must be a non-empty name without '/'")
-    return node
 
 
 def expand(pattern: str, node: str) -> str:
@@ -201,18 +227,161 @@ def _read_bytes(path: str, size: int):
     return data
 
 
+# Fault injection for tests (tests/python/python_local_tier.sh), read at
+# LocalTier's construction: a comma-separated list of
+#   write@R   rank R's shard write fails as on a full disk (ENOSPC);
+#   put@R     rank R fails to store the partner copy it receives (CKPT_EIO);
+#   slow@S    every rank's shard write starts S seconds late (a slow copy:
+#             the optimizer-step guard holds meanwhile);
+# each with ":STEP" after it for the save of that step only (write@1:4).
+FAULT_ENV = "FTRAIN_LOCAL_FAULT"
+
+
+def _parse_fault(text: str) -> Dict[str, Any]:
+    """{what: (argument, step or None)} from FAULT_ENV's text."""
+    out: Dict[str, Any] = {}
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        what, _, arg = item.partition("@")
+        arg, _, at = arg.partition(":")
+        try:
+            at_step = int(at) if at else None
+            if what in ("write", "put"):
+                out[what] = (int(arg), at_step)
+                continue
+            if what == "slow":
+                out[what] = (float(arg), at_step)
+                continue
+        except ValueError:
+            pass
+        raise ValueError(f"{FAULT_ENV}={text!r}: '{item}' is not write@RANK, put@RANK or "
+                         f"slow@SECONDS (each with an optional :STEP)")
+    return out
+
+
+class _SaveJob:
+    """One save in the background: the helper thread, the copy's event
+    (the optimizer-step guard waits on it), the outcome."""
+
+    def __init__(self, tier: "LocalTier", step: int, optimizer: Any, t0: float) -> None:
+        self.tier, self.step, self.optimizer, self.t0 = tier, step, optimizer, t0
+        self.thread: Optional[threading.Thread] = None
+        self.copy_done = threading.Event()
+        self.done = threading.Event()
+        self.exc: Optional[BaseException] = None
+        self.raised: Optional[BaseException] = None  # raised by save() already
+        self.marks: List[tuple] = []  # (phase, seconds since save() was called)
+        self.phase = "starting"
+        self.call_s = self.guard_wait_s = self.copy_s = self.total_s = 0.0
+        self._lock = threading.Lock()
+        self._wrapper = None
+        self._prev: Any = None
+
+    @property
+    def phase(self) -> str:
+        """Where the helper is (said by a wait that times out)."""
+        return self._phase
+
+    @phase.setter
+    def phase(self, what: str) -> None:
+        self._phase = what
+        self.marks.append((what, time.perf_counter() - self.t0))
+
+    # -- the optimizer-step guard --------------------------------------------
+    def guard(self) -> None:
+        """Wrap optimizer.step (on the instance; the class is untouched) so
+        that it waits for the copy; copied() puts back what was there."""
+        opt = self.optimizer
+        if opt is None or not callable(getattr(opt, "step", None)):
+            return
+        inner = opt.step
+        job = self
+
+        @functools.wraps(inner)  # keeps e.g. the LR scheduler's _with_counter mark
+        def step(*args, **kwargs):
+            job.wait_copied(None, "optimizer.step()")
+            return inner(*args, **kwargs)
+
+        self._prev = opt.__dict__.get("step", _MISSING)
+        self._wrapper = step
+        opt.step = step
+
+    def _unguard(self) -> None:
+        with self._lock:
+            opt, w = self.optimizer, self._wrapper
+            self._wrapper = None
+            if w is None or opt.__dict__.get("step") is not w:
+                return  # not ours any more (or never): leave it
+            if self._prev is _MISSING:
+                del opt.step
+            else:
+                opt.step = self._prev
+
+    def copied(self) -> None:
+        self.copy_s = time.perf_counter() - self.t0
+        self.copy_done.set()
+        self._unguard()
+
+    def wait_copied(self, timeout: Optional[float], who: str) -> None:
+        if self.copy_done.is_set():
+            return
+        t = time.perf_counter()
+        limit = self.tier.timeout if timeout is None else timeout
+        ok = self.copy_done.wait(limit)
+        self.guard_wait_s += time.perf_counter() - t
+        if not ok:
+            raise TimeoutError(f"local tier: {who} waited {limit:g} s for the background save "
+                               f"of step {self.step} to copy the state, and it has not "
+                               f"(its helper is at: {self.phase})")
+
+    # -- the helper thread ---------------------------------------------------------
+    def run(self, snap, exc) -> None:
+        tier = self.tier
+        tier._tls.g = tier._ghelper
+        try:
+            tier._save_body(self.step, snap, exc, self)
+        except BaseException as e:  # noqa: BLE001 (the training thread raises it)
+            self.exc = e
+        finally:
+            snap = None
+            if not self.copy_done.is_set():
+                self.copied()
+            self.total_s = time.perf_counter() - self.t0
+            self.phase = "done" if self.exc is None else f"failed: {self.exc}"
+            tier.last_save = {"step": self.step, "async": 1.0, "call_s": self.call_s,
+                              "guard_wait_s": self.guard_wait_s,
+                              "stall_s": self.call_s + self.guard_wait_s,
+                              "copy_s": self.copy_s, "total_s": self.total_s}
+            self.done.set()
+
+    def join(self, timeout: Optional[float]) -> None:
+        limit = self.tier.timeout if timeout is None else timeout
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join(limit)
+        if not self.done.is_set():
+            raise TimeoutError(f"local tier: the background save of step {self.step} did not "
+                               f"end within {limit:g} s (its helper is at: {self.phase})")
+
+
+_MISSING = object()
+
+
 class _Group:
     """The collectives this module uses, over a Comm (a world of one runs
     them locally)."""
 
-    def __init__(self, comm: Comm) -> None:
+    def __init__(self, comm: Comm, group: Any = "comm") -> None:
+        """group: the comm's own process group (default), or a process
+        group of the same ranks on the CPU (the save helper's)."""
         self.comm, self.rank, self.size = comm, comm.rank, comm.size
         if self.size > 1:
             import torch
             import torch.distributed as dist
             self.torch, self.dist = torch, dist
-            self.group = getattr(comm, "group", None)
-            self.device = getattr(comm, "device", None)
+            if group == "comm":
+                self.group = getattr(comm, "group", None)
+                self.device = getattr(comm, "device", None)
+            else:
+                self.group, self.device = group, None
 
     def gather(self, obj):
         if self.size == 1:
@@ -232,9 +401,11 @@ class _Group:
         if self.size > 1:
             self.dist.barrier(group=self.group)
 
-    def exchange(self, sends, recvs):
+    def exchange(self, sends, recvs, into=None):
         """sends: [(rank, tag, uint8 numpy array)]; recvs: [(rank, tag,
-        nbytes)].  Returns the received arrays, in the order of recvs."""
+        nbytes)].  Returns the received arrays, in the order of recvs.
+        into: a function (i, nbytes) -> a CPU uint8 tensor of nbytes to
+        receive recvs[i] in (buffers kept between saves); default new ones."""
         if not sends and not recvs:
             return []
         torch, dist = self.torch, self.dist
@@ -247,8 +418,11 @@ class _Group:
             outs.append(None)
             works.append(dist.isend(t, self.comm._global(peer), group=self.group, tag=tag))
         got = []
-        for peer, tag, nbytes in recvs:
-            t = torch.empty(nbytes, dtype=torch.uint8, device=dev)
+        for i, (peer, tag, nbytes) in enumerate(recvs):
+            if into is not None and dev is None:
+                t = into(i, nbytes)
+            else:
+                t = torch.empty(nbytes, dtype=torch.uint8, device=dev)
             got.append(t)
             works.append(dist.irecv(t, self.comm._global(peer), group=self.group, tag=tag))
         for w in works:
@@ -278,15 +452,36 @@ class LocalTier:
     comm: the collective (default: torch.distributed's world when it has
         several ranks, else this process alone).
     log: called with each message (default: rank 0 prints it on stderr).
+    async_save: save() in the background (default), or synchronous
+        (False); save(async_save=...) decides for one save.
+    timeout: seconds (600): the longest wait for a background save (its
+        copy, its end), and its helper's collectives' timeout.
     options: checkpoint options of the local shards (level 0, stored, by
         default: the local tier is about speed; frame_bytes, threads...).
+
+    Constructing it also makes the save helper's process group
+    (torch.distributed.new_group, gloo): with a comm of a subgroup, every
+    process of the default group must make its LocalTier at the same time,
+    as new_group requires.
     """
 
     def __init__(self, local_root, every: int = 1, keep: int = 2, *,
                  node: Optional[str] = None, shared=None, flush_every: int = 0,
                  comm: Optional[Comm] = None, log: Optional[Callable[[str], None]] = None,
+                 async_save: bool = True, timeout: float = 600.0,
                  **options: int) -> None:
         self.every = integer("every", every, 1)
+        self.async_save = bool(async_save)
+        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or \
+                not 0 < timeout < 1e9:
+            raise ValueError(f"timeout {timeout!r}: seconds, > 0 (the longest wait for a "
+                             f"background save, and its collectives' timeout)")
+        self.timeout = float(timeout)
+        self._tls = threading.local()  # the helper thread's group (_g)
+        self._job: Optional[_SaveJob] = None  # the save in flight, or the last one
+        self._bufs: Dict[Any, Any] = {}  # exchange buffers kept between saves
+        self._faults = _parse_fault(os.environ.get(FAULT_ENV, ""))
+        self.last_save: Dict[str, float] = {}  # the last save's timings (stall_s...)
         try:
             self.keep = integer("keep", keep, 1, INT_MAX)
         except ValueError:
@@ -299,7 +494,7 @@ class LocalTier:
         self.options = dict({"level": 0}, **options)
         _ck._options(self.options)  # an unknown option or value: refused now
         self.comm = _comm.resolve(comm)
-        self._g = _Group(self.comm)
+        self._gmain = _Group(self.comm)
         self.rank, self.size = self.comm.rank, self.comm.size
         self._log_fn = log
         self.node = node_name(node)
@@ -382,9 +577,25 @@ class LocalTier:
                 except OSError:
                     pass
         self._agree("LocalTier", exc)
+        # The save helper's own process group (gloo, the same ranks): its
+        # collectives never share a group with the training thread's (DDP's
+        # allreduce on the default group).  Collective, like new_group.
+        self._ghelper = self._gmain
+        if self.size > 1:
+            import torch.distributed as dist
+            cgroup = getattr(self.comm, "group", None)
+            ranks = None if cgroup is None else [self.comm._global(r) for r in range(self.size)]
+            self._ghelper = _Group(self.comm, dist.new_group(
+                ranks=ranks, backend="gloo", timeout=datetime.timedelta(seconds=self.timeout)))
         if self.nnodes == 1:
             self._log(f"one node ({self.node}) in this world: no partner copies are made, so a "
                       f"lost node loses its local checkpoints (the shared tier's stay)")
+
+    @property
+    def _g(self) -> _Group:
+        """The group of this thread's collectives: the helper's own on the
+        save helper thread, else the comm's."""
+        return getattr(self._tls, "g", None) or self._gmain
 
     # ---- small helpers ----------------------------------------------------
 
@@ -455,6 +666,7 @@ class LocalTier:
         resume_point() does after it chose ``step``.  Returns the number
         removed on this node (0 on the other ranks)."""
         step = _ck._step(step)
+        self._settle()
         removed = ctypes.c_int(0)
         exc = None
         if self.leader:
@@ -474,49 +686,184 @@ class LocalTier:
     def save(self, step: int, model: Any = None, optimizer: Any = None, *,
              state: Optional[Mapping[str, Any]] = None,
              record: Optional[Mapping[str, Any]] = None,
-             extra: Optional[Mapping[str, Any]] = None, force: bool = False) -> Optional[str]:
+             extra: Optional[Mapping[str, Any]] = None, force: bool = False,
+             async_save: Optional[bool] = None) -> Optional[str]:
         """Collective: save what save_state() saves (the same arguments) as
         local step ``step`` when it is due (a multiple of ``every``; force:
         any step), with partner copies, sealed on every node; then flush it
-        when flush_every says so.  Returns this node's step directory, or
-        None when the step is not due.  Raises on every rank when any rank
-        failed (nothing of this step is sealed then, unless the failure was
-        in the seal itself or the flush)."""
-        from . import torch_state as _ts
+        when flush_every says so.  Returns this node's step directory (in
+        the background: the path it has once sealed), or None when the step
+        is not due.
+
+        First it waits for the save before (bounded by ``timeout``) and
+        raises that save's failure, on every rank.  Synchronous
+        (async_save False, here or the tier's): it returns once the step is
+        sealed and raises on every rank when any rank failed.  In the
+        background (the default): it takes the state's tensors' references
+        (copies of the buffers, ``state`` and ``extra`` tensors) and the
+        record, wraps ``optimizer.step`` so that a step waits for the copy,
+        and returns; a helper thread writes the shard, exchanges the partner
+        copies, votes, seals (and flushes) on a process group of its own.
+        Until wait_snapshot() the model's parameters and the optimizer's
+        state must change only through ``optimizer.step()``.  Nothing of a
+        failed step is sealed (unless the failure was in the seal itself or
+        the flush), on either path."""
         step = _ck._step(step)
         if not force and step % self.every:
             return None
-        lib = _lib.load()
-        exc, info, own, table, arrays, n, opts, rec = None, None, None, None, None, 0, None, b""
+        self.wait()  # one save in flight; the one before's failure raises here
+        t0 = time.perf_counter()
+        background = self.async_save if async_save is None else bool(async_save)
+        exc, snap = None, None
         try:
-            record = dict(record or {})
-            if _ts.RECORD_KEY in record:
-                raise ValueError(f"record key '{_ts.RECORD_KEY}' is save_state()'s own")
-            tensors, meta = _ts.state_tensors(model, optimizer, extra)
-            if state:
-                meta["objects"] = _ts._encode_state(state, tensors)
-            record[_ts.RECORD_KEY] = meta
-            rec = _ck._record_json(record)
-            opts = _ck._options(self.options)
-            table, n, arrays, _total = _ck._table(tensors)
-            info = _lib.ShardInfo()
-            rc = lib.ckpt_shard_write(_ck._fs(self.root), step, self.rank, self.size, table, n,
-                                      ctypes.byref(opts), ctypes.byref(info))
-            if rc == EEXIST:
-                raise error(rc, "ckpt_shard_write",
-                            detail=f"{lib.ckpt_last_error().decode('utf-8', 'replace')} (a "
-                                   f"local step {step} is sealed on node {self.node} already: "
-                                   f"after a resume, resume_point() drops the local steps newer "
-                                   f"than the one resumed from; or call drop_after())")
-            check(rc, "ckpt_shard_write")
-            if self.partner >= 0:
-                own = _read_bytes(os.path.join(self.root, ".tmp-" + _ck.step_dirname(step),
-                                               f"shard-{self.rank}.ftsh"), info.file_bytes)
+            snap = self._snapshot(model, optimizer, state, record, extra, background)
         except Exception as e:  # noqa: BLE001 (this rank still votes: the others wait)
             exc = e
+        if not background:
+            path = self._save_body(step, snap, exc, None)
+            t = time.perf_counter() - t0
+            self.last_save = {"step": step, "async": 0.0, "call_s": t, "guard_wait_s": 0.0,
+                              "stall_s": t, "copy_s": t, "total_s": t}
+            return path
+        job = _SaveJob(self, step, optimizer, t0)
+        if exc is None:
+            job.guard()
+        self._job = job
+        job.thread = threading.Thread(target=job.run, args=(snap, exc),
+                                      name=f"ftrain-local-save-{step}")
+        job.thread.start()
+        job.call_s = time.perf_counter() - t0
+        if exc is not None:
+            job.raised = exc
+            raise exc  # this rank's own mistake, now; its helper votes it
+        return self._stepdir(step)
+
+    def wait_snapshot(self, timeout: Optional[float] = None) -> None:
+        """Wait until the save in the background has copied the state (the
+        model and optimizer may change after it).  Bounded: TimeoutError
+        after ``timeout`` seconds (default the tier's), naming the step and
+        where its helper is.  A failed copy raises at wait(), not here.
+        Not collective."""
+        job = self._job
+        if job is not None:
+            job.wait_copied(timeout, "wait_snapshot()")
+
+    def wait(self, timeout: Optional[float] = None) -> Optional[str]:
+        """Wait for the save in the background to be sealed (and flushed)
+        on every node; raise its failure (on every rank: this rank's own,
+        PeerError on the others).  Returns this node's step directory of
+        the save waited for, or None when none was in flight.  Bounded:
+        TimeoutError after ``timeout`` seconds (default the tier's), naming
+        the step and what its helper waits for; the save stays in flight
+        then (a later wait() waits again).  Not itself collective, but every
+        rank's helper votes with the others'."""
+        job = self._job
+        if job is None:
+            return None
+        job.join(timeout)
+        self._job = None
+        self.last_save.update(guard_wait_s=job.guard_wait_s,
+                              stall_s=job.call_s + job.guard_wait_s, phases=list(job.marks))
+        if job.exc is not None and job.exc is not job.raised:
+            raise job.exc
+        return None if job.exc is not None else self._stepdir(job.step)
+
+    def _settle(self) -> None:
+        """A collective other than save() first waits for the save in the
+        background (and raises its failure); not on the helper itself."""
+        job = self._job
+        if job is not None and job.thread is not threading.current_thread():
+            self.wait()
+
+    def _snapshot(self, model, optimizer, state, record, extra, background) -> dict:
+        """The training thread's part of a save: the tensors save_state()
+        writes (references to the parameters and the optimizer's state;
+        in the background, copies of everything else: buffers, ``state``'s
+        and ``extra``'s tensors), the record, the table."""
+        from . import torch_state as _ts
+        record = dict(record or {})
+        if _ts.RECORD_KEY in record:
+            raise ValueError(f"record key '{_ts.RECORD_KEY}' is save_state()'s own")
+        tensors, meta = _ts.state_tensors(model, optimizer, extra)
+        ntensors = len(tensors)
+        if state:
+            meta["objects"] = _ts._encode_state(state, tensors)
+        if background:
+            # What optimizer.step() does not change, changes elsewhere (a
+            # BatchNorm's running stats in forward, a scheduler's or the
+            # caller's tensors): copied now.  The parameters and the
+            # optimizer's state are taken by reference, guarded.
+            guarded = set()
+            if model is not None:
+                guarded |= {p.data_ptr() for p in _ts._unwrap(model).parameters()}
+            names = list(tensors)
+            for i, k in enumerate(names):
+                v = tensors[k]
+                if i < ntensors and (k.startswith("optim/") or
+                                     (k.startswith("model/") and
+                                      getattr(v, "data_ptr", lambda: None)() in guarded)):
+                    continue
+                if hasattr(v, "clone"):
+                    tensors[k] = v.detach().clone()
+                elif hasattr(v, "copy"):
+                    tensors[k] = v.copy()
+        record[_ts.RECORD_KEY] = meta
+        rec = _ck._record_json(record)
+        opts = _ck._options(self.options)
+        table, n, arrays, total = _ck._table(tensors)
+        return {"table": table, "n": n, "arrays": arrays, "rec": rec, "opts": opts,
+                "bytes": total}
+
+    def _save_body(self, step: int, snap: Optional[dict], exc: Optional[BaseException],
+                   job: Optional["_SaveJob"]) -> str:
+        """The save after the snapshot: write the shard (then job.copied()),
+        vote, partner copies, vote, seal, vote, flush.  On the training
+        thread (synchronous) or the helper (job), whose collectives go
+        through the helper's group."""
+        lib = _lib.load()
+        info, own = None, None
+        table = n = arrays = opts = rec = None
+        if snap is not None:
+            table, n, arrays = snap["table"], snap["n"], snap["arrays"]
+            opts, rec = snap["opts"], snap["rec"]
+        try:
+            if exc is None:
+                if job is not None:
+                    job.phase = "writing this rank's shard"
+                slow = self._fault("slow", step)
+                if slow:
+                    time.sleep(slow)
+                if self._fault("write", step) == self.rank:
+                    raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (injected: "
+                                                f"{FAULT_ENV} write@{self.rank})")
+                info = _lib.ShardInfo()
+                rc = lib.ckpt_shard_write(_ck._fs(self.root), step, self.rank, self.size, table,
+                                          n, ctypes.byref(opts), ctypes.byref(info))
+                if rc == EEXIST:
+                    raise error(rc, "ckpt_shard_write",
+                                detail=f"{lib.ckpt_last_error().decode('utf-8', 'replace')} (a "
+                                       f"local step {step} is sealed on node {self.node} "
+                                       f"already: after a resume, resume_point() drops the "
+                                       f"local steps newer than the one resumed from; or call "
+                                       f"drop_after())")
+                check(rc, "ckpt_shard_write")
+        except Exception as e:  # noqa: BLE001 (this rank still votes: the others wait)
+            exc, info = e, None
+        finally:
+            if job is not None:
+                job.copied()  # the tensors are free to change
+        try:
+            if exc is None and self.partner >= 0:
+                if job is not None:
+                    job.phase = "reading this rank's shard back"
+                own = self._read_own(step, info.file_bytes)
+        except Exception as e:  # noqa: BLE001
+            exc, info = e, None
         mine = None if info is None else (info.raw_offset, info.raw_bytes, info.file_bytes,
                                          info.xxh64, info.table_xxh64, info.nframes, info.flags)
         try:
+            if job is not None:
+                job.phase = "the vote on the shards (every rank's helper)"
             infos = self._agree(f"local save of step {step}", exc, mine)
         except BaseException:
             self._discard(step)
@@ -529,9 +876,16 @@ class LocalTier:
         if self.nnodes > 1:
             sends = [(self.partner, 0, own)] if self.partner >= 0 else []
             recvs = [(src, 0, infos[src][2]) for src in self.srcs]
+            if job is not None:
+                job.phase = (f"the partner copies (to rank {self.partner}, from ranks "
+                             f"{_ranges(self.srcs) or 'none'})")
             try:
-                got = self._g.exchange(sends, recvs)
+                got = self._g.exchange(sends, recvs,
+                                       lambda i, nbytes: self._buf(("recv", i), nbytes))
                 for src, data in zip(self.srcs, got):
+                    if self._fault("put", step) == self.rank:
+                        raise error(EIO, "ckpt_shard_put",
+                                    detail=f"injected: {FAULT_ENV} put@{self.rank}")
                     check(lib.ckpt_shard_put(_ck._fs(self.root), step, src, data.ctypes.data,
                                              data.size, infos[src][3]), "ckpt_shard_put")
             except Exception as e:  # noqa: BLE001 (voted below)
@@ -539,6 +893,8 @@ class LocalTier:
         own = None
         # Rank 0's record seals every node's directory.
         try:
+            if job is not None:
+                job.phase = "the vote on the partner copies (every rank's helper)"
             recs = self._agree(f"partner copies of step {step}", exc,
                                rec if self.rank == 0 else None)
         except BaseException:
@@ -547,6 +903,8 @@ class LocalTier:
 
         # 3. Seal, one rank per node.
         exc, present = None, ctypes.c_int(0)
+        if job is not None:
+            job.phase = "the seal"
         if self.leader:
             all_infos = (_lib.ShardInfo * self.size)()
             for r, t in enumerate(infos):
@@ -559,10 +917,44 @@ class LocalTier:
                 exc = type(exc)(exc.code, exc.call, exc.reason,
                                 f"node {self.node}: {exc.detail}")
         del arrays  # the tensors' views: alive until the seal
+        if job is not None:
+            job.phase = "the vote on the seal (every rank's helper)"
         self._agree(f"sealing step {step}", exc)
         if self.flush_every and step % (self.every * self.flush_every) == 0:
+            if job is not None:
+                job.phase = "the flush into the shared tier"
             self.flush(step)
         return self._stepdir(step)
+
+    def _fault(self, what: str, step: int) -> Any:
+        """The injected fault ``what`` for the save of ``step`` (FAULT_ENV),
+        or None."""
+        arg, at = self._faults.get(what, (None, None))
+        return arg if at is None or at == step else None
+
+    def _buf(self, key, nbytes: int):
+        """A CPU uint8 tensor of nbytes, kept under ``key`` between saves
+        (grown when a save needs more): where a save receives the partner
+        copies.  Received into fresh memory, 256 MiB took 3 to 4 s on a
+        loaded 2-core VM (a page fault per 4 KiB page), into this buffer
+        0.3 s; close() lets it go."""
+        import torch
+        buf = self._bufs.get(key)
+        if buf is None or buf.numel() < nbytes:
+            self._bufs[key] = buf = None  # the old one goes first
+            buf = self._bufs[key] = torch.empty(nbytes, dtype=torch.uint8)
+        return buf[:nbytes]
+
+    def _read_own(self, step: int, size: int):
+        """This rank's shard file of the save under way, as a uint8 numpy
+        array: a private mapping of the file (no copy, no new memory)."""
+        import numpy as np
+        path = os.path.join(self.root, ".tmp-" + _ck.step_dirname(step),
+                            f"shard-{self.rank}.ftsh")
+        have = os.stat(path).st_size
+        if have != size:
+            raise OSError(f"'{path}' holds {have} bytes, the shard written {size}")
+        return np.memmap(path, dtype=np.uint8, mode="c", shape=(size,))
 
     def _discard(self, step: int) -> None:
         """After a failed vote (every rank is past its writes): the node's
@@ -762,6 +1154,7 @@ class LocalTier:
     def release(self) -> None:
         """Collective: remove what resume_point() assembled (every rank has
         loaded it).  save() does it too."""
+        self._settle()
         self._g.barrier()
         self._remove_private(RESTORE_DIR, FLUSH_DIR)
 
@@ -776,6 +1169,7 @@ class LocalTier:
         Each node then drops its local steps newer than the one chosen.
         What it uses, and each local step it cannot use and why, is said
         on rank 0 (log).  last_resume is (tier, step, path) after it."""
+        self._settle()
         shared = self.shared if shared is None else os.fspath(shared)
         spath, sstep, sexc = None, -1, None
         if shared is not None:
@@ -851,6 +1245,7 @@ class LocalTier:
         Returns the shared step directory on every rank; raises on every
         rank when it cannot (ExistsError when the shared tier has the step
         already)."""
+        self._settle()
         shared = self.shared if shared is None else os.fspath(shared)
         if shared is None:
             raise ValueError("flush: no shared tier (give shared=, here or to LocalTier)")
@@ -891,7 +1286,10 @@ class LocalTier:
     # ---- the end ----------------------------------------------------------------------
 
     def close(self) -> None:
-        """Collective: release() what a restore assembled."""
+        """Collective: wait() for the save in the background (raising its
+        failure), then release() what a restore assembled."""
+        self.wait()
+        self._bufs.clear()
         self.release()
 
     def __enter__(self):

@@ -41,11 +41,12 @@ import hashlib
 import json
 import math
 import os
-import socket
 import struct
 import sys
 import threading
 import time
+
+from .comm import UNKNOWN_NODE, lookup_node_name
 
 # The exit status of a hang (include/ftrain/exit_codes.h).
 EXIT_HANG = 76
@@ -211,16 +212,11 @@ def _host_ok(s: str, empty_ok: bool) -> bool:
 
 
 def host_name() -> str:
-    """This rank's host as ftrain names it (world.c): SLURMD_NODENAME when
-    set, else the host name; "unknown" when it is not one a record holds."""
-    host = os.environ.get("SLURMD_NODENAME") or ""
-    if not host:
-        try:
-            host = socket.gethostname()
-        except OSError:
-            host = ""
-    host = host[:_HOST_MAX - 1]
-    return host if _host_ok(host, False) else "unknown"
+    """This rank's host as ftrain names it (world.c): comm.lookup_node_name()
+    (SLURMD_NODENAME, else the host name, else "unknown"), cut to what a
+    record holds; "unknown" when it is not one a record holds."""
+    host = lookup_node_name()[:_HOST_MAX - 1]
+    return host if _host_ok(host, False) else UNKNOWN_NODE
 
 
 def _env_counter(name: str) -> int:
@@ -536,7 +532,7 @@ class Watchdog:
         for t in outs:
             pid, ns, host = struct.unpack(fmt, bytes(t.cpu().numpy().tobytes()))
             host = host.split(b"\0", 1)[0].decode("ascii", "replace")
-            cards.append((pid, ns, host if _host_ok(host, False) else "unknown"))
+            cards.append((pid, ns, host if _host_ok(host, False) else UNKNOWN_NODE))
         return cards
 
     # ---- marks (the training thread) -------------------------------------------

@@ -16,6 +16,15 @@ restore  fc.resume_point(WORK/run, local=tier), load_state, and every
          tier chosen must be EXPECT_TIER (local or shared).  With UNTIL,
          training goes on to step UNTIL, saving as in train (step 8: local
          save and flush on the new world).
+async    2 ranks (nodes a and b), every 2 steps, run with
+         FTRAIN_LOCAL_FAULT=slow@1:2,write@1:4: the save of step 2 copies
+         1 s late while training goes on (its optimizer.step() must wait,
+         a BatchNorm's running stats change in the forward meanwhile); the
+         save of step 4 fails on rank 1 (a full disk) in the background,
+         and the next save() raises on both ranks, nothing of step 4 left;
+         resume_point then takes step 2, equal to the state at its save()
+         call (a hash taken then); last, a synchronous save of step 8 is
+         sealed when save() returns and restores equal.
 
 Rank 0 writes the checks' results to WORK/res-<MODE>.txt: a line "plan N",
 then "PASS name" or "FAIL name: why" per check; each check holds on every
@@ -64,6 +73,15 @@ def snapshot(model, opt, state):
     return out
 
 
+def digest(model, opt, state):
+    """A hash of everything snapshot() holds."""
+    import hashlib
+    h = hashlib.sha256()
+    for k, v in sorted(snapshot(model, opt, state).items()):
+        h.update(repr((k, v)).encode())
+    return h.hexdigest()[:16]
+
+
 def differences(a, b):
     diff = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
     return ", ".join(diff[:5]) + (f" (+{len(diff) - 5})" if len(diff) > 5 else "")
@@ -103,7 +121,83 @@ def finish():
     fc.exit_now(0)  # no gloo teardown (docs/python.md, "Known issues")
 
 
+def build_bn(seed):
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16),
+                                torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)
+    return model, opt, sched
+
+
+def async_mode():
+    import time
+    tier = fc.LocalTier(PATTERN, every=2, keep=3)
+    model, opt, sched = build_bn(3)
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    state = {"sched": sched, "seen": {"steps": 0}}
+    plain_step = opt.__dict__.get("step")  # the scheduler's counting wrapper of Adam.step
+    at_save, guard_wait, raised = {}, None, []
+    for step in range(1, 7):
+        # One batch on both ranks: the BatchNorm's running stats (each
+        # rank's own in DDP) stay equal, as the saved slices must be.
+        g = torch.Generator().manual_seed(1000 * step)
+        x, y = torch.randn(8, 8, generator=g), torch.randn(8, 4, generator=g)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(ddp(x), y).backward()
+        t = time.perf_counter()
+        opt.step()
+        if step == 3:
+            guard_wait = time.perf_counter() - t
+        sched.step()
+        state["seen"]["steps"] = step
+        try:
+            tier.save(step, model, opt, state=state, record={"step": step})
+        except Exception as e:  # noqa: BLE001
+            raised.append((step, type(e).__name__, str(e)))
+            continue
+        if tier.due(step):
+            at_save[step] = digest(model, opt, state)
+    check("optimizer.step() after a background save waited for its slow copy (1 s)",
+          guard_wait is not None and guard_wait > 0.5, f"it took {guard_wait}")
+    check("the guard is gone once the copy is done: optimizer.step is what it was",
+          plain_step is not None and opt.__dict__.get("step") is plain_step, repr(opt.step))
+    want = "OSError" if RANK == 1 else "PeerError"
+    check("the failed background save of step 4 raises at the next save() (step 6) on both "
+          "ranks: OSError (the full disk) on rank 1, PeerError naming rank 1 on rank 0", [(s, k) for s, k, _ in raised] == [(6, want)] and
+          ("injected" in raised[0][2] if RANK == 1 else "rank 1 " in raised[0][2]),
+          repr(raised))
+    names = sorted(os.listdir(tier.root))
+    check("nothing of the failed step 4 is left (sealed or not), step 2 is",
+          "step-00000002" in names and not [n for n in names if n.endswith("step-00000004")],
+          repr(names))
+    m2, o2, s2 = build_bn(99)
+    st2 = {"sched": s2, "seen": {"steps": -1}}
+    path = tier.resume_point()
+    rec = fc.load_state(path, m2, o2, state=st2) if path else None
+    tier.release()
+    check("resume takes local step 2, equal to the state at its save() call though "
+          "training went on (hash)", tier.last_resume is not None and
+          tier.last_resume[:2] == ("local", 2) and rec == {"step": 2} and
+          digest(m2, o2, st2) == at_save.get(2), f"{tier.last_resume} {rec}")
+    sd = tier.save(8, model, opt, state=state, record={"step": 8}, async_save=False)
+    h8 = digest(model, opt, state)
+    check("a synchronous save (async_save=False) is sealed when save() returns",
+          sd is not None and os.path.isfile(os.path.join(sd, "manifest.json")) and
+          tier.last_save.get("async") == 0.0 and [s.step for s in tier.scan()][:1] == [8],
+          f"{sd} {tier.last_save}")
+    m3, o3, s3 = build_bn(98)
+    st3 = {"sched": s3, "seen": {"steps": -1}}
+    rec = fc.load_state(sd, m3, o3, state=st3)
+    check("the synchronous save of step 8 loads equal to the state saved",
+          rec == {"step": 8} and digest(m3, o3, st3) == h8, f"{rec}")
+    tier.close()
+    finish()
+
+
 def main():
+    if MODE == "async":
+        return async_mode()
     if MODE == "train":
         os.makedirs(os.path.join(RUN, "ckpt"), exist_ok=True)
         tier = fc.LocalTier(PATTERN, every=2, keep=2, shared=RUN, flush_every=2)
@@ -119,6 +213,7 @@ def main():
             if step in (4, 6) and RANK == 0:
                 torch.save(snapshot(model, opt, state), os.path.join(WORK, f"ref-{step}.pt"))
             if step == 4:
+                tier.wait()  # the save (and flush) of step 4 ran in the background
                 m2, o2, s2 = build(99)
                 st2 = {"sched": s2, "seen": {"steps": -1}}
                 path = fc.latest_good(RUN)
@@ -155,6 +250,7 @@ def main():
             for _ in loop(tier, model, opt, sched, state, expect_step + 1, until):
                 pass
             check(f"trained on to step {until} and saved it on the new world", True)
+    tier.close()  # waits for the last save in the background
     finish()
 
 

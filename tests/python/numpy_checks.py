@@ -281,6 +281,7 @@ def main():
     if len(sys.argv) != 3 or sys.argv[1] not in ("numpy", "strict"):
         print(__doc__, file=sys.stderr)
         return 1
+    print(f"plan {NUMPY_CHECKS if sys.argv[1] == 'numpy' else STRICT_CHECKS}", flush=True)
     planned = numpy_mode(sys.argv[2]) if sys.argv[1] == "numpy" else strict_mode(sys.argv[2])
     if count != planned:
         print(f"FAIL {sys.argv[1]}: {count} checks ran, {planned} planned (update the count)")

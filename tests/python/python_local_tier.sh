@@ -24,20 +24,25 @@
 #      a's own shards and b's partner copies, c getting every shard from a;
 #      every tensor equals step 6 as saved on 4 ranks, bit for bit; then
 #      training goes on to step 8, saved and flushed on the new world.
+#   5. saves in the background (local_tier_worker.py async, nodes a and b,
+#      1 rank each, FTRAIN_LOCAL_FAULT=slow@1:2,write@1:4): the optimizer
+#      step after a save waits for its slow copy, and the guard goes after
+#      it; the step restored equals the state at its save() call (a hash)
+#      though training went on; a background save that fails (rank 1's
+#      disk full) raises at the next save() on both ranks, nothing of it
+#      is left, the step before is what resume uses; a synchronous save
+#      (async_save=False) is sealed when save() returns.
 #
 # Skips, with the reason, when the python ($PYTHON, default /usr/bin/python3)
 # lacks torch or numpy, or the library or ckptctl is not built.
 . "$(dirname "$0")/../lib.sh"
 
-PY=${PYTHON:-/usr/bin/python3}
 here=$(cd "$(dirname "$0")" && pwd)
-[ -x "$PY" ] || skip_all "$PY not found (set PYTHON)"
-"$PY" -c 'import numpy' 2>/dev/null || skip_all "$PY has no numpy (apt-get install python3-numpy)"
-"$PY" -c 'import torch' 2>/dev/null || skip_all "$PY has no torch (apt-get install python3-torch)"
+need_python numpy torch
 need_ckpt_lib
 case $BUILD in /*) bdir=$BUILD ;; *) bdir=$(pwd)/$BUILD ;; esac
 [ -x "$bdir/ckptctl" ] || skip_all "$BUILD/ckptctl not built (make $BUILD/ckptctl)"
-export PYTHONDONTWRITEBYTECODE=1 GLOO_SOCKET_IFNAME=lo
+export GLOO_SOCKET_IFNAME=lo
 W=$T/w
 mkdir -p "$W"
 worker=$here/local_tier_worker.py
@@ -194,5 +199,16 @@ for n in a c; do
 done
 is "$(cd "$W/local/c" && ls -d step-* .restore .flush 2>/dev/null | tr '\n' ' ')" "step-00000008 " \
     "node c keeps step 8 and nothing of the restore"
+
+# ---- 5. saves in the background: the guard, a failure, sync mode --------------
+port=$(free_port)
+export FTRAIN_LOCAL_FAULT=slow@1:2,write@1:4
+node L5a a 0 2 1 "$port" async "$W" "$W/async/%n"
+node L5b b 1 2 1 "$port" async "$W" "$W/async/%n"
+unset FTRAIN_LOCAL_FAULT
+wait_all
+is "$rcs" "0 0" "async: nodes a and b, 1 rank each, exit 0" ||
+    why "$(tail -n 30 "$T/L5a.out")" "$(tail -n 30 "$T/L5b.out")"
+results "$W/res-async.txt" async
 
 done_testing

@@ -21,30 +21,17 @@
 # or FTRAIN_CKPT_LIB).
 . "$(dirname "$0")/../lib.sh"
 
-PY=${PYTHON:-/usr/bin/python3}
 here=$(cd "$(dirname "$0")" && pwd)
-[ -x "$PY" ] || skip_all "$PY not found (set PYTHON)"
-"$PY" -c 'import numpy' 2>/dev/null || skip_all "$PY has no numpy (apt-get install python3-numpy)"
+need_python numpy
 need_ckpt_lib
-export PYTHONDONTWRITEBYTECODE=1 # no __pycache__ in the source tree
 pkg=$(cd "$here/../../python" && pwd)
 
 # The checks each part makes (numpy_checks.py's NUMPY_CHECKS and
-# STRICT_CHECKS), and one for each part's run to its end.
+# STRICT_CHECKS, each stated by its "plan" line), one for each part's count
+# of them (tests/lib.sh's tap_from) and one for its run to its end.
 NUMPY_CHECKS=42
 STRICT_CHECKS=14
-plan $((NUMPY_CHECKS + 1 + STRICT_CHECKS + 1))
-
-# tap_from FILE: "PASS name" / "FAIL name: why" lines as TAP; others as notes.
-tap_from() {
-    while IFS= read -r line; do
-        case $line in
-        "PASS "*) ok 0 "${line#PASS }" ;;
-        "FAIL "*) ok 1 "${line#FAIL }" ;;
-        *) diag "$line" ;;
-        esac
-    done <"$1"
-}
+plan $((NUMPY_CHECKS + 2 + STRICT_CHECKS + 2))
 
 # ---- 1. numpy only, torch hidden -------------------------------------------------
 mkdir -p "$T/notorch" "$T/np"
@@ -54,7 +41,7 @@ PYEOF
 PYTHONPATH="$T/notorch:$pkg" timeout -k 5 120 "$PY" "$here/numpy_checks.py" numpy "$T/np" \
     >"$T/np.out" 2>&1
 rc=$?
-tap_from "$T/np.out"
+tap_from "$T/np.out" "numpy_checks.py numpy"
 ok $rc "numpy_checks.py numpy ran to its end with torch hidden" || why "$(tail -n 20 "$T/np.out")"
 
 # ---- 2. load_state(strict=False) -------------------------------------------------
@@ -63,11 +50,11 @@ if "$PY" -c 'import torch' 2>/dev/null; then
     PYTHONPATH="$pkg" timeout -k 5 120 "$PY" "$here/numpy_checks.py" strict "$T/strict" \
         >"$T/strict.out" 2>&1
     rc=$?
-    tap_from "$T/strict.out"
+    tap_from "$T/strict.out" "numpy_checks.py strict"
     ok $rc "numpy_checks.py strict ran to its end" || why "$(tail -n 20 "$T/strict.out")"
 else
     i=0
-    while [ "$i" -le "$STRICT_CHECKS" ]; do
+    while [ "$i" -le $((STRICT_CHECKS + 1)) ]; do
         skip "load_state strict check $i" "$PY has no torch (apt-get install python3-torch): a model is a torch module"
         i=$((i + 1))
     done

@@ -15,13 +15,9 @@
 # ($BUILD/libftrain-ckpt.so.2, or FTRAIN_CKPT_LIB).
 . "$(dirname "$0")/../lib.sh"
 
-PY=${PYTHON:-/usr/bin/python3}
 here=$(cd "$(dirname "$0")" && pwd)
-[ -x "$PY" ] || skip_all "$PY not found (set PYTHON)"
-"$PY" -c 'import numpy' 2>/dev/null || skip_all "$PY has no numpy (apt-get install python3-numpy)"
-"$PY" -c 'import torch' 2>/dev/null || skip_all "$PY has no torch (apt-get install python3-torch)"
+need_python numpy torch
 need_ckpt_lib
-export PYTHONDONTWRITEBYTECODE=1 # no __pycache__ in the source tree
 
 mkdir -p "$T/w"
 timeout -k 5 300 "$PY" "$here/state_checks.py" "$T/w" >"$T/out" 2>&1
