@@ -1292,6 +1292,10 @@ relaunch_round() {
         RR_TO_EXIT=$(elapsed "$_rr_last_beat" "$_rr_t_exit")
         RR_SCRIPT=$(elapsed "$_rr_t_exit" "$_rr_t_launch")
         [ -n "$_rr_t_exited" ] && RR_DRAIN=$(elapsed "$_rr_t_exit" "$_rr_t_exited")
+        # Seen in the wrong order: the relaunch came within one poll (the
+        # poll itself takes 0.1 s and more on a loaded machine).
+        case $RR_SCRIPT in -*) RR_SCRIPT="n/a" ;; esac
+        case $RR_DRAIN in -*) RR_DRAIN="n/a" ;; esac
         RR_START=$(awk -v b="$_rr_last_beat" -v r="$RR_RELAUNCH" -v l="$_rr_t_launch" 'BEGIN { printf "%.3f\n", b + r - l }')
     fi
     # The supervisor's own account of its time (its "relaunch after" line).
@@ -1388,7 +1392,8 @@ section_10_relaunch() {
     echo "  of that, the time until its \"ftrain exited\" line (the copy of srun's standard error ending); then"
     echo "  from the \"launch:\" line to ftrain's start (srun and MPI start-up: the relaunch less the two"
     echo "  before).  Last, the supervisor's own time as it logs it (its \"relaunch after\" line: from seeing the"
-    echo "  srun end to starting the next; the outside figure also holds the poll's up to 0.1 s)."
+    echo "  srun end to starting the next; the outside figure also holds the poll's up to 0.1 s, and is n/a"
+    echo "  when the relaunch came within one poll)."
     echo
     relaunch_row "" "until" "" "" "start," "" "steps" "to" "" "of it," "srun," "its"
     relaunch_row "" "job end" "relaunch" "load" "1st" "total" "redone" "srun" "script" "stderr" "MPI" "own"
