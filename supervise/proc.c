@@ -79,61 +79,110 @@ static void child_exec(char *const argv[], char *const env[], int out_fd)
     _exit(127);
 }
 
-int proc_run(char *const argv[], char *const env[], int timeout_s, char *out, size_t cap,
-             int *status, char *err, size_t errcap)
+/* One command of proc_run_all while it runs. */
+typedef struct {
+    pid_t pid;
+    int fd, open_fd, exited, wstatus;
+    double exited_at, killed_at;
+    size_t got;
+} run_t;
+
+/* Start job j: fork, exec, the pipe.  @return PROC_OK or PROC_EFAIL. */
+static int start_one(proc_job_t *j, run_t *r)
 {
-    int rc = PROC_OK, fds[2], wstatus = 0;
-    size_t got = 0;
-    if (cap)
-        out[0] = '\0';
-    *status = -1;
+    int fds[2];
+    memset(r, 0, sizeof *r);
+    r->fd = -1;
+    if (j->cap)
+        j->out[0] = '\0';
+    j->status = -1;
     if (pipe2(fds, O_CLOEXEC) != 0)
-        return util_fail(err, errcap, PROC_EFAIL, "%s: cannot make a pipe: %s", argv[0],
-                         strerror(errno));
-    pid_t pid = fork();
-    if (pid < 0) {
-        rc = util_fail(err, errcap, PROC_EFAIL, "%s: cannot fork: %s", argv[0],
-                       strerror(errno));
+        return j->rc = util_fail(j->err, sizeof j->err, PROC_EFAIL, "%s: cannot make a pipe: %s",
+                                 j->argv[0], strerror(errno));
+    r->pid = fork();
+    if (r->pid < 0) {
+        j->rc = util_fail(j->err, sizeof j->err, PROC_EFAIL, "%s: cannot fork: %s", j->argv[0],
+                          strerror(errno));
         close(fds[0]);
         close(fds[1]);
-        return rc;
+        return j->rc;
     }
-    if (pid == 0)
-        child_exec(argv, env, fds[1]);
+    if (r->pid == 0)
+        child_exec(j->argv, j->env, fds[1]);
     close(fds[1]);
-    double deadline = util_mono_s() + timeout_s, killed_at = 0;
-    int open_fd = 1, exited = 0;
-    double exited_at = 0;
+    r->fd = fds[0];
+    r->open_fd = 1;
+    return j->rc = PROC_OK;
+}
+
+/* Read what r's pipe has into j->out (past cap - 1 bytes it is dropped). */
+static void take_output(proc_job_t *j, run_t *r)
+{
+    char buf[4096];
+    ssize_t n = read(r->fd, buf, sizeof buf);
+    if (n <= 0) {
+        r->open_fd = 0;
+    } else if (j->cap > 1 && r->got < j->cap - 1) {
+        size_t take = (size_t)n < j->cap - 1 - r->got ? (size_t)n : j->cap - 1 - r->got;
+        memcpy(j->out + r->got, buf, take);
+        r->got += take;
+        j->out[r->got] = '\0';
+    }
+}
+
+/* The time limit of a command that has not ended: TERM at the deadline,
+ * KILL 2 s later. */
+static void enforce_limit(proc_job_t *j, run_t *r, double now, double deadline, int timeout_s)
+{
+    if (r->exited)
+        return;
+    if (!r->killed_at && now >= deadline) {
+        kill(r->pid, SIGTERM);
+        r->killed_at = now;
+        j->rc = util_fail(j->err, sizeof j->err, PROC_ETIMEOUT,
+                          "%s did not end within its limit of %d s", j->argv[0], timeout_s);
+    } else if (r->killed_at && now >= r->killed_at + 2) {
+        kill(r->pid, SIGKILL);
+    }
+}
+
+/* 1 while r still needs waiting for: not ended, or its output still open
+ * (a grandchild that holds the pipe is given 1 s more, no longer). */
+static int pending(const run_t *r)
+{
+    return r->pid > 0 && (!r->exited || (r->open_fd && util_mono_s() < r->exited_at + 1));
+}
+
+void proc_run_all(proc_job_t *jobs, int n, int timeout_s)
+{
+    run_t runs[PROC_JOBS_MAX];
+    struct pollfd p[PROC_JOBS_MAX];
+    if (n > PROC_JOBS_MAX)
+        n = PROC_JOBS_MAX;
+    for (int k = 0; k < n; k++)
+        start_one(&jobs[k], &runs[k]);
+    double deadline = util_mono_s() + timeout_s;
     long nap_ns = 200000L;
-    /* Until the command has ended and its output is read (a grandchild that
-     * holds the pipe is given 1 s more, no longer). */
-    while (!exited || (open_fd && util_mono_s() < exited_at + 1)) {
-        double now = util_mono_s();
-        if (!exited && !killed_at && now >= deadline) {
-            kill(pid, SIGTERM);
-            killed_at = now;
-            rc = util_fail(err, errcap, PROC_ETIMEOUT,
-                           "%s did not end within its limit of %d s", argv[0],
-                           timeout_s);
-        } else if (!exited && killed_at && now >= killed_at + 2) {
-            kill(pid, SIGKILL);
-        }
-        if (open_fd) {
-            struct pollfd p = {.fd = fds[0], .events = POLLIN};
-            if (poll(&p, 1, 100) > 0) {
-                char buf[4096];
-                ssize_t n = read(fds[0], buf, sizeof buf);
-                if (n <= 0) {
-                    open_fd = 0;
-                } else if (cap > 1 && got < cap - 1) {
-                    size_t take = (size_t)n < cap - 1 - got ? (size_t)n : cap - 1 - got;
-                    memcpy(out + got, buf, take);
-                    got += take;
-                    out[got] = '\0';
-                }
+    for (;;) {
+        int waiting = 0, np = 0, at[PROC_JOBS_MAX];
+        for (int k = 0; k < n; k++) {
+            if (!pending(&runs[k]))
+                continue;
+            waiting = 1;
+            enforce_limit(&jobs[k], &runs[k], util_mono_s(), deadline, timeout_s);
+            if (runs[k].open_fd) {
+                p[np] = (struct pollfd){.fd = runs[k].fd, .events = POLLIN};
+                at[np++] = k;
             }
-        } else {
-            /* The output is closed; the exit comes a moment later (a
+        }
+        if (!waiting)
+            break;
+        if (np > 0 && poll(p, (nfds_t)np, 100) > 0) {
+            for (int i = 0; i < np; i++)
+                if (p[i].revents)
+                    take_output(&jobs[at[i]], &runs[at[i]]);
+        } else if (np == 0) {
+            /* Every output is closed; the exits come a moment later (a
              * command that closes its output early is waited for in ever
              * longer sleeps, at most 50 ms). */
             struct timespec ts = {0, nap_ns};
@@ -141,14 +190,32 @@ int proc_run(char *const argv[], char *const env[], int timeout_s, char *out, si
             nap_ns = nap_ns * 2 < 50000000L ? nap_ns * 2 : 50000000L;
         }
         proc_tick();
-        if (!exited && waitpid(pid, &wstatus, WNOHANG) == pid) {
-            exited = 1;
-            exited_at = util_mono_s();
-        }
+        for (int k = 0; k < n; k++)
+            if (runs[k].pid > 0 && !runs[k].exited &&
+                waitpid(runs[k].pid, &runs[k].wstatus, WNOHANG) == runs[k].pid) {
+                runs[k].exited = 1;
+                runs[k].exited_at = util_mono_s();
+            }
     }
-    close(fds[0]);
-    *status = proc_status(wstatus);
-    if (rc == PROC_OK && *status == 127)
-        rc = util_fail(err, errcap, PROC_EFAIL, "%s: not found or not executable", argv[0]);
-    return rc;
+    for (int k = 0; k < n; k++) {
+        if (runs[k].fd >= 0)
+            close(runs[k].fd);
+        if (runs[k].pid <= 0)
+            continue;
+        jobs[k].status = proc_status(runs[k].wstatus);
+        if (jobs[k].rc == PROC_OK && jobs[k].status == 127)
+            jobs[k].rc = util_fail(jobs[k].err, sizeof jobs[k].err, PROC_EFAIL,
+                                   "%s: not found or not executable", jobs[k].argv[0]);
+    }
+}
+
+int proc_run(char *const argv[], char *const env[], int timeout_s, char *out, size_t cap,
+             int *status, char *err, size_t errcap)
+{
+    proc_job_t j = {.argv = argv, .env = env, .out = out, .cap = cap};
+    proc_run_all(&j, 1, timeout_s);
+    *status = j.status;
+    if (j.rc != PROC_OK && errcap)
+        snprintf(err, errcap, "%s", j.err);
+    return j.rc;
 }

@@ -33,6 +33,27 @@ int proc_run(char *const argv[], char *const env[], int timeout_s, char *out, si
  *  Async-signal-safe. */
 void proc_child_signals(void);
 
+/* Commands proc_run_all runs at once, at most. */
+#define PROC_JOBS_MAX 4
+
+/* One command of proc_run_all: argv and env as for proc_run, its output
+ * into out (cap bytes); after the run, rc (PROC_OK, PROC_EFAIL or
+ * PROC_ETIMEOUT), status and, unless PROC_OK, err. */
+typedef struct {
+    char *const *argv;
+    char *const *env;
+    char *out;
+    size_t cap;
+    int rc, status;
+    char err[512];
+} proc_job_t;
+
+/** Run the n commands of jobs (n <= PROC_JOBS_MAX) at the same time, each
+ *  with the same limit of timeout_s seconds, and return when all have
+ *  ended (or been killed at their limit): two SLURM queries cost one
+ *  query's time. */
+void proc_run_all(proc_job_t *jobs, int n, int timeout_s);
+
 /** @return the status a wait status stands for: the exit code, or 128 + N
  *  for a process signal N killed. */
 int proc_status(int wstatus);

@@ -131,18 +131,28 @@ int slurm_parse_names(const char *text, sv_node_t *nodes, int cap)
 
 /* Run one SLURM command with the adapter's limit.  @return SV_SLURM_OK
  * (exit status 0), SV_SLURM_EFAIL or SV_SLURM_ETIMEOUT, with err. */
+/* What a command that ran (proc_run_all) means for the adapter:
+ * SV_SLURM_OK (exit status 0), SV_SLURM_EFAIL or SV_SLURM_ETIMEOUT, with err. */
+static int answer(const proc_job_t *j, char *err, size_t errcap)
+{
+    if (j->rc != PROC_OK && errcap)
+        snprintf(err, errcap, "%s", j->err);
+    if (j->rc == PROC_ETIMEOUT)
+        return SV_SLURM_ETIMEOUT;
+    if (j->rc != PROC_OK)
+        return SV_SLURM_EFAIL;
+    if (j->status != 0)
+        return util_fail(err, errcap, SV_SLURM_EFAIL, "%s %s failed (status %d)", j->argv[0],
+                         j->argv[1], j->status);
+    return SV_SLURM_OK;
+}
+
 static int query(sv_slurm_real_t *r, char *const argv[], char *out, size_t cap, char *err,
                  size_t errcap)
 {
-    int status, rc = proc_run(argv, NULL, r->timeout_s, out, cap, &status, err, errcap);
-    if (rc == PROC_ETIMEOUT)
-        return SV_SLURM_ETIMEOUT;
-    if (rc != PROC_OK)
-        return SV_SLURM_EFAIL;
-    if (status != 0)
-        return util_fail(err, errcap, SV_SLURM_EFAIL, "%s %s failed (status %d)", argv[0],
-                         argv[1], status);
-    return SV_SLURM_OK;
+    proc_job_t j = {.argv = argv, .out = out, .cap = cap};
+    proc_run_all(&j, 1, r->timeout_s);
+    return answer(&j, err, errcap);
 }
 
 /* scontrol show hostnames list into out, one name a line; a list seen
@@ -169,12 +179,20 @@ static int real_nodes(void *ctx, const char *job_ref, sv_node_t *nodes, int cap,
                       int *states_known, char *err, size_t errcap)
 {
     sv_slurm_real_t *r = ctx;
-    static char out[1 << 20];
-    char list[8192] = "";
+    static char out[1 << 20], states[1 << 20];
+    char list[8192] = "", guess[8192];
     *count = 0;
     *states_known = 0;
+    /* The job's record and, at the same time, the states of the nodes it
+     * held when last asked (its list only shrinks: when it did, the new
+     * list's states are asked after). */
+    snprintf(guess, sizeof guess, "%s", r->seen_list);
     char *job[] = {"scontrol", "show", "job", "-o", (char *)job_ref, NULL};
-    int rc = query(r, job, out, sizeof out, err, errcap);
+    char *show_guess[] = {"scontrol", "show", "node", "-o", guess, NULL};
+    proc_job_t q[2] = {{.argv = job, .out = out, .cap = sizeof out},
+                       {.argv = show_guess, .out = states, .cap = sizeof states}};
+    proc_run_all(q, guess[0] ? 2 : 1, r->timeout_s);
+    int rc = answer(&q[0], err, errcap);
     r->left_at = 0;
     if (rc == SV_SLURM_OK) {
         char limit[64] = "", run[64] = "";
@@ -201,8 +219,11 @@ static int real_nodes(void *ctx, const char *job_ref, sv_node_t *nodes, int cap,
     *count = n;
     /* One query for every node's state, whatever their count. */
     char *show[] = {"scontrol", "show", "node", "-o", list, NULL};
-    rc = query(r, show, out, sizeof out, err, errcap);
-    if (rc == SV_SLURM_OK && slurm_parse_node_states(out, nodes, n) > 0)
+    if (guess[0] && strcmp(guess, list) == 0)
+        rc = answer(&q[1], err, errcap);
+    else
+        rc = query(r, show, states, sizeof states, err, errcap);
+    if (rc == SV_SLURM_OK && slurm_parse_node_states(states, nodes, n) > 0)
         *states_known = 1;
     else
         for (int i = 0; i < n; i++)
