@@ -299,6 +299,10 @@ static void test_valid_values(void)
        "--hang-timeout 2.5");
     ok(parse_one(&cfg, "hang-timeout", "0") == CONFIG_RUN && cfg.hang_timeout == 0,
        "--hang-timeout 0 (off)");
+    config_defaults(&cfg);
+    is_int(cfg.no_liveness, 0, "the liveness ring is on by default");
+    ok(parse_one(&cfg, "no-liveness", NULL) == CONFIG_RUN && cfg.no_liveness == 1,
+       "--no-liveness");
     ok(parse_one(&cfg, "log-every", "5") == CONFIG_RUN && cfg.log_every == 5, "--log-every 5");
     {
         config_t dflt;
