@@ -94,17 +94,49 @@ EOF
 chmod +x "$T/prog"
 
 # run_script VAR=VALUE...: start the batch script in the background with the
-# stubs first on PATH; its output goes to $T/out, its pid to SPID.
+# stubs first on PATH; its output goes to $OUT ($T/out), its pid to SPID.
+OUT=$T/out
 run_script() {
 	: >"$LOG"
 	env PATH="$B:$PATH" SLURM_JOB_ID=4242 SLURM_SUBMIT_DIR="$T" FTRAIN="$T/ftrain" \
-		RUN_DIR="$T/run" "$@" bash "$SCRIPT" --data line >"$T/out" 2>&1 &
+		RUN_DIR="$T/run" "$@" bash "$SCRIPT" --data line >"$OUT" 2>&1 &
 	SPID=$!
 	track_bg "$SPID"
 }
 srun_started() { grep -q '^srun ' "$LOG"; }
 prog_started() { grep -q '^prog env' "$LOG"; }
 logged() { grep -q "$1" "$LOG"; }
+
+# The two cases that wait out the script's own pauses (a stop signal sent
+# again 10 s later; requeue tries 5 s apart) run in the background from the
+# start, each with its own stub log, output and RUN_DIR ($T/NAME.*); their
+# checks come in their place below (as_case NAME: read them there).
+bg_case() { # NAME VAR=VALUE...: the case's script, then its USR1s; exit status in $T/NAME.rc
+	_n=$1
+	shift
+	(
+		LOG=$T/$_n.log OUT=$T/$_n.out
+		run_script RUN_DIR="$T/run-$_n" "$@"
+		wait_for 10 srun_started
+		kill -USR1 "$SPID"
+		if [ "$_n" = requeue-retry ]; then
+			wait_for 10 logged 'scontrol requeue'
+			kill -USR1 "$SPID" 2>/dev/null
+		fi
+		{ wait "$SPID"; } 2>/dev/null
+		echo "$?" >"$T/$_n.rc"
+	) &
+	track_bg "$!"
+	eval "bgc_$(echo "$_n" | tr - _)=\$!"
+}
+as_case() { # NAME: wait for bg_case NAME; LOG and T/out become its own, rc its status
+	eval "wait \"\$bgc_$(echo "$1" | tr - _)\""
+	LOG=$T/$1.log
+	cp "$T/$1.out" "$T/out"
+	rc=$(cat "$T/$1.rc" 2>/dev/null || echo 255)
+}
+bg_case srun-drop SRUN_DROP=1
+bg_case requeue-retry SCONTROL_FAIL=1
 
 # ---- USR1: forwarded, ftrain exits 75, the job is requeued ---------------
 run_script
@@ -163,12 +195,10 @@ like "$(cat "$T/out")" "stop requested before launch; not starting ftrain" "  st
 ok "$(logged 'scontrol requeue 4242'; echo $?)" "  and requeues (exit $rc)"
 
 # ---- a warning that srun drops is sent again --------------------------
-run_script SRUN_DROP=1
-wait_for 10 srun_started
-kill -USR1 "$SPID"
-{ wait "$SPID"; } 2>/dev/null
+as_case srun-drop
 like "$(cat "$LOG")" "srun got USR1 \\(2\\)" "a stop signal srun dropped is forwarded again (10 s later)"
 ok "$(logged 'scontrol requeue 4242'; echo $?)" "  and the job is then requeued"
+LOG=$T/stub.log
 
 # ---- a warning right as the launcher starts -------------------------------
 # srun takes 1 s to set its handlers: a stop signal then would kill it (exit
@@ -196,17 +226,12 @@ ok "$([ "$rc" -eq 143 ] && ! srun_started && ! logged 'scontrol requeue'; echo $
     "  nor requeued (exit $rc)"
 
 # ---- a stop signal while the requeue is retried -------------------------
-run_script SCONTROL_FAIL=1
-wait_for 10 srun_started
-kill -USR1 "$SPID"
-wait_for 10 logged 'scontrol requeue'
-kill -USR1 "$SPID" 2>/dev/null
-{ wait "$SPID"; } 2>/dev/null
-rc=$?
+as_case requeue-retry
 ok "$([ "$rc" -eq 75 ] && [ "$(grep -c '^scontrol requeue' "$LOG")" -eq 3 ]; echo $?)" \
     "a stop signal between requeue tries is ignored: 3 tries, then exit 75 (exit $rc)" ||
     why "$(cat "$LOG")"
 like "$(cat "$T/out")" "scontrol requeue 4242 failed; resubmit by hand" "  saying the requeue failed"
+LOG=$T/stub.log
 
 # ---- array variables inherited from a submitting array task -----------------
 run_script SLURM_ARRAY_JOB_ID=4000 SLURM_ARRAY_TASK_ID=3
