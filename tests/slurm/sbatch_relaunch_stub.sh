@@ -190,7 +190,7 @@ case_dir() {
 start() {
 	local n nl nodes
 	nl=$(<"$ST/nodelist")
-	nodes=(${nl//,/ })
+	IFS=, read -ra nodes <<<"$nl"
 	n=${#nodes[@]}
 	env PATH="$B:$PATH" SLURM_JOB_ID=4242 SLURM_SUBMIT_DIR="$T" FTRAIN="$T/ftrain" \
 		SLURMD_NODENAME="${nodes[0]}" \
@@ -240,7 +240,7 @@ POOL_MAX=${POOL_MAX:-4}
 # ("rc t tr") in $ST/result; first waits while POOL_MAX cases run.
 bg_case() {
 	local running
-	while running=($(jobs -rp)) && [ "${#running[@]}" -ge "$POOL_MAX" ]; do wait -n; done
+	while mapfile -t running < <(jobs -rp) && [ "${#running[@]}" -ge "$POOL_MAX" ]; do wait -n; done
 	case_dir "$1"
 	shift
 	(

@@ -44,6 +44,7 @@ newest_manifest() { echo "$(ls -d "$1"/ckpt/step-* | tail -n 1)/manifest.json"; 
 # their place below.
 fit_init=${LINE_FIT_INIT:-torch}
 (
+    # shellcheck disable=SC2034 # read by mpi (lib.sh)
     FTRAIN_TIMEOUT=900 # 400 steps of a 2-million-parameter MLP on a busy machine
     mpi 1 --data line --layers 1000,1000,1000 --optimizer adam --epochs 50 --deterministic \
         --micro-batch 64 --log-every 8 --init "$fit_init" >"$T/fit.out" 2>"$T/fit.err"

@@ -24,11 +24,6 @@ ARGS="--layers 16 --global-batch 64 --micro-batch 32 --ckpt-every 2"
 # run directory: they go on in the background beside it, each part in
 # order in its own directory, their outcomes (exit statuses) in files;
 # the checks come in their place below.
-bg() { # NAME: run the function NAME in the background (its pid in pid_NAME)
-    "$1" &
-    track_bg "$!"
-    eval "pid_$1=\$!"
-}
 d2="$T/old"
 part_old() {
     mpi 1 $ARGS --steps 2 --run-dir "$d2" >"$T/e.out" 2>"$T/e.err"
@@ -62,8 +57,12 @@ part_ver() {
     "$EDIT" "$m" record.format '"x\u001b[31my"'
     mpi 1 --data line --steps 4 --run-dir "$d3" >"$T/j.out" 2>"$T/j.err"
 }
-bg part_secs
-bg part_ver
+part_secs &
+pid_secs=$!
+track_bg "$pid_secs"
+part_ver &
+pid_ver=$!
+track_bg "$pid_ver"
 
 # Three copies of the data: as shipped, one pixel changed, 512 fewer samples.
 mkdir "$T/same" "$T/pixel" "$T/fewer"
@@ -91,7 +90,9 @@ wr(t + "/fewer/train-images-idx3-ubyte.gz", img[:4] + struct.pack(">I", n) + img
 wr(t + "/fewer/train-labels-idx1-ubyte.gz", lab[:4] + struct.pack(">I", n) + lab[8:8 + n])
 EOF
 is "$?" 0 "wrote the altered data sets"
-bg part_old
+part_old &
+pid_old=$!
+track_bg "$pid_old"
 
 d="$T/run"
 mpi 2 $ARGS --data-dir "$T/same" --steps 4 --run-dir "$d" >"$T/a.out" 2>"$T/a.err"
@@ -128,7 +129,7 @@ ok "$([ "$rc" -eq 0 ] && grep -q '^resume: ' "$T/d.out"; echo $?)" \
     "the same data in another directory: resumes on 3 ranks (exit $rc)" || why "$(tail -n 3 "$T/d.err")"
 
 # A record without "data" (a writer from before the fingerprint) resumes.
-wait "$pid_part_old"
+wait "$pid_old"
 is "$(cat "$T/e.rc")" 0 "a 2-step run on 1 rank saved step 2" || why "$(tail -n 3 "$T/e.err")"
 is "$(cat "$T/del.rc")" 0 "removed the data object from a record and re-sealed the manifest" || why "$(cat "$T/del.err")"
 is "$(cat "$T/verify.rc")" 0 "  the edited checkpoint verifies"
@@ -141,13 +142,13 @@ is "$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["recor
 is "$(ls "$d2/ckpt" | grep -c '^step-')" 2 "  (steps 2 and 4 are there)"
 
 # run_seconds: the run's training time, carried across a resume.
-wait "$pid_part_secs"
+wait "$pid_secs"
 s1=$(cat "$T/s1") s2=$(cat "$T/s2")
 ok "$(awk -v a="$s1" -v b="$s2" 'BEGIN { exit !(a >= 0.35 && b >= a + 0.25) }'; echo $?)" \
     "run_seconds counts the training time of both processes: $s1 s after 4 steps of 0.1 s, $s2 s after 3 more"
 
 # A newer record version, or a record that is not ftrain's.
-wait "$pid_part_ver"
+wait "$pid_ver"
 rc=$(cat "$T/h.rc")
 ok "$([ "$rc" -ne 0 ] && grep -q 'record version 2: this ftrain reads version 1 (the checkpoint was written by a newer ftrain)' "$T/h.err"; echo $?)" \
     "a record of version 2: refused, naming the versions (exit $rc)" || why "$(tail -n 3 "$T/h.err")"
