@@ -45,7 +45,7 @@ B=$T/bin
 mkdir -p "$B"
 export T
 # A FIFO no one writes: `read -t SEC <>"$T/tick"` waits SEC seconds without
-# starting a process (a sleep each time is most of this file's CPU).
+# starting a process (a sleep each time was most of this file's CPU).
 mkfifo "$T/tick" || { echo "Bail out! mkfifo $T/tick"; exit 1; }
 
 # srun stub (also mpirun's): records its arguments.  The node-local tier's
@@ -58,6 +58,9 @@ mkfifo "$T/tick" || { echo "Bail out! mkfifo $T/tick"; exit 1; }
 cat >"$B/srun" <<'EOF'
 #!/bin/bash
 echo "${0##*/} $*" >>"$LOG"
+# tick SEC: wait SEC seconds on $T/tick (a sleep if it cannot be opened:
+# the test ended and removed $T while this stub still runs).
+tick() { read -rt "$1" _ 2>/dev/null <>"$T/tick"; [ $? -gt 128 ] || sleep "$1"; }
 case " $* " in
 *" --job-name=ftrain-probe "*)
 	# The RUN_DIR probe (sh -c SCRIPT TOKEN): the script once per node of
@@ -82,7 +85,7 @@ case " $* " in
 	d=$! sh=$PPID
 	echo $$ >"$ST/deputy.pid"
 	trap 'kill -TERM $d 2>/dev/null' TERM
-	(while kill -0 "$sh" 2>/dev/null; do read -rt 0.5 _ <>"$T/tick"; done; kill -TERM "$d" 2>/dev/null) &
+	(while kill -0 "$sh" 2>/dev/null; do tick 0.5; done; kill -TERM "$d" 2>/dev/null) &
 	w=$!
 	wait "$d"
 	st=$?
@@ -121,7 +124,7 @@ mk_tier() { # mk_tier n1,n2: each node's local directory, with a file
 trap 'echo "launcher got USR1" >>"$LOG"; exit 75' USR1
 trap 'echo "launcher got USR2" >>"$LOG"; exit 75' USR2
 [ -f "$ST/launch.$n" ] && . "$ST/launch.$n"
-for _ in {1..100}; do read -rt 0.1 _ <>"$T/tick"; done
+for _ in {1..100}; do tick 0.1; done
 exit 0
 EOF
 # scontrol stub: the job's NodeList is $ST/nodelist, a node's state
