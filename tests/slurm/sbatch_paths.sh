@@ -94,11 +94,14 @@ EOF
 chmod +x "$T/prog"
 
 # run_script VAR=VALUE...: start the batch script in the background with the
-# stubs first on PATH; its output goes to $T/out, its pid to SPID.
+# stubs first on PATH; its output goes to $T/out, its pid to SPID, the
+# stubs' lines to $LOG ($T/stub.log).  (A case of bg_case below: to its
+# own files, CASE_OUT and CASE_LOG.)
 run_script() {
+	LOG=${CASE_LOG:-$T/stub.log} OUT=${CASE_OUT:-$T/out}
 	: >"$LOG"
 	env PATH="$B:$PATH" SLURM_JOB_ID=4242 SLURM_SUBMIT_DIR="$T" FTRAIN="$T/ftrain" \
-		RUN_DIR="$T/run" "$@" bash "$SCRIPT" --data line >"$T/out" 2>&1 &
+		RUN_DIR="$T/run" "$@" bash "$SCRIPT" --data line >"$OUT" 2>&1 &
 	SPID=$!
 	track_bg "$SPID"
 }
@@ -106,12 +109,52 @@ srun_started() { grep -q '^srun ' "$LOG"; }
 prog_started() { grep -q '^prog env' "$LOG"; }
 logged() { grep -q "$1" "$LOG"; }
 
+# The cases that start the script, send it USR1 once srun has started and
+# wait for its end (most of them wait out the script's 2-s grace for a new
+# launcher; one its resend of the signal 10 s later, one its requeue tries
+# 5 s apart) run in the background from the start, side by side, each with
+# its own stub log, output and RUN_DIR ($T/NAME.*, $T/run-NAME); their
+# checks come in their place below (as_case NAME: read them there).
+bg_case() { # NAME VAR=VALUE...: the case's script, then its USR1s; exit status in $T/NAME.rc
+	_n=$1
+	shift
+	(
+		CASE_LOG=$T/$_n.log CASE_OUT=$T/$_n.out
+		run_script RUN_DIR="$T/run-$_n" "$@"
+		wait_for 10 srun_started
+		kill -USR1 "$SPID"
+		if [ "$_n" = requeue-retry ]; then
+			wait_for 10 logged 'scontrol requeue'
+			kill -USR1 "$SPID" 2>/dev/null
+		fi
+		{ wait "$SPID"; } 2>/dev/null
+		echo "$?" >"$T/$_n.rc"
+	) &
+	track_bg "$!"
+	eval "bgc_$(echo "$_n" | tr - _)=\$!"
+}
+as_case() { # NAME: wait for bg_case NAME; LOG and T/out become its own, rc its status
+	eval "wait \"\$bgc_$(echo "$1" | tr - _)\""
+	LOG=$T/$1.log
+	cp "$T/$1.out" "$T/out"
+	rc=$(cat "$T/$1.rc" 2>/dev/null || echo 255)
+}
+mkdir -p "$T/tree/build" "$T/elsewhere" "$T/pathbin"
+cp "$T/ftrain" "$T/tree/build/ftrain"
+cp "$T/ftrain" "$T/pathbin/ftrain"
+bg_case srun-drop SRUN_DROP=1
+bg_case requeue-retry SCONTROL_FAIL=1
+bg_case usr1
+bg_case usr2 FTRAIN_STOP_SIGNAL=USR2
+bg_case sigusr2 FTRAIN_STOP_SIGNAL=SIGUSR2
+bg_case srun-init SRUN_INIT=1
+bg_case array SLURM_ARRAY_JOB_ID=4000 SLURM_ARRAY_TASK_ID=3
+bg_case local-root FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$T/local-root/"
+bg_case ftrain-build FTRAIN= SLURM_SUBMIT_DIR="$T/tree" PATH="$T/pathbin:$B:$PATH"
+bg_case ftrain-path FTRAIN= SLURM_SUBMIT_DIR="$T/elsewhere" PATH="$T/pathbin:$B:$PATH"
+
 # ---- USR1: forwarded, ftrain exits 75, the job is requeued ---------------
-run_script
-wait_for 10 srun_started
-kill -USR1 "$SPID"
-{ wait "$SPID"; } 2>/dev/null
-rc=$?
+as_case usr1
 like "$(cat "$LOG")" "srun got USR1" "USR1 to the batch shell is forwarded to srun as USR1"
 like "$(cat "$LOG")" "scontrol requeue 4242" "  after ftrain's exit 75 the job is requeued"
 is "$rc" 143 "  and the requeue's TERM ends the shell"
@@ -119,10 +162,7 @@ like "$(grep '^srun ' "$LOG")" "--stop-signal USR1" "ftrain is told its stop sig
 like "$(grep '^srun ' "$LOG")" "--kill-on-bad-exit=1" "srun ends the step when a rank dies (--kill-on-bad-exit=1)"
 
 # ---- FTRAIN_STOP_SIGNAL=USR2: ftrain gets --stop-signal USR2 ---------------
-run_script FTRAIN_STOP_SIGNAL=USR2
-wait_for 10 srun_started
-kill -USR1 "$SPID"
-{ wait "$SPID"; } 2>/dev/null
+as_case usr2
 like "$(cat "$LOG")" "srun got USR2" "FTRAIN_STOP_SIGNAL=USR2: the warning is forwarded as USR2"
 like "$(grep '^srun ' "$LOG")" "--stop-signal USR2" "  and ftrain is told --stop-signal USR2"
 
@@ -141,10 +181,7 @@ ok "$?" "--stop-signal SIGUSR1 in FTRAIN_ARGS with FTRAIN_STOP_SIGNAL unset: acc
 kill -USR1 "$SPID" 2>/dev/null
 { wait "$SPID"; } 2>/dev/null
 is "$(grep '^srun ' "$LOG" | grep -o -- '--stop-signal' | wc -l | tr -d ' ')" 1 "  and passed once"
-run_script FTRAIN_STOP_SIGNAL=SIGUSR2
-wait_for 10 srun_started
-kill -USR1 "$SPID"
-{ wait "$SPID"; } 2>/dev/null
+as_case sigusr2
 like "$(cat "$LOG")" "srun got USR2" "FTRAIN_STOP_SIGNAL=SIGUSR2: the warning is forwarded as USR2"
 
 # ---- a warning while the script is still setting up ---------------------
@@ -163,10 +200,7 @@ like "$(cat "$T/out")" "stop requested before launch; not starting ftrain" "  st
 ok "$(logged 'scontrol requeue 4242'; echo $?)" "  and requeues (exit $rc)"
 
 # ---- a warning that srun drops is sent again --------------------------
-run_script SRUN_DROP=1
-wait_for 10 srun_started
-kill -USR1 "$SPID"
-{ wait "$SPID"; } 2>/dev/null
+as_case srun-drop
 like "$(cat "$LOG")" "srun got USR1 \\(2\\)" "a stop signal srun dropped is forwarded again (10 s later)"
 ok "$(logged 'scontrol requeue 4242'; echo $?)" "  and the job is then requeued"
 
@@ -174,11 +208,7 @@ ok "$(logged 'scontrol requeue 4242'; echo $?)" "  and the job is then requeued"
 # srun takes 1 s to set its handlers: a stop signal then would kill it (exit
 # 138, no checkpoint, no requeue).  The script waits until the launcher is
 # 2 s old before its first send.
-run_script SRUN_INIT=1
-wait_for 10 srun_started
-kill -USR1 "$SPID"
-{ wait "$SPID"; } 2>/dev/null
-rc=$?
+as_case srun-init
 like "$(cat "$T/out")" "has just started; forwarding USR1 in [01]\\.[0-9]{3} s" \
     "a warning as the launcher starts: forwarded 2 s later"
 ok "$(logged 'srun got USR1' && logged 'scontrol requeue 4242'; echo $?)" \
@@ -196,23 +226,14 @@ ok "$([ "$rc" -eq 143 ] && ! srun_started && ! logged 'scontrol requeue'; echo $
     "  nor requeued (exit $rc)"
 
 # ---- a stop signal while the requeue is retried -------------------------
-run_script SCONTROL_FAIL=1
-wait_for 10 srun_started
-kill -USR1 "$SPID"
-wait_for 10 logged 'scontrol requeue'
-kill -USR1 "$SPID" 2>/dev/null
-{ wait "$SPID"; } 2>/dev/null
-rc=$?
+as_case requeue-retry
 ok "$([ "$rc" -eq 75 ] && [ "$(grep -c '^scontrol requeue' "$LOG")" -eq 3 ]; echo $?)" \
     "a stop signal between requeue tries is ignored: 3 tries, then exit 75 (exit $rc)" ||
     why "$(cat "$LOG")"
 like "$(cat "$T/out")" "scontrol requeue 4242 failed; resubmit by hand" "  saying the requeue failed"
 
 # ---- array variables inherited from a submitting array task -----------------
-run_script SLURM_ARRAY_JOB_ID=4000 SLURM_ARRAY_TASK_ID=3
-wait_for 10 srun_started
-kill -USR1 "$SPID"
-{ wait "$SPID"; } 2>/dev/null
+as_case array
 ok "$(logged 'scontrol requeue 4242$'; echo $?)" \
     "the requeue names SLURM_JOB_ID, never an array id that may be inherited" || why "$(cat "$LOG")"
 
@@ -233,10 +254,7 @@ run_script FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT=relative/dir
 rc=$?
 ok "$([ "$rc" -eq 2 ] && ! srun_started && grep -q "error: FTRAIN_LOCAL_ROOT must be an absolute path, got 'relative/dir'" "$T/out"; echo $?)" \
     "FTRAIN_LOCAL_ROOT=relative/dir: refused (exit $rc), nothing launched" || why "$(cat "$T/out")"
-run_script FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$T/local-root/"
-wait_for 10 srun_started
-kill -USR1 "$SPID"
-{ wait "$SPID"; } 2>/dev/null
+as_case local-root
 like "$(grep '^srun ' "$LOG" | head -n 1)" "--ckpt-local $T/local-root/ftrain-job-4242/%n --ckpt-local-remove-at-end" \
     "local checkpoints asked for: ftrain gets --ckpt-local FTRAIN_LOCAL_ROOT/ftrain-job-<job id>/%n, removed by ftrain at a good end"
 run_script FTRAIN_ARGS="--ckpt-local-every 2" FTRAIN_LOCAL_ROOT="$T/local%n"
@@ -306,19 +324,10 @@ run_script FTRAIN_PROGRAM="   "
 refused "FTRAIN_PROGRAM is blank" "a blank FTRAIN_PROGRAM"
 
 # ---- the default ftrain ---------------------------------------------------------
-mkdir -p "$T/tree/build" "$T/elsewhere" "$T/pathbin"
-cp "$T/ftrain" "$T/tree/build/ftrain"
-cp "$T/ftrain" "$T/pathbin/ftrain"
-run_script FTRAIN= SLURM_SUBMIT_DIR="$T/tree" PATH="$T/pathbin:$B:$PATH"
-wait_for 10 srun_started
-kill -USR1 "$SPID"
-{ wait "$SPID"; } 2>/dev/null
+as_case ftrain-build
 like "$(grep '^srun ' "$LOG")" " $T/tree/build/ftrain --run-dir" \
     "FTRAIN unset: the submit directory's build/ftrain first"
-run_script FTRAIN= SLURM_SUBMIT_DIR="$T/elsewhere" PATH="$T/pathbin:$B:$PATH"
-wait_for 10 srun_started
-kill -USR1 "$SPID"
-{ wait "$SPID"; } 2>/dev/null
+as_case ftrain-path
 like "$(grep '^srun ' "$LOG")" " $T/pathbin/ftrain --run-dir" \
     "  without one (and no installed ftrain), the ftrain on PATH"
 run_script FTRAIN= SLURM_SUBMIT_DIR="$T/elsewhere" PATH="$B:/usr/bin:/bin"

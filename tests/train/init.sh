@@ -39,6 +39,20 @@ record_init() {
 # newest_manifest DIR: the manifest of the newest checkpoint of run DIR.
 newest_manifest() { echo "$(ls -d "$1"/ckpt/step-* | tail -n 1)/manifest.json"; }
 
+# The line fit (3., one process on one core for most of this file's time)
+# runs in the background from here, beside 1. and 2.; its checks come in
+# their place below.
+fit_init=${LINE_FIT_INIT:-torch}
+(
+    # shellcheck disable=SC2034 # read by mpi (lib.sh)
+    FTRAIN_TIMEOUT=900 # 400 steps of a 2-million-parameter MLP on a busy machine
+    mpi 1 --data line --layers 1000,1000,1000 --optimizer adam --epochs 50 --deterministic \
+        --micro-batch 64 --log-every 8 --init "$fit_init" >"$T/fit.out" 2>"$T/fit.err"
+    echo "$?" >"$T/fit.rc"
+) &
+fit_pid=$!
+track_bg "$fit_pid"
+
 # ---- 1. three rules, three starting points -----------------------------------
 for init in torch kaiming xavier; do
     mpi 1 $SMALL --steps 1 --init "$init" --quiet >"$T/one.$init" 2>&1
@@ -80,14 +94,9 @@ is "$rc:$(hash_of "$d.res")" "0:$refk" "  resumes (uninterrupted param_hash)" ||
 ok "$(! grep -q 'note:' "$d.err"; echo $?)" "  without a note" || why "$(cat "$d.err")"
 is "$(record_init "$(newest_manifest "$d")")" kaiming "  and its next checkpoint records the rule of its time (kaiming, ReLU)"
 
-# ---- 3. the line fit ------------------------------------------------------------
-fit_init=${LINE_FIT_INIT:-torch}
-_timeout=$FTRAIN_TIMEOUT
-FTRAIN_TIMEOUT=900 # 400 steps of a 2-million-parameter MLP on a busy machine
-mpi 1 --data line --layers 1000,1000,1000 --optimizer adam --epochs 50 --deterministic \
-    --micro-batch 64 --log-every 8 --init "$fit_init" >"$T/fit.out" 2>"$T/fit.err"
-rc=$?
-FTRAIN_TIMEOUT=$_timeout
+# ---- 3. the line fit (started at the top) ----------------------------------------
+wait "$fit_pid"
+rc=$(cat "$T/fit.rc" 2>/dev/null || echo 255)
 python3 - "$T/fit.out" >"$T/fit.py" 2>&1 <<'EOF'
 import re, sys
 mse = {}

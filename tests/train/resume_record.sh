@@ -19,6 +19,51 @@ SRC=/usr/share/datasets/fashion-mnist
 command -v python3 >/dev/null 2>&1 || skip_all "python3 is needed to write altered IDX files"
 ARGS="--layers 16 --global-batch 64 --micro-batch 32 --ckpt-every 2"
 
+# The runs of the last three parts (a record without "data", run_seconds,
+# the record's version and format) share nothing with the first part's
+# run directory: they go on in the background beside it, each part in
+# order in its own directory, their outcomes (exit statuses) in files;
+# the checks come in their place below.
+d2="$T/old"
+part_old() {
+    mpi 1 $ARGS --steps 2 --run-dir "$d2" >"$T/e.out" 2>"$T/e.err"
+    echo "$?" >"$T/e.rc"
+    "$EDIT" "$d2/ckpt/step-00000002/manifest.json" record.data 2>"$T/del.err"
+    echo "$?" >"$T/del.rc"
+    "$CKPTCTL" verify "$d2/ckpt/step-00000002" >/dev/null 2>&1
+    echo "$?" >"$T/verify.rc"
+    mpi 2 $ARGS --data-dir "$T/pixel" --steps 4 --run-dir "$d2" >"$T/f.out" 2>"$T/f.err"
+    echo "$?" >"$T/f.rc"
+}
+d4="$T/secs"
+rsec() { "$CKPTCTL" inspect --json "$d4/ckpt" 2>/dev/null |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["record"]["run_seconds"])'; }
+part_secs() {
+    mpi 1 --data line --steps 4 --step-delay-ms 100 --run-dir "$d4" >/dev/null 2>&1
+    rsec >"$T/s1"
+    mpi 2 --data line --steps 7 --step-delay-ms 100 --run-dir "$d4" >/dev/null 2>&1
+    rsec >"$T/s2"
+}
+d3="$T/ver"
+m="$d3/ckpt/step-00000002/manifest.json"
+part_ver() {
+    mpi 1 --data line --steps 2 --run-dir "$d3" >"$T/g.out" 2>"$T/g.err"
+    "$EDIT" "$m" record.version 2
+    mpi 1 --data line --steps 4 --run-dir "$d3" >"$T/h.out" 2>"$T/h.err"
+    echo "$?" >"$T/h.rc"
+    "$EDIT" "$m" record.format '"other-trainer"'
+    mpi 1 --data line --steps 4 --run-dir "$d3" >"$T/i.out" 2>"$T/i.err"
+    echo "$?" >"$T/i.rc"
+    "$EDIT" "$m" record.format '"x\u001b[31my"'
+    mpi 1 --data line --steps 4 --run-dir "$d3" >"$T/j.out" 2>"$T/j.err"
+}
+part_secs &
+pid_secs=$!
+track_bg "$pid_secs"
+part_ver &
+pid_ver=$!
+track_bg "$pid_ver"
+
 # Three copies of the data: as shipped, one pixel changed, 512 fewer samples.
 mkdir "$T/same" "$T/pixel" "$T/fewer"
 cp "$SRC"/*.gz "$T/same/"
@@ -45,6 +90,9 @@ wr(t + "/fewer/train-images-idx3-ubyte.gz", img[:4] + struct.pack(">I", n) + img
 wr(t + "/fewer/train-labels-idx1-ubyte.gz", lab[:4] + struct.pack(">I", n) + lab[8:8 + n])
 EOF
 is "$?" 0 "wrote the altered data sets"
+part_old &
+pid_old=$!
+track_bg "$pid_old"
 
 d="$T/run"
 mpi 2 $ARGS --data-dir "$T/same" --steps 4 --run-dir "$d" >"$T/a.out" 2>"$T/a.err"
@@ -81,15 +129,11 @@ ok "$([ "$rc" -eq 0 ] && grep -q '^resume: ' "$T/d.out"; echo $?)" \
     "the same data in another directory: resumes on 3 ranks (exit $rc)" || why "$(tail -n 3 "$T/d.err")"
 
 # A record without "data" (a writer from before the fingerprint) resumes.
-d2="$T/old"
-mpi 1 $ARGS --steps 2 --run-dir "$d2" >"$T/e.out" 2>"$T/e.err"
-is "$?" 0 "a 2-step run on 1 rank saved step 2" || why "$(tail -n 3 "$T/e.err")"
-"$EDIT" "$d2/ckpt/step-00000002/manifest.json" record.data 2>"$T/del.err"
-is "$?" 0 "removed the data object from a record and re-sealed the manifest" || why "$(cat "$T/del.err")"
-"$CKPTCTL" verify "$d2/ckpt/step-00000002" >/dev/null 2>&1
-is "$?" 0 "  the edited checkpoint verifies"
-mpi 2 $ARGS --data-dir "$T/pixel" --steps 4 --run-dir "$d2" >"$T/f.out" 2>"$T/f.err"
-rc=$?
+wait "$pid_old"
+is "$(cat "$T/e.rc")" 0 "a 2-step run on 1 rank saved step 2" || why "$(tail -n 3 "$T/e.err")"
+is "$(cat "$T/del.rc")" 0 "removed the data object from a record and re-sealed the manifest" || why "$(cat "$T/del.err")"
+is "$(cat "$T/verify.rc")" 0 "  the edited checkpoint verifies"
+rc=$(cat "$T/f.rc")
 ok "$([ "$rc" -eq 0 ] && grep -q '^resume: ' "$T/f.out"; echo $?)" \
     "  and resumes (nothing to compare the data with; exit $rc)" || why "$(tail -n 3 "$T/f.err")"
 "$CKPTCTL" inspect --json "$d2/ckpt" >"$T/f.json" 2>/dev/null
@@ -98,32 +142,19 @@ is "$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["recor
 is "$(ls "$d2/ckpt" | grep -c '^step-')" 2 "  (steps 2 and 4 are there)"
 
 # run_seconds: the run's training time, carried across a resume.
-d4="$T/secs"
-rsec() { "$CKPTCTL" inspect --json "$d4/ckpt" 2>/dev/null |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["record"]["run_seconds"])'; }
-mpi 1 --data line --steps 4 --step-delay-ms 100 --run-dir "$d4" >/dev/null 2>&1
-s1=$(rsec)
-mpi 2 --data line --steps 7 --step-delay-ms 100 --run-dir "$d4" >/dev/null 2>&1
-s2=$(rsec)
+wait "$pid_secs"
+s1=$(cat "$T/s1") s2=$(cat "$T/s2")
 ok "$(awk -v a="$s1" -v b="$s2" 'BEGIN { exit !(a >= 0.35 && b >= a + 0.25) }'; echo $?)" \
     "run_seconds counts the training time of both processes: $s1 s after 4 steps of 0.1 s, $s2 s after 3 more"
 
 # A newer record version, or a record that is not ftrain's.
-d3="$T/ver"
-mpi 1 --data line --steps 2 --run-dir "$d3" >"$T/g.out" 2>"$T/g.err"
-m="$d3/ckpt/step-00000002/manifest.json"
-"$EDIT" "$m" record.version 2
-mpi 1 --data line --steps 4 --run-dir "$d3" >"$T/h.out" 2>"$T/h.err"
-rc=$?
+wait "$pid_ver"
+rc=$(cat "$T/h.rc")
 ok "$([ "$rc" -ne 0 ] && grep -q 'record version 2: this ftrain reads version 1 (the checkpoint was written by a newer ftrain)' "$T/h.err"; echo $?)" \
     "a record of version 2: refused, naming the versions (exit $rc)" || why "$(tail -n 3 "$T/h.err")"
-"$EDIT" "$m" record.format '"other-trainer"'
-mpi 1 --data line --steps 4 --run-dir "$d3" >"$T/i.out" 2>"$T/i.err"
-rc=$?
+rc=$(cat "$T/i.rc")
 ok "$([ "$rc" -ne 0 ] && grep -q 'not an ftrain training checkpoint: its record.s format is "other-trainer"' "$T/i.err"; echo $?)" \
     "a record of another format: refused, naming it (exit $rc)" || why "$(tail -n 3 "$T/i.err")"
-"$EDIT" "$m" record.format '"x\u001b[31my"'
-mpi 1 --data line --steps 4 --run-dir "$d3" >"$T/j.out" 2>"$T/j.err"
 ok "$(grep -q 'format is "x?\[31my"' "$T/j.err" && ! grep -q "$(printf '\033')" "$T/j.err"; echo $?)" \
     "  a control character from the record is shown as '?', never printed" || why "$(cat "$T/j.err")"
 is "$(ls "$d3/ckpt" | grep -c '^step-')" 1 "  nothing was written"

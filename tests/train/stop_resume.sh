@@ -111,9 +111,91 @@ resumed() {
 }
 
 
-# ---- the uninterrupted reference ---------------------------------------------
+# ---- runs that mostly wait, in the background from the start ------------------
+# The two final-evaluation cases (3-s steps, fashion-mnist loaded twice
+# each) and the big model's reference run go on beside the signal matrix;
+# their checks come in their place below.  (Their runs share no directory
+# with any other.)
+FMNIST=/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz
 
-mpi 2 $RUN --step-delay-ms 0 --quiet >"$T/ref.out" 2>"$T/ref.err"
+# last_eval_run DIR SECONDS RANKS ARGS...: start a 2-rank run of ARGS (its
+# last step is 2) under DIR, send USR1 to each rank in RANKS ("1", "0 1")
+# once step 2's metrics row is written (within SECONDS), wait for the end.
+# SENT is 1 when the signals went out.
+last_eval_run() {
+    _d=$1 _w=$2 _rs=$3
+    shift 3
+    mkdir -p "$_d"
+    : >"$_d.out"
+    SENT=0
+    mpi_bg 2 "$@" --run-dir "$_d" >>"$_d.out" 2>"$_d.err"
+    if wait_for "$_w" grep -q '"step":2,' "$_d/metrics.jsonl"; then
+        SENT=1
+        for _k in $_rs; do sig USR1 "$_d" "$_k" || SENT=0; done
+    fi
+    finish
+}
+# test_acc FILE: the test accuracy of FILE's last "done:" line.
+test_acc() { sed -n 's/^done: .*test_acc=\([^ ]*\).*/\1/p' "$1" | tail -n 1; }
+# ends_with_acc RC ACC: 0 when RC is 0 and ACC is a number.
+ends_with_acc() { [ "$1" -eq 0 ] && printf '%s' "$2" | grep -Eq '^[0-9]+\.[0-9]+$'; }
+# cut_stop DIR: DIR.out shows the final evaluation cut short and the stop.
+cut_stop() {
+    grep -q '^eval: final evaluation cut short by a stop signal' "$1.out" &&
+        grep -q '^stop: signal USR1 ' "$1.out"
+}
+
+# final_eval_start RANKS SECONDS LAYERS: in the background, a run whose
+# USR1 (to RANKS) lands just before its final evaluation, then its resume;
+# their outcomes in $T/fe-RANKS.* for final_eval_case.
+final_eval_start() {
+    [ -r "$FMNIST" ] || return 0
+    (
+        d="$T/fe-$(echo "$1" | tr -d ' ')"
+        FE="--data fashion-mnist --layers $3 --steps 2 --deterministic --log-every 1"
+        last_eval_run "$d" "$2" "$1" $FE --step-delay-ms 3000
+        echo "$SENT $RC" >"$d.first"
+        mpi 2 $FE --run-dir "$d" >"$d.res" 2>&1
+        echo "$?" >"$d.rc"
+    ) &
+    track_bg "$!"
+    FE_PIDS="$FE_PIDS $!"
+}
+# final_eval_case NAME RANKS: the run of final_eval_start RANKS must stop
+# there (cut short, exit 75, its stop line, no "evaluation failed"), and
+# its resume must evaluate and end.
+final_eval_case() {
+    _name=$1
+    d="$T/fe-$(echo "$2" | tr -d ' ')"
+    if [ ! -r "$FMNIST" ]; then
+        skip "$_name" "fashion-mnist is not installed"
+        skip "$_name: the resume evaluates" "fashion-mnist is not installed"
+        return
+    fi
+    for _p in $FE_PIDS; do wait "$_p"; done
+    read -r SENT RC <"$d.first" || { SENT=0 RC=255; }
+    ok "$([ "$SENT" -eq 1 ] && [ "$RC" -eq 75 ] && cut_stop "$d" &&
+        ! grep -q 'evaluation failed' "$d.err"; echo $?)" \
+        "$_name: cut short, a stop (exit 75) with its stop line, not a failure" ||
+        why "signal sent: $SENT; exit $RC" "$(grep -E '^(eval|stop|done|checkpoint)' "$d.out")" "$(tail -n 5 "$d.err")"
+    RC=$(cat "$d.rc" 2>/dev/null || echo 255)
+    acc=$(test_acc "$d.res")
+    ends_with_acc "$RC" "$acc"
+    ok $? "$_name: the resume evaluates and ends (exit 0, test_acc $acc)" ||
+        why "exit $RC, test_acc '$acc'" "$(grep -E '^(resume|eval|stop|done)' "$d.res")"
+}
+FE_PIDS=""
+final_eval_start 1 40 256,256
+final_eval_start "0 1" 60 1024,1024
+BIG="--data line --layers 1024,1024 --global-batch 32 --micro-batch 8 --lr 0.0001 --deterministic --steps 6"
+mpi 1 $BIG --quiet >"$T/bigref.out" 2>&1 &
+BIGREF_PID=$!
+track_bg "$BIGREF_PID"
+
+# ---- the uninterrupted reference ---------------------------------------------
+# On 1 rank: a --deterministic run's param_hash is the same on any world
+# size (the resumes below, on 1 to 5 ranks, compare against it).
+mpi 1 $RUN --step-delay-ms 0 --quiet >"$T/ref.out" 2>"$T/ref.err"
 REF=$(hash_of "$T/ref.out")
 [ -n "$REF" ] || { echo "Bail out! the reference run failed: $(cat "$T/ref.err")"; exit 1; }
 diag "uninterrupted param_hash $REF"
@@ -285,75 +367,21 @@ fi
 # evaluation checks for a signal before each of its chunks and is cut short
 # by one that came before it.  Without the delay the evaluation could be
 # over before the signal, and a run that never saw it would pass.
-FMNIST=/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz
-
-# last_eval_run DIR SECONDS RANKS ARGS...: start a 2-rank run of ARGS (its
-# last step is 2) under DIR, send USR1 to each rank in RANKS ("1", "0 1")
-# once step 2's metrics row is written (within SECONDS), wait for the end.
-# SENT is 1 when the signals went out.
-last_eval_run() {
-    _d=$1 _w=$2 _rs=$3
-    shift 3
-    mkdir -p "$_d"
-    : >"$_d.out"
-    SENT=0
-    mpi_bg 2 "$@" --run-dir "$_d" >>"$_d.out" 2>"$_d.err"
-    if wait_for "$_w" grep -q '"step":2,' "$_d/metrics.jsonl"; then
-        SENT=1
-        for _k in $_rs; do sig USR1 "$_d" "$_k" || SENT=0; done
-    fi
-    finish
-}
-# test_acc FILE: the test accuracy of FILE's last "done:" line.
-test_acc() { sed -n 's/^done: .*test_acc=\([^ ]*\).*/\1/p' "$1" | tail -n 1; }
-# ends_with_acc RC ACC: 0 when RC is 0 and ACC is a number.
-ends_with_acc() { [ "$1" -eq 0 ] && printf '%s' "$2" | grep -Eq '^[0-9]+\.[0-9]+$'; }
-# cut_stop DIR: DIR.out shows the final evaluation cut short and the stop.
-cut_stop() {
-    grep -q '^eval: final evaluation cut short by a stop signal' "$1.out" &&
-        grep -q '^stop: signal USR1 ' "$1.out"
-}
-
-# final_eval_case NAME RANKS SECONDS LAYERS: a run whose USR1 (to RANKS)
-# lands just before its final evaluation must stop there (cut short, exit
-# 75, its stop line, no "evaluation failed"), and its resume must evaluate
-# and end.
-final_eval_case() {
-    _name=$1 _ranks=$2 _secs=$3
-    d="$T/fe-$(echo "$_ranks" | tr -d ' ')"
-    FE="--data fashion-mnist --layers $4 --steps 2 --deterministic --log-every 1"
-    if [ ! -r "$FMNIST" ]; then
-        skip "$_name" "fashion-mnist is not installed"
-        skip "$_name: the resume evaluates" "fashion-mnist is not installed"
-        return
-    fi
-    last_eval_run "$d" "$_secs" "$_ranks" $FE --step-delay-ms 3000
-    ok "$([ "$SENT" -eq 1 ] && [ "$RC" -eq 75 ] && cut_stop "$d" &&
-        ! grep -q 'evaluation failed' "$d.err"; echo $?)" \
-        "$_name: cut short, a stop (exit 75) with its stop line, not a failure" ||
-        why "signal sent: $SENT; exit $RC" "$(grep -E '^(eval|stop|done|checkpoint)' "$d.out")" "$(tail -n 5 "$d.err")"
-    mpi 2 $FE --run-dir "$d" >"$d.res" 2>&1
-    RC=$?
-    acc=$(test_acc "$d.res")
-    ends_with_acc "$RC" "$acc"
-    ok $? "$_name: the resume evaluates and ends (exit 0, test_acc $acc)" ||
-        why "exit $RC, test_acc '$acc'" "$(grep -E '^(resume|eval|stop|done)' "$d.res")"
-}
-final_eval_case "signal during the final evaluation" 1 40 256,256
+final_eval_case "signal during the final evaluation" 1
 # The same, with the signal sent to every rank at once (as srun and mpirun
 # forward it) and a larger model: every rank's evaluation is cut short.
 # Each rank's "cut short" vote is summed with the others; two of them once
 # read as a device failure (exit 1, "gpu evaluation failed") instead of a
 # stop.
-final_eval_case "signal to every rank during the final evaluation" "0 1" 60 1024,1024
+final_eval_case "signal to every rank during the final evaluation" "0 1"
 
 # ---- a second signal while the stop's checkpoint is being written -----------
 # A 1M-parameter model (12 MB of state) saved at zstd level 19 makes the
 # save last a second or so; the second and third signals are sent once the
 # save's .tmp-step-* directory shows.  They must not interrupt the save: exit 75, a checkpoint that
 # verifies, and an exact resume.
-BIG="--data line --layers 1024,1024 --global-batch 32 --micro-batch 8 --lr 0.0001 --deterministic --steps 6"
-mpi 3 $BIG --quiet >"$T/bigref.out" 2>&1
+# (BIG and its reference run, on 1 rank, started at the top.)
+wait "$BIGREF_PID"
 BIGREF=$(hash_of "$T/bigref.out")
 d="$T/save"
 : >"$d.out"
