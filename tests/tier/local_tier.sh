@@ -617,10 +617,12 @@ if [ -z "$DELAY" ]; then
     rc=$?
     waits=$(copy_waits "$T/late.out")
     saves=$(printf '%s\n' "$waits" | grep -c .)
-    long=$(printf '%s\n' "$waits" | awk '$1 >= 200' | wc -l)
+    # About 300 ms less the step's own time (40 ms of delay and the
+    # compute, which a loaded machine stretches); without the wait, 0.
+    long=$(printf '%s\n' "$waits" | awk '$1 >= 100' | wc -l)
     ok "$([ "$rc" -ne 0 ] && [ "$saves" -ge 6 ] && [ "$long" = "$saves" ]; echo $?)" \
-        "the helper's copy held back 300 ms: each save's next update waited for it ($long of $saves saves with waits of 200 ms or more; exit $rc)" ||
-        why "$(grep -E '^local|error' "$T/late.out" | tail -n 4)"
+        "the helper's copy held back 300 ms: each save's next update waited for it ($long of $saves saves with waits of 100 ms or more; exit $rc)" ||
+        why "waits (ms): $(printf '%s ' $waits)" "$(grep -E '^local|error' "$T/late.out" | tail -n 4)"
     rm -rf "$L/b"
     nodes 2:a -- $RUN $LOCAL >"$T/late2.out" 2>&1
     rc=$?
