@@ -135,15 +135,16 @@ ok "$([ "$rc" -eq 0 ] && echo "$steps" | awk '{ if (NF < 2 || NF > 4 || $NF != 3
     why "$(grep '^epoch ' "$T/out")"
 # --log-every 1 prints every step; steps of about 1 ms for 3 s: the rate of
 # a line is that of the last full second, so the last 1000 lines (about one
-# second) show at most 3 figures, near the timing line's.
+# second, a few on a loaded machine) show a figure a second at most (a rate
+# per step would give hundreds), each within 3x of the timing line's.
 run "$FTRAIN" --device cpu --data line --layers 4 --steps 3000 --step-delay-ms 1 --log-every 1
 rates=$(grep '^epoch ' "$T/out" | tail -n 1000 | sed -n 's/.* \([0-9]*\) samples\/s .*/\1/p' | sort -u | wc -l)
 is "$rc $(grep -c '^epoch ' "$T/out")" "0 3000" "--log-every 1: a progress line for each of 3000 steps" ||
     why "$(tail -n 3 "$T/out")"
 last=$(grep '^epoch ' "$T/out" | tail -n 1 | sed -n 's/.* \([0-9]*\) samples\/s .*/\1/p')
 mean=$(sed -n 's/^timing: \([0-9]*\) samples\/s.*/\1/p' "$T/out")
-ok "$([ "$rates" -ge 1 ] && [ "$rates" -le 3 ] &&
-    awk -v a="${last:-0}" -v m="${mean:-0}" 'BEGIN { exit !(m > 0 && a > m / 2 && a < m * 2) }'; echo $?)" \
+ok "$([ "$rates" -ge 1 ] && [ "$rates" -le 8 ] &&
+    awk -v a="${last:-0}" -v m="${mean:-0}" 'BEGIN { exit !(m > 0 && a > m / 3 && a < m * 3) }'; echo $?)" \
     "  the last 1000 lines show $rates rate figure(s) (over a second each), the last ${last:-none} samples/s near the run's ${mean:-none}" ||
     why "$(grep '^epoch ' "$T/out" | tail -n 1000 | sed -n 's/.* \([0-9]*\) samples\/s .*/\1/p' | sort -u | head -n 5)"
 
