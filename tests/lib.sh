@@ -102,6 +102,16 @@ MPI_PID=${MPI_PID:-}
 T=$(mktemp -d "${TMPDIR:-/tmp}/ftrain-test.XXXXXX") || { echo "Bail out! mktemp"; exit 1; }
 # An absolute path, so that $T stays right in a test that changes directory.
 case $T in /*) ;; *) T=$(pwd)/$T ;; esac
+if [ "${LIB_KEEP_MPI_ENV:-0}" != 1 ]; then
+    # mpirun's session directories (pid.N, its PMIx rendezvous) under $T,
+    # removed with it: an mpirun that a test kills leaves its directory in
+    # the shared /tmp/ompi.HOST.UID, and with 32768 pids reused within one
+    # suite a later mpirun of another file may be given the same pid.  A
+    # suite run once saw MPI_Init fail in a 3-rank run ("OPAL ERROR:
+    # Unreachable", the run hung until its timeout) with 123 such leftovers
+    # there; a directory per test rules that collision out.
+    mkdir -p "$T/ompi" && export OMPI_MCA_orte_tmpdir_base="$T/ompi"
+fi
 _tap_bg=""
 track_bg() {
     _tap_bg="$_tap_bg $1"
