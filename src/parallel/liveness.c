@@ -273,10 +273,17 @@ int liveness_connect(int rank, int size, const liveness_card_t *cards, uint64_t 
                 snprintf(err, cap, "liveness: rank %d at \"%.120s\" did not answer as rank %d "
                          "of this job within %.0f s", right, cards[right].text, right, timeout_s);
             rc = LIVENESS_EFAIL;
-            if (r >= 0)
+            /* A neighbour whose side of the ring formed must not take this
+             * rank's giving up for a death: a goodbye before each close. */
+            static const char bye = BYE_BYTE;
+            if (r >= 0) {
+                (void)send(r, &bye, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
                 close(r);
-            if (l >= 0)
+            }
+            if (l >= 0) {
+                (void)send(l, &bye, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
                 close(l);
+            }
         } else {
             keepalive(r);
             keepalive(l);

@@ -16,6 +16,8 @@
  *      limit, naming the rank and its card.
  *   6. A card that leads to a process of no ring (it accepts and never
  *      answers): the ring does not form, said; nothing is watched.
+ *   7. The same among 3 ranks: the ring forms on one rank only, and the
+ *      ranks that gave up are not taken for dead by it.
  */
 #include "parallel/liveness.h"
 #include "tap.h"
@@ -185,7 +187,7 @@ static int names(const char *v, int rank, int limit_ms, const char *how)
 
 int main(void)
 {
-    plan(11);
+    plan(12);
     char v[MAXR][700];
     const uint64_t same[MAXR] = {42, 42, 42, 42};
 
@@ -238,5 +240,13 @@ int main(void)
        v[0]);
     ok(strncmp(v[1], "connect-failed", 14) == 0 && strstr(v[1], "rank 0 did not connect"),
        "  and rank 1 says rank 0 did not connect (%s)", v[1]);
+    /* 7. A ring that forms on one rank only: rank 1's card leads to a
+     * stranger, so ranks 0 and 1 give up; rank 2 (connected to both) must
+     * not take their giving up for deaths. */
+    ring(3, same, (act_t[]){ACT_WATCH, ACT_WATCH, ACT_WATCH}, v, 2, 1.0);
+    ok(strncmp(v[0], "connect-failed", 14) == 0 && strncmp(v[1], "connect-failed", 14) == 0 &&
+           strcmp(v[2], "none") == 0,
+       "3 ranks, the ring formed on rank 2 alone: the others gave up with a goodbye, no one "
+       "is named (%s / %s / %s)", v[0], v[1], v[2]);
     return 0;
 }
