@@ -91,6 +91,10 @@ if [ "${LIB_KEEP_MPI_ENV:-0}" != 1 ]; then
     # on 2 cores would otherwise spin against each other (a 2-rank run: 10.0
     # s of CPU spinning, 6.6 s yielding, the same result).
     export OMPI_MCA_mpi_yield_when_idle=1
+    # hwloc (each rank's and mpirun's view of the machine) without the I/O
+    # devices, which no CPU run here uses: reading every PCI device's config
+    # space was an eighth of a 3-rank launch's CPU on a virtual machine.
+    export HWLOC_COMPONENTS="${HWLOC_COMPONENTS:--pci,-linuxio}"
 fi
 
 _tap_n=0
@@ -113,6 +117,7 @@ if [ "${LIB_KEEP_MPI_ENV:-0}" != 1 ]; then
     mkdir -p "$T/ompi" && export OMPI_MCA_orte_tmpdir_base="$T/ompi"
 fi
 _tap_bg=""
+_MPI_FG_WATCH=""
 track_bg() {
     _tap_bg="$_tap_bg $1"
 }
@@ -153,6 +158,7 @@ _tap_stop() {
 _tap_cleanup() {
     _tap_exit=$?
     # Stop the runs a test left in the background.
+    [ -z "$_MPI_FG_WATCH" ] || kill "$_MPI_FG_WATCH" 2>/dev/null
     for _b in $MPI_PID $_tap_bg; do
         _tap_stop "$_b"
     done
@@ -316,10 +322,68 @@ have_shim() {
     [ -z "$SHIM_WHY" ]
 }
 
+# hang_dump: what this test's processes are doing, for a run about to be
+# ended by its timeout: the tree under this shell (state, kernel wait
+# channel, age, command), each ftrain, mpirun and python process's kernel
+# stack and, where gdb is installed, its threads' backtraces.
+hang_dump() {
+    echo "==== hang dump of test $(basename "$0") (pid $$) at $(date '+%H:%M:%S'), load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+    ps -e -o pid=,ppid=,stat=,wchan:24=,etimes=,args= 2>/dev/null | awk -v root="$$" '
+        { line[$1] = $0; par[$1] = $2; n++; pid[n] = $1 }
+        END {
+            keep[root] = 1
+            for (c = 1; c;) { c = 0; for (i = 1; i <= n; i++)
+                if (!(pid[i] in keep) && (par[pid[i]] in keep)) { keep[pid[i]] = 1; c = 1 } }
+            for (i = 1; i <= n; i++) if (pid[i] in keep) print line[pid[i]]
+        }' >"$T/.tree" 2>/dev/null
+    cat "$T/.tree"
+    for _h in $(awk '$6 ~ /(^|\/)(ftrain|mpirun|orterun|prterun|python3?)$/ { print $1 }' "$T/.tree"); do
+        echo "---- $_h: $(tr '\0' ' ' <"/proc/$_h/cmdline" 2>/dev/null | cut -c1-200)"
+        for _k in /proc/"$_h"/task/*; do
+            echo "  task ${_k##*/} ($(cat "$_k/comm" 2>/dev/null)): $(cat "$_k/wchan" 2>/dev/null)"
+            sed 's/^/    /' "$_k/stack" 2>/dev/null | head -n 12
+        done
+        if command -v gdb >/dev/null 2>&1; then
+            timeout 30 gdb -p "$_h" -batch -nx -ex 'thread apply all bt 20' </dev/null 2>&1 |
+                grep -E '^(Thread|#)' | head -n 120
+        fi
+    done
+    echo "==== end of hang dump"
+}
+# _mpi_watch [PID]: in the background, FTRAIN_TIMEOUT - 3 s from now, the
+# hang dump, unless killed before (mpi does once its run ends) or PID, when
+# given, has ended: into $FTRAIN_TEST_LOGS/NAME.hang, which tests/run.sh
+# prints at the end (the run's own stderr is often a file a check reads),
+# else (a test run by hand) into the run's own stderr.  Sets _MPI_WATCH (the watcher's pid; a TERM ends it
+# and its sleep).
+_mpi_watch() {
+    _w_after=$((FTRAIN_TIMEOUT > 6 ? FTRAIN_TIMEOUT - 3 : FTRAIN_TIMEOUT))
+    _w_to=""
+    [ -n "${FTRAIN_TEST_LOGS:-}" ] && [ -d "$FTRAIN_TEST_LOGS" ] && _w_to=$FTRAIN_TEST_LOGS/$(basename "$0").hang
+    (
+        # With a log file to write to, nothing of the test's own: no
+        # output of the test's stays open in it.
+        [ -z "$_w_to" ] || exec >/dev/null 2>&1
+        sleep "$_w_after" &
+        _w_sleep=$!
+        trap 'kill "$_w_sleep" 2>/dev/null; exit 0' TERM
+        wait "$_w_sleep"
+        { [ -z "${1:-}" ] || kill -0 "$1" 2>/dev/null; } || exit 0
+        if [ -n "$_w_to" ]; then hang_dump >>"$_w_to" 2>&1; else hang_dump >&2; fi
+    ) </dev/null &
+    _MPI_WATCH=$!
+}
+
 mpi() {
     _mpi_n=$1
     shift
+    _mpi_watch
+    _MPI_FG_WATCH=$_MPI_WATCH
     timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n "$_mpi_n" "$FTRAIN" --device cpu "$@"
+    _mpi_rc=$?
+    kill "$_MPI_FG_WATCH" 2>/dev/null
+    _MPI_FG_WATCH=""
+    return "$_mpi_rc"
 }
 
 mpi_bg() {
@@ -328,6 +392,8 @@ mpi_bg() {
     timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n "$_mpi_n" "$FTRAIN" --device cpu "$@" &
     MPI_PID=$!
     track_bg "$MPI_PID"
+    _mpi_watch "$MPI_PID"
+    track_bg "$_MPI_WATCH"
 }
 
 run() {

@@ -38,12 +38,14 @@
 #
 # Skip guard: each test runs through this script's --wrap mode, which copies
 # the test's TAP output to $BUILD/test-logs/NAME.tap (its stderr and exit
-# status go to prove as before) and its time to NAME.ms.  After prove, every
+# status go to prove as before), its wall time to NAME.ms and its CPU time
+# (its own and its waited-for children's) to NAME.cpu.  After prove, every
 # skip in those logs ("ok N ... # skip REASON", "1..0 # SKIP REASON", any
 # case) must match a pattern of tests/skips-allowed.txt, or the run fails
 # and names the test and the reason.  A test that left no log fails too.
 #
-# At the end it prints the 10 slowest files and the wall time.
+# At the end it prints the 10 slowest files, the 10 that took the most CPU
+# and the wall time.
 #
 # Exit status: 0 when prove passed and every skip is allowed; 1 when a test
 # failed or a skip is not allowed; 2 when the runner cannot run: no BUILD,
@@ -68,6 +70,15 @@ if [ "${1:-}" = --wrap ]; then
     { "$t"; echo "$?" >"$log.rc"; } | tee "$log.tap"
     t1=$(date +%s%N)
     echo $(((t1 - t0) / 1000000)) >"$log.ms"
+    # The CPU seconds of the test and the processes it waited for (the
+    # second line of `times`: children's user and system time, as 1m2.5s;
+    # into a file, as `times` in a pipe would run in a child of its own).
+    times >"$log.times"
+    awk 'NR == 2 {
+        c = 0
+        for (i = 1; i <= 2; i++) { split($i, a, "m"); sub(/s$/, "", a[2]); c += a[1] * 60 + a[2] }
+        printf "%.1f\n", c }' "$log.times" >"$log.cpu"
+    rm -f "$log.times"
     rc=$(cat "$log.rc" 2>/dev/null) || rc=1
     # A test killed by a signal: die of the same signal, as prove expects.
     if [ "$rc" -gt 128 ] && [ "$rc" -lt 160 ]; then
@@ -192,7 +203,7 @@ if command -v flock >/dev/null 2>&1; then
     exec 8>"$LOGS/.lock"
     flock -n 8 || die "another tests/run.sh is running on BUILD=$BUILD (lock $LOGS/.lock); wait for it, or use another BUILD"
 fi
-rm -f "$LOGS"/*.tap "$LOGS"/*.rc "$LOGS"/*.ms
+rm -f "$LOGS"/*.tap "$LOGS"/*.rc "$LOGS"/*.ms "$LOGS"/*.cpu "$LOGS"/*.hang
 export FTRAIN_TEST_LOGS="$LOGS"
 
 echo "# run.sh: tier $tier: $(wc -l <"$S/order") files: $(wc -l <"$S/par") parallel (prove -j $JOBS)," \
@@ -301,6 +312,15 @@ while read -r name path; do
     done <"$S/why"
 done <"$S/order"
 
+# ---- hang dumps ---------------------------------------------------------------
+# A run about to be ended by its timeout left what its processes were doing
+# (tests/lib.sh, hang_dump): printed here, where CI's log shows it.
+for h in "$LOGS"/*.hang; do
+    [ -f "$h" ] || continue
+    echo "# a run that hung: $(basename "$h" .hang) (its dump, $h):"
+    sed 's/^/#   /' "$h"
+done
+
 # ---- times ------------------------------------------------------------------
 : >"$S/ms"
 while read -r name path; do
@@ -308,6 +328,12 @@ while read -r name path; do
 done <"$S/order"
 echo "# the 10 slowest files (ms):"
 sort -k1,1nr "$S/ms" | head -n 10 | awk '{ printf "#   %8d  %s\n", $1, $2 }'
+: >"$S/cpu"
+while read -r name path; do
+    [ -s "$LOGS/$name.cpu" ] && echo "$(cat "$LOGS/$name.cpu") $name" >>"$S/cpu"
+done <"$S/order"
+echo "# the 10 files that took the most CPU (seconds; of $(awk '{ s += $1 } END { printf "%.0f", s }' "$S/cpu") in all):"
+sort -k1,1nr "$S/cpu" | head -n 10 | awk '{ printf "#   %8.1f  %s\n", $1, $2 }'
 # Keep the times of this run for the next one's order.
 awk 'FILENAME == ARGV[1] { ms[$2] = $1; next } !($1 in ms) { print } END { for (n in ms) print n, ms[n] }' \
     "$S/ms" "$TIMES" | sort >"$S/times" && cp "$S/times" "$TIMES"

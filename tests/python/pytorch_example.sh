@@ -21,22 +21,14 @@
 #      it on, the ranks commit a checkpoint, the launcher exits 75; resumed on
 #      2 under ftrain_ckpt.run (2 -> 2): exit 0, and U's samples_hash, lr and
 #      param_hash: a stop and resume on one world size changes no bit.
-# Under SLURM (the one-machine test cluster of tests/slurm/lab/lab-up.sh; needs
-# root and the SLURM packages, else skipped with the reason), holding
-# $LAB.lock as the other SLURM tests do:
-#   5. slurm/train.sbatch with FTRAIN_PROGRAM running the example on 2 nodes;
-#      `scancel --batch --signal=USR1`: the script forwards it, the ranks
-#      checkpoint and exit 75, the job requeues itself, the requeued run
-#      resumes (world 2 -> 2) and finishes.
-#      FTRAIN_TEST_NO_SLURM=1 skips this part alone, saying so (a machine
-#      whose test cluster is someone else's to run).
-# The example's node-local tier and watchdog on the cluster, a node lost and
-# the job finished on the nodes left: tests/slurm/pytorch_slurm.sh.
+# The example under SLURM: tests/slurm/pytorch_sbatch.sh (a planned stop,
+# the requeue, the resume) and tests/slurm/pytorch_slurm.sh (its node-local
+# tier and watchdog, a node lost and the job finished on the nodes left).
 #
 # Skips when the python ($PYTHON, default /usr/bin/python3) lacks numpy or
 # torch with gloo, or the library is not built ($BUILD/libftrain-ckpt.so.2
-# or FTRAIN_CKPT_LIB).  About a minute on a busy 2-core machine for 1-4
-# (each process imports torch), and about another for 5.
+# or FTRAIN_CKPT_LIB).  About a minute on a busy 2-core machine (each
+# process imports torch).
 . "$(dirname "$0")/../lib.sh"
 
 PY=${PYTHON:-/usr/bin/python3}
@@ -212,88 +204,4 @@ is "$(field param_hash "$D")" "$(field param_hash "$U")" \
 is "$(field samples_hash "$D") $(field lr "$D")" "$(field samples_hash "$U") $(field lr "$U")" \
     "stopped and resumed on 2: the same samples_hash and lr"
 
-# ---- 5. under SLURM: slurm/train.sbatch with FTRAIN_PROGRAM --------------
-slurm_part() {
-    export FTRAIN_SLURM_LAB=${FTRAIN_SLURM_LAB:-/tmp/ftrain-slurm-lab}
-    # slurm/train.sbatch execs ftrain-supervise: this tree's.
-    export FTRAIN_SUPERVISE=$bdir/ftrain-supervise
-    LAB=$FTRAIN_SLURM_LAB
-    [ "${FTRAIN_TEST_NO_SLURM:-0}" = 1 ] &&
-        { skip "SLURM: train.sbatch with FTRAIN_PROGRAM" "FTRAIN_TEST_NO_SLURM=1"; return; }
-    [ "$(id -u)" = 0 ] || { skip "SLURM: train.sbatch with FTRAIN_PROGRAM" "needs root to run the test cluster"; return; }
-    for c in slurmctld slurmd sbatch scontrol scancel munge flock; do
-        command -v "$c" >/dev/null 2>&1 ||
-            { skip "SLURM: train.sbatch with FTRAIN_PROGRAM" "'$c' not found (apt-get install slurmd slurmctld slurm-client munge)"; return; }
-    done
-    # A missing FTRAIN_PROGRAM or a cluster held too long is a failure, not
-    # a skip: either would hide the part this test is for.
-    if ! grep -q 'FTRAIN_PROGRAM' "$root/slurm/train.sbatch"; then
-        ok 1 "SLURM: train.sbatch with FTRAIN_PROGRAM (slurm/train.sbatch has no FTRAIN_PROGRAM)"
-        return
-    fi
-    exec 9>"$LAB.lock"
-    if ! flock -w 900 9; then
-        ok 1 "SLURM: train.sbatch with FTRAIN_PROGRAM (another test held $LAB.lock for 900 s)"
-        return
-    fi
-    was_up=0
-    pidf=$LAB/run/slurmctld.pid
-    [ -n "$(cat "$pidf" 2>/dev/null)" ] && [ "$(cat "/proc/$(cat "$pidf")/comm" 2>/dev/null)" = slurmctld ] && was_up=1
-    FTRAIN_SLURM_CLEAN=1 "$root/tests/slurm/lab/lab-up.sh" >"$T/lab-up.log" 2>&1 9>&-
-    if ! ok $? "SLURM: the test cluster is up"; then
-        why "$(tail -n 20 "$T/lab-up.log")"
-        return
-    fi
-    # shellcheck disable=SC1091
-    . "$LAB/env"
-    # An interrupted test still cancels its job and stops a cluster it started.
-    job=""
-    trap 'slurm_cleanup; _tap_cleanup' EXIT
-    srun_dir=$T/slurm-run
-    out=$T/job.out
-    chmod 755 "$T"
-    # The fake nodes' names do not resolve: the ranks meet on this host.
-    job=$(FTRAIN_ARGS= FTRAIN_PROGRAM="$PY $PROG" RUN_DIR=$srun_dir FTRAIN_TASKS_PER_NODE=1 FTRAIN_MAX_RESTARTS=1 \
-        MASTER_ADDR=127.0.0.1 sbatch --parsable -N 2 --time=5 --signal=B:USR1@30 -o "$out" -J pyddp \
-        "$root/slurm/train.sbatch" $ARGS 2>"$T/sbatch.err")
-    ok $? "SLURM: sbatch -N 2 slurm/train.sbatch with FTRAIN_PROGRAM=python3 examples/pytorch_ddp.py (job ${job:-none})" ||
-        why "$(cat "$T/sbatch.err")"
-    if [ -n "$job" ]; then
-        if wait_for 120 logged_past "$out" 50; then
-            scancel --batch --signal=USR1 "$job"
-            ok $? "SLURM: the ranks train; scancel --batch --signal=USR1 $job"
-        else
-            ok 1 "SLURM: the ranks train (step 50 logged)"
-        fi
-        wait_for 60 grep -Eq "train\\.sbatch.* exited with status" "$out"
-        like "$(grep -E 'train\.sbatch.* exited with status' "$out" | head -n 1)" "exited with status 75 \\(after USR1\\)" \
-            "SLURM: the batch shell forwarded USR1; the program exited 75"
-        s=$(sed -n 's/^stop: signal USR1 .*at step \([0-9]*\).*/\1/p' "$out" | head -n 1)
-        "$bdir/ckptctl" verify "$srun_dir/ckpt/$(printf 'step-%08d' "${s:-0}")" >"$T/verify5" 2>&1
-        ok $? "SLURM: the stop step ${s:-?} is committed and good" || why "$(cat "$T/verify5")"
-        wait_for 90 grep -Eq "^resume: .*world 2 -> 2" "$out"
-        ok $? "SLURM: the job requeued itself and the new run resumed (world 2 -> 2)"
-        end=$(($(date +%s) + 120))
-        while [ "$(date +%s)" -le "$end" ]; do
-            state=$(scontrol -o show job "$job" 2>/dev/null | tr ' ' '\n' | sed -n 's/^JobState=//p')
-            case $state in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | "") break ;; esac
-            sleep 1
-        done
-        grep -q "^done: step=$STEPS " "$out" && [ "$state" = COMPLETED ] &&
-            grep -q 'train\.sbatch.*done: training finished' "$out"
-        ok $? "SLURM: the requeued job finished (JobState=${state:-gone})" || why "$(tail -n 30 "$out")"
-    fi
-    slurm_cleanup
-    trap _tap_cleanup EXIT
-    flock -u 9
-}
-slurm_cleanup() {
-    [ -n "${job:-}" ] && scancel "$job" 2>/dev/null
-    job=""
-    if [ "${was_up:-1}" = 0 ]; then
-        "$root/tests/slurm/lab/lab-down.sh" >/dev/null 2>&1 9>&-
-        was_up=1
-    fi
-}
-slurm_part
 done_testing

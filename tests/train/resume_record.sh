@@ -39,10 +39,12 @@ d4="$T/secs"
 rsec() { "$CKPTCTL" inspect --json "$d4/ckpt" 2>/dev/null |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["record"]["run_seconds"])'; }
 part_secs() {
-    mpi 1 --data line --steps 4 --step-delay-ms 100 --run-dir "$d4" >/dev/null 2>&1
-    rsec >"$T/s1"
-    mpi 2 --data line --steps 7 --step-delay-ms 100 --run-dir "$d4" >/dev/null 2>&1
-    rsec >"$T/s2"
+    mpi 1 --data line --steps 4 --step-delay-ms 100 --run-dir "$d4" >"$T/s1.out" 2>&1
+    echo "exit $?" >>"$T/s1.out"
+    rsec >"$T/s1" 2>>"$T/s1.out"
+    mpi 2 --data line --steps 7 --step-delay-ms 100 --run-dir "$d4" >"$T/s2.out" 2>&1
+    echo "exit $?" >>"$T/s2.out"
+    rsec >"$T/s2" 2>>"$T/s2.out"
 }
 d3="$T/ver"
 m="$d3/ckpt/step-00000002/manifest.json"
@@ -145,7 +147,8 @@ is "$(ls "$d2/ckpt" | grep -c '^step-')" 2 "  (steps 2 and 4 are there)"
 wait "$pid_secs"
 s1=$(cat "$T/s1") s2=$(cat "$T/s2")
 ok "$(awk -v a="$s1" -v b="$s2" 'BEGIN { exit !(a >= 0.35 && b >= a + 0.25) }'; echo $?)" \
-    "run_seconds counts the training time of both processes: $s1 s after 4 steps of 0.1 s, $s2 s after 3 more"
+    "run_seconds counts the training time of both processes: $s1 s after 4 steps of 0.1 s, $s2 s after 3 more" ||
+    why "$(tail -n 6 "$T/s1.out")" "$(tail -n 6 "$T/s2.out")"
 
 # A newer record version, or a record that is not ftrain's.
 wait "$pid_ver"
