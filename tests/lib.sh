@@ -95,6 +95,15 @@ if [ "${LIB_KEEP_MPI_ENV:-0}" != 1 ]; then
     # devices, which no CPU run here uses: reading every PCI device's config
     # space was an eighth of a 3-rank launch's CPU on a virtual machine.
     export HWLOC_COMPONENTS="${HWLOC_COMPONENTS:--pci,-linuxio}"
+    # A rank's handshake with mpirun's PMIx server (PMIx 4.2, Debian 12)
+    # waits for the server's answer without a limit by default: bounded
+    # here, with a few fresh tries.  A loaded suite saw, about once a run,
+    # a rank fail in MPI_Init ("OPAL ERROR: Unreachable", PMIx_Init could
+    # not reach the server) while another waited on until the run's
+    # timeout; what kept the server from answering is not known yet
+    # (hang_dump, below, is there to catch it).
+    export PMIX_MCA_ptl_base_handshake_wait_time="${PMIX_MCA_ptl_base_handshake_wait_time:-15}"
+    export PMIX_MCA_ptl_base_handshake_max_retries="${PMIX_MCA_ptl_base_handshake_max_retries:-4}"
 fi
 
 _tap_n=0
@@ -364,11 +373,18 @@ _mpi_watch() {
         # With a log file to write to, nothing of the test's own: no
         # output of the test's stays open in it.
         [ -z "$_w_to" ] || exec >/dev/null 2>&1
+        # The shell that started it (/proc/self: this subshell, as the
+        # shell itself opens the file): gone (this one reparented), no dump.
+        # shellcheck disable=SC2086 # split into the state, the parent, ...
+        _w_parent() { _w_pp=""; read -r _w_st </proc/self/stat && set -- ${_w_st##*) } && _w_pp=$2; }
+        _w_parent
+        _w_was=$_w_pp
         sleep "$_w_after" &
         _w_sleep=$!
         trap 'kill "$_w_sleep" 2>/dev/null; exit 0' TERM
         wait "$_w_sleep"
-        { [ -z "${1:-}" ] || kill -0 "$1" 2>/dev/null; } || exit 0
+        _w_parent
+        { [ -z "${1:-}" ] || kill -0 "$1" 2>/dev/null; } && [ "$_w_pp" = "$_w_was" ] || exit 0
         if [ -n "$_w_to" ]; then hang_dump >>"$_w_to" 2>&1; else hang_dump >&2; fi
     ) </dev/null &
     _MPI_WATCH=$!
