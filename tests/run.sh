@@ -26,15 +26,20 @@
 #                 (they share one resource, such as the SLURM test cluster);
 #                 in a prove of their own, a slot beyond the N: they wait
 #                 on that resource most of the time;
-#   alone  NAME   after the parallel part, one at a time, with nothing else
-#                 running (they measure times or need every core).
+#   quiet  NAME   after the parallel part, side by side with the other
+#                 quiet files and nothing else: they measure times that a
+#                 busy machine would stretch, and mostly sleep, so that
+#                 they hold beside each other;
+#   alone  NAME   after the quiet ones, one at a time, with nothing else
+#                 running (they measure times and use the cores, or need
+#                 every core).
 # These names must exist as well.  Every other file may run beside any other.
 # The parallel files start slowest first, by the times of the last run
 # ($BUILD/test-times, at first tests/times.txt; a file with no time yet
-# starts first).  Three proves,
+# starts first).  Four proves,
 # then: the serial files' (in the background, its output printed after the
 # parallel files'), the parallel files' (-j N), and, once both are done,
-# the alone files' (one at a time).
+# the quiet files' (all at once) and the alone files' (one at a time).
 #
 # Skip guard: each test runs through this script's --wrap mode, which copies
 # the test's TAP output to $BUILD/test-logs/NAME.tap (its stderr and exit
@@ -140,6 +145,7 @@ dup=$(cut -d' ' -f1 "$S/all" | sort | uniq -d | head -n 1)
 # ---- tests/tiers.txt: KIND NAME lines; every NAME must be a test -----------
 : >"$S/quick"
 : >"$S/serial"
+: >"$S/quiet"
 : >"$S/alone"
 lineno=0
 while IFS= read -r line || [ -n "$line" ]; do
@@ -149,8 +155,8 @@ while IFS= read -r line || [ -n "$line" ]; do
     name=$(echo "$line" | awk 'NF == 2 { print $2 }')
     [ -n "$kind" ] || die "$TIERS:$lineno: expected 'KIND NAME', got '$line'"
     case $kind in
-    quick | serial | alone) ;;
-    *) die "$TIERS:$lineno: unknown kind '$kind' (quick, serial or alone)" ;;
+    quick | serial | quiet | alone) ;;
+    *) die "$TIERS:$lineno: unknown kind '$kind' (quick, serial, quiet or alone)" ;;
     esac
     case $name in
     *.t) src=$TD/SUBJECT/${name%.t}.c ;;
@@ -162,8 +168,13 @@ while IFS= read -r line || [ -n "$line" ]; do
     echo "$name" >>"$S/$kind"
 done <"$TIERS"
 [ -s "$S/quick" ] || die "$TIERS names no quick test"
-grep -Fxf "$S/serial" "$S/alone" >"$S/both"
-[ -s "$S/both" ] && die "$TIERS: $(head -n 1 "$S/both") is both serial and alone"
+for _a in serial quiet alone; do
+    for _b in serial quiet alone; do
+        [ "$_a" = "$_b" ] && continue
+        grep -Fxf "$S/$_a" "$S/$_b" >"$S/both"
+        [ -s "$S/both" ] && die "$TIERS: $(head -n 1 "$S/both") is both $_a and $_b"
+    done
+done
 
 # The tier's tests: "NAME PATH", the slowest of the last run first.
 if [ "$tier" = quick ]; then
@@ -188,8 +199,9 @@ awk 'FILENAME == ARGV[1] { ms[$1] = $2; next } { print ($1 in ms ? ms[$1] : 9999
 # its own (a rule seq=PATH each, in the order of the rules: slowest
 # first), not one par=GLOB, so that prove starts them in that order.
 awk 'FILENAME == ARGV[1] { k[$1] = 1; next } $1 in k { print $2 }' "$S/serial" "$S/order" >"$S/ser"
+awk 'FILENAME == ARGV[1] { k[$1] = 1; next } $1 in k { print $2 }' "$S/quiet" "$S/order" >"$S/qui"
 awk 'FILENAME == ARGV[1] { k[$1] = 1; next } $1 in k { print $2 }' "$S/alone" "$S/order" >"$S/alo"
-cat "$S/serial" "$S/alone" >"$S/notpar"
+cat "$S/serial" "$S/quiet" "$S/alone" >"$S/notpar"
 awk 'FILENAME == ARGV[1] { k[$1] = 1; next } !($1 in k) { print $2 }' "$S/notpar" "$S/order" >"$S/par"
 
 JOBS=${FTRAIN_TEST_JOBS:-$(($(nproc 2>/dev/null || echo 1) + 1))}
@@ -207,7 +219,8 @@ rm -f "$LOGS"/*.tap "$LOGS"/*.rc "$LOGS"/*.ms "$LOGS"/*.cpu "$LOGS"/*.hang
 export FTRAIN_TEST_LOGS="$LOGS"
 
 echo "# run.sh: tier $tier: $(wc -l <"$S/order") files: $(wc -l <"$S/par") parallel (prove -j $JOBS)," \
-    "$(wc -l <"$S/ser") serial in a slot of their own beside them, $(wc -l <"$S/alo") alone at the end; TAP logs in $LOGS/"
+    "$(wc -l <"$S/ser") serial in a slot of their own beside them, $(wc -l <"$S/qui") quiet side by side" \
+    "and $(wc -l <"$S/alo") alone at the end; TAP logs in $LOGS/"
 # run_prove LIST [PROVE-ARGS...]: prove on the files listed in LIST.  The
 # paths have no blanks (tests/SUBJECT/NAME.sh, $BUILD/tests/SUBJECT/NAME.t;
 # BUILD was checked), so word splitting is safe here.
@@ -244,6 +257,10 @@ if [ -n "$serpid" ]; then
     serpid=""
     echo "# the serial files' prove:"
     cat "$S/ser.out"
+fi
+if [ -s "$S/qui" ]; then
+    echo "# the quiet files, side by side:"
+    run_prove "$S/qui" -j "$(wc -l <"$S/qui")" "$@" || status=1
 fi
 if [ -s "$S/alo" ]; then
     echo "# the alone files, one by one:"
