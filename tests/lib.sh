@@ -69,6 +69,8 @@
 #                   it, unless it exists and imports every MODULE (numpy,
 #                   torch); PYTHONDONTWRITEBYTECODE=1 exported (no
 #                   __pycache__ in the source tree).
+#   need_torch_gloo need_python numpy torch, and torch.distributed with
+#                   gloo (the PyTorch example's tests).
 #   need_mpi        skip_all unless mpirun and $FTRAIN exist.
 #   have_shim NAME  sets SHIM to the LD_PRELOAD shim tests/preload/NAME.so
 #                   in $BUILD; returns 1, with SHIM_WHY saying why, when it
@@ -313,6 +315,12 @@ need_python() {
             skip_all "$PY has no $_np_mod (apt-get install python3-$_np_mod)"
     done
     export PYTHONDONTWRITEBYTECODE=1
+}
+
+need_torch_gloo() {
+    need_python numpy torch
+    "$PY" -c 'import torch.distributed as d; assert d.is_available() and d.is_gloo_available()' 2>/dev/null ||
+        skip_all "$PY has no torch with torch.distributed on gloo (apt-get install python3-torch)"
 }
 
 need_mpi() {

@@ -31,14 +31,10 @@
 # process imports torch).
 . "$(dirname "$0")/../lib.sh"
 
-PY=${PYTHON:-/usr/bin/python3}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 PROG=$root/examples/pytorch_ddp.py
-[ -x "$PY" ] || skip_all "$PY not found (set PYTHON)"
-"$PY" -c 'import numpy' 2>/dev/null || skip_all "$PY has no numpy (apt-get install python3-numpy)"
-"$PY" -c 'import torch.distributed as d; assert d.is_available() and d.is_gloo_available()' 2>/dev/null ||
-    skip_all "$PY has no torch with torch.distributed on gloo (apt-get install python3-torch)"
+need_torch_gloo
 case $BUILD in /*) bdir=$BUILD ;; *) bdir=$root/$BUILD ;; esac
 need_ckpt_lib
 [ -x "$bdir/ckptctl" ] || skip_all "$BUILD/ckptctl not built (make)"

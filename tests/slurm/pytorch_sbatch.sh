@@ -23,12 +23,8 @@
 # busy 2-core test machine, most of it 4 Python processes importing torch.
 . "$(dirname "$0")/lab/common.sh" pytorch-sbatch
 
-PY=${PYTHON:-/usr/bin/python3}
 PROG=$root/examples/pytorch_ddp.py
-[ -x "$PY" ] || skip_all "$PY not found (set PYTHON)"
-"$PY" -c 'import numpy' 2>/dev/null || skip_all "$PY has no numpy (apt-get install python3-numpy)"
-"$PY" -c 'import torch.distributed as d; assert d.is_available() and d.is_gloo_available()' 2>/dev/null ||
-	skip_all "$PY has no torch with torch.distributed on gloo (apt-get install python3-torch)"
+need_torch_gloo
 need_ckpt_lib
 
 plan 8

@@ -47,12 +47,8 @@
 # importing torch; more when another SLURM test holds the lock.
 . "$(dirname "$0")/lab/common.sh" pytorch
 
-PY=${PYTHON:-/usr/bin/python3}
 PROG=$root/examples/pytorch_ddp.py
-[ -x "$PY" ] || skip_all "$PY not found (set PYTHON)"
-"$PY" -c 'import numpy' 2>/dev/null || skip_all "$PY has no numpy"
-"$PY" -c 'import torch.distributed as d; assert d.is_available() and d.is_gloo_available()' 2>/dev/null ||
-	skip_all "$PY has no torch with torch.distributed on gloo"
+need_torch_gloo
 need_ckpt_lib
 
 plan 9
