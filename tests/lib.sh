@@ -97,15 +97,6 @@ if [ "${LIB_KEEP_MPI_ENV:-0}" != 1 ]; then
     # devices, which no CPU run here uses: reading every PCI device's config
     # space was an eighth of a 3-rank launch's CPU on a virtual machine.
     export HWLOC_COMPONENTS="${HWLOC_COMPONENTS:--pci,-linuxio}"
-    # A rank's handshake with mpirun's PMIx server (PMIx 4.2, Debian 12)
-    # waits for the server's answer without a limit by default: bounded
-    # here, with a few fresh tries.  A loaded suite saw, about once a run,
-    # a rank fail in MPI_Init ("OPAL ERROR: Unreachable", PMIx_Init could
-    # not reach the server) while another waited on until the run's
-    # timeout; what kept the server from answering is not known yet
-    # (hang_dump, below, is there to catch it).
-    export PMIX_MCA_ptl_base_handshake_wait_time="${PMIX_MCA_ptl_base_handshake_wait_time:-15}"
-    export PMIX_MCA_ptl_base_handshake_max_retries="${PMIX_MCA_ptl_base_handshake_max_retries:-4}"
 fi
 
 _tap_n=0
