@@ -336,16 +336,17 @@ have_shim() {
 # stack and, where gdb is installed, its threads' backtraces.
 hang_dump() {
     echo "==== hang dump of test $(basename "$0") (pid $$) at $(date '+%H:%M:%S'), load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
-    ps -e -o pid=,ppid=,stat=,wchan:24=,etimes=,args= 2>/dev/null | awk -v root="$$" '
+    _hd_tree=$(ps -e -o pid=,ppid=,stat=,wchan:24=,etimes=,args= 2>/dev/null | awk -v root="$$" '
         { line[$1] = $0; par[$1] = $2; n++; pid[n] = $1 }
         END {
             keep[root] = 1
             for (c = 1; c;) { c = 0; for (i = 1; i <= n; i++)
                 if (!(pid[i] in keep) && (par[pid[i]] in keep)) { keep[pid[i]] = 1; c = 1 } }
             for (i = 1; i <= n; i++) if (pid[i] in keep) print line[pid[i]]
-        }' >"$T/.tree" 2>/dev/null
-    cat "$T/.tree"
-    for _h in $(awk '$6 ~ /(^|\/)(ftrain|mpirun|orterun|prterun|python3?)$/ { print $1 }' "$T/.tree"); do
+        }')
+    # In a variable, not a file: two runs of one test may dump at once.
+    printf '%s\n' "$_hd_tree"
+    for _h in $(printf '%s\n' "$_hd_tree" | awk '$6 ~ /(^|\/)(ftrain|mpirun|orterun|prterun|python3?)$/ { print $1 }'); do
         echo "---- $_h: $(tr '\0' ' ' <"/proc/$_h/cmdline" 2>/dev/null | cut -c1-200)"
         for _k in /proc/"$_h"/task/*; do
             echo "  task ${_k##*/} ($(cat "$_k/comm" 2>/dev/null)): $(cat "$_k/wchan" 2>/dev/null)"
@@ -362,8 +363,8 @@ hang_dump() {
 # hang dump, unless killed before (mpi does once its run ends) or PID, when
 # given, has ended: into $FTRAIN_TEST_LOGS/NAME.hang, which tests/run.sh
 # prints at the end (the run's own stderr is often a file a check reads),
-# else (a test run by hand) into the run's own stderr.  Sets _MPI_WATCH (the watcher's pid; a TERM ends it
-# and its sleep).
+# else (a test run by hand) into the run's own stderr.  Sets _MPI_WATCH
+# (the watcher's pid; a TERM ends it and its sleep).
 _mpi_watch() {
     _w_after=$((FTRAIN_TIMEOUT > 6 ? FTRAIN_TIMEOUT - 3 : FTRAIN_TIMEOUT))
     _w_to=""
