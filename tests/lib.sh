@@ -41,10 +41,15 @@
 #                   settings that work on one machine as root (shared-memory
 #                   transport only, oversubscription allowed), bounded by
 #                   `timeout $FTRAIN_TIMEOUT` (default 120 s): a hang fails.
+#                   The launch goes through tests/launch.sh ($LAUNCH), which
+#                   launches again (saying so) when Open MPI's start-up
+#                   failed inside MPI_Init.
 #   mpi_bg N ARGS...  the same in the background; sets MPI_PID (the timeout
 #                   process; its exit code is mpirun's).  `wait "$MPI_PID"`
 #                   and then clear MPI_PID; a run still going when the test
 #                   exits is stopped (TERM, then KILL after 5 s).
+#   mpirun_of PID   the pid of the mpirun under PID (MPI_PID: timeout(1),
+#                   then launch.sh, then mpirun); returns 1 when there is none.
 #   track_bg PID    register a background process started with `cmd &`:
 #                   when the test exits (passing, failing or killed), it
 #                   and its children are stopped (TERM, then KILL after 5 s).
@@ -83,6 +88,13 @@
 BUILD=${BUILD:-build}
 FTRAIN="$BUILD/ftrain"
 FTRAIN_TIMEOUT=${FTRAIN_TIMEOUT:-120}
+# The launcher beside this file (tests/SUBJECT/NAME.sh sources ../lib.sh).
+LAUNCH=$(cd "$(dirname "$0")/.." 2>/dev/null && pwd)/launch.sh
+[ -f "$LAUNCH" ] || LAUNCH=$(pwd)/tests/launch.sh
+[ -f "$LAUNCH" ] || { echo "Bail out! tests/lib.sh: no launch.sh beside it (looked in $(dirname "$0")/.. and tests/)"; exit 1; }
+# Which test a launch retry (tests/launch.sh) was in.
+FTRAIN_TEST_FILE=$(basename "$0")
+export FTRAIN_TEST_FILE
 if [ "${LIB_KEEP_MPI_ENV:-0}" != 1 ]; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     # Keep Open MPI quiet and local: no network probing, no help aggregation.
@@ -141,8 +153,18 @@ _tap_ours() {
     set -- ${_st##*) }
     [ "${2:-}" = "$$" ] && [ "${1:-Z}" != Z ]
 }
+# _tap_tree PID: PID's descendants, parents before their children.
+_tap_tree() {
+    ps -e -o pid=,ppid= 2>/dev/null | awk -v root="$1" '
+        { par[$1] = $2; n++; pid[n] = $1 }
+        END {
+            keep[root] = 1
+            for (c = 1; c;) { c = 0; for (i = 1; i <= n; i++)
+                if (!(pid[i] in keep) && (par[pid[i]] in keep)) { keep[pid[i]] = 1; c = 1; print pid[i] } }
+        }'
+}
 # _tap_stop PID: TERM (it reaches mpirun through timeout(1)), then, after 5 s,
-# KILL to what is left of PID and its children and grandchildren.
+# KILL to what is left of PID and all its descendants.
 _tap_stop() {
     _tap_ours "$1" || return 0
     kill -TERM "$1" 2>/dev/null || return 0
@@ -151,11 +173,9 @@ _tap_stop() {
         sleep 0.1
         _c=$((_c + 1))
     done
-    for _p in $(pgrep -P "$1" 2>/dev/null); do
-        pkill -9 -P "$_p" 2>/dev/null
-        kill -9 "$_p" 2>/dev/null
-    done
-    kill -9 "$1" 2>/dev/null
+    _tap_ours "$1" || return 0
+    # shellcheck disable=SC2046 # pids
+    kill -9 "$1" $(_tap_tree "$1") 2>/dev/null
 }
 _tap_cleanup() {
     _tap_exit=$?
@@ -395,17 +415,28 @@ mpi() {
     shift
     _mpi_watch
     _MPI_FG_WATCH=$_MPI_WATCH
-    timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n "$_mpi_n" "$FTRAIN" --device cpu "$@"
+    timeout -k 5 "$FTRAIN_TIMEOUT" sh "$LAUNCH" mpirun --oversubscribe -n "$_mpi_n" "$FTRAIN" --device cpu "$@"
     _mpi_rc=$?
     kill "$_MPI_FG_WATCH" 2>/dev/null
     _MPI_FG_WATCH=""
     return "$_mpi_rc"
 }
 
+mpirun_of() {
+    for _mo in $(pgrep -P "$1" 2>/dev/null); do
+        case $(cat "/proc/$_mo/comm" 2>/dev/null) in
+        mpirun | orterun) echo "$_mo" && return 0 ;;
+        esac
+        _mo2=$(pgrep -P "$_mo" -x 'mpirun|orterun' 2>/dev/null | head -n 1)
+        [ -z "$_mo2" ] || { echo "$_mo2" && return 0; }
+    done
+    return 1
+}
+
 mpi_bg() {
     _mpi_n=$1
     shift
-    timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n "$_mpi_n" "$FTRAIN" --device cpu "$@" &
+    timeout -k 5 "$FTRAIN_TIMEOUT" sh "$LAUNCH" mpirun --oversubscribe -n "$_mpi_n" "$FTRAIN" --device cpu "$@" &
     MPI_PID=$!
     track_bg "$MPI_PID"
     _mpi_watch "$MPI_PID"

@@ -117,7 +117,7 @@ ALLOWED=$TD/skips-allowed.txt
 
 S=$(mktemp -d "${TMPDIR:-/tmp}/ftrain-run.XXXXXX") || die "mktemp failed"
 serpid=""
-trap '[ -z "$serpid" ] || kill -TERM -- "-$serpid" 2>/dev/null || kill "$serpid" 2>/dev/null; rm -rf "$S"' EXIT
+trap '[ -z "$serpid" ] || kill -s TERM -- "-$serpid" 2>/dev/null || kill "$serpid" 2>/dev/null; rm -rf "$S"' EXIT
 trap 'exit 130' INT TERM
 
 # ---- the full list: "NAME PATH" lines, from the file system ----------------
@@ -215,7 +215,7 @@ if command -v flock >/dev/null 2>&1; then
     exec 8>"$LOGS/.lock"
     flock -n 8 || die "another tests/run.sh is running on BUILD=$BUILD (lock $LOGS/.lock); wait for it, or use another BUILD"
 fi
-rm -f "$LOGS"/*.tap "$LOGS"/*.rc "$LOGS"/*.ms "$LOGS"/*.cpu "$LOGS"/*.hang
+rm -f "$LOGS"/*.tap "$LOGS"/*.rc "$LOGS"/*.ms "$LOGS"/*.cpu "$LOGS"/*.hang "$LOGS/launch-retries"
 export FTRAIN_TEST_LOGS="$LOGS"
 
 echo "# run.sh: tier $tier: $(wc -l <"$S/order") files: $(wc -l <"$S/par") parallel (prove -j $JOBS)," \
@@ -337,6 +337,14 @@ for h in "$LOGS"/*.hang; do
     echo "# a run that hung: $(basename "$h" .hang) (its dump, $h):"
     sed 's/^/#   /' "$h"
 done
+
+# ---- launches started again ------------------------------------------------------
+# tests/launch.sh launched a run again after Open MPI's start-up failed
+# inside MPI_Init: never silent, and counted here.
+if [ -s "$LOGS/launch-retries" ]; then
+    echo "# launches started again after Open MPI failed inside MPI_Init (tests/launch.sh): $(wc -l <"$LOGS/launch-retries")"
+    sed 's/^/#   /' "$LOGS/launch-retries"
+fi
 
 # ---- times ------------------------------------------------------------------
 : >"$S/ms"

@@ -396,7 +396,7 @@ is "$(reader_kind --strict "$T/craft/ok-offset-not-8-aligned/$(basename "$C2")")
 
 L="$T/local"
 LOC="$SMALL --steps 12 --run-dir $T/lr --ckpt-every 4 --ckpt-local $L/%n --ckpt-local-every 4 --log-every 1 --step-delay-ms 40"
-timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe \
+timeout -k 5 "$FTRAIN_TIMEOUT" sh "$LAUNCH" mpirun --oversubscribe \
     -n 1 -x SLURMD_NODENAME=a "$FTRAIN" --device cpu $LOC : \
     -n 1 -x SLURMD_NODENAME=b "$FTRAIN" --device cpu $LOC : \
     -n 1 -x SLURMD_NODENAME=c "$FTRAIN" --device cpu $LOC >"$T/lr.out" 2>&1

@@ -53,7 +53,7 @@ is "$(kind_of "$T/div2")" nan "  of kind nan"
 lost() {
     _sig=$1 _dir=$2
     shift 2
-    timeout -k 5 90 mpirun --oversubscribe --enable-recovery -n 3 "$FTRAIN" --device cpu \
+    timeout -k 5 90 sh "$LAUNCH" mpirun --oversubscribe --enable-recovery -n 3 "$FTRAIN" --device cpu \
         --data line --layers 8 --steps 2000 --step-delay-ms 100 --log-every 1 --hang-timeout 5 \
         --run-dir "$_dir" "$@" >"$_dir.out" 2>"$_dir.err" &
     _job=$!

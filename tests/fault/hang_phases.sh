@@ -48,7 +48,7 @@ stalled() {
     _name=$1 _ranks=$2 _rank=$3 _op=$4 _match=$5 _after=$6
     shift 6
     rm -f "$MARK"
-    timeout -k 5 "$LIMIT" mpirun --oversubscribe -n "$_ranks" -x LD_PRELOAD="$STALLIO" \
+    timeout -k 5 "$LIMIT" sh "$LAUNCH" mpirun --oversubscribe -n "$_ranks" -x LD_PRELOAD="$STALLIO" \
         -x STALLIO_RANK="$_rank" -x STALLIO_OP="$_op" -x STALLIO_MATCH="$_match" \
         -x STALLIO_AFTER="$_after" -x STALLIO_SECONDS=120 -x STALLIO_MARK="$MARK" \
         "$FTRAIN" --device cpu "$@" >"$T/$_name.out" 2>"$T/$_name.err"

@@ -28,7 +28,7 @@ LINE="--data line --global-batch 32 --micro-batch 8 --lr 0.01"
 # MPI_Init) cuts that evaluation short: a stop at the resumed step.  With no
 # run directory nothing is saved, whatever path --resume named.
 handler_in() {
-    _mpirun_pid=$(pgrep -P "$MPI_PID" 2>/dev/null | head -n 1)
+    _mpirun_pid=$(mpirun_of "$MPI_PID")
     [ -n "$_mpirun_pid" ] || return 1
     for _rank_pid in $(pgrep -P "$_mpirun_pid" -x ftrain 2>/dev/null); do
         _caught=$(sed -n 's/^SigCgt:[[:space:]]*//p' "/proc/$_rank_pid/status" 2>/dev/null)
@@ -191,7 +191,7 @@ like "$(cat "$d.err")" "ftrain: warning: rank 0 got SIGUSR2, which is not the st
 if have_shim stallio; then
     d="$T/final"
     : >"$d.out"
-    timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n 1 -x LD_PRELOAD="$SHIM" \
+    timeout -k 5 "$FTRAIN_TIMEOUT" sh "$LAUNCH" mpirun --oversubscribe -n 1 -x LD_PRELOAD="$SHIM" \
         -x STALLIO_RANK=0 -x STALLIO_OP=fsync -x STALLIO_SECONDS=3 -x STALLIO_MARK="$d.mark" \
         "$FTRAIN" --device cpu $LINE --steps 10 --log-every 1 --step-delay-ms 20 \
         --run-dir "$d" >>"$d.out" 2>"$d.err" &

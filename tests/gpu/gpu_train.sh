@@ -141,7 +141,7 @@ if ! have_shim stallio; then
     skip "GPU: a rank stalled in a save ends the job with exit 76 within seconds (watchdog, ncclCommAbort)" "$SHIM_WHY"
 else
     h0=$(date +%s.%N)
-    timeout -k 5 60 mpirun --oversubscribe -n 1 -x LD_PRELOAD="$SHIM" -x STALLIO_RANK=0 \
+    timeout -k 5 60 sh "$LAUNCH" mpirun --oversubscribe -n 1 -x LD_PRELOAD="$SHIM" -x STALLIO_RANK=0 \
         -x STALLIO_OP=fsync -x STALLIO_AFTER=1 -x STALLIO_SECONDS=120 \
         "$FTRAIN" --device cuda --data line --layers 16 --steps 60 --ckpt-every 5 \
         --hang-timeout 3 --run-dir "$T/hang" >"$T/hang.out" 2>"$T/hang.err"

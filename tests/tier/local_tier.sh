@@ -168,7 +168,7 @@ nodes() {
     case " $* " in
     *" --ckpt-local "*) set -- "$@" --ckpt-local-exchange "$EXCHANGE" ;;
     esac
-    _cmd="timeout -k 5 $FTRAIN_TIMEOUT mpirun --oversubscribe"
+    _cmd="timeout -k 5 $FTRAIN_TIMEOUT sh \"\$LAUNCH\" mpirun --oversubscribe"
     _sep=""
     while [ "$1" != -- ]; do
         _cmd="$_cmd$_sep -n ${1%%:*} -x SLURMD_NODENAME=${1#*:} $FTRAIN --device cpu @ARGS@"

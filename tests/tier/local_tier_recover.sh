@@ -31,13 +31,13 @@ LOCAL="--ckpt-local-every 4 --step-delay-ms 30"
 
 # two ARGS...: one rank on node a and one on node b.
 two() {
-    timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n 1 -x SLURMD_NODENAME=a "$FTRAIN" \
+    timeout -k 5 "$FTRAIN_TIMEOUT" sh "$LAUNCH" mpirun --oversubscribe -n 1 -x SLURMD_NODENAME=a "$FTRAIN" \
         --device cpu "$@" : -n 1 -x SLURMD_NODENAME=b "$FTRAIN" --device cpu "$@"
 }
 
 # ona ARGS...: two ranks, both on node a.
 ona() {
-    timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n 2 -x SLURMD_NODENAME=a "$FTRAIN" \
+    timeout -k 5 "$FTRAIN_TIMEOUT" sh "$LAUNCH" mpirun --oversubscribe -n 2 -x SLURMD_NODENAME=a "$FTRAIN" \
         --device cpu "$@"
 }
 

@@ -98,7 +98,7 @@ if have_shim stallio; then
     for held in "1 0" "2 1"; do
         set -- $held
         n=$1 r=$2
-        timeout -k 5 60 mpirun --oversubscribe -n "$n" -x LD_PRELOAD="$SHIM" -x STALLIO_RANK="$r" \
+        timeout -k 5 60 sh "$LAUNCH" mpirun --oversubscribe -n "$n" -x LD_PRELOAD="$SHIM" -x STALLIO_RANK="$r" \
             -x STALLIO_OP=fsync -x STALLIO_SECONDS=2 -x STALLIO_MARK="$T/d$n.mark" \
             "$FTRAIN" --data line --layers 64 --steps 5 --log-every 1000 --step-delay-ms 20 \
             --run-dir "$T/d$n" --ckpt-every 3 --ckpt-async >"$T/d$n.out" 2>&1

@@ -94,7 +94,7 @@ is "$(events checkpoint "$T/b/metrics.jsonl" | cut -d' ' -f1 | tr '\n' ' ')" "10
 stop_run() {
     _n=$1
     shift
-    timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n 2 ${MPIRUN_OPTS:-} "$FTRAIN" \
+    timeout -k 5 "$FTRAIN_TIMEOUT" sh "$LAUNCH" mpirun --oversubscribe -n 2 ${MPIRUN_OPTS:-} "$FTRAIN" \
         --device cpu $LINE --steps 1000 --step-delay-ms 100 --log-every 1 \
         --run-dir "$T/$_n" "$@" >"$T/$_n.out" 2>"$T/$_n.err" &
     MPI_PID=$!

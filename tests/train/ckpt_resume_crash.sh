@@ -96,7 +96,7 @@ while [ "$i" -le "$ROUNDS" ]; do
         if [ "$whole" -eq 1 ]; then
             what="the whole job"
             kill -9 $(rank_pids "$out") 2>/dev/null
-            kill -9 "$(pgrep -P "$MPI_PID" | head -n 1)" 2>/dev/null
+            kill -9 "$(mpirun_of "$MPI_PID")" 2>/dev/null
         else
             what="rank $victim"
             kill -9 "$(rank_pids "$out" | sed -n "$((victim + 1))p")" 2>/dev/null

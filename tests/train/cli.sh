@@ -187,7 +187,7 @@ if [ "$ncpu" -ge 2 ] && command -v taskset >/dev/null 2>&1; then
     taskset -c "$cpu" "$FTRAIN" $L --steps 1 >"$T/out" 2>"$T/err"
     like "$(cat "$T/out")" "world: rank 0 .* cores 1" "a run pinned to one CPU by taskset gets 1 core"
     like "$(cat "$T/out")" " 1 BLAS thread per rank" "and runs 1 BLAS thread, not $ncpu"
-    timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --bind-to core -n 1 "$FTRAIN" $L --steps 1 >"$T/out" 2>"$T/err"
+    timeout -k 5 "$FTRAIN_TIMEOUT" sh "$LAUNCH" mpirun --bind-to core -n 1 "$FTRAIN" $L --steps 1 >"$T/out" 2>"$T/err"
     like "$(cat "$T/out")" "world: rank 0 .* cores 1" "a rank that mpirun binds to a core gets 1 core"
     mpi 2 $L --steps 1 >"$T/out" 2>"$T/err"
     half=$((ncpu / 2))
@@ -224,7 +224,7 @@ if ! command -v mpirun >/dev/null 2>&1; then
     SHIM_WHY="mpirun not installed"
 elif have_shim stallio; then
     : >"$T/st.out"
-    timeout -k 5 60 mpirun --oversubscribe -n 1 -x LD_PRELOAD="$SHIM" -x STALLIO_RANK=0 \
+    timeout -k 5 60 sh "$LAUNCH" mpirun --oversubscribe -n 1 -x LD_PRELOAD="$SHIM" -x STALLIO_RANK=0 \
         -x STALLIO_OP=fsync -x STALLIO_SECONDS=2 -x STALLIO_MARK="$T/st.mark" \
         "$FTRAIN" --device cpu --data line --layers 4 --global-batch 10 --micro-batch 10 \
         --steps 1000 --step-delay-ms 200 --run-dir "$T/st" >>"$T/st.out" 2>&1 &

@@ -102,7 +102,7 @@ is "$?" 0 "  the same --resume into a new --run-dir runs"
 if have_shim stallio; then
     d="$T/eio"
     mpi 2 $LINE --steps 8 --ckpt-every 4 --run-dir "$d" >"$d.out" 2>&1
-    timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n 2 -x LD_PRELOAD="$SHIM" \
+    timeout -k 5 "$FTRAIN_TIMEOUT" sh "$LAUNCH" mpirun --oversubscribe -n 2 -x LD_PRELOAD="$SHIM" \
         -x STALLIO_RANK=0 -x STALLIO_OP=open -x STALLIO_SECONDS=0 -x STALLIO_FAIL=5 \
         -x STALLIO_MATCH=shard-1.ftsh \
         "$FTRAIN" --device cpu $LINE --steps 12 --ckpt-every 4 --run-dir "$d" >"$T/eio.out" 2>"$T/eio.err"

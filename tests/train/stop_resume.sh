@@ -253,7 +253,7 @@ D_USR2=$LASTDIR
 # that was past that point already is a lost race: the run goes on, and
 # another is started (3 tries; none in 3 is a failure, not a skip).
 handlers_in() {
-    _mp=$(pgrep -P "$MPI_PID" 2>/dev/null | head -n 1)
+    _mp=$(mpirun_of "$MPI_PID")
     [ -n "$_mp" ] || return 1
     STARTUP_PID=""
     for _p in $(pgrep -P "$_mp" -x ftrain 2>/dev/null); do
@@ -316,7 +316,7 @@ if ! have_shim slowstart; then
 else
     rm -f "$d.mark"
     : >"$d.out"
-    SLOWSTART_MARK=$d.mark timeout -k 5 "$FTRAIN_TIMEOUT" mpirun --oversubscribe -n 2 \
+    SLOWSTART_MARK=$d.mark timeout -k 5 "$FTRAIN_TIMEOUT" sh "$LAUNCH" mpirun --oversubscribe -n 2 \
         -x LD_PRELOAD="$SHIM" -x SLOWSTART_MARK \
         "$FTRAIN" $RUN --run-dir "$d" >>"$d.out" 2>>"$d.err" &
     MPI_PID=$!
