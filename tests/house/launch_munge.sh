@@ -27,22 +27,13 @@ exec 9>"$LAB.lock"
 flock -w 900 9 || { echo "Bail out! another SLURM test holds $LAB.lock"; exit 1; }
 
 answers() { timeout -k 1 5 munge -n </dev/null >/dev/null 2>&1; }
-# munge_start: the machine's munged, as tests/slurm/lab/lab-up.sh starts it.
-munge_start() {
-    if [ ! -s /etc/munge/munge.key ]; then
-        dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none
-        chown munge:munge /etc/munge/munge.key
-        chmod 400 /etc/munge/munge.key
-    fi
-    mkdir -p /run/munge /var/log/munge /var/lib/munge
-    chown munge:munge /run/munge /var/log/munge /var/lib/munge
-    # Without the lock's descriptor: munged would hold it for as long as it runs.
-    timeout -k 1 30 runuser -u munge -- /usr/sbin/munged >/dev/null 2>&1 9>&-
-}
+# munge_start: the machine's munged, as tests/slurm/lab/lab-up.sh starts it;
+# without the lock's descriptor, which munged would hold as long as it runs.
+MUNGE_UP=$(cd "$(dirname "$0")/.." && pwd)/slurm/lab/munge-up.sh
+munge_start() { "$MUNGE_UP" >/dev/null 2>&1 9>&-; }
 was_up=0
 answers && was_up=1
 [ "$was_up" = 1 ] || munge_start
-wait_for 10 answers
 ok "$(answers; echo $?)" "munged answers (it was $([ "$was_up" = 1 ] && echo running || echo stopped))" ||
     { why "see /var/log/munge/munged.log"; done_testing; exit; }
 restore() {
@@ -53,7 +44,6 @@ restore() {
     if [ "$was_up" = 1 ]; then
         wait_for 5 sh -c '! pgrep -x munged >/dev/null'
         munge_start
-        wait_for 10 answers
     fi
 }
 at_exit restore

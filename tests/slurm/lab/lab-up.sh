@@ -126,17 +126,10 @@ done
 # munge: use a running munged if there is one, else start the system one and
 # remember that we did, so lab-down.sh stops only what we started.
 if ! timeout -k 1 5 munge -n </dev/null >/dev/null 2>&1; then
-	if [ ! -s /etc/munge/munge.key ]; then
-		dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none
-		chown munge:munge /etc/munge/munge.key
-		chmod 400 /etc/munge/munge.key
-	fi
-	mkdir -p /run/munge /var/log/munge /var/lib/munge
-	chown munge:munge /run/munge /var/log/munge /var/lib/munge
-	timeout -k 1 30 runuser -u munge -- /usr/sbin/munged || die "munged did not start (see /var/log/munge/munged.log)"
-	cp /run/munge/munged.pid "$LAB/run/munged.ours" 2>/dev/null || : >"$LAB/run/munged.ours"
-	for _ in $(seq 1 50); do timeout -k 1 5 munge -n </dev/null >/dev/null 2>&1 && break; sleep 0.1; done
-	timeout -k 1 5 munge -n </dev/null >/dev/null 2>&1 || die "munged is not answering"
+	"$(dirname "$0")/munge-up.sh"
+	_rc=$?
+	[ -s /run/munge/munged.pid ] && cp /run/munge/munged.pid "$LAB/run/munged.ours" 2>/dev/null || : >"$LAB/run/munged.ours"
+	[ "$_rc" -eq 0 ] || die "munged did not start or is not answering (see /var/log/munge/munged.log)"
 fi
 
 # Configuration: rewritten only when its text changes.
