@@ -133,10 +133,10 @@ if [ "${LIB_KEEP_MPI_ENV:-0}" != 1 ]; then
     # mpirun's session directories (pid.N, its PMIx rendezvous) under $T,
     # removed with it: an mpirun that a test kills leaves its directory in
     # the shared /tmp/ompi.HOST.UID, and with 32768 pids reused within one
-    # suite a later mpirun of another file may be given the same pid.  A
-    # suite run once saw MPI_Init fail in a 3-rank run ("OPAL ERROR:
-    # Unreachable", the run hung until its timeout) with 123 such leftovers
-    # there; a directory per test rules that collision out.
+    # suite a later mpirun of another file may be given the same pid.  (A
+    # later mpirun on such a leftover was seen to run well, 25 times; the
+    # "OPAL ERROR: Unreachable" failures once blamed on them were munge's,
+    # see PMIX_MCA_psec below.  A directory per test keeps /tmp clean.)
     mkdir -p "$T/ompi" && export OMPI_MCA_orte_tmpdir_base="$T/ompi"
 fi
 _tap_bg=""
