@@ -57,6 +57,9 @@ while :; do
         off=$(stat -L -c %s "/proc/$$/fd/2" 2>/dev/null) || off=0
         "$@"
         rc=$?
+        # Read back only what may be launched again (a launch that ended
+        # well costs no process more).
+        [ "$rc" -ne 0 ] && [ "$sig" = 0 ] && [ "$n" -lt "$tries" ] || exit "$rc"
         err=$(tail -c +"$((off + 1))" "/proc/$$/fd/2" 2>/dev/null | grep -m 3 -E 'An error occurred in MPI_Init|OPAL ERROR|PMIx')
     else
         [ -n "$tmp" ] || tmp=$(mktemp "${TMPDIR:-/tmp}/launch.XXXXXX") || exit 2
@@ -69,9 +72,9 @@ while :; do
             rc=$?
             cat "$tmp" >&2
         fi
+        [ "$rc" -ne 0 ] && [ "$sig" = 0 ] && [ "$n" -lt "$tries" ] || exit "$rc"
         err=$(grep -m 3 -E 'An error occurred in MPI_Init|OPAL ERROR|PMIx' "$tmp")
     fi
-    [ "$rc" -ne 0 ] && [ "$sig" = 0 ] && [ "$n" -lt "$tries" ] || exit "$rc"
     case $err in *"An error occurred in MPI_Init"*) ;; *) exit "$rc" ;; esac
     first=$(printf '%s\n' "$err" | grep -v 'An error occurred in MPI_Init' | head -n 1)
     [ -n "$first" ] || first=$(printf '%s\n' "$err" | head -n 1)
