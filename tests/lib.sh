@@ -162,14 +162,17 @@ _tap_ours() {
     set -- ${_st##*) }
     [ "${2:-}" = "$$" ] && [ "${1:-Z}" != Z ]
 }
-# _tap_tree PID: PID's descendants, parents before their children.
+# _tap_tree PID: PID and its descendants, a line each from one ps:
+# "PID PPID STAT WCHAN AGE ARGS" (the hang dump shows them; _tap_stop
+# takes the pids).
 _tap_tree() {
-    ps -e -o pid=,ppid= 2>/dev/null | awk -v root="$1" '
-        { par[$1] = $2; n++; pid[n] = $1 }
+    ps -e -o pid=,ppid=,stat=,wchan:24=,etimes=,args= 2>/dev/null | awk -v root="$1" '
+        { line[$1] = $0; par[$1] = $2; n++; pid[n] = $1 }
         END {
             keep[root] = 1
             for (c = 1; c;) { c = 0; for (i = 1; i <= n; i++)
-                if (!(pid[i] in keep) && (par[pid[i]] in keep)) { keep[pid[i]] = 1; c = 1; print pid[i] } }
+                if (!(pid[i] in keep) && (par[pid[i]] in keep)) { keep[pid[i]] = 1; c = 1 } }
+            for (i = 1; i <= n; i++) if (pid[i] in keep) print line[pid[i]]
         }'
 }
 # _tap_stop PID: TERM (it reaches mpirun through timeout(1)), then, after 5 s,
@@ -184,7 +187,7 @@ _tap_stop() {
     done
     _tap_ours "$1" || return 0
     # shellcheck disable=SC2046 # pids
-    kill -9 "$1" $(_tap_tree "$1") 2>/dev/null
+    kill -9 $(_tap_tree "$1" | awk '{ print $1 }') 2>/dev/null
 }
 _tap_cleanup() {
     _tap_exit=$?
@@ -365,14 +368,7 @@ have_shim() {
 # stack and, where gdb is installed, its threads' backtraces.
 hang_dump() {
     echo "==== hang dump of test $(basename "$0") (pid $$) at $(date '+%H:%M:%S'), load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
-    _hd_tree=$(ps -e -o pid=,ppid=,stat=,wchan:24=,etimes=,args= 2>/dev/null | awk -v root="$$" '
-        { line[$1] = $0; par[$1] = $2; n++; pid[n] = $1 }
-        END {
-            keep[root] = 1
-            for (c = 1; c;) { c = 0; for (i = 1; i <= n; i++)
-                if (!(pid[i] in keep) && (par[pid[i]] in keep)) { keep[pid[i]] = 1; c = 1 } }
-            for (i = 1; i <= n; i++) if (pid[i] in keep) print line[pid[i]]
-        }')
+    _hd_tree=$(_tap_tree "$$")
     # In a variable, not a file: two runs of one test may dump at once.
     printf '%s\n' "$_hd_tree"
     for _h in $(printf '%s\n' "$_hd_tree" | awk '$6 ~ /(^|\/)(ftrain|mpirun|orterun|prterun|python3?)$/ { print $1 }'); do

@@ -11,8 +11,7 @@
 # that Open MPI fails at start").  Here munged is stopped and started
 # every 0.15 s while 12 runs of 3 ranks launch through lib.sh's mpi: every
 # run ends well, and none needed a second launch (tests/launch.sh).  (With
-# PMIX_MCA_psec=munge,native instead, the same loop fails or hangs most
-# launches.)
+# PMIX_MCA_psec=munge,native put back, launches here hang or fail: seen.)
 #
 # munged is the machine's: the test holds the SLURM test cluster's lock
 # while it plays with it (tiers.txt: serial, beside the SLURM tests), and
