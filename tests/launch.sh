@@ -43,7 +43,16 @@ case $tries in '' | *[!0-9]* | 0) echo "launch.sh: FTRAIN_LAUNCH_TRIES='$tries' 
 sig=0
 trap 'sig=1' TERM INT HUP
 tmp=""
-trap '[ -z "$tmp" ] || rm -f "$tmp"' EXIT
+sess=""
+trap '[ -z "$tmp" ] || rm -f "$tmp"; [ -z "$sess" ] || rm -rf "$sess"' EXIT
+# A session directory base of this launch's own, under the one the test
+# gave (tests/lib.sh: $T/ompi): an mpirun that ends removes its top
+# session directory when it is empty, and a second mpirun of the same test
+# creating its own below it meanwhile failed ("orte_session_dir failed",
+# seen once in stop_resume.sh's launches side by side).
+if [ -n "${OMPI_MCA_orte_tmpdir_base:-}" ] && [ -d "$OMPI_MCA_orte_tmpdir_base" ]; then
+    sess=$(mktemp -d "$OMPI_MCA_orte_tmpdir_base/l.XXXXXX") && export OMPI_MCA_orte_tmpdir_base="$sess"
+fi
 
 # same_file A B: fds A and B of this process are one file (one pipe).
 same_file() {
